@@ -1,0 +1,38 @@
+#!/bin/sh
+# Install the Debian 12 packages Lazaret needs to build, run and test.
+# Idempotent: only missing packages are installed; uses sudo when not root.
+set -eu
+
+PACKAGES="
+build-essential clang libclang-rt-14-dev meson ninja-build pkg-config
+libtomlplusplus-dev libjansson-dev libssl-dev libsqlite3-dev libmnl-dev
+libseccomp-dev libcap-dev libcmocka-dev
+runsc slirp4netns uidmap nftables iproute2 skopeo umoci busybox-static debootstrap
+git python3 python3-pytest python3-pexpect tmux passwd util-linux procps
+"
+
+missing=""
+for p in $PACKAGES; do
+    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+        missing="$missing $p"
+    fi
+done
+
+if [ -z "$missing" ]; then
+    exit 0
+fi
+
+if [ "$(id -u)" -eq 0 ]; then
+    SUDO=""
+elif command -v sudo >/dev/null 2>&1; then
+    SUDO="sudo"
+else
+    echo "install-deps: these Debian packages are missing:$missing" >&2
+    echo "  fix: install them as root: apt-get install$missing" >&2
+    exit 1
+fi
+
+echo "install-deps: installing:$missing"
+$SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+# shellcheck disable=SC2086
+$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $missing >/dev/null

@@ -1,0 +1,57 @@
+/* SPDX-License-Identifier: Apache-2.0
+ *
+ * The lazaret command line: one file per subcommand behind the dispatch
+ * table in main.c. Each command receives argv starting at its own name and
+ * returns the process exit status.
+ *
+ * Exit statuses (README "Exit codes"):
+ *   run:          the sandboxed command's status, 128+N for signal N,
+ *                 125 Lazaret failed, 126 not executable, 127 not found
+ *   other:        0 ok, 1 failure, 2 usage error
+ */
+#ifndef LAZARET_CLI_CLI_H
+#define LAZARET_CLI_CLI_H
+
+#include <stdbool.h>
+
+enum {
+    LZ_EXIT_OK = 0,
+    LZ_EXIT_FAILURE = 1,
+    LZ_EXIT_USAGE = 2,
+    LZ_EXIT_RUN_LAZARET_FAILED = 125,
+    LZ_EXIT_RUN_NOT_EXECUTABLE = 126,
+    LZ_EXIT_RUN_NOT_FOUND = 127,
+};
+
+typedef struct lz_global_options {
+    const char *config_path; /* --config FILE, or NULL for the XDG default */
+} lz_global_options;
+
+typedef struct lz_command {
+    const char *name;
+    const char *summary;                 /* one line for `lazaret --help` */
+    const char *usage;                   /* full text for `lazaret CMD --help` */
+    int (*run)(int argc, char **argv, const lz_global_options *g);
+    int failure_status;                  /* status for Lazaret's own failures */
+} lz_command;
+
+int lz_cmd_run(int argc, char **argv, const lz_global_options *g);
+int lz_cmd_status(int argc, char **argv, const lz_global_options *g);
+int lz_cmd_state(int argc, char **argv, const lz_global_options *g);
+int lz_cmd_config(int argc, char **argv, const lz_global_options *g);
+int lz_cmd_doctor(int argc, char **argv, const lz_global_options *g);
+
+extern const char lz_usage_run[];
+extern const char lz_usage_status[];
+extern const char lz_usage_state[];
+extern const char lz_usage_config[];
+extern const char lz_usage_doctor[];
+
+/* True when argv[1..] asks for help ("--help" or "-h" anywhere before "--"). */
+bool lz_cli_wants_help(int argc, char **argv);
+
+/* Print "lazaret CMD: MESSAGE" and "Try 'lazaret CMD --help'." to stderr;
+ * returns LZ_EXIT_USAGE. */
+int lz_cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#endif

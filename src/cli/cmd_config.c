@@ -1,0 +1,235 @@
+/* SPDX-License-Identifier: Apache-2.0
+ *
+ * lazaret config check PROFILE [--workspace DIR] [--json]
+ *
+ * Loads exactly as `run` will (lz_config_load) and prints the resolved
+ * selected profile with its Domain ID and configuration fingerprint.
+ * Environment values are never printed: only names and their sources.
+ */
+#include <jansson.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "common/util.h"
+#include "config/resolve.h"
+#include "oci/layout.h"
+
+const char lz_usage_config[] =
+    "Usage: lazaret [--config FILE] config check PROFILE [--workspace DIR] [--json]\n"
+    "\n"
+    "Load the configuration exactly as 'lazaret run' does, validate every rule,\n"
+    "and print the resolved profile, its Domain ID and configuration fingerprint.\n"
+    "\n"
+    "Options:\n"
+    "  --workspace DIR  the project directory (default: the current directory)\n"
+    "  --json           print one JSON object instead of text\n"
+    "\n"
+    "Exit status: 0 valid, 1 invalid, 2 usage error.\n";
+
+static const char *kind_name(lz_volume_kind k)
+{
+    return k == LZ_VOLUME_DIRECTORY ? "directory" : "file";
+}
+
+static const char *access_name(lz_volume_access a)
+{
+    return a == LZ_ACCESS_READ_ONLY ? "read-only" : "read-write";
+}
+
+static json_t *prefixes_json(const lz_ipv4_prefix_list *l)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; i < l->count; i++) {
+        char buf[19];
+        lz_ipv4_prefix_format(&l->items[i], buf);
+        json_array_append_new(a, json_string(buf));
+    }
+    return a;
+}
+
+static int print_json(const lz_resolved_config *c)
+{
+    char id[65], fp[65];
+    lz_digest_hex(c->domain_id, id);
+    lz_digest_hex(c->fingerprint, fp);
+
+    json_t *o = json_object();
+    json_object_set_new(o, "profile", json_string(c->profile));
+    json_object_set_new(o, "workspace", json_string(c->workspace.label));
+    json_object_set_new(o, "config_file", json_string(c->config_file.label));
+    json_object_set_new(o, "domain_id", json_string(id));
+    json_object_set_new(o, "configuration_fingerprint", json_string(fp));
+    json_object_set_new(o, "storage_root", json_string(c->storage_root.label));
+    json_object_set_new(o, "runtime_root", json_string(c->runtime_root.label));
+    json_object_set_new(o, "profile_dir", json_string(c->profile_dir.label));
+    json_object_set_new(o, "domain_root", json_string(c->storage_domain_root.label));
+    json_object_set_new(o, "domain_runtime_dir", json_string(c->runtime_domain_root.label));
+    json_object_set_new(o, "image", json_string(c->image));
+    json_object_set_new(o, "isolate_gitignored", json_boolean(c->isolate_gitignored));
+
+    json_t *pd = json_array();
+    for (size_t i = 0; i < c->n_persistent_dirs; i++)
+        json_array_append_new(pd, json_string(c->persistent_dirs[i]));
+    json_object_set_new(o, "persistent_dirs", pd);
+
+    json_t *env = json_array();
+    for (size_t i = 0; i < c->n_env; i++)
+        json_array_append_new(env, json_pack("{s:s, s:s}", "name", c->env[i].sandbox_name, "from",
+                                             c->env[i].host_name));
+    json_object_set_new(o, "environment", env);
+
+    json_t *vols = json_array();
+    for (size_t i = 0; i < c->n_volumes; i++) {
+        const lz_resolved_volume *v = &c->volumes[i];
+        json_array_append_new(vols, json_pack("{s:s, s:s, s:s, s:s, s:b}", "source",
+                                              v->source.label, "destination", v->container,
+                                              "kind", kind_name(v->kind), "access",
+                                              access_name(v->access), "create", v->create));
+    }
+    json_object_set_new(o, "volumes", vols);
+
+    json_object_set_new(o, "network", json_pack("{s:o, s:o}", "allow", prefixes_json(&c->allow),
+                                                "deny", prefixes_json(&c->deny)));
+
+    json_t *rules = json_array();
+    for (size_t i = 0; i < c->n_rules; i++) {
+        const lz_resolved_rule *r = &c->rules[i];
+        json_t *args = json_array();
+        for (size_t k = 0; k < r->n_args; k++)
+            json_array_append_new(args, json_string(r->args[k]));
+        json_array_append_new(rules, json_pack("{s:s, s:o, s:b}", "executable",
+                                               r->executable.label, "args", args,
+                                               "allow_extra_args", r->allow_extra_args));
+    }
+    json_object_set_new(o, "escalation", json_pack("{s:b, s:o}", "enabled",
+                                                   c->escalation_enabled, "auto_approve", rules));
+
+    /* Strings come from validated UTF-8 configuration or raw pathnames;
+     * JSON_ENSURE_ASCII keeps the output printable whatever the bytes. */
+    int r = json_dumpf(o, stdout, JSON_INDENT(2) | JSON_SORT_KEYS | JSON_ENSURE_ASCII);
+    json_decref(o);
+    if (r < 0)
+        return -1;
+    fputc('\n', stdout);
+    return 0;
+}
+
+static void print_text(const lz_resolved_config *c)
+{
+    char id[65], fp[65];
+    lz_digest_hex(c->domain_id, id);
+    lz_digest_hex(c->fingerprint, fp);
+    printf("configuration %s is valid\n\n", c->config_file.label);
+    printf("profile:                   %s\n", c->profile);
+    printf("workspace:                 %s\n", c->workspace.label);
+    printf("domain id:                 %s\n", id);
+    printf("configuration fingerprint: %s\n", fp);
+    printf("storage root:              %s\n", c->storage_root.label);
+    printf("runtime root:              %s\n", c->runtime_root.label);
+    printf("profile dir:               %s\n", c->profile_dir.label);
+    printf("domain root:               %s\n", c->storage_domain_root.label);
+    printf("image:                     %s\n", c->image);
+    printf("isolate gitignored:        %s\n", c->isolate_gitignored ? "yes" : "no");
+    printf("persistent dirs:          ");
+    if (!c->n_persistent_dirs)
+        printf(" (none)");
+    for (size_t i = 0; i < c->n_persistent_dirs; i++)
+        printf(" %s", c->persistent_dirs[i]);
+    printf("\nenvironment:              ");
+    if (!c->n_env)
+        printf(" (none)");
+    printf("\n");
+    for (size_t i = 0; i < c->n_env; i++)
+        printf("  %s from host $%s (value not shown)\n", c->env[i].sandbox_name,
+               c->env[i].host_name);
+    printf("volumes:                  %s\n", c->n_volumes ? "" : " (none)");
+    for (size_t i = 0; i < c->n_volumes; i++) {
+        const lz_resolved_volume *v = &c->volumes[i];
+        printf("  %s <- %s (%s, %s%s)\n", v->container, v->source.label, kind_name(v->kind),
+               access_name(v->access), v->create ? ", created if missing" : "");
+    }
+    printf("network (IPv4 only; IPv6 disabled; longest prefix wins; default deny):\n");
+    for (size_t i = 0; i < c->allow.count; i++) {
+        char buf[19];
+        lz_ipv4_prefix_format(&c->allow.items[i], buf);
+        printf("  allow %s\n", buf);
+    }
+    for (size_t i = 0; i < c->deny.count; i++) {
+        char buf[19];
+        lz_ipv4_prefix_format(&c->deny.items[i], buf);
+        printf("  deny  %s\n", buf);
+    }
+    printf("escalation:                %s\n", c->escalation_enabled ? "enabled" : "disabled");
+    for (size_t i = 0; i < c->n_rules; i++) {
+        const lz_resolved_rule *r = &c->rules[i];
+        printf("  auto-approve: %s", r->executable.label);
+        for (size_t k = 0; k < r->n_args; k++)
+            printf(" '%s'", r->args[k]);
+        printf("%s\n", r->allow_extra_args ? " [further arguments allowed]" : "");
+    }
+}
+
+static int config_check(int argc, char **argv, const lz_global_options *g)
+{
+    const char *profile = NULL, *workspace = NULL;
+    bool json = false;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--json") == 0) {
+            json = true;
+        } else if (strcmp(a, "--workspace") == 0) {
+            if (i + 1 >= argc)
+                return lz_cli_usage_error("config check", "option --workspace needs a DIR");
+            workspace = argv[++i];
+        } else if (strncmp(a, "--workspace=", 12) == 0) {
+            workspace = a + 12;
+        } else if (a[0] == '-' && a[1] != '\0') {
+            return lz_cli_usage_error("config check", "unknown option '%s'", a);
+        } else if (!profile) {
+            profile = a;
+        } else {
+            return lz_cli_usage_error("config check", "unexpected argument '%s'", a);
+        }
+    }
+    if (!profile)
+        return lz_cli_usage_error("config check", "missing PROFILE");
+    if (workspace && !*workspace)
+        return lz_cli_usage_error("config check", "option --workspace needs a non-empty DIR");
+
+    lz_error *err = NULL;
+    lz_resolved_config *cfg = NULL;
+    lz_load_request req = {
+        .config_path = g->config_path,
+        .profile = profile,
+        .workspace = workspace,
+        .layout = lz_sandbox_layout_production(),
+    };
+    if (lz_config_load(&req, &cfg, &err) < 0) {
+        lz_error_report(err, stderr);
+        lz_error_free(err);
+        return LZ_EXIT_FAILURE;
+    }
+    int status = LZ_EXIT_OK;
+    if (json) {
+        if (print_json(cfg) < 0) {
+            fprintf(stderr, "lazaret: error: cannot write the JSON output\n");
+            status = LZ_EXIT_FAILURE;
+        }
+    } else {
+        print_text(cfg);
+    }
+    if (fflush(stdout) != 0)
+        status = LZ_EXIT_FAILURE;
+    lz_resolved_config_free(cfg);
+    return status;
+}
+
+int lz_cmd_config(int argc, char **argv, const lz_global_options *g)
+{
+    if (argc < 2)
+        return lz_cli_usage_error("config", "missing subcommand (expected 'check')");
+    if (strcmp(argv[1], "check") == 0)
+        return config_check(argc - 1, argv + 1, g);
+    return lz_cli_usage_error("config", "unknown subcommand '%s' (expected 'check')", argv[1]);
+}

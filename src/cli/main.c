@@ -1,0 +1,123 @@
+/* SPDX-License-Identifier: Apache-2.0
+ *
+ * lazaret: entry point and subcommand dispatch.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "lazaret-version.h"
+
+static const lz_command commands[] = {
+    { "run", "launch or join the profile's sandbox for this workspace", lz_usage_run, lz_cmd_run,
+      LZ_EXIT_RUN_LAZARET_FAILED },
+    { "status", "show running Domains, generations and sessions", lz_usage_status, lz_cmd_status,
+      LZ_EXIT_FAILURE },
+    { "state", "list, inspect, verify or reset persistent sandbox state", lz_usage_state,
+      lz_cmd_state, LZ_EXIT_FAILURE },
+    { "config", "validate the configuration and show the resolved profile", lz_usage_config,
+      lz_cmd_config, LZ_EXIT_FAILURE },
+    { "doctor", "check every prerequisite and print the fix for each failure", lz_usage_doctor,
+      lz_cmd_doctor, LZ_EXIT_FAILURE },
+};
+
+static void print_main_usage(FILE *out)
+{
+    fprintf(out,
+            "Usage: lazaret [--config FILE] COMMAND [ARG...]\n"
+            "\n"
+            "Run an AI coding agent in a rootless gVisor sandbox on this project.\n"
+            "\n"
+            "Commands:\n");
+    for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+        fprintf(out, "  %-8s %s\n", commands[i].name, commands[i].summary);
+    fprintf(out,
+            "\n"
+            "Options:\n"
+            "  --config FILE  use this configuration file instead of\n"
+            "                 $XDG_CONFIG_HOME/lazaret/config.toml\n"
+            "  --help         show this help\n"
+            "  --version      show the version\n"
+            "\n"
+            "Run 'lazaret COMMAND --help' for a command's options.\n");
+}
+
+bool lz_cli_wants_help(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--") == 0)
+            return false;
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
+            return true;
+    }
+    return false;
+}
+
+int lz_cli_usage_error(const char *cmd, const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "lazaret%s%s: ", cmd ? " " : "", cmd ? cmd : "");
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\nTry 'lazaret%s%s --help'.\n", cmd ? " " : "", cmd ? cmd : "");
+    return LZ_EXIT_USAGE;
+}
+
+int main(int argc, char **argv)
+{
+    lz_global_options g = { 0 };
+    int i = 1;
+
+    for (; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            print_main_usage(stdout);
+            return LZ_EXIT_OK;
+        } else if (strcmp(a, "--version") == 0) {
+            printf("lazaret %s\n", LAZARET_VERSION);
+            return LZ_EXIT_OK;
+        } else if (strcmp(a, "--config") == 0) {
+            if (i + 1 >= argc)
+                return lz_cli_usage_error(NULL, "option --config needs a FILE argument");
+            g.config_path = argv[++i];
+        } else if (strncmp(a, "--config=", 9) == 0) {
+            g.config_path = a + 9;
+        } else if (a[0] == '-') {
+            return lz_cli_usage_error(NULL, "unknown option '%s'", a);
+        } else {
+            break;
+        }
+    }
+    if (i >= argc) {
+        print_main_usage(stderr);
+        return LZ_EXIT_USAGE;
+    }
+    if (g.config_path && g.config_path[0] == '\0')
+        return lz_cli_usage_error(NULL, "option --config needs a non-empty FILE argument");
+
+    const lz_command *cmd = NULL;
+    for (size_t k = 0; k < sizeof(commands) / sizeof(commands[0]); k++)
+        if (strcmp(argv[i], commands[k].name) == 0)
+            cmd = &commands[k];
+    if (!cmd)
+        return lz_cli_usage_error(NULL, "unknown command '%s'", argv[i]);
+
+    if (lz_cli_wants_help(argc - i, argv + i)) {
+        fputs(cmd->usage, stdout);
+        return LZ_EXIT_OK;
+    }
+
+    /* SR-1: agent processes never receive host root authority. Lazaret itself
+     * refuses to run as root so that nothing it starts inherits root. */
+    if (geteuid() == 0 || getuid() == 0) {
+        fprintf(stderr,
+                "lazaret: error: refusing to run as root (uid 0)\n"
+                "  fix: run lazaret as your normal, unprivileged user; it needs no root rights\n");
+        return cmd->failure_status;
+    }
+
+    return cmd->run(argc - i, argv + i, &g);
+}

@@ -1,0 +1,196 @@
+/* SPDX-License-Identifier: Apache-2.0
+ *
+ * Canonical framing for DomainIdV1 and ConfigurationFingerprintV1.
+ * bytes(x) = u32be(len) || x; a Boolean is one byte; a list is u32be(count)
+ * followed by bytes(item) per item, items sorted by unsigned bytewise order of
+ * their complete encodings (rule arguments keep their declared order).
+ */
+#include "config/digest.h"
+
+#include <openssl/evp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/util.h"
+#include "config/resolve.h"
+
+static const char domain_sep[] = "lazaret-domain-id-v1";               /* + NUL */
+static const char fingerprint_sep[] = "lazaret-configuration-fingerprint-v1"; /* + NUL */
+
+static void frame_reserve(lz_frame *f, size_t extra)
+{
+    if (f->len + extra <= f->cap)
+        return;
+    size_t cap = f->cap ? f->cap : 64;
+    while (cap < f->len + extra)
+        cap *= 2;
+    f->data = lz_xrealloc(f->data, cap, 1);
+    f->cap = cap;
+}
+
+void lz_frame_raw(lz_frame *f, const void *p, size_t n)
+{
+    if (!n)
+        return;
+    frame_reserve(f, n);
+    memcpy(f->data + f->len, p, n);
+    f->len += n;
+}
+
+void lz_frame_u32be(lz_frame *f, uint64_t v)
+{
+    if (v > UINT32_MAX) {
+        f->overflow = 1;
+        v = 0;
+    }
+    uint8_t b[4] = { (uint8_t) (v >> 24), (uint8_t) (v >> 16), (uint8_t) (v >> 8), (uint8_t) v };
+    lz_frame_raw(f, b, 4);
+}
+
+void lz_frame_bytes(lz_frame *f, const void *p, size_t n)
+{
+    lz_frame_u32be(f, n);
+    lz_frame_raw(f, p, n);
+}
+
+void lz_frame_bool(lz_frame *f, int b)
+{
+    uint8_t v = b ? 1 : 0;
+    lz_frame_raw(f, &v, 1);
+}
+
+static int frame_cmp(const void *a, const void *b)
+{
+    const lz_frame *x = a, *y = b;
+    size_t n = x->len < y->len ? x->len : y->len;
+    int c = n ? memcmp(x->data, y->data, n) : 0;
+    if (c)
+        return c;
+    return (x->len > y->len) - (x->len < y->len);
+}
+
+static void frame_list(lz_frame *f, lz_frame *items, size_t n, bool sort)
+{
+    if (sort && n > 1)
+        qsort(items, n, sizeof(*items), frame_cmp);
+    lz_frame_u32be(f, n);
+    for (size_t i = 0; i < n; i++) {
+        if (items[i].overflow)
+            f->overflow = 1;
+        lz_frame_bytes(f, items[i].data, items[i].len);
+        lz_frame_free(&items[i]);
+    }
+}
+
+void lz_frame_sorted_list(lz_frame *f, lz_frame *items, size_t n)
+{
+    frame_list(f, items, n, true);
+}
+
+void lz_frame_ordered_list(lz_frame *f, lz_frame *items, size_t n)
+{
+    frame_list(f, items, n, false);
+}
+
+void lz_frame_free(lz_frame *f)
+{
+    free(f->data);
+    f->data = NULL;
+    f->len = f->cap = 0;
+}
+
+static int sha256(const lz_frame *f, uint8_t out[32], const char *what, lz_error **err)
+{
+    if (f->overflow)
+        return lz_error_set(err, 0, "cannot compute the %s: a length does not fit 32 bits", what);
+    unsigned int n = 0;
+    if (EVP_Digest(f->data, f->len, out, &n, EVP_sha256(), NULL) != 1 || n != 32)
+        return lz_error_set(err, 0, "cannot compute the %s: SHA-256 failed in OpenSSL", what);
+    return 0;
+}
+
+int lz_domain_id_v1(const char *profile, const char *canonical_workspace, uint8_t out[32],
+                    lz_error **err)
+{
+    lz_frame f = { 0 };
+    lz_frame_raw(&f, domain_sep, sizeof(domain_sep)); /* includes the NUL */
+    lz_frame_bytes(&f, profile, strlen(profile));
+    lz_frame_bytes(&f, canonical_workspace, strlen(canonical_workspace));
+    int r = sha256(&f, out, "Domain ID", err);
+    lz_frame_free(&f);
+    return r;
+}
+
+static void frame_prefixes(lz_frame *f, const lz_ipv4_prefix_list *l)
+{
+    lz_frame *items = lz_xcalloc(l->count, sizeof(lz_frame));
+    for (size_t i = 0; i < l->count; i++) {
+        lz_frame_raw(&items[i], l->items[i].addr, 4);
+        lz_frame_raw(&items[i], &l->items[i].len, 1);
+    }
+    lz_frame_sorted_list(f, items, l->count);
+    free(items);
+}
+
+int lz_configuration_fingerprint_v1(const lz_resolved_config *cfg, uint8_t out[32], lz_error **err)
+{
+    lz_frame f = { 0 };
+    lz_frame *items;
+
+    lz_frame_raw(&f, fingerprint_sep, sizeof(fingerprint_sep));
+    lz_frame_bytes(&f, cfg->profile, strlen(cfg->profile));
+    lz_frame_bytes(&f, cfg->storage_root.label, strlen(cfg->storage_root.label));
+    lz_frame_bytes(&f, cfg->runtime_root.label, strlen(cfg->runtime_root.label));
+    lz_frame_bytes(&f, cfg->image, strlen(cfg->image));
+    lz_frame_bool(&f, cfg->isolate_gitignored);
+
+    items = lz_xcalloc(cfg->n_persistent_dirs, sizeof(lz_frame));
+    for (size_t i = 0; i < cfg->n_persistent_dirs; i++)
+        lz_frame_bytes(&items[i], cfg->persistent_dirs[i], strlen(cfg->persistent_dirs[i]));
+    lz_frame_sorted_list(&f, items, cfg->n_persistent_dirs);
+    free(items);
+
+    items = lz_xcalloc(cfg->n_env, sizeof(lz_frame));
+    for (size_t i = 0; i < cfg->n_env; i++) {
+        lz_frame_bytes(&items[i], cfg->env[i].sandbox_name, strlen(cfg->env[i].sandbox_name));
+        lz_frame_bytes(&items[i], cfg->env[i].host_name, strlen(cfg->env[i].host_name));
+    }
+    lz_frame_sorted_list(&f, items, cfg->n_env);
+    free(items);
+
+    items = lz_xcalloc(cfg->n_volumes, sizeof(lz_frame));
+    for (size_t i = 0; i < cfg->n_volumes; i++) {
+        const lz_resolved_volume *v = &cfg->volumes[i];
+        uint8_t kind = v->kind == LZ_VOLUME_DIRECTORY ? 1 : 0;
+        uint8_t access = v->access == LZ_ACCESS_READ_WRITE ? 1 : 0;
+        lz_frame_bytes(&items[i], v->source.label, strlen(v->source.label));
+        lz_frame_bytes(&items[i], v->container, strlen(v->container));
+        lz_frame_raw(&items[i], &kind, 1);
+        lz_frame_raw(&items[i], &access, 1);
+        lz_frame_bool(&items[i], v->create);
+    }
+    lz_frame_sorted_list(&f, items, cfg->n_volumes);
+    free(items);
+
+    frame_prefixes(&f, &cfg->allow);
+    frame_prefixes(&f, &cfg->deny);
+    lz_frame_bool(&f, cfg->escalation_enabled);
+
+    items = lz_xcalloc(cfg->n_rules, sizeof(lz_frame));
+    for (size_t i = 0; i < cfg->n_rules; i++) {
+        const lz_resolved_rule *r = &cfg->rules[i];
+        lz_frame_bytes(&items[i], r->executable.label, strlen(r->executable.label));
+        lz_frame *args = lz_xcalloc(r->n_args, sizeof(lz_frame));
+        for (size_t k = 0; k < r->n_args; k++)
+            lz_frame_raw(&args[k], r->args[k], strlen(r->args[k]));
+        lz_frame_ordered_list(&items[i], args, r->n_args);
+        free(args);
+        lz_frame_bool(&items[i], r->allow_extra_args);
+    }
+    lz_frame_sorted_list(&f, items, cfg->n_rules);
+    free(items);
+
+    int ret = sha256(&f, out, "configuration fingerprint", err);
+    lz_frame_free(&f);
+    return ret;
+}

@@ -1,0 +1,99 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include "config/network.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/util.h"
+
+const lz_ipv4_prefix lz_rfc1918_prefixes[3] = {
+    { { 10, 0, 0, 0 }, 8 },
+    { { 172, 16, 0, 0 }, 12 },
+    { { 192, 168, 0, 0 }, 16 },
+};
+
+/* A decimal number 0..max with no sign, no leading zero (except "0"), at most
+ * three digits. Advances *s. */
+static bool parse_dec(const char **s, unsigned max, unsigned *ret)
+{
+    const char *p = *s;
+    unsigned v = 0;
+    size_t n = 0;
+    while (p[n] >= '0' && p[n] <= '9') {
+        if (n == 3)
+            return false;
+        v = v * 10 + (unsigned) (p[n] - '0');
+        n++;
+    }
+    if (n == 0 || (n > 1 && p[0] == '0') || v > max)
+        return false;
+    *s = p + n;
+    *ret = v;
+    return true;
+}
+
+bool lz_ipv4_prefix_parse(const char *s, lz_ipv4_prefix *ret)
+{
+    lz_ipv4_prefix p;
+    unsigned v;
+    for (int i = 0; i < 4; i++) {
+        if (!parse_dec(&s, 255, &v))
+            return false;
+        p.addr[i] = (uint8_t) v;
+        if (*s++ != (i < 3 ? '.' : '/'))
+            return false;
+    }
+    if (!parse_dec(&s, 32, &v) || *s != '\0')
+        return false;
+    p.len = (uint8_t) v;
+    /* Clear host bits. */
+    for (int i = 0; i < 4; i++) {
+        int bits = (int) p.len - 8 * i;
+        uint8_t mask = bits >= 8 ? 0xff : bits <= 0 ? 0 : (uint8_t) (0xff << (8 - bits));
+        p.addr[i] &= mask;
+    }
+    *ret = p;
+    return true;
+}
+
+void lz_ipv4_prefix_format(const lz_ipv4_prefix *p, char buf[static 19])
+{
+    snprintf(buf, 19, "%u.%u.%u.%u/%u", p->addr[0], p->addr[1], p->addr[2], p->addr[3], p->len);
+}
+
+int lz_ipv4_prefix_cmp(const lz_ipv4_prefix *a, const lz_ipv4_prefix *b)
+{
+    int c = memcmp(a->addr, b->addr, 4);
+    if (c)
+        return c;
+    return (int) a->len - (int) b->len;
+}
+
+bool lz_ipv4_list_contains(const lz_ipv4_prefix_list *list, const lz_ipv4_prefix *p)
+{
+    for (size_t i = 0; i < list->count; i++)
+        if (lz_ipv4_prefix_cmp(&list->items[i], p) == 0)
+            return true;
+    return false;
+}
+
+void lz_ipv4_list_add(lz_ipv4_prefix_list *list, const lz_ipv4_prefix *p)
+{
+    size_t i = 0;
+    while (i < list->count && lz_ipv4_prefix_cmp(&list->items[i], p) < 0)
+        i++;
+    if (i < list->count && lz_ipv4_prefix_cmp(&list->items[i], p) == 0)
+        return;
+    list->items = lz_xrealloc(list->items, list->count + 1, sizeof(*list->items));
+    memmove(&list->items[i + 1], &list->items[i], (list->count - i) * sizeof(*list->items));
+    list->items[i] = *p;
+    list->count++;
+}
+
+void lz_ipv4_list_clear(lz_ipv4_prefix_list *list)
+{
+    free(list->items);
+    list->items = NULL;
+    list->count = 0;
+}

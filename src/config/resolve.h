@@ -1,0 +1,87 @@
+/* SPDX-License-Identifier: Apache-2.0
+ *
+ * Loading and resolving the selected profile (spec 3.2): the one way every
+ * Lazaret consumer obtains configuration. The result is a move-owned,
+ * non-serializable lz_resolved_config that owns every retained descriptor and
+ * the resolved environment values, which are never printed, hashed or logged.
+ */
+#ifndef LAZARET_CONFIG_RESOLVE_H
+#define LAZARET_CONFIG_RESOLVE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/error.h"
+#include "config/network.h"
+#include "config/schema.h"
+#include "fs/confined.h"
+#include "oci/layout.h"
+
+#define LZ_DIGEST_LEN 32
+
+typedef struct lz_resolved_env {
+    char *sandbox_name;
+    char *host_name;
+    char *value;            /* secret: never print, hash, log or persist */
+} lz_resolved_env;
+
+typedef struct lz_resolved_volume {
+    lz_path_plan source;    /* source.label is the canonical host source */
+    char *container;
+    lz_volume_kind kind;
+    lz_volume_access access;
+    bool create;
+} lz_resolved_volume;
+
+typedef struct lz_resolved_rule {
+    lz_path_plan executable; /* executable.label is the canonical path */
+    char **args;
+    size_t n_args;
+    bool allow_extra_args;
+} lz_resolved_rule;
+
+typedef struct lz_resolved_config {
+    char *profile;
+    lz_path_plan config_file;
+    lz_path_plan workspace;
+    lz_path_plan storage_root;
+    lz_path_plan runtime_root;
+    lz_path_plan profile_dir;
+    lz_path_plan storage_domain_root;  /* <storage>/domains/<id-hex> */
+    lz_path_plan runtime_domain_root;  /* <runtime>/domains/<id-hex> */
+    char *image;
+    bool isolate_gitignored;
+    char **persistent_dirs;            /* sorted */
+    size_t n_persistent_dirs;
+    lz_resolved_env *env;              /* sorted by sandbox name */
+    size_t n_env;
+    lz_resolved_volume *volumes;       /* sorted by container path */
+    size_t n_volumes;
+    lz_ipv4_prefix_list allow, deny;   /* effective, normalized, sorted */
+    bool escalation_enabled;
+    lz_resolved_rule *rules;
+    size_t n_rules;
+    uint8_t domain_id[LZ_DIGEST_LEN];
+    uint8_t fingerprint[LZ_DIGEST_LEN];
+} lz_resolved_config;
+
+typedef struct lz_load_request {
+    const char *config_path;      /* --config FILE, or NULL for the XDG default */
+    const char *profile;          /* required, exact name */
+    const char *workspace;        /* NULL: the current working directory */
+    const lz_sandbox_layout *layout; /* required: production layout */
+} lz_load_request;
+
+/* Load, validate and resolve. On success *ret owns everything; free with
+ * lz_resolved_config_free(). Reads XDG_CONFIG_HOME, XDG_DATA_HOME, HOME,
+ * XDG_RUNTIME_DIR and the selected profile's env references from the process
+ * environment. Creates missing Lazaret-owned roots (mode 0700). */
+int lz_config_load(const lz_load_request *req, lz_resolved_config **ret, lz_error **err);
+
+void lz_resolved_config_free(lz_resolved_config *cfg);
+
+/* Lowercase hex of a digest into buf (65 bytes). */
+void lz_digest_hex(const uint8_t d[LZ_DIGEST_LEN], char buf[static 65]);
+
+#endif

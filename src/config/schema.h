@@ -1,0 +1,93 @@
+/* SPDX-License-Identifier: Apache-2.0
+ *
+ * The trusted-host configuration v1 document (schema "lazaret-trusted-host-
+ * config-v1"): strict structural decoding of every profile, with all grammar
+ * rules that need no filesystem or environment. Resolution of the selected
+ * profile (paths, environment, digests) is resolve.h.
+ */
+#ifndef LAZARET_CONFIG_SCHEMA_H
+#define LAZARET_CONFIG_SCHEMA_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/error.h"
+#include "config/network.h"
+
+#define LZ_CONFIG_SCHEMA_ID "lazaret-trusted-host-config-v1"
+#define LZ_CONFIG_MAX_BYTES 1048576
+
+typedef enum lz_volume_kind { LZ_VOLUME_FILE = 0, LZ_VOLUME_DIRECTORY = 1 } lz_volume_kind;
+typedef enum lz_volume_access { LZ_ACCESS_READ_ONLY = 0, LZ_ACCESS_READ_WRITE = 1 } lz_volume_access;
+
+/* Where a value was declared: for diagnostics only. */
+typedef struct lz_source_pos {
+    unsigned line, column;
+} lz_source_pos;
+
+typedef struct lz_env_decl {
+    char *sandbox_name;     /* map key */
+    char *host_name;        /* the NAME of "env:NAME" */
+    lz_source_pos pos;
+} lz_env_decl;
+
+typedef struct lz_volume_decl {
+    char *host;             /* as declared: "/abs", "~/x" or "{profile_dir}/x" */
+    char *container;        /* normalized sandbox path */
+    lz_volume_kind kind;
+    lz_volume_access access;
+    bool create;
+    lz_source_pos pos, host_pos;
+} lz_volume_decl;
+
+typedef struct lz_rule_decl {
+    char *executable;       /* as declared host path */
+    char **args;
+    size_t n_args;
+    bool allow_extra_args;
+    lz_source_pos pos, executable_pos;
+} lz_rule_decl;
+
+typedef struct lz_profile_decl {
+    char *name;
+    char *image;
+    bool isolate_gitignored;
+    char **persistent_dirs;
+    size_t n_persistent_dirs;
+    lz_source_pos *persistent_pos;
+    lz_ipv4_prefix_list allow_egress, deny_egress;
+    lz_env_decl *env;
+    size_t n_env;
+    lz_volume_decl *volumes;
+    size_t n_volumes;
+    bool escalation_enabled;
+    lz_rule_decl *rules;
+    size_t n_rules;
+    lz_source_pos pos;
+} lz_profile_decl;
+
+typedef struct lz_config_doc {
+    char *label;                 /* the source's name for diagnostics */
+    char *data_root;             /* storage.data_root as declared, or NULL */
+    lz_source_pos data_root_pos;
+    lz_ipv4_prefix_list default_allow, default_deny;
+    lz_profile_decl *profiles;   /* sorted by name */
+    size_t n_profiles;
+} lz_config_doc;
+
+/* Decode buf[0..len) as a v1 configuration. `label` names the source in
+ * diagnostics ("/home/a/.config/lazaret/config.toml"). Every profile is
+ * decoded and checked against every rule that needs neither the filesystem
+ * nor the environment; the first violation refuses the whole document with a
+ * message "LABEL:LINE:COL: KEY.PATH: what was expected" and a hint.
+ * This is the entry point the fuzzer drives. */
+int lz_config_doc_parse(const char *buf, size_t len, const char *label, lz_config_doc **ret,
+                        lz_error **err);
+
+void lz_config_doc_free(lz_config_doc *doc);
+
+/* The profile named `name` (exact, case-sensitive), or NULL. */
+const lz_profile_decl *lz_config_doc_profile(const lz_config_doc *doc, const char *name);
+
+#endif
