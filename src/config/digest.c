@@ -181,8 +181,9 @@ int lz_configuration_fingerprint_v1(const lz_resolved_config *cfg, uint8_t out[3
         const lz_resolved_rule *r = &cfg->rules[i];
         lz_frame_bytes(&items[i], r->executable.label, strlen(r->executable.label));
         lz_frame *args = lz_xcalloc(r->n_args, sizeof(lz_frame));
+        /* An argument item is bytes(arg); the list frames each item again. */
         for (size_t k = 0; k < r->n_args; k++)
-            lz_frame_raw(&args[k], r->args[k], strlen(r->args[k]));
+            lz_frame_bytes(&args[k], r->args[k], strlen(r->args[k]));
         lz_frame_ordered_list(&items[i], args, r->n_args);
         free(args);
         lz_frame_bool(&items[i], r->allow_extra_args);
