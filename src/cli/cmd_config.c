@@ -41,7 +41,7 @@ static json_t *prefixes_json(const lz_ipv4_prefix_list *l)
 {
     json_t *a = json_array();
     for (size_t i = 0; i < l->count; i++) {
-        char buf[19];
+        char buf[LZ_IPV4_PREFIX_BUFSZ];
         lz_ipv4_prefix_format(&l->items[i], buf);
         json_array_append_new(a, json_string(buf));
     }
@@ -151,12 +151,12 @@ static void print_text(const lz_resolved_config *c)
     }
     printf("network (IPv4 only; IPv6 disabled; longest prefix wins; default deny):\n");
     for (size_t i = 0; i < c->allow.count; i++) {
-        char buf[19];
+        char buf[LZ_IPV4_PREFIX_BUFSZ];
         lz_ipv4_prefix_format(&c->allow.items[i], buf);
         printf("  allow %s\n", buf);
     }
     for (size_t i = 0; i < c->deny.count; i++) {
-        char buf[19];
+        char buf[LZ_IPV4_PREFIX_BUFSZ];
         lz_ipv4_prefix_format(&c->deny.items[i], buf);
         printf("  deny  %s\n", buf);
     }

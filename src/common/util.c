@@ -33,7 +33,8 @@ void *lz_xrealloc(void *p, size_t n, size_t size)
 {
     if (size && n > SIZE_MAX / size)
         oom();
-    void *q = realloc(p, (n * size) ? n * size : 1);
+    size_t bytes = n * size;
+    void *q = realloc(p, bytes > 0 ? bytes : 1);
     if (!q)
         oom();
     return q;

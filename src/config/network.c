@@ -57,9 +57,9 @@ bool lz_ipv4_prefix_parse(const char *s, lz_ipv4_prefix *ret)
     return true;
 }
 
-void lz_ipv4_prefix_format(const lz_ipv4_prefix *p, char buf[static 19])
+void lz_ipv4_prefix_format(const lz_ipv4_prefix *p, char buf[static LZ_IPV4_PREFIX_BUFSZ])
 {
-    snprintf(buf, 19, "%u.%u.%u.%u/%u", p->addr[0], p->addr[1], p->addr[2], p->addr[3], p->len);
+    snprintf(buf, LZ_IPV4_PREFIX_BUFSZ, "%u.%u.%u.%u/%u", p->addr[0], p->addr[1], p->addr[2], p->addr[3], p->len);
 }
 
 int lz_ipv4_prefix_cmp(const lz_ipv4_prefix *a, const lz_ipv4_prefix *b)

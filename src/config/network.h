@@ -26,8 +26,12 @@ typedef struct lz_ipv4_prefix_list {
  * cleared) on success. The prefix length is required. */
 bool lz_ipv4_prefix_parse(const char *s, lz_ipv4_prefix *ret);
 
-/* Format as "a.b.c.d/n" into buf (at least 19 bytes). */
-void lz_ipv4_prefix_format(const lz_ipv4_prefix *p, char buf[static 19]);
+/* Room for "255.255.255.255/255" and the NUL (the length never exceeds 32,
+ * but the buffer is sized for the type so compilers can prove it fits). */
+#define LZ_IPV4_PREFIX_BUFSZ 20
+
+/* Format as "a.b.c.d/n" into buf. */
+void lz_ipv4_prefix_format(const lz_ipv4_prefix *p, char buf[static LZ_IPV4_PREFIX_BUFSZ]);
 
 /* Compare by 5-byte encoding (unsigned bytewise). */
 int lz_ipv4_prefix_cmp(const lz_ipv4_prefix *a, const lz_ipv4_prefix *b);

@@ -550,7 +550,7 @@ static int check_network_conflicts(dctx *c, const lz_config_doc *doc, const lz_p
         for (size_t i = 0; i < allows[k]->count; i++) {
             if (!lz_ipv4_list_contains(&deny, &allows[k]->items[i]))
                 continue;
-            char buf[19];
+            char buf[LZ_IPV4_PREFIX_BUFSZ];
             lz_ipv4_prefix_format(&allows[k]->items[i], buf);
             bool rfc1918 = false;
             for (size_t j = 0; j < LZ_ARRAY_SIZE(lz_rfc1918_prefixes); j++)

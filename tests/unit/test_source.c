@@ -180,8 +180,6 @@ static void test_symlink_resolved_once(void **state)
 static void test_foreign_owner_refused(void **state)
 {
     fixture *f = *state;
-    if (geteuid() != 0)
-        skip(); /* needs root to give a file to another uid */
     _cleanup_free_ char *p = write_file(f, "foreign.toml", "a = 1\n", 0600);
     assert_int_equal(chown(p, 65534, 65534), 0);
     assert_refused(p, "owned by uid 65534");
@@ -262,9 +260,18 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_missing_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_size_limit, setup, teardown),
         cmocka_unit_test_setup_teardown(test_symlink_resolved_once, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_foreign_owner_refused, setup, teardown),
         cmocka_unit_test(test_select),
         cmocka_unit_test(test_env_path_normalize),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    const struct CMUnitTest root_tests[] = {
+        cmocka_unit_test_setup_teardown(test_foreign_owner_refused, setup, teardown),
+    };
+    int failed = cmocka_run_group_tests(tests, NULL, NULL);
+    /* cmocka 1.1.5 reports skip() as "not ok ... # SKIP", which TAP
+     * consumers count as a failure: leave out what cannot run, and say so. */
+    if (geteuid() == 0)
+        failed += cmocka_run_group_tests(root_tests, NULL, NULL);
+    else
+        printf("# SKIP test_foreign_owner_refused: needs root to chown a file to another uid\n");
+    return failed;
 }

@@ -1,0 +1,383 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include "store/domain_store.h"
+
+#include <sqlite3.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/util.h"
+
+struct lz_domain_store {
+    sqlite3 *db;
+    char *label;
+};
+
+static const char *const role_names[LZ_ROLE__COUNT] = {
+    [LZ_ROLE_COORDINATOR] = "coordinator",
+    [LZ_ROLE_SUPERVISOR] = "supervisor",
+    [LZ_ROLE_RUNTIME_FILES] = "runtime_files",
+    [LZ_ROLE_EPHEMERAL_LAYER] = "ephemeral_layer",
+    [LZ_ROLE_SANDBOX] = "sandbox",
+};
+
+const char *lz_role_name(lz_role role)
+{
+    return role < LZ_ROLE__COUNT ? role_names[role] : "unknown";
+}
+
+static const char schema_sql[] =
+    "CREATE TABLE IF NOT EXISTS store_metadata ("
+    "  schema_id TEXT NOT NULL,"
+    "  schema_version INTEGER NOT NULL"
+    ") STRICT;"
+    "CREATE TABLE IF NOT EXISTS domain ("
+    "  domain_id TEXT PRIMARY KEY,"
+    "  profile_name TEXT NOT NULL,"
+    "  canonical_workspace BLOB NOT NULL"
+    ") STRICT;"
+    "CREATE TABLE IF NOT EXISTS generation ("
+    "  generation_id INTEGER PRIMARY KEY AUTOINCREMENT,"
+    "  domain_id TEXT NOT NULL REFERENCES domain(domain_id),"
+    "  configuration_fingerprint TEXT NOT NULL,"
+    "  state TEXT NOT NULL CHECK (state IN"
+    "    ('starting','running','tearing_down','ended','recovered')),"
+    "  started_at INTEGER NOT NULL,"
+    "  ended_at INTEGER"
+    ") STRICT;"
+    "CREATE TABLE IF NOT EXISTS participant ("
+    "  generation_id INTEGER NOT NULL REFERENCES generation(generation_id),"
+    "  role TEXT NOT NULL,"
+    "  state TEXT NOT NULL CHECK (state IN ('Intent','LeaseHeld','Released')),"
+    "  resource TEXT,"
+    "  boot_id TEXT,"
+    "  host_pid INTEGER,"
+    "  start_time_ticks INTEGER,"
+    "  pidfs_dev INTEGER,"
+    "  pidfs_ino INTEGER,"
+    "  updated_at INTEGER NOT NULL,"
+    "  PRIMARY KEY (generation_id, role)"
+    ") STRICT;"
+    "CREATE TABLE IF NOT EXISTS session ("
+    "  generation_id INTEGER NOT NULL REFERENCES generation(generation_id),"
+    "  session_id TEXT NOT NULL,"
+    "  cli_pid INTEGER NOT NULL,"
+    "  interactive INTEGER NOT NULL,"
+    "  state TEXT NOT NULL CHECK (state IN ('running','ended')),"
+    "  started_at INTEGER NOT NULL,"
+    "  ended_at INTEGER,"
+    "  outcome TEXT,"
+    "  exit_code INTEGER,"
+    "  PRIMARY KEY (generation_id, session_id)"
+    ") STRICT;";
+
+static int db_fail(lz_domain_store *s, lz_error **err, const char *what)
+{
+    lz_error_set(err, 0, "Domain Store %s: %s: %s", s->label, what, sqlite3_errmsg(s->db));
+    return lz_error_hint(err, "if the file is damaged, end every session of this Domain and "
+                              "remove %s (it holds only runtime bookkeeping)", s->label);
+}
+
+static int exec_sql(lz_domain_store *s, const char *sql, lz_error **err)
+{
+    char *msg = NULL;
+    if (sqlite3_exec(s->db, sql, NULL, NULL, &msg) != SQLITE_OK) {
+        lz_error_set(err, 0, "Domain Store %s: %s", s->label, msg ? msg : "error");
+        sqlite3_free(msg);
+        return -1;
+    }
+    return 0;
+}
+
+static int64_t now(void)
+{
+    return (int64_t) time(NULL);
+}
+
+int lz_domain_store_open(int domain_root_fd, const char *domain_id_hex, const char *profile,
+                         const char *workspace, lz_domain_store **ret, lz_error **err)
+{
+    lz_domain_store *s = lz_xcalloc(1, sizeof(*s));
+    /* SQLite opens by name; naming the file through the retained Domain Root
+     * descriptor keeps the descriptor, not a path string, the authority.
+     * The -wal and -shm files are created beside it in the same directory. */
+    char *path = lz_xasprintf("/proc/self/fd/%d/store.db", domain_root_fd);
+    s->label = lz_xstrdup("store.db");
+    {
+        char link[64], target[4096];
+        snprintf(link, sizeof(link), "/proc/self/fd/%d", domain_root_fd);
+        ssize_t n = readlink(link, target, sizeof(target) - 1);
+        if (n > 0) {
+            target[n] = '\0';
+            free(s->label);
+            s->label = lz_xasprintf("%s/store.db", target);
+        }
+    }
+    int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOFOLLOW |
+                SQLITE_OPEN_FULLMUTEX | SQLITE_OPEN_EXRESCODE;
+    int rc = sqlite3_open_v2(path, &s->db, flags, NULL);
+    free(path);
+    if (rc != SQLITE_OK) {
+        if (s->db)
+            db_fail(s, err, "cannot open");
+        else
+            lz_error_set(err, 0, "cannot open the Domain Store %s", s->label);
+        lz_domain_store_close(s);
+        return -1;
+    }
+    sqlite3_busy_timeout(s->db, 5000);
+    if (exec_sql(s, "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;",
+                 err) < 0 ||
+        exec_sql(s, "BEGIN IMMEDIATE;", err) < 0 || exec_sql(s, schema_sql, err) < 0)
+        goto fail;
+
+    /* Metadata row and the Domain row, once. */
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(s->db, "SELECT schema_id, schema_version FROM store_metadata", -1, &st,
+                           NULL) != SQLITE_OK) {
+        db_fail(s, err, "cannot read metadata");
+        goto fail_rollback;
+    }
+    rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        const char *id = (const char *) sqlite3_column_text(st, 0);
+        int version = sqlite3_column_int(st, 1);
+        if (!id || strcmp(id, LZ_DOMAIN_STORE_SCHEMA_ID) != 0 ||
+            version != LZ_DOMAIN_STORE_SCHEMA_VERSION) {
+            lz_error_set(err, 0, "Domain Store %s has schema %s version %d; this Lazaret reads %s "
+                                 "version %d",
+                         s->label, id ? id : "?", version, LZ_DOMAIN_STORE_SCHEMA_ID,
+                         LZ_DOMAIN_STORE_SCHEMA_VERSION);
+            lz_error_hint(err, "use the Lazaret version that created it, or remove the file");
+            sqlite3_finalize(st);
+            goto fail_rollback;
+        }
+    }
+    sqlite3_finalize(st);
+    if (rc == SQLITE_DONE) {
+        st = NULL;
+        if (sqlite3_prepare_v2(s->db, "INSERT INTO store_metadata VALUES (?, ?)", -1, &st, NULL) !=
+            SQLITE_OK) {
+            db_fail(s, err, "cannot write metadata");
+            goto fail_rollback;
+        }
+        sqlite3_bind_text(st, 1, LZ_DOMAIN_STORE_SCHEMA_ID, -1, SQLITE_STATIC);
+        sqlite3_bind_int(st, 2, LZ_DOMAIN_STORE_SCHEMA_VERSION);
+        rc = sqlite3_step(st);
+        sqlite3_finalize(st);
+        if (rc != SQLITE_DONE) {
+            db_fail(s, err, "cannot write metadata");
+            goto fail_rollback;
+        }
+    }
+    st = NULL;
+    if (sqlite3_prepare_v2(s->db, "INSERT OR IGNORE INTO domain VALUES (?, ?, ?)", -1, &st, NULL) !=
+        SQLITE_OK) {
+        db_fail(s, err, "cannot write the Domain");
+        goto fail_rollback;
+    }
+    sqlite3_bind_text(st, 1, domain_id_hex, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, profile, -1, SQLITE_STATIC);
+    sqlite3_bind_blob(st, 3, workspace, (int) strlen(workspace), SQLITE_STATIC);
+    rc = sqlite3_step(st);
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE) {
+        db_fail(s, err, "cannot write the Domain");
+        goto fail_rollback;
+    }
+    if (exec_sql(s, "COMMIT;", err) < 0)
+        goto fail;
+    *ret = s;
+    return 0;
+
+fail_rollback:
+    sqlite3_exec(s->db, "ROLLBACK;", NULL, NULL, NULL);
+fail:
+    lz_domain_store_close(s);
+    return -1;
+}
+
+void lz_domain_store_close(lz_domain_store *s)
+{
+    if (!s)
+        return;
+    if (s->db)
+        sqlite3_close_v2(s->db);
+    free(s->label);
+    free(s);
+}
+
+/* Run one statement with bound values described by fmt: 'i' int64, 't'
+ * text (NULL allowed). */
+static int run(lz_domain_store *s, lz_error **err, const char *what, const char *sql,
+               const char *fmt, ...)
+{
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK)
+        return db_fail(s, err, what);
+    va_list ap;
+    va_start(ap, fmt);
+    for (int i = 0; fmt[i]; i++) {
+        if (fmt[i] == 'i') {
+            sqlite3_bind_int64(st, i + 1, va_arg(ap, int64_t));
+        } else {
+            const char *t = va_arg(ap, const char *);
+            if (t)
+                sqlite3_bind_text(st, i + 1, t, -1, SQLITE_TRANSIENT);
+            else
+                sqlite3_bind_null(st, i + 1);
+        }
+    }
+    va_end(ap);
+    int rc = sqlite3_step(st);
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE && rc != SQLITE_ROW)
+        return db_fail(s, err, what);
+    return 0;
+}
+
+int lz_store_generation_begin(lz_domain_store *s, const char *fingerprint_hex,
+                              int64_t *ret_generation, lz_error **err)
+{
+    if (run(s, err, "cannot start a generation",
+            "INSERT INTO generation (domain_id, configuration_fingerprint, state, started_at) "
+            "SELECT domain_id, ?, 'starting', ? FROM domain LIMIT 1",
+            "ti", fingerprint_hex, now()) < 0)
+        return -1;
+    *ret_generation = sqlite3_last_insert_rowid(s->db);
+    return 0;
+}
+
+int lz_store_generation_set_state(lz_domain_store *s, int64_t generation, const char *state,
+                                  lz_error **err)
+{
+    if (strcmp(state, "ended") == 0 || strcmp(state, "recovered") == 0)
+        return run(s, err, "cannot update a generation",
+                   "UPDATE generation SET state = ?, ended_at = ? WHERE generation_id = ?", "tii",
+                   state, now(), generation);
+    return run(s, err, "cannot update a generation",
+               "UPDATE generation SET state = ? WHERE generation_id = ?", "ti", state, generation);
+}
+
+int lz_store_participant_intent(lz_domain_store *s, int64_t generation, lz_role role,
+                                const char *resource, lz_error **err)
+{
+    return run(s, err, "cannot record a participant intent",
+               "INSERT INTO participant (generation_id, role, state, resource, updated_at) "
+               "VALUES (?, ?, 'Intent', ?, ?) ON CONFLICT (generation_id, role) DO UPDATE SET "
+               "state = 'Intent', resource = excluded.resource, updated_at = excluded.updated_at",
+               "itti", generation, lz_role_name(role), resource, now());
+}
+
+int lz_store_participant_held(lz_domain_store *s, int64_t generation, lz_role role,
+                              const lz_process_identity *p, lz_error **err)
+{
+    if (!p)
+        return run(s, err, "cannot record a participant",
+                   "UPDATE participant SET state = 'LeaseHeld', updated_at = ? WHERE "
+                   "generation_id = ? AND role = ?",
+                   "iit", now(), generation, lz_role_name(role));
+    return run(s, err, "cannot record a participant",
+               "UPDATE participant SET state = 'LeaseHeld', boot_id = ?, host_pid = ?, "
+               "start_time_ticks = ?, pidfs_dev = ?, pidfs_ino = ?, updated_at = ? WHERE "
+               "generation_id = ? AND role = ?",
+               "tiiiiiit", p->boot_id, (int64_t) p->pid, (int64_t) p->start_time_ticks,
+               (int64_t) p->pidfs_dev, (int64_t) p->pidfs_ino, now(), generation,
+               lz_role_name(role));
+}
+
+int lz_store_participant_released(lz_domain_store *s, int64_t generation, lz_role role,
+                                  lz_error **err)
+{
+    return run(s, err, "cannot record a participant release",
+               "UPDATE participant SET state = 'Released', updated_at = ? WHERE generation_id = ? "
+               "AND role = ?",
+               "iit", now(), generation, lz_role_name(role));
+}
+
+int lz_store_unreleased(lz_domain_store *s, lz_participant **ret, size_t *ret_count, lz_error **err)
+{
+    sqlite3_stmt *st = NULL;
+    const char *sql =
+        "SELECT p.generation_id, p.role, p.state, p.resource, p.boot_id, p.host_pid, "
+        "p.start_time_ticks, p.pidfs_dev, p.pidfs_ino FROM participant p JOIN generation g "
+        "USING (generation_id) WHERE p.state != 'Released' ORDER BY p.generation_id, p.rowid";
+    if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK)
+        return db_fail(s, err, "cannot read participants");
+    lz_participant *out = NULL;
+    size_t n = 0;
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        out = lz_xrealloc(out, n + 1, sizeof(*out));
+        lz_participant *p = &out[n++];
+        memset(p, 0, sizeof(*p));
+        p->generation_id = sqlite3_column_int64(st, 0);
+        const char *role = (const char *) sqlite3_column_text(st, 1);
+        p->role = LZ_ROLE__COUNT;
+        for (int r = 0; r < LZ_ROLE__COUNT; r++)
+            if (role && strcmp(role, role_names[r]) == 0)
+                p->role = (lz_role) r;
+        const char *state = (const char *) sqlite3_column_text(st, 2);
+        p->state = state && strcmp(state, "LeaseHeld") == 0 ? LZ_PARTICIPANT_LEASE_HELD
+                                                             : LZ_PARTICIPANT_INTENT;
+        const char *res = (const char *) sqlite3_column_text(st, 3);
+        p->resource = res ? lz_xstrdup(res) : NULL;
+        const char *boot = (const char *) sqlite3_column_text(st, 4);
+        if (boot && sqlite3_column_type(st, 5) != SQLITE_NULL) {
+            p->has_process = true;
+            snprintf(p->process.boot_id, sizeof(p->process.boot_id), "%s", boot);
+            p->process.pid = (pid_t) sqlite3_column_int64(st, 5);
+            p->process.start_time_ticks = (uint64_t) sqlite3_column_int64(st, 6);
+            p->process.pidfs_dev = (uint64_t) sqlite3_column_int64(st, 7);
+            p->process.pidfs_ino = (uint64_t) sqlite3_column_int64(st, 8);
+        }
+    }
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE) {
+        lz_participants_free(out, n);
+        return db_fail(s, err, "cannot read participants");
+    }
+    *ret = out;
+    *ret_count = n;
+    return 0;
+}
+
+void lz_participants_free(lz_participant *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(p[i].resource);
+    free(p);
+}
+
+int lz_store_generations_mark_recovered(lz_domain_store *s, lz_error **err)
+{
+    if (run(s, err, "cannot mark generations recovered",
+            "UPDATE generation SET state = 'recovered', ended_at = ? WHERE state NOT IN "
+            "('ended','recovered')",
+            "i", now()) < 0)
+        return -1;
+    return run(s, err, "cannot close stale sessions",
+               "UPDATE session SET state = 'ended', ended_at = ?, outcome = 'lost' WHERE state = "
+               "'running'",
+               "i", now());
+}
+
+int lz_store_session_begin(lz_domain_store *s, int64_t generation, const char *session_id,
+                           pid_t cli_pid, bool interactive, lz_error **err)
+{
+    return run(s, err, "cannot record a session",
+               "INSERT INTO session (generation_id, session_id, cli_pid, interactive, state, "
+               "started_at) VALUES (?, ?, ?, ?, 'running', ?)",
+               "itiii", generation, session_id, (int64_t) cli_pid, (int64_t) interactive, now());
+}
+
+int lz_store_session_end(lz_domain_store *s, int64_t generation, const char *session_id,
+                         const char *outcome, int code, lz_error **err)
+{
+    return run(s, err, "cannot record a session end",
+               "UPDATE session SET state = 'ended', ended_at = ?, outcome = ?, exit_code = ? "
+               "WHERE generation_id = ? AND session_id = ?",
+               "itiit", now(), outcome, (int64_t) code, generation, session_id);
+}

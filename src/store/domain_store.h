@@ -1,0 +1,94 @@
+/* SPDX-License-Identifier: Apache-2.0
+ *
+ * The Domain Store: one SQLite database (STRICT tables, WAL,
+ * synchronous=FULL) in the Domain Root. It records every generation, every
+ * participant (process or external resource) and every session, so that a
+ * later CLI can recover a generation whose coordinator died (FR-7):
+ *
+ *   participant.state: Intent -> LeaseHeld -> Released
+ *     Intent     written BEFORE the resource is created
+ *     LeaseHeld  the resource exists; its owner identity is recorded
+ *     Released   written AFTER the resource is destroyed
+ *
+ * Only the holder of the Domain lock opens the store for writing.
+ * All functions follow the error contract of common/error.h.
+ */
+#ifndef LAZARET_STORE_DOMAIN_STORE_H
+#define LAZARET_STORE_DOMAIN_STORE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "common/error.h"
+#include "common/procid.h"
+
+#define LZ_DOMAIN_STORE_SCHEMA_ID "lazaret-domain-store-v1"
+#define LZ_DOMAIN_STORE_SCHEMA_VERSION 1
+
+typedef struct lz_domain_store lz_domain_store;
+
+/* Participant roles of one generation (a closed set). */
+typedef enum lz_role {
+    LZ_ROLE_COORDINATOR,       /* the Session Coordinator process */
+    LZ_ROLE_SUPERVISOR,        /* the Runtime Supervisor (pid namespace init) */
+    LZ_ROLE_RUNTIME_FILES,     /* the generation's runtime directory */
+    LZ_ROLE_EPHEMERAL_LAYER,   /* the root filesystem's writable layer */
+    LZ_ROLE_SANDBOX,           /* the runsc container */
+    LZ_ROLE__COUNT,
+} lz_role;
+
+const char *lz_role_name(lz_role role);
+
+typedef enum lz_participant_state {
+    LZ_PARTICIPANT_INTENT,
+    LZ_PARTICIPANT_LEASE_HELD,
+    LZ_PARTICIPANT_RELEASED,
+} lz_participant_state;
+
+typedef struct lz_participant {
+    int64_t generation_id;
+    lz_role role;
+    lz_participant_state state;
+    bool has_process;
+    lz_process_identity process; /* when has_process */
+    char *resource;              /* path or id of the resource, or NULL */
+} lz_participant;
+
+/* Open (creating if needed) <domain_root>/store.db through the retained
+ * descriptor of the Domain Root. */
+int lz_domain_store_open(int domain_root_fd, const char *domain_id_hex, const char *profile,
+                         const char *workspace, lz_domain_store **ret, lz_error **err);
+void lz_domain_store_close(lz_domain_store *store);
+
+/* Start a new generation in state 'starting'. */
+int lz_store_generation_begin(lz_domain_store *s, const char *fingerprint_hex,
+                              int64_t *ret_generation, lz_error **err);
+/* Set a generation's state: "starting", "running", "tearing_down", "ended",
+ * "recovered". */
+int lz_store_generation_set_state(lz_domain_store *s, int64_t generation, const char *state,
+                                  lz_error **err);
+
+int lz_store_participant_intent(lz_domain_store *s, int64_t generation, lz_role role,
+                                const char *resource, lz_error **err);
+int lz_store_participant_held(lz_domain_store *s, int64_t generation, lz_role role,
+                              const lz_process_identity *process, lz_error **err);
+int lz_store_participant_released(lz_domain_store *s, int64_t generation, lz_role role,
+                                  lz_error **err);
+
+/* Every participant not yet Released, of every generation not ended, oldest
+ * first. *ret is an array of *ret_count entries; free with
+ * lz_participants_free(). */
+int lz_store_unreleased(lz_domain_store *s, lz_participant **ret, size_t *ret_count,
+                        lz_error **err);
+void lz_participants_free(lz_participant *p, size_t n);
+
+/* Mark every generation that is not 'ended' as 'recovered'. */
+int lz_store_generations_mark_recovered(lz_domain_store *s, lz_error **err);
+
+/* Sessions. */
+int lz_store_session_begin(lz_domain_store *s, int64_t generation, const char *session_id,
+                           pid_t cli_pid, bool interactive, lz_error **err);
+int lz_store_session_end(lz_domain_store *s, int64_t generation, const char *session_id,
+                         const char *outcome, int code, lz_error **err);
+
+#endif
