@@ -71,20 +71,28 @@ bool lz_abs_path_components_valid(const char *s, const char **what)
 }
 
 /* Characters that would be an expansion, variable, glob or shell form in some
- * other tool. v1 host paths have exactly two expansions ("~/" and
- * "{profile_dir}/", both only as a prefix); everything else is refused so
- * that no reader can disagree about what a path means. */
+ * other tool (POSIX sh, bash extglob, ksh, csh history, process substitution)
+ * and control characters. v1 host paths have exactly two expansions ("~/"
+ * and "{profile_dir}/", both only as a prefix); everything else that a shell
+ * could read differently is refused so that no reader can disagree about what
+ * a path means. Spaces and non-ASCII UTF-8 stay allowed. */
 static bool has_expansion_chars(const char *s, const char **what)
 {
     for (const char *p = s; *p; p++) {
-        switch (*p) {
+        unsigned char c = (unsigned char) *p;
+        if (c < 0x20 || c == 0x7f) {
+            *what = "the path contains a control character";
+            return true;
+        }
+        switch (c) {
         case '~':
             /* "~user" style expansion happens only at a component start. */
             if (p != s && p[-1] != '/')
                 break;
             __attribute__((fallthrough));
-        case '$': case '{': case '}': case '*': case '?': case '[': case ']':
-        case '`': case '\\':
+        case '$': case '{': case '}': case '*': case '?': case '[': case ']': case '`':
+        case '\\': case '(': case ')': case '|': case '!': case '<': case '>': case ';':
+        case '&': case '\'': case '"': case '#':
             *what = "the path contains an expansion, variable, glob or shell character";
             return true;
         default:

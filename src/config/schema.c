@@ -83,8 +83,10 @@ static int expect_type(dctx *c, const lz_toml_node *n, lz_toml_type t, const cha
     if (n->type == t)
         return 0;
     lz_source_pos p = pos_of(n);
-    return fail(c, &p, keypath, NULL, "expected %s, found a %s", expected,
-                lz_toml_type_name(n->type));
+    const char *found = lz_toml_type_name(n->type);
+    _cleanup_free_ char *hint = lz_xasprintf("write %s here", expected);
+    return fail(c, &p, keypath, hint, "expected %s, found %s %s", expected,
+                strchr("aeiou", found[0]) ? "an" : "a", found);
 }
 
 static int get_string(dctx *c, const lz_toml_node *n, const char *keypath, char **ret)

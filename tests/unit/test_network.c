@@ -1,0 +1,274 @@
+/* SPDX-License-Identifier: Apache-2.0
+ *
+ * Unit tests of src/config/network.c: the v1 IPv4 prefix language (strict
+ * parsing, host-bit clearing, formatting, ordering, sorted deduplicated
+ * lists, the RFC 1918 set).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "config/network.h"
+
+static lz_ipv4_prefix P(uint8_t a, uint8_t b, uint8_t c, uint8_t d, uint8_t len)
+{
+    lz_ipv4_prefix p = { { a, b, c, d }, len };
+    return p;
+}
+
+static void assert_prefix(const lz_ipv4_prefix *got, lz_ipv4_prefix want)
+{
+    if (memcmp(got->addr, want.addr, 4) != 0 || got->len != want.len)
+        fail_msg("got %u.%u.%u.%u/%u, want %u.%u.%u.%u/%u", got->addr[0], got->addr[1],
+                 got->addr[2], got->addr[3], got->len, want.addr[0], want.addr[1], want.addr[2],
+                 want.addr[3], want.len);
+}
+
+/* ---- parsing ---------------------------------------------------------- */
+
+static void test_parse_accepts(void **state)
+{
+    (void) state;
+    static const struct {
+        const char *in;
+        lz_ipv4_prefix want;
+    } ok[] = {
+        { "192.0.2.0/24", { { 192, 0, 2, 0 }, 24 } },
+        { "0.0.0.0/0", { { 0, 0, 0, 0 }, 0 } },
+        { "255.255.255.255/32", { { 255, 255, 255, 255 }, 32 } },
+        { "1.2.3.4/32", { { 1, 2, 3, 4 }, 32 } },
+        { "10.0.0.0/8", { { 10, 0, 0, 0 }, 8 } },
+        { "100.64.0.0/10", { { 100, 64, 0, 0 }, 10 } },
+        { "0.0.0.0/32", { { 0, 0, 0, 0 }, 32 } },
+    };
+    for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+        lz_ipv4_prefix p;
+        memset(&p, 0xaa, sizeof(p));
+        if (!lz_ipv4_prefix_parse(ok[i].in, &p))
+            fail_msg("'%s' should parse", ok[i].in);
+        assert_prefix(&p, ok[i].want);
+    }
+}
+
+static void test_parse_refuses(void **state)
+{
+    (void) state;
+    static const char *const bad[] = {
+        "",
+        "1.2.3.4",          /* no prefix length */
+        "1.2.3.4/",         /* empty prefix length */
+        "1.2.3.4/33",
+        "1.2.3.4/100",
+        "1.2.3.4/320",
+        "01.2.3.4/8",       /* leading zeros */
+        "1.02.3.4/8",
+        "1.2.3.004/8",
+        "1.2.3.4/08",
+        "1.2.3.4/00",
+        "00.0.0.0/0",
+        "256.0.0.0/8",
+        "1.2.3.256/32",
+        "1000.0.0.0/8",
+        "-1.2.3.4/8",
+        "1.2.3.4/-1",
+        "+1.2.3.4/8",
+        "1.2.3.4/+8",
+        " 1.2.3.4/8",
+        "1.2.3.4/8 ",
+        "1.2.3.4 /8",
+        "1.2.3.4/ 8",
+        "1. 2.3.4/8",
+        "::/0",
+        "::1/128",
+        "2001:db8::/32",
+        "::ffff:1.2.3.4/128",
+        "1.2.3.4/8x",
+        "1.2.3.4/8/8",
+        "1.2.3.4/8\n",
+        "1.2.3.4.5/8",
+        "1.2.3/8",
+        "1.2/8",
+        "1/8",
+        "1..3.4/8",
+        "1.2.3.4./8",
+        ".1.2.3.4/8",
+        "0x1.2.3.4/8",
+        "1.2.3.4/0x8",
+        "a.b.c.d/8",
+        "1.2.3.4\\8",
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        lz_ipv4_prefix p = P(9, 9, 9, 9, 9);
+        if (lz_ipv4_prefix_parse(bad[i], &p))
+            fail_msg("'%s' should be refused", bad[i]);
+        /* The output is untouched on failure. */
+        assert_prefix(&p, P(9, 9, 9, 9, 9));
+    }
+}
+
+static void test_parse_clears_host_bits(void **state)
+{
+    (void) state;
+    static const struct {
+        const char *in;
+        lz_ipv4_prefix want;
+    } cases[] = {
+        { "10.1.2.3/8", { { 10, 0, 0, 0 }, 8 } },
+        { "255.255.255.255/0", { { 0, 0, 0, 0 }, 0 } },
+        { "1.2.3.4/0", { { 0, 0, 0, 0 }, 0 } },
+        { "1.2.3.4/32", { { 1, 2, 3, 4 }, 32 } },
+        { "172.31.255.255/12", { { 172, 16, 0, 0 }, 12 } },
+        { "192.168.7.9/16", { { 192, 168, 0, 0 }, 16 } },
+        { "192.0.2.255/25", { { 192, 0, 2, 128 }, 25 } },
+        { "255.255.255.255/31", { { 255, 255, 255, 254 }, 31 } },
+        { "255.255.255.255/1", { { 128, 0, 0, 0 }, 1 } },
+        { "255.255.255.255/9", { { 255, 128, 0, 0 }, 9 } },
+        { "255.255.255.255/24", { { 255, 255, 255, 0 }, 24 } },
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        lz_ipv4_prefix p;
+        if (!lz_ipv4_prefix_parse(cases[i].in, &p))
+            fail_msg("'%s' should parse", cases[i].in);
+        assert_prefix(&p, cases[i].want);
+    }
+}
+
+/* ---- format ----------------------------------------------------------- */
+
+static void test_format(void **state)
+{
+    (void) state;
+    char buf[32]; /* >= LZ_IPV4_PREFIX_BUFSZ */
+    lz_ipv4_prefix p = P(255, 255, 255, 255, 32);
+    lz_ipv4_prefix_format(&p, buf);
+    assert_string_equal(buf, "255.255.255.255/32");
+    p = P(0, 0, 0, 0, 0);
+    lz_ipv4_prefix_format(&p, buf);
+    assert_string_equal(buf, "0.0.0.0/0");
+    p = P(10, 0, 0, 0, 8);
+    lz_ipv4_prefix_format(&p, buf);
+    assert_string_equal(buf, "10.0.0.0/8");
+
+    /* Round trip: parse(format(parse(s))) is the normalized form. */
+    lz_ipv4_prefix q;
+    assert_true(lz_ipv4_prefix_parse("10.1.2.3/8", &q));
+    lz_ipv4_prefix_format(&q, buf);
+    assert_string_equal(buf, "10.0.0.0/8");
+    lz_ipv4_prefix r;
+    assert_true(lz_ipv4_prefix_parse(buf, &r));
+    assert_int_equal(lz_ipv4_prefix_cmp(&q, &r), 0);
+}
+
+/* ---- ordering --------------------------------------------------------- */
+
+static int sign(int v)
+{
+    return v < 0 ? -1 : v > 0;
+}
+
+static void test_cmp(void **state)
+{
+    (void) state;
+    lz_ipv4_prefix a, b;
+
+    a = P(10, 0, 0, 0, 8);
+    b = P(10, 0, 0, 0, 8);
+    assert_int_equal(lz_ipv4_prefix_cmp(&a, &b), 0);
+
+    /* Address bytes first, unsigned and in network order. */
+    a = P(9, 255, 255, 255, 32);
+    b = P(10, 0, 0, 0, 8);
+    assert_int_equal(sign(lz_ipv4_prefix_cmp(&a, &b)), -1);
+    assert_int_equal(sign(lz_ipv4_prefix_cmp(&b, &a)), 1);
+
+    a = P(127, 0, 0, 0, 8);
+    b = P(128, 0, 0, 0, 1); /* unsigned: 128 > 127 */
+    assert_int_equal(sign(lz_ipv4_prefix_cmp(&a, &b)), -1);
+
+    a = P(1, 2, 3, 4, 32);
+    b = P(1, 2, 3, 5, 0);   /* last address byte beats a larger length */
+    assert_int_equal(sign(lz_ipv4_prefix_cmp(&a, &b)), -1);
+
+    /* Same address: the length decides. */
+    a = P(10, 0, 0, 0, 8);
+    b = P(10, 0, 0, 0, 16);
+    assert_int_equal(sign(lz_ipv4_prefix_cmp(&a, &b)), -1);
+    assert_int_equal(sign(lz_ipv4_prefix_cmp(&b, &a)), 1);
+
+    a = P(0, 0, 0, 0, 0);
+    b = P(0, 0, 0, 0, 32);
+    assert_int_equal(sign(lz_ipv4_prefix_cmp(&a, &b)), -1);
+}
+
+/* ---- lists ------------------------------------------------------------ */
+
+static void test_list_add_sorted_dedup(void **state)
+{
+    (void) state;
+    lz_ipv4_prefix_list list = { 0 };
+    static const char *const in[] = {
+        "192.168.0.0/16", "10.0.0.0/8", "10.1.2.3/8", "10.0.0.0/16", "0.0.0.0/0",
+        "1.2.3.4/0", "192.168.1.1/16", "10.0.0.0/8", "255.255.255.255/32", "172.16.0.0/12",
+    };
+    for (size_t i = 0; i < sizeof(in) / sizeof(in[0]); i++) {
+        lz_ipv4_prefix p;
+        assert_true(lz_ipv4_prefix_parse(in[i], &p));
+        lz_ipv4_list_add(&list, &p);
+    }
+    static const char *const want[] = {
+        "0.0.0.0/0", "10.0.0.0/8", "10.0.0.0/16", "172.16.0.0/12", "192.168.0.0/16",
+        "255.255.255.255/32",
+    };
+    assert_int_equal(list.count, sizeof(want) / sizeof(want[0]));
+    for (size_t i = 0; i < list.count; i++) {
+        char buf[32]; /* >= LZ_IPV4_PREFIX_BUFSZ */
+        lz_ipv4_prefix_format(&list.items[i], buf);
+        assert_string_equal(buf, want[i]);
+        if (i > 0)
+            assert_true(lz_ipv4_prefix_cmp(&list.items[i - 1], &list.items[i]) < 0);
+    }
+
+    lz_ipv4_prefix p = P(10, 0, 0, 0, 16);
+    assert_true(lz_ipv4_list_contains(&list, &p));
+    p = P(10, 0, 0, 0, 24);
+    assert_false(lz_ipv4_list_contains(&list, &p));
+    p = P(172, 16, 0, 0, 16);
+    assert_false(lz_ipv4_list_contains(&list, &p));
+
+    lz_ipv4_list_clear(&list);
+    assert_int_equal(list.count, 0);
+    assert_null(list.items);
+    p = P(10, 0, 0, 0, 8);
+    assert_false(lz_ipv4_list_contains(&list, &p));
+    /* Clearing an empty list is fine. */
+    lz_ipv4_list_clear(&list);
+}
+
+static void test_rfc1918(void **state)
+{
+    (void) state;
+    static const char *const want[] = { "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16" };
+    for (size_t i = 0; i < 3; i++) {
+        char buf[32]; /* >= LZ_IPV4_PREFIX_BUFSZ */
+        lz_ipv4_prefix_format(&lz_rfc1918_prefixes[i], buf);
+        assert_string_equal(buf, want[i]);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_parse_accepts),
+        cmocka_unit_test(test_parse_refuses),
+        cmocka_unit_test(test_parse_clears_host_bits),
+        cmocka_unit_test(test_format),
+        cmocka_unit_test(test_cmp),
+        cmocka_unit_test(test_list_add_sorted_dedup),
+        cmocka_unit_test(test_rfc1918),
+    };
+    return cmocka_run_group_tests_name("network", tests, NULL, NULL);
+}
