@@ -77,7 +77,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     fixture *f = *state;
-    char cmd[128];
+    char cmd[256];
     snprintf(cmd, sizeof(cmd), "chmod -R u+rwx '%s' 2>/dev/null; rm -rf '%s'", f->dir, f->dir);
     assert_int_equal(system(cmd), 0);
     free(f->home);

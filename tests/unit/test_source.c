@@ -35,7 +35,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     fixture *f = *state;
-    char cmd[128];
+    char cmd[256];
     /* Test scaffolding only: remove the temporary tree. */
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", f->dir);
     assert_int_equal(system(cmd), 0);

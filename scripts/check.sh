@@ -1,0 +1,28 @@
+#!/bin/sh
+# make check: install what is missing, build both flavours, run every test.
+#
+#   1. scripts/install-deps.sh               Debian packages (apt, only what is missing)
+#   2. scripts/build.sh release build        gcc, warnings are errors
+#   3. scripts/build.sh asan build-asan      clang ASan+UBSan, cmocka tests, libFuzzer targets
+#   4. pytest tests/                         integration tests (as an unprivileged user),
+#                                            every cmocka binary, a fuzz smoke run
+#
+# The build steps print nothing on success, so the last line of output is
+# pytest's own summary, and pytest's exit status is this script's.
+# The tests need root (they create the test user lztest): as another user,
+# the pytest step runs under sudo. See docs/testing.md.
+set -eu
+cd "$(dirname "$0")/.."
+
+scripts/install-deps.sh
+scripts/build.sh release build
+scripts/build.sh asan build-asan
+
+# Debian's pytest is installed for /usr/bin/python3 (root's python3 may be
+# another interpreter). LAZARET_REQUIRE_ALL turns every would-be skip into a
+# failure: here all prerequisites exist, so a skip would hide a breakage.
+set -- /usr/bin/python3 -m pytest -q -p no:cacheprovider -rfEs --rootdir=. tests/
+if [ "$(id -u)" -eq 0 ]; then
+    exec env PYTHONDONTWRITEBYTECODE=1 LAZARET_REQUIRE_ALL=1 "$@"
+fi
+exec sudo env PYTHONDONTWRITEBYTECODE=1 LAZARET_REQUIRE_ALL=1 "$@"

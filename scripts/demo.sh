@@ -1,0 +1,195 @@
+#!/bin/sh
+# make demo: install what is missing, build, and show Lazaret's main job on a
+# demo workspace, as an unprivileged user (Lazaret refuses root).
+#
+#   1. scripts/install-deps.sh, scripts/build.sh release build
+#   2. as root: create the user lazaret-demo (with subordinate ids), install
+#      the binary into its ~/.local/bin and continue as that user; as any
+#      other user: continue as yourself with build/src/cli/lazaret
+#   3. write the demo configuration to ~/.config/lazaret/config.toml (0600;
+#      an existing different file is left alone and demo.toml is used instead)
+#   4. create the git workspace ~/lazaret-demo-workspace
+#   5. make sure XDG_RUNTIME_DIR is a private directory
+#   6. lazaret doctor (informational: its failures do not stop the demo)
+#   7. lazaret config check default --workspace ~/lazaret-demo-workspace;
+#      its exit status is the demo's
+set -eu
+
+DEMO_USER=lazaret-demo
+
+# The demo configuration: docs' config.example.toml, embedded so the demo
+# depends on nothing outside this repository. The addresses are documentation
+# ranges (RFC 5737); nothing here contacts the network.
+CONFIG_TEXT=$(cat <<'EOF'
+# Lazaret trusted-host configuration v1: written by `make demo`.
+# Only host Lazaret processes read this file; it is never visible in a sandbox.
+
+schema = "lazaret-trusted-host-config-v1"
+
+[storage]
+data_root = "~/.local/share/lazaret"
+
+[network]
+default_allow = ["192.0.2.53/32", "198.51.100.53/32"]
+
+[profiles.default]
+image = "docker.io/library/debian:trixie"
+isolate_gitignored = true
+persistent_dirs = ["/root"]
+allow_egress = ["203.0.113.10/32"]
+volumes = [
+  { host = "{profile_dir}/agent-state", container = "/root/.local/state/agent", kind = "directory", access = "read-write", create = true },
+]
+
+[profiles.default.escalation]
+enabled = false
+EOF
+)
+
+say() {
+    printf 'demo: %s\n' "$*"
+}
+
+# ---- as the unprivileged user ------------------------------------------------
+
+private_runtime_dir() {
+    # A 0700 directory owned by us: the standard one if logind made it,
+    # else our own under /tmp (refusing one somebody else planted there).
+    uid=$(id -u)
+    if [ -d "/run/user/$uid" ] && [ ! -L "/run/user/$uid" ] && [ -O "/run/user/$uid" ]; then
+        dir=/run/user/$uid
+    else
+        dir=/tmp/lazaret-demo-runtime-$uid
+        mkdir -m 0700 "$dir" 2>/dev/null || true
+        if [ -L "$dir" ] || [ ! -d "$dir" ] || [ ! -O "$dir" ]; then
+            echo "demo: $dir exists and is not a directory of yours; remove it and retry" >&2
+            exit 1
+        fi
+    fi
+    chmod 0700 "$dir"
+    printf '%s\n' "$dir"
+}
+
+user_phase() {
+    bin=$1
+    cd "$HOME"
+
+    if [ -z "${XDG_RUNTIME_DIR:-}" ]; then
+        XDG_RUNTIME_DIR=$(private_runtime_dir)
+        export XDG_RUNTIME_DIR
+        say "XDG_RUNTIME_DIR was not set; using $XDG_RUNTIME_DIR"
+    fi
+
+    cfgdir=$HOME/.config/lazaret
+    mkdir -p "$HOME/.config"
+    mkdir -p -m 0700 "$cfgdir"
+    cfg=$cfgdir/config.toml
+    if [ -e "$cfg" ] && ! printf '%s\n' "$CONFIG_TEXT" | cmp -s - "$cfg"; then
+        # Never overwrite somebody's real configuration.
+        say "$cfg exists; leaving it alone and using $cfgdir/demo.toml"
+        cfg=$cfgdir/demo.toml
+        set -- --config "$cfg"
+    else
+        set --
+    fi
+    (umask 077 && printf '%s\n' "$CONFIG_TEXT" >"$cfg.tmp" && mv -f "$cfg.tmp" "$cfg")
+    chmod 0600 "$cfg"
+    say "configuration: $cfg"
+
+    ws=$HOME/lazaret-demo-workspace
+    if [ ! -d "$ws/.git" ]; then
+        mkdir -p "$ws"
+        git -c init.defaultBranch=main init -q "$ws"
+        printf '# Lazaret demo workspace\n\nMounted read-write at /workspace in the sandbox.\n' \
+            >"$ws/README.md"
+        # Git-ignored files stay on the host: the sandbox sees its own copy.
+        printf '.env\nnode_modules/\n' >"$ws/.gitignore"
+        printf 'DEMO_SECRET=not-visible-in-the-sandbox\n' >"$ws/.env"
+        git -C "$ws" add README.md .gitignore
+        git -C "$ws" -c user.name="Lazaret demo" -c user.email=demo@lazaret.invalid \
+            commit -q -m "Demo workspace"
+    fi
+    say "workspace: $ws"
+
+    say "running: lazaret doctor"
+    if ! "$bin" "$@" doctor; then
+        say "doctor reported failures (fix lines above); the configuration check runs anyway"
+    fi
+    echo
+    say "running: lazaret config check default --workspace $ws"
+    exec "$bin" "$@" config check default --workspace "$ws"
+}
+
+if [ "${1:-}" = "--user-phase" ]; then
+    user_phase "$2"
+fi
+
+# ---- as the invoking user (root or not) ----------------------------------------
+
+cd "$(dirname "$0")/.."
+repo=$(pwd)
+scripts/install-deps.sh
+scripts/build.sh release build
+bin=$repo/build/src/cli/lazaret
+
+if [ "$(id -u)" -ne 0 ]; then
+    user_phase "$bin"
+fi
+
+# Root: Lazaret refuses uid 0, so the demo runs as an unprivileged user.
+if ! getent passwd "$DEMO_USER" >/dev/null; then
+    say "creating the unprivileged user $DEMO_USER"
+    useradd --create-home --shell /bin/bash "$DEMO_USER"
+fi
+uid=$(id -u "$DEMO_USER")
+gid=$(id -g "$DEMO_USER")
+home=$(getent passwd "$DEMO_USER" | cut -d: -f6)
+
+# useradd normally allocates subordinate ids; add a free range when not.
+for kind in uid gid; do
+    if ! awk -F: -v u="$DEMO_USER" -v n="$uid" \
+        '($1 == u || $1 == n) && $3 >= 65536 { found = 1 } END { exit !found }' \
+        "/etc/sub$kind" 2>/dev/null; then
+        start=$(cat /etc/subuid /etc/subgid 2>/dev/null | awk -F: '
+            NF == 3 && $2 ~ /^[0-9]+$/ && $3 ~ /^[0-9]+$/ { s[++n] = $2; c[n] = $3 }
+            END {
+                x = 100000; moved = 1
+                while (moved) {
+                    moved = 0
+                    for (i = 1; i <= n; i++)
+                        if (s[i] < x + 65536 && x < s[i] + c[i]) { x = s[i] + c[i]; moved = 1 }
+                }
+                print x
+            }')
+        say "adding subordinate ${kind}s $start-$((start + 65535)) for $DEMO_USER"
+        usermod "--add-sub${kind}s" "$start-$((start + 65535))" "$DEMO_USER"
+    fi
+done
+
+# The repository may live where the demo user cannot read (/root/...): give it
+# its own copy of the binary, as a user install would.
+for d in "$home/.local" "$home/.local/bin"; do
+    [ -d "$d" ] || install -d -m 0755 -o "$uid" -g "$gid" "$d"
+done
+install -m 0755 -o "$uid" -g "$gid" "$bin" "$home/.local/bin/lazaret"
+
+# logind creates /run/user/UID at login; runuser does not log in.
+if [ ! -d "/run/user/$uid" ]; then
+    mkdir -p -m 0755 /run/user
+    install -d -m 0700 -o "$uid" -g "$gid" "/run/user/$uid"
+fi
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cp "$repo/scripts/demo.sh" "$tmp/demo.sh"
+chmod 0755 "$tmp"
+chmod 0644 "$tmp/demo.sh"
+say "continuing as $DEMO_USER (uid $uid)"
+cd /
+status=0
+runuser -u "$DEMO_USER" -- env -i \
+    HOME="$home" USER="$DEMO_USER" LOGNAME="$DEMO_USER" SHELL=/bin/bash \
+    PATH="$home/.local/bin:/usr/local/bin:/usr/bin:/bin" LANG=C.UTF-8 TERM="${TERM:-dumb}" \
+    XDG_RUNTIME_DIR="/run/user/$uid" \
+    /bin/sh "$tmp/demo.sh" --user-phase "$home/.local/bin/lazaret" || status=$?
+exit "$status"

@@ -1,0 +1,848 @@
+/* SPDX-License-Identifier: Apache-2.0
+ *
+ * lazaret doctor: check every host prerequisite of a rootless gVisor sandbox
+ * and print, for each failure, the command that fixes it.
+ *
+ * Output contract (tests and users rely on it): one line per check,
+ *   "<status>  <check name>  <what was found>"
+ * with status "ok", "warn" or "FAIL", optionally followed by an indented
+ * "note: ..." (why it matters) and, for FAIL, "fix: <command to paste>".
+ * Exit 0 when no check failed (warnings allowed), 1 otherwise.
+ *
+ * Doctor only observes: it starts programs (runsc --version, newuidmap and
+ * newgidmap on a throw-away child) through common/spawn.h, never a shell, and
+ * it changes nothing on the host. Values of environment variables are not
+ * printed (common/error.h); fixes refer to them by name instead.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/magic.h>
+#include <pwd.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/vfs.h>
+#include <sys/wait.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "common/error.h"
+#include "common/spawn.h"
+#include "common/util.h"
+#include "lazaret-version.h"
+
+const char lz_usage_doctor[] =
+    "Usage: lazaret doctor\n"
+    "\n"
+    "Check every prerequisite of Lazaret on this host and print one line per\n"
+    "check: ok, warn or FAIL. Each failure is followed by the command that fixes\n"
+    "it. Also reports which runsc capabilities Lazaret will use and why.\n"
+    "\n"
+    "Checks: runsc (version, network mode, statx fix), cgroups, newuidmap and\n"
+    "newgidmap, /etc/subuid and /etc/subgid ranges, user namespaces, id mapping,\n"
+    "slirp4netns, /dev/net/tun, nft, skopeo, umoci, XDG_RUNTIME_DIR.\n"
+    "\n"
+    "Exit status: 0 when every required check passed (warnings allowed), 1 when\n"
+    "at least one failed, 2 on a usage error.\n";
+
+/* Sandboxes get 65536 subordinate ids: the uid/gid space of a normal Linux
+ * image (0..65535, nobody = 65534). */
+#define SUBID_NEEDED 65536ULL
+/* useradd's default SUB_UID_MIN: where a suggested range starts. */
+#define SUBID_FIRST 100000ULL
+/* runsc --version answers at once; a hang is a broken install. */
+#define PROBE_TIMEOUT_MS 5000
+/* Release dates (YYYYMMDD) at which runsc behaviour changed (PLATFORM.md). */
+#define RUNSC_NETSTACK_OK_FROM 20230101L
+#define RUNSC_STATX_OK_FROM 20230601L
+
+typedef enum { ST_OK, ST_WARN, ST_FAIL } check_status;
+
+typedef struct subid_range {
+    char *owner; /* name or decimal uid, as written in the file */
+    unsigned long long start, count;
+} subid_range;
+
+typedef struct subid_file {
+    const char *path;
+    subid_range *r;
+    size_t n;
+    bool readable;
+    int errnum;               /* why not readable */
+    const subid_range *best;  /* the user's largest range, or NULL */
+} subid_file;
+
+typedef struct doctor {
+    uid_t uid;
+    gid_t gid;
+    char *user;        /* login name, or the uid as text without a passwd entry */
+    char *user_word;   /* user, quoted for a shell command line when needed */
+    char *search_path; /* caller's PATH (absolute entries only are used), then system dirs */
+    int failed;
+    int warned;
+    subid_file subuid, subgid;
+    char *newuidmap, *newgidmap; /* found and usable, else NULL */
+    bool userns_ok;
+} doctor;
+
+static void report(doctor *d, check_status s, const char *check, const char *note,
+                   const char *fix, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+static void report(doctor *d, check_status s, const char *check, const char *note,
+                   const char *fix, const char *fmt, ...)
+{
+    static const char *const word[] = { "ok", "warn", "FAIL" };
+    va_list ap;
+    printf("%-4s  %-16s ", word[s], check);
+    va_start(ap, fmt);
+    vprintf(fmt, ap);
+    va_end(ap);
+    putchar('\n');
+    if (note)
+        printf("      note: %s\n", note);
+    if (fix)
+        printf("      fix:  %s\n", fix);
+    if (s == ST_FAIL)
+        d->failed++;
+    else if (s == ST_WARN)
+        d->warned++;
+}
+
+/* s as one shell word: unchanged when it has only safe characters, else in
+ * single quotes. Fix lines are meant to be pasted into a shell. */
+static char *shell_word(const char *s)
+{
+    bool plain = s[0] != '\0';
+    for (const char *p = s; *p; p++)
+        if (!isalnum((unsigned char) *p) && !strchr("._-+=:,/@%", *p))
+            plain = false;
+    if (plain)
+        return lz_xstrdup(s);
+    size_t n = 2;
+    for (const char *p = s; *p; p++)
+        n += *p == '\'' ? 4 : 1;
+    char *q = lz_xmalloc(n + 1), *w = q;
+    *w++ = '\'';
+    for (const char *p = s; *p; p++) {
+        if (*p == '\'') {
+            memcpy(w, "'\\''", 4);
+            w += 4;
+        } else {
+            *w++ = *p;
+        }
+    }
+    *w++ = '\'';
+    *w = '\0';
+    return q;
+}
+
+/* Program output is untrusted text: keep printable ASCII only, one line,
+ * at most max bytes, so it cannot drive the terminal. */
+static char *printable_line(const char *s, size_t max)
+{
+    char *q = lz_xmalloc(max + 1);
+    size_t n = 0;
+    for (; *s && *s != '\n' && n < max; s++)
+        q[n++] = (*s >= 0x20 && *s < 0x7f) ? *s : '?';
+    q[n] = '\0';
+    return q;
+}
+
+/* Read a small integer file such as a sysctl. 0 on success, -1 with errno. */
+static int read_long_file(const char *path, long *ret)
+{
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return -1;
+    long v;
+    int ok = fscanf(f, "%ld", &v) == 1;
+    fclose(f);
+    if (!ok) {
+        errno = EINVAL;
+        return -1;
+    }
+    *ret = v;
+    return 0;
+}
+
+static int find_tool(doctor *d, const char *name, char **ret_path)
+{
+    lz_error *e = NULL;
+    int r = lz_spawn_find_program(name, d->search_path, ret_path, &e);
+    lz_error_free(e);
+    return r;
+}
+
+/* ---- runsc ---------------------------------------------------------------- */
+
+/* The release date in "runsc version 0.0~20221219.0" (Debian) or
+ * "runsc version release-20221219.0" (upstream) as YYYYMMDD; 0 if none. */
+static long runsc_release_date(const char *out)
+{
+    static const char key[] = "runsc version ";
+    const char *v = strstr(out, key);
+    if (!v)
+        return 0;
+    v += sizeof(key) - 1;
+    const char *eol = strchrnul(v, '\n');
+    for (const char *p = v; p < eol;) {
+        if (!isdigit((unsigned char) *p)) {
+            p++;
+            continue;
+        }
+        size_t n = 0;
+        while (p + n < eol && isdigit((unsigned char) p[n]))
+            n++;
+        if (n == 8) {
+            long date = strtol(p, NULL, 10);
+            long y = date / 10000, m = date / 100 % 100, dd = date % 100;
+            if (y >= 2018 && y <= 2199 && m >= 1 && m <= 12 && dd >= 1 && dd <= 31)
+                return date;
+        }
+        p += n;
+    }
+    return 0;
+}
+
+static void check_runsc(doctor *d)
+{
+    _cleanup_free_ char *path = NULL;
+    if (find_tool(d, "runsc", &path) < 0) {
+        report(d, ST_FAIL, "runsc", "runsc is gVisor's container runtime: every sandbox runs in it",
+               "sudo apt-get install runsc", "not found in PATH or the system directories");
+        return;
+    }
+
+    char *argv[] = { (char *) "runsc", (char *) "--version", NULL };
+    lz_spawn_options opt = { .timeout_ms = PROBE_TIMEOUT_MS, .capture_max = 4096 };
+    lz_spawn_output out = { 0 };
+    lz_error *e = NULL;
+    int st = lz_spawn_capture(path, argv, &opt, &out, &e);
+    if (st != 0) {
+        if (st < 0)
+            report(d, ST_FAIL, "runsc", NULL, "sudo apt-get install --reinstall runsc",
+                   "%s --version failed: %s%s%s", path, e->message, e->errnum ? ": " : "",
+                   e->errnum ? strerror(e->errnum) : "");
+        else
+            report(d, ST_FAIL, "runsc", NULL, "sudo apt-get install --reinstall runsc",
+                   "%s --version exited with status %d", path, st);
+        lz_error_free(e);
+        lz_spawn_output_free(&out);
+        return;
+    }
+
+    const char *v = strstr(out.data, "runsc version ");
+    _cleanup_free_ char *version =
+        printable_line(v ? v + strlen("runsc version ") : out.data, 64);
+    long date = runsc_release_date(out.data);
+    lz_spawn_output_free(&out);
+
+    char when[16] = "unknown";
+    if (date)
+        snprintf(when, sizeof(when), "%04ld-%02ld-%02ld", date / 10000, date / 100 % 100,
+                 date % 100);
+    if (date)
+        report(d, ST_OK, "runsc", NULL, NULL, "%s, version %s (release %s)", path, version, when);
+    else
+        report(d, ST_WARN, "runsc", NULL, NULL,
+               "%s, version '%s': release date unknown, Lazaret assumes the oldest behaviour",
+               path, version);
+
+    /* Capability decisions. An unknown date is treated as old: the fallbacks
+     * work with every release, the newer paths do not. */
+    if (date >= RUNSC_NETSTACK_OK_FROM)
+        report(d, ST_OK, "network mode", NULL, NULL,
+               "release %s supports --network=sandbox: Lazaret uses runsc's own network stack "
+               "inside a dedicated sandbox network namespace",
+               when);
+    else
+        report(d, ST_WARN, "network mode",
+               "releases before 2023 fail with --network=sandbox on current kernels (\"cannot run "
+               "with network enabled in root network namespace\"); the namespace still reaches "
+               "nothing but Lazaret's router, which enforces the network policy either way",
+               NULL,
+               "release %s predates 2023: Lazaret uses --network=host inside a dedicated sandbox "
+               "network namespace",
+               when);
+    if (date >= RUNSC_STATX_OK_FROM)
+        report(d, ST_OK, "statx", NULL, NULL,
+               "release %s accepts statx(AT_NO_AUTOMOUNT): no workaround needed", when);
+    else
+        report(d, ST_WARN, "statx",
+               "without it, ls and stat from coreutils 9 (Debian 12 and newer images) fail with "
+               "\"Invalid argument\" inside the sandbox",
+               NULL,
+               "release %s (before 2023-06) rejects statx(AT_NO_AUTOMOUNT): Lazaret injects a "
+               "preload library that clears the flag",
+               when);
+}
+
+/* ---- cgroups -------------------------------------------------------------- */
+
+static void check_cgroups(doctor *d)
+{
+    struct statfs sfs;
+    if (statfs("/sys/fs/cgroup", &sfs) < 0 || sfs.f_type != CGROUP2_SUPER_MAGIC) {
+        report(d, ST_WARN, "cgroups",
+               "per-sandbox cgroup limits need a cgroup v2 subtree delegated to the user", NULL,
+               "cgroup v1 or hybrid hierarchy, not writable by %s: Lazaret runs runsc with "
+               "--ignore-cgroups",
+               d->user);
+        return;
+    }
+
+    /* cgroup v2: the process's own cgroup is the "0::/path" line. */
+    _cleanup_free_ char *rel = NULL;
+    FILE *f = fopen("/proc/self/cgroup", "re");
+    if (f) {
+        _cleanup_free_ char *line = NULL;
+        size_t cap = 0;
+        ssize_t n;
+        while ((n = getline(&line, &cap, f)) > 0) {
+            if (strncmp(line, "0::", 3) == 0) {
+                line[strcspn(line, "\n")] = '\0';
+                rel = lz_xstrdup(line + 3);
+                break;
+            }
+        }
+        fclose(f);
+    }
+    if (!rel) {
+        report(d, ST_WARN, "cgroups", NULL, NULL,
+               "cannot tell %s's cgroup from /proc/self/cgroup: Lazaret runs runsc with "
+               "--ignore-cgroups",
+               d->user);
+        return;
+    }
+    _cleanup_free_ char *dir = lz_xasprintf("/sys/fs/cgroup%s", rel);
+    if (access(dir, W_OK) == 0)
+        report(d, ST_OK, "cgroups", NULL, NULL,
+               "%s is writable by %s: runsc manages the sandbox's cgroup", dir, d->user);
+    else
+        report(d, ST_WARN, "cgroups",
+               "per-sandbox cgroup limits need a cgroup subtree delegated to the user (systemd: "
+               "run lazaret from a user service or 'systemd-run --user --scope')",
+               NULL, "%s is not writable by %s: Lazaret runs runsc with --ignore-cgroups", dir,
+               d->user);
+}
+
+/* ---- newuidmap / newgidmap ------------------------------------------------ */
+
+/* Does the file carry capability cap in its permitted set (security.capability
+ * xattr, any revision: data[0].permitted is the little-endian word at 4)? */
+static bool file_has_cap(const char *path, int cap)
+{
+    unsigned char buf[64];
+    ssize_t n = getxattr(path, "security.capability", buf, sizeof(buf));
+    if (n < 8 || cap >= 32)
+        return false;
+    uint32_t permitted = (uint32_t) buf[4] | (uint32_t) buf[5] << 8 | (uint32_t) buf[6] << 16 |
+                         (uint32_t) buf[7] << 24;
+    return permitted & (1U << cap);
+}
+
+static void check_idmap_tool(doctor *d, const char *name, int cap, const char *cap_name,
+                             char **ret_path)
+{
+    _cleanup_free_ char *path = NULL;
+    if (find_tool(d, name, &path) < 0) {
+        report(d, ST_FAIL, name,
+               "it writes the user namespace's id map from /etc/subuid and /etc/subgid",
+               "sudo apt-get install uidmap", "not found in PATH or the system directories");
+        return;
+    }
+    struct stat st;
+    struct statvfs vfs;
+    if (stat(path, &st) < 0) {
+        report(d, ST_FAIL, name, NULL, "sudo apt-get install --reinstall uidmap",
+               "cannot inspect %s: %s", path, strerror(errno));
+        return;
+    }
+    bool setuid_root = (st.st_mode & S_ISUID) && st.st_uid == 0;
+    bool has_cap = file_has_cap(path, cap);
+    if (!setuid_root && !has_cap) {
+        _cleanup_free_ char *fix = lz_xasprintf("sudo chmod u+s %s", path);
+        report(d, ST_FAIL, name, "it must be setuid root or carry the file capability", fix,
+               "%s is neither setuid root nor has %s", path, cap_name);
+        return;
+    }
+    if (statvfs(path, &vfs) == 0 && (vfs.f_flag & ST_NOSUID)) {
+        report(d, ST_FAIL, name,
+               "a nosuid mount disables both setuid bits and file capabilities",
+               "sudo apt-get install --reinstall uidmap",
+               "%s is on a filesystem mounted nosuid", path);
+        return;
+    }
+    report(d, ST_OK, name, NULL, NULL, "%s (%s)", path,
+           setuid_root ? "setuid root" : cap_name);
+    *ret_path = TAKE_PTR(path);
+}
+
+/* ---- /etc/subuid, /etc/subgid --------------------------------------------- */
+
+static void subid_file_load(subid_file *f, const doctor *d)
+{
+    FILE *fp = fopen(f->path, "re");
+    if (!fp) {
+        f->errnum = errno;
+        return;
+    }
+    f->readable = true;
+    _cleanup_free_ char *line = NULL;
+    _cleanup_free_ char *uid_text = lz_xasprintf("%u", (unsigned) d->uid);
+    size_t cap = 0;
+    while (getline(&line, &cap, fp) > 0) {
+        /* "owner:start:count"; shadow's own parser skips anything else too. */
+        char *owner = line, *s = strchr(owner, ':'), *c, *end1, *end2;
+        if (!s || line[0] == '#')
+            continue;
+        *s++ = '\0';
+        c = strchr(s, ':');
+        if (!c)
+            continue;
+        *c++ = '\0';
+        errno = 0;
+        unsigned long long start = strtoull(s, &end1, 10);
+        unsigned long long count = strtoull(c, &end2, 10);
+        if (errno || end1 == s || *end1 || end2 == c || (*end2 && *end2 != '\n') || !owner[0] ||
+            s[0] == '-' || c[0] == '-')
+            continue;
+        f->r = lz_xrealloc(f->r, f->n + 1, sizeof(*f->r));
+        f->r[f->n++] = (subid_range) { lz_xstrdup(owner), start, count };
+    }
+    fclose(fp);
+    /* Pick the user's largest range by name or by uid, as newuidmap does. */
+    for (size_t i = 0; i < f->n; i++) {
+        const subid_range *r = &f->r[i];
+        if (strcmp(r->owner, d->user) != 0 && strcmp(r->owner, uid_text) != 0)
+            continue;
+        if (!f->best || r->count > f->best->count)
+            f->best = r;
+    }
+}
+
+static void subid_file_free(subid_file *f)
+{
+    for (size_t i = 0; i < f->n; i++)
+        free(f->r[i].owner);
+    free(f->r);
+    f->r = NULL;
+    f->n = 0;
+    f->best = NULL;
+}
+
+/* The first start >= SUBID_FIRST where SUBID_NEEDED ids overlap no range of
+ * either file: a suggestion that cannot collide with another user's ids. */
+static unsigned long long free_subid_start(const doctor *d)
+{
+    unsigned long long s = SUBID_FIRST;
+    const subid_file *files[] = { &d->subuid, &d->subgid };
+    bool moved = true;
+    while (moved) {
+        moved = false;
+        for (size_t k = 0; k < LZ_ARRAY_SIZE(files); k++) {
+            for (size_t i = 0; i < files[k]->n; i++) {
+                const subid_range *r = &files[k]->r[i];
+                if (r->start < s + SUBID_NEEDED && s < r->start + r->count) {
+                    s = r->start + r->count;
+                    moved = true;
+                }
+            }
+        }
+    }
+    return s;
+}
+
+static void check_subids(doctor *d, const subid_file *f, const char *check, const char *opt)
+{
+    unsigned long long s = free_subid_start(d);
+    _cleanup_free_ char *fix = lz_xasprintf("sudo usermod %s %llu-%llu %s", opt, s,
+                                            s + SUBID_NEEDED - 1, d->user_word);
+    const char *why = "the sandbox runs as a range of subordinate ids, mapped by newuidmap/newgidmap";
+    if (!f->readable)
+        report(d, ST_FAIL, check, why, fix, "cannot read %s: %s", f->path, strerror(f->errnum));
+    else if (!f->best)
+        report(d, ST_FAIL, check, why, fix, "no range for %s (uid %u) in %s", d->user,
+               (unsigned) d->uid, f->path);
+    else if (f->best->count < SUBID_NEEDED)
+        report(d, ST_FAIL, check, why, fix,
+               "the largest range for %s in %s has %llu ids; at least %llu are needed", d->user,
+               f->path, f->best->count, SUBID_NEEDED);
+    else
+        report(d, ST_OK, check, NULL, NULL, "%s: %llu-%llu (%llu ids) for %s", f->path,
+               f->best->start, f->best->start + f->best->count - 1, f->best->count, d->user);
+}
+
+/* ---- user namespaces ------------------------------------------------------ */
+
+typedef struct probe_result {
+    int step;  /* 0 success, 1 unshare(CLONE_NEWUSER) failed, 2 no capabilities inside */
+    int errnum;
+} probe_result;
+
+/* In a throw-away child: create a user namespace, then use the capabilities
+ * it should grant (new mount and network namespaces). Some kernels let the
+ * first step succeed and deny the second (Ubuntu's AppArmor restriction), so
+ * only both together show that Lazaret's supervisor can work. */
+static int probe_userns(probe_result *ret)
+{
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) < 0)
+        return -1;
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(p[0]);
+        close(p[1]);
+        return -1;
+    }
+    if (pid == 0) {
+        probe_result r = { 0, 0 };
+        if (unshare(CLONE_NEWUSER) < 0)
+            r = (probe_result) { 1, errno };
+        else if (unshare(CLONE_NEWNS | CLONE_NEWNET) < 0)
+            r = (probe_result) { 2, errno };
+        (void) !write(p[1], &r, sizeof(r));
+        _exit(0);
+    }
+    close(p[1]);
+    probe_result r = { 1, EIO };
+    ssize_t n;
+    while ((n = read(p[0], &r, sizeof(r))) < 0 && errno == EINTR)
+        ;
+    close(p[0]);
+    while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+        ;
+    if (n != (ssize_t) sizeof(r))
+        r = (probe_result) { 1, EIO };
+    *ret = r;
+    return 0;
+}
+
+static void check_userns(doctor *d)
+{
+    probe_result r;
+    if (probe_userns(&r) < 0) {
+        report(d, ST_FAIL, "user namespaces", NULL, NULL,
+               "cannot start a probe process: %s", strerror(errno));
+        return;
+    }
+    long max_ns = -1, clone_ok = -1, aa = -1;
+    read_long_file("/proc/sys/user/max_user_namespaces", &max_ns);
+    read_long_file("/proc/sys/kernel/unprivileged_userns_clone", &clone_ok);
+    read_long_file("/proc/sys/kernel/apparmor_restrict_unprivileged_userns", &aa);
+
+    if (r.step == 0) {
+        report(d, ST_OK, "user namespaces", NULL, NULL,
+               "%s can create a user namespace and use its capabilities", d->user);
+        d->userns_ok = true;
+        return;
+    }
+    const char *fix = NULL;
+    const char *why = NULL;
+    if (max_ns == 0) {
+        fix = "sudo sysctl -w user.max_user_namespaces=15000";
+        why = "user.max_user_namespaces is 0";
+    } else if (clone_ok == 0) {
+        fix = "sudo sysctl -w kernel.unprivileged_userns_clone=1";
+        why = "kernel.unprivileged_userns_clone is 0";
+    } else if (aa == 1) {
+        fix = "sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0";
+        why = "kernel.apparmor_restrict_unprivileged_userns is 1 (or give lazaret an AppArmor "
+              "profile with 'userns,')";
+    } else {
+        why = "no sysctl explains it: a seccomp filter (container runtime) or a security module "
+              "denies it; run lazaret directly on the host";
+    }
+    report(d, ST_FAIL, "user namespaces", why, fix, "%s: %s",
+           r.step == 1 ? "unshare(CLONE_NEWUSER) failed"
+                       : "a new user namespace grants no capabilities",
+           strerror(r.errnum));
+}
+
+/* End to end: a child in a fresh user namespace gets the full map Lazaret
+ * uses (own id -> 0, the subordinate range -> 1..65536), written by
+ * newuidmap/newgidmap exactly as the supervisor will. */
+static void check_idmapping(doctor *d)
+{
+    const char *check = "id mapping";
+    if (!d->newuidmap || !d->newgidmap || !d->userns_ok || !d->subuid.best ||
+        !d->subgid.best || d->subuid.best->count < SUBID_NEEDED ||
+        d->subgid.best->count < SUBID_NEEDED) {
+        report(d, ST_WARN, check, NULL, NULL, "not tried: it needs the checks above to pass");
+        return;
+    }
+
+    int ready[2], go[2];
+    if (pipe2(ready, O_CLOEXEC) < 0) {
+        report(d, ST_FAIL, check, NULL, NULL, "cannot create a pipe: %s", strerror(errno));
+        return;
+    }
+    if (pipe2(go, O_CLOEXEC) < 0) {
+        report(d, ST_FAIL, check, NULL, NULL, "cannot create a pipe: %s", strerror(errno));
+        close(ready[0]);
+        close(ready[1]);
+        return;
+    }
+    pid_t pid = fork();
+    if (pid == 0) {
+        /* Child: enter the namespace, say so, then wait until the parent is
+         * done (EOF on go) and exit. */
+        close(ready[0]);
+        close(go[1]);
+        char c = unshare(CLONE_NEWUSER) == 0 ? 'y' : 'n';
+        (void) !write(ready[1], &c, 1);
+        while (read(go[0], &c, 1) < 0 && errno == EINTR)
+            ;
+        _exit(0);
+    }
+    close(ready[1]);
+    close(go[0]);
+    if (pid < 0) {
+        report(d, ST_FAIL, check, NULL, NULL, "cannot start a probe process: %s",
+               strerror(errno));
+        close(ready[0]);
+        close(go[1]);
+        return;
+    }
+    char c = 'n';
+    while (read(ready[0], &c, 1) < 0 && errno == EINTR)
+        ;
+    close(ready[0]);
+
+    _cleanup_free_ char *detail = NULL;
+    if (c != 'y') {
+        detail = lz_xstrdup("the probe could not create a user namespace");
+    } else {
+        struct {
+            const char *path, *name;
+            uid_t own;
+            const subid_range *r;
+        } maps[] = {
+            { d->newuidmap, "newuidmap", d->uid, d->subuid.best },
+            { d->newgidmap, "newgidmap", d->gid, d->subgid.best },
+        };
+        for (size_t i = 0; i < LZ_ARRAY_SIZE(maps) && !detail; i++) {
+            char pid_s[24], own_s[24], start_s[24], count_s[24];
+            snprintf(pid_s, sizeof(pid_s), "%d", (int) pid);
+            snprintf(own_s, sizeof(own_s), "%u", (unsigned) maps[i].own);
+            snprintf(start_s, sizeof(start_s), "%llu", maps[i].r->start);
+            snprintf(count_s, sizeof(count_s), "%llu", SUBID_NEEDED);
+            char *argv[] = { (char *) maps[i].name, pid_s, (char *) "0", own_s, (char *) "1",
+                             (char *) "1", start_s, count_s, NULL };
+            lz_spawn_options opt = { .timeout_ms = PROBE_TIMEOUT_MS, .capture_max = 1024,
+                                     .merge_stderr = true };
+            lz_spawn_output out = { 0 };
+            lz_error *e = NULL;
+            int st = lz_spawn_capture(maps[i].path, argv, &opt, &out, &e);
+            if (st < 0) {
+                detail = lz_xasprintf("%s", e->message);
+            } else if (st != 0) {
+                _cleanup_free_ char *msg = printable_line(out.data, 200);
+                detail = lz_xasprintf("%s exited with status %d: %s", maps[i].name, st, msg);
+            }
+            lz_error_free(e);
+            lz_spawn_output_free(&out);
+        }
+    }
+    close(go[1]);
+    while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+        ;
+
+    if (detail) {
+        report(d, ST_FAIL, check,
+               "newuidmap/newgidmap refuse ranges that are not in /etc/subuid and /etc/subgid, "
+               "or run without privilege (nosuid mount, missing setuid bit)",
+               "sudo apt-get install --reinstall uidmap", "%s", detail);
+        return;
+    }
+    report(d, ST_OK, check, NULL, NULL,
+           "newuidmap and newgidmap map %s and %llu subordinate ids into a user namespace",
+           d->user, SUBID_NEEDED);
+}
+
+/* ---- plain tools ---------------------------------------------------------- */
+
+static void check_tool(doctor *d, const char *name, const char *package, const char *why)
+{
+    _cleanup_free_ char *path = NULL;
+    if (find_tool(d, name, &path) < 0) {
+        _cleanup_free_ char *fix = lz_xasprintf("sudo apt-get install %s", package);
+        report(d, ST_FAIL, name, why, fix, "not found in PATH or the system directories");
+        return;
+    }
+    report(d, ST_OK, name, NULL, NULL, "%s", path);
+}
+
+/* ---- /dev/net/tun --------------------------------------------------------- */
+
+static void check_tun(doctor *d)
+{
+    static const char tun[] = "/dev/net/tun";
+    int fd = open(tun, O_RDWR | O_CLOEXEC | O_NOCTTY);
+    if (fd >= 0) {
+        /* Just opening it creates nothing: an interface needs TUNSETIFF,
+         * which needs CAP_NET_ADMIN in the network namespace. */
+        close(fd);
+        report(d, ST_OK, tun, NULL, NULL, "%s can open it read-write", d->user);
+        return;
+    }
+    int saved = errno;
+    const char *why = "slirp4netns opens it to connect the sandbox's router to the network";
+    if (saved == ENOENT || saved == ENODEV || saved == ENXIO) {
+        report(d, ST_FAIL, tun, why, "sudo modprobe tun", "cannot open %s: %s", tun,
+               strerror(saved));
+        return;
+    }
+    struct stat st;
+    if (saved == EACCES && stat(tun, &st) == 0)
+        report(d, ST_FAIL, tun,
+               "typical desktop systems ship it with mode 0666; opening it grants nothing by "
+               "itself (creating an interface needs CAP_NET_ADMIN in a network namespace)",
+               "sudo chmod 0666 /dev/net/tun", "cannot open %s read-write as %s (mode %04o)", tun,
+               d->user, (unsigned) (st.st_mode & 07777));
+    else
+        report(d, ST_FAIL, tun, why, "sudo chmod 0666 /dev/net/tun", "cannot open %s: %s", tun,
+               strerror(saved));
+}
+
+/* ---- XDG_RUNTIME_DIR ------------------------------------------------------ */
+
+/* Is path a directory (not a symlink) owned by uid with mode 0700? Returns 0
+ * when it is, else -1 with *ret_why describing the first problem. */
+static int runtime_dir_suitable(const char *path, uid_t uid, char **ret_why)
+{
+    int fd = open(path, O_PATH | O_NOFOLLOW | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) {
+        *ret_why = lz_xasprintf(errno == ELOOP || errno == ENOTDIR
+                                    ? "is not a directory (or is a symbolic link)"
+                                    : "cannot be opened: %s",
+                                strerror(errno));
+        return -1;
+    }
+    struct stat st;
+    int r = fstat(fd, &st);
+    int saved = errno;
+    close(fd);
+    if (r < 0) {
+        *ret_why = lz_xasprintf("cannot be inspected: %s", strerror(saved));
+        return -1;
+    }
+    if (st.st_uid != uid) {
+        *ret_why = lz_xasprintf("is owned by uid %u, not %u", (unsigned) st.st_uid,
+                                (unsigned) uid);
+        return -1;
+    }
+    if ((st.st_mode & 07777) != 0700) {
+        *ret_why = lz_xasprintf("has mode %04o, not 0700", (unsigned) (st.st_mode & 07777));
+        return -1;
+    }
+    return 0;
+}
+
+static void check_runtime_dir(doctor *d)
+{
+    static const char check[] = "XDG_RUNTIME_DIR";
+    const char *why = "Lazaret keeps sockets, locks and runsc state of running sandboxes there; "
+                      "it must be private to the user";
+    /* The standard place, created by systemd-logind at login. When it is
+     * missing (su, ssh without pam_systemd, containers) the fix creates it. */
+    _cleanup_free_ char *std = lz_xasprintf("/run/user/%u", (unsigned) d->uid);
+    _cleanup_free_ char *std_why = NULL;
+    _cleanup_free_ char *export_fix = NULL;
+    if (runtime_dir_suitable(std, d->uid, &std_why) == 0)
+        export_fix = lz_xstrdup("export XDG_RUNTIME_DIR=/run/user/$(id -u)");
+    else
+        export_fix = lz_xasprintf("sudo install -d -m 0700 -o %u -g %u %s && "
+                                  "export XDG_RUNTIME_DIR=/run/user/$(id -u)",
+                                  (unsigned) d->uid, (unsigned) d->gid, std);
+
+    const char *v = getenv("XDG_RUNTIME_DIR");
+    if (!v || !v[0]) {
+        report(d, ST_FAIL, check, why, export_fix, "is not set");
+        return;
+    }
+    if (v[0] != '/') {
+        report(d, ST_FAIL, check, why, export_fix, "is not an absolute path");
+        return;
+    }
+    _cleanup_free_ char *problem = NULL;
+    if (runtime_dir_suitable(v, d->uid, &problem) == 0) {
+        report(d, ST_OK, check, NULL, NULL, "is a directory owned by %s with mode 0700", d->user);
+        return;
+    }
+    /* Owned by the user but too open: tighten it. Anything else: use the
+     * standard directory instead of repairing someone else's. */
+    struct stat st;
+    bool own_dir = lstat(v, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == d->uid;
+    report(d, ST_FAIL, check, why, own_dir ? "chmod 0700 \"$XDG_RUNTIME_DIR\"" : export_fix, "%s",
+           problem);
+}
+
+/* ---- command -------------------------------------------------------------- */
+
+int lz_cmd_doctor(int argc, char **argv, const lz_global_options *g)
+{
+    (void) g; /* doctor checks the host, not a configuration */
+    if (argc > 1)
+        return lz_cli_usage_error("doctor", "unexpected argument '%s'", argv[1]);
+
+    doctor d = {
+        .uid = getuid(),
+        .gid = getgid(),
+        .subuid = { .path = "/etc/subuid" },
+        .subgid = { .path = "/etc/subgid" },
+    };
+    struct passwd *pw = getpwuid(d.uid);
+    d.user = pw ? lz_xstrdup(pw->pw_name) : lz_xasprintf("%u", (unsigned) d.uid);
+    d.user_word = shell_word(d.user);
+    /* The user's PATH first (their choice of runsc), then the system
+     * directories, which ordinary users' PATHs often lack. */
+    const char *path = getenv("PATH");
+    d.search_path = lz_xasprintf("%s:%s", path ? path : "", LZ_SPAWN_SYSTEM_PATH);
+
+    printf("lazaret %s doctor: checking prerequisites for %s (uid %u)\n", LAZARET_VERSION,
+           d.user, (unsigned) d.uid);
+
+    subid_file_load(&d.subuid, &d);
+    subid_file_load(&d.subgid, &d);
+
+    check_runsc(&d);
+    check_cgroups(&d);
+    check_idmap_tool(&d, "newuidmap", 7 /* CAP_SETUID */, "cap_setuid", &d.newuidmap);
+    check_idmap_tool(&d, "newgidmap", 6 /* CAP_SETGID */, "cap_setgid", &d.newgidmap);
+    check_subids(&d, &d.subuid, "subuid range", "--add-subuids");
+    check_subids(&d, &d.subgid, "subgid range", "--add-subgids");
+    check_userns(&d);
+    check_idmapping(&d);
+    check_tool(&d, "slirp4netns", "slirp4netns",
+               "it gives the sandbox's router user-mode network access");
+    check_tun(&d);
+    check_tool(&d, "nft", "nftables", "the router answers denied connections at once with it");
+    check_tool(&d, "skopeo", "skopeo", "it fetches and copies container images");
+    check_tool(&d, "umoci", "umoci", "it unpacks images into root filesystems without root");
+    check_runtime_dir(&d);
+
+    if (d.failed)
+        printf("\n%d check%s failed: run the fix lines above, then 'lazaret doctor' again.\n",
+               d.failed, d.failed == 1 ? "" : "s");
+    else
+        printf("\nAll required checks passed%s.\n",
+               d.warned ? " (warnings describe how Lazaret adapts to this host)" : "");
+    fflush(stdout);
+
+    int status = d.failed ? LZ_EXIT_FAILURE : LZ_EXIT_OK;
+    subid_file_free(&d.subuid);
+    subid_file_free(&d.subgid);
+    free(d.newuidmap);
+    free(d.newgidmap);
+    free(d.search_path);
+    free(d.user_word);
+    free(d.user);
+    return status;
+}

@@ -1,0 +1,297 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include "oci/image.h"
+
+#include <fcntl.h>
+#include <jansson.h>
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/spawn.h"
+#include "common/util.h"
+
+static const char *const transports[] = {
+    (char *)"oci:",
+    (char *)"oci-archive:",
+    (char *)"docker-archive:",
+    (char *)"containers-storage:",
+    (char *)"docker://",
+    (char *)"dir:",
+};
+
+char *lz_image_source(const char *reference)
+{
+    for (size_t i = 0; i < LZ_ARRAY_SIZE(transports); i++)
+        if (strncmp(reference, transports[i], strlen(transports[i])) == 0)
+            return lz_xstrdup(reference);
+    return lz_xasprintf("docker://%s", reference);
+}
+
+static int find_tool(const char *name, char **ret, lz_error **err)
+{
+    if (lz_spawn_find_program(name, LZ_SPAWN_SYSTEM_PATH, ret, err) < 0) {
+        lz_error_hint(err, "install it: sudo apt-get install %s", name);
+        return -1;
+    }
+    return 0;
+}
+
+/* skopeo and umoci get a minimal environment plus HOME and XDG_RUNTIME_DIR,
+ * where containers tools keep registry credentials and policy overrides. */
+static char **tool_env(void)
+{
+    static char *env[5];
+    static char *home, *rt;
+    size_t n = 0;
+    env[n++] = (char *)"PATH=" LZ_SPAWN_SYSTEM_PATH;
+    env[n++] = (char *)"LC_ALL=C";
+    if (!home && getenv("HOME"))
+        home = lz_xasprintf("HOME=%s", getenv("HOME"));
+    if (!rt && getenv("XDG_RUNTIME_DIR"))
+        rt = lz_xasprintf("XDG_RUNTIME_DIR=%s", getenv("XDG_RUNTIME_DIR"));
+    if (home)
+        env[n++] = home;
+    if (rt)
+        env[n++] = rt;
+    env[n] = NULL;
+    return env;
+}
+
+/* Run a tool; on failure turn its output into the error message. */
+static int run_tool(const char *path, char *const argv[], int timeout_ms, lz_spawn_output *out,
+                    const char *what, lz_error **err)
+{
+    lz_spawn_options opt = {
+        .envp = tool_env(), .merge_stderr = true, .timeout_ms = timeout_ms, .capture_max = 4 << 20};
+    lz_spawn_output o = {0};
+    int status = lz_spawn_capture(path, argv, &opt, &o, err);
+    if (status < 0)
+        return lz_error_prefix(err, "%s", what);
+    if (status != 0) {
+        /* Keep the tool's last line: it says what went wrong. */
+        char *last = o.data ? o.data : (char *)"";
+        size_t n = o.len;
+        while (n && (last[n - 1] == '\n' || last[n - 1] == '\r'))
+            last[--n] = '\0';
+        char *nl = strrchr(last, '\n');
+        lz_error_set(err, 0, "%s: %s exited with status %d: %s", what, argv[0], status,
+                     nl ? nl + 1 : last);
+        lz_spawn_output_free(&o);
+        return -1;
+    }
+    if (out)
+        *out = o;
+    else
+        lz_spawn_output_free(&o);
+    return 0;
+}
+
+static void sha256_hex(const void *data, size_t len, char out[65])
+{
+    unsigned char d[32];
+    unsigned int n = 0;
+    EVP_Digest(data, len, d, &n, EVP_sha256(), NULL);
+    static const char hex[] = "0123456789abcdef";
+    for (int i = 0; i < 32; i++) {
+        out[2 * i] = hex[d[i] >> 4];
+        out[2 * i + 1] = hex[d[i] & 15];
+    }
+    out[64] = '\0';
+}
+
+/* Read the image configuration umoci wrote into the bundle (an OCI runtime
+ * config.json): we keep the environment and working directory. */
+static void read_bundle_config(int bundle_fd, lz_prepared_image *img)
+{
+    int fd = openat(bundle_fd, "config.json", O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0)
+        return;
+    json_error_t jerr;
+    json_t *root = json_loadfd(fd, JSON_REJECT_DUPLICATES, &jerr);
+    close(fd);
+    if (!root)
+        return;
+    json_t *proc = json_object_get(root, "process");
+    json_t *env = json_object_get(proc, "env");
+    if (json_is_array(env)) {
+        size_t n = json_array_size(env);
+        img->env = lz_xcalloc(n + 1, sizeof(char *));
+        size_t k = 0;
+        for (size_t i = 0; i < n; i++) {
+            const char *e = json_string_value(json_array_get(env, i));
+            if (e && strchr(e, '=') && k < n)
+                img->env[k++] = lz_xstrdup(e);
+        }
+    }
+    const char *cwd = json_string_value(json_object_get(proc, "cwd"));
+    if (cwd && cwd[0] == '/')
+        img->workdir = lz_xstrdup(cwd);
+    json_decref(root);
+}
+
+static int remove_tree(const char *label, lz_error **err)
+{
+    char *rm = NULL;
+    if (find_tool("rm", &rm, err) < 0)
+        return -1;
+    char *const argv[] = {(char *)"rm", (char *)"-rf", (char *)"--one-file-system",
+                          (char *)"--", (char *)label, NULL};
+    int r = run_tool(rm, argv, 120000, NULL, "cannot remove a temporary image directory", err);
+    free(rm);
+    return r;
+}
+
+int lz_image_prepare(const lz_path_plan *storage_root, const char *reference,
+                     lz_progress_fn progress, void *userdata, lz_prepared_image *ret,
+                     lz_error **err)
+{
+    lz_path_plan images = LZ_PATH_PLAN_INIT, rootfs_dir = LZ_PATH_PLAN_INIT;
+    _cleanup_free_ char *skopeo = NULL, *umoci = NULL, *source = NULL, *tmp_label = NULL,
+                        *layout = NULL, *final_label = NULL;
+    _cleanup_close_ int lock_fd = -EBADF, rootfs_fd = -EBADF;
+    lz_spawn_output raw = {0};
+    lz_prepared_image img = {.bundle = LZ_PATH_PLAN_INIT};
+    int r = -1;
+
+    if (find_tool("skopeo", &skopeo, err) < 0 || find_tool("umoci", &umoci, err) < 0)
+        goto out;
+    source = lz_image_source(reference);
+
+    if (lz_ensure_owned_child(storage_root, "images/rootfs", &rootfs_dir, err) < 0 ||
+        lz_ensure_owned_child(storage_root, "images", &images, err) < 0)
+        goto out;
+    {
+        _cleanup_close_ int images_fd = lz_plan_open(&images, O_RDONLY | O_DIRECTORY, true, err);
+        if (images_fd < 0)
+            goto out;
+        lock_fd = openat(images_fd, ".lock", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (lock_fd < 0) {
+            lz_error_set(err, errno, "cannot open the Storage Catalog lock in %s", images.label);
+            goto out;
+        }
+    }
+    if (flock(lock_fd, LOCK_EX | LOCK_NB) < 0) {
+        if (progress)
+            progress("waiting for another Lazaret to finish preparing an image", userdata);
+        if (flock(lock_fd, LOCK_EX) < 0) {
+            lz_error_set(err, errno, "cannot lock the Storage Catalog %s", images.label);
+            goto out;
+        }
+    }
+
+    /* The catalog key: the digest of the raw top-level manifest. */
+    {
+        char *const argv[] = {(char *)"skopeo", (char *)"inspect", (char *)"--raw", source, NULL};
+        if (run_tool(skopeo, argv, 300000, &raw, "cannot read the image manifest", err) < 0) {
+            lz_error_prefix(err, "image '%s'", reference);
+            lz_error_hint(err, "check the image reference in the profile; a plain reference "
+                               "needs network access, an offline image can be given as "
+                               "oci:/path/to/layout:tag or oci-archive:/path/to/image.tar");
+            goto out;
+        }
+        sha256_hex(raw.data, raw.len, img.digest_hex);
+    }
+
+    rootfs_fd = lz_plan_open(&rootfs_dir, O_RDONLY | O_DIRECTORY, true, err);
+    if (rootfs_fd < 0)
+        goto out;
+    final_label = lz_xasprintf("%s/%s", rootfs_dir.label, img.digest_hex);
+
+    struct stat st;
+    if (fstatat(rootfs_fd, img.digest_hex, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+        if (errno != ENOENT) {
+            lz_error_set(err, errno, "cannot inspect %s", final_label);
+            goto out;
+        }
+        /* Not prepared yet: copy into a private layout, unpack, rename. */
+        if (progress) {
+            char *line = lz_xasprintf("preparing image %s (first use of this image; this can "
+                                      "take minutes)",
+                                      reference);
+            progress(line, userdata);
+            free(line);
+        }
+        tmp_label = lz_xasprintf("%s/.tmp-%d", rootfs_dir.label, (int)getpid());
+        remove_tree(tmp_label, NULL);
+        if (mkdirat(rootfs_fd, strrchr(tmp_label, '/') + 1, 0700) < 0) {
+            lz_error_set(err, errno, "cannot create %s", tmp_label);
+            goto out;
+        }
+        layout = lz_xasprintf("oci:%s/layout:image", tmp_label);
+        char *const copy_argv[] = {(char *)"skopeo", (char *)"copy", (char *)"--quiet",
+                                   source,           layout,         NULL};
+        if (run_tool(skopeo, copy_argv, -1, NULL, "cannot copy the image", err) < 0) {
+            lz_error_prefix(err, "image '%s'", reference);
+            lz_error_hint(err, "check the reference and, for a registry image, the network");
+            goto out;
+        }
+        if (progress)
+            progress("unpacking image", userdata);
+        _cleanup_free_ char *image_arg = lz_xasprintf("%s/layout:image", tmp_label);
+        _cleanup_free_ char *bundle = lz_xasprintf("%s/bundle", tmp_label);
+        char *const unpack_argv[] = {(char *)"umoci",
+                                     (char *)"unpack",
+                                     (char *)"--rootless",
+                                     (char *)"--image",
+                                     image_arg,
+                                     bundle,
+                                     NULL};
+        if (run_tool(umoci, unpack_argv, -1, NULL, "cannot unpack the image", err) < 0) {
+            lz_error_prefix(err, "image '%s'", reference);
+            goto out;
+        }
+        _cleanup_free_ char *tmp_bundle_rel = lz_xasprintf(".tmp-%d/bundle", (int)getpid());
+        if (renameat(rootfs_fd, tmp_bundle_rel, rootfs_fd, img.digest_hex) < 0) {
+            lz_error_set(err, errno, "cannot move the prepared image into %s", final_label);
+            goto out;
+        }
+        remove_tree(tmp_label, NULL);
+        if (progress)
+            progress("image ready", userdata);
+    }
+
+    if (lz_plan_existing(final_label, &img.bundle, err) < 0)
+        goto out;
+    if (!S_ISDIR(img.bundle.target.mode)) {
+        lz_error_set(err, 0, "the prepared image %s is not a directory", final_label);
+        lz_error_hint(err, "remove it; it will be prepared again");
+        goto out;
+    }
+    {
+        _cleanup_close_ int bfd = lz_plan_open(&img.bundle, O_RDONLY | O_DIRECTORY, true, err);
+        if (bfd < 0)
+            goto out;
+        read_bundle_config(bfd, &img);
+    }
+    img.rootfs_label = lz_xasprintf("%s/rootfs", final_label);
+    *ret = img;
+    img = (lz_prepared_image){.bundle = LZ_PATH_PLAN_INIT};
+    r = 0;
+out:
+    if (r < 0 && tmp_label)
+        remove_tree(tmp_label, NULL);
+    lz_spawn_output_free(&raw);
+    lz_prepared_image_clear(&img);
+    lz_plan_clear(&images);
+    lz_plan_clear(&rootfs_dir);
+    return r;
+}
+
+void lz_prepared_image_clear(lz_prepared_image *img)
+{
+    lz_plan_clear(&img->bundle);
+    free(img->rootfs_label);
+    img->rootfs_label = NULL;
+    if (img->env) {
+        for (char **e = img->env; *e; e++)
+            free(*e);
+        free(img->env);
+        img->env = NULL;
+    }
+    free(img->workdir);
+    img->workdir = NULL;
+}

@@ -1,0 +1,45 @@
+/* SPDX-License-Identifier: Apache-2.0
+ *
+ * Image preparation: an OCI reference becomes a prepared root filesystem in
+ * the Storage Catalog, <storage>/images/, once per manifest digest, shared
+ * read-only by every Domain that uses it.
+ *
+ *   reference  "docker.io/library/debian:bookworm"  fetched with skopeo (network)
+ *              "oci:/path/layout:tag", "oci-archive:…", "docker-archive:…",
+ *              "containers-storage:…", "docker://…", "dir:…"  used as they are
+ *   digest     SHA-256 of the raw top-level manifest (skopeo inspect --raw),
+ *              the catalog key: an unchanged image is never copied again
+ *   artifact   images/rootfs/<digest-hex>/ = an `umoci unpack --rootless`
+ *              bundle (rootfs/ and the image's config.json), complete once
+ *              renamed into place; concurrent preparations serialize on an
+ *              flock of images/.lock and the rename makes completion atomic.
+ */
+#ifndef LAZARET_OCI_IMAGE_H
+#define LAZARET_OCI_IMAGE_H
+
+#include "common/error.h"
+#include "fs/confined.h"
+
+typedef struct lz_prepared_image {
+    char digest_hex[65];
+    lz_path_plan bundle;     /* images/rootfs/<digest-hex> */
+    char *rootfs_label;      /* <bundle>/rootfs, canonical path */
+    char **env;              /* the image's configured environment, NULL-terminated */
+    char *workdir;           /* the image's working directory or NULL */
+} lz_prepared_image;
+
+typedef void (*lz_progress_fn)(const char *line, void *userdata);
+
+/* The transport-qualified form skopeo understands ("docker://" added to a
+ * plain reference). Newly allocated. */
+char *lz_image_source(const char *reference);
+
+/* Prepare `reference` beneath the Storage Root. progress (may be NULL)
+ * receives human-readable lines while slow work happens. */
+int lz_image_prepare(const lz_path_plan *storage_root, const char *reference,
+                     lz_progress_fn progress, void *userdata, lz_prepared_image *ret,
+                     lz_error **err);
+
+void lz_prepared_image_clear(lz_prepared_image *img);
+
+#endif

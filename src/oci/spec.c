@@ -1,0 +1,141 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include "oci/spec.h"
+
+#include <string.h>
+
+#include "common/util.h"
+
+/* Capabilities of sandbox processes: Docker's default set without NET_RAW
+ * (no forged packets, SR-5) and MKNOD. They are capabilities of the gVisor
+ * kernel only: gVisor implements them itself, and the sandbox holds no
+ * capability over the host or the supervisor's namespaces. Package managers
+ * (apt drops to _apt, chowns files) need CHOWN, DAC_OVERRIDE, FOWNER,
+ * SETUID/SETGID. No NET_ADMIN: the sandbox never administers its network. */
+static const char *const capabilities[] = {
+    "CAP_AUDIT_WRITE", "CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FOWNER", "CAP_FSETID",
+    "CAP_KILL", "CAP_NET_BIND_SERVICE", "CAP_SETFCAP", "CAP_SETGID", "CAP_SETPCAP",
+    "CAP_SETUID", "CAP_SYS_CHROOT",
+};
+
+static json_t *strv(char *const *v, size_t n)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; v && i < n && v[i]; i++)
+        json_array_append_new(a, json_string(v[i]));
+    return a;
+}
+
+static json_t *caps(void)
+{
+    json_t *list = json_array();
+    for (size_t i = 0; i < LZ_ARRAY_SIZE(capabilities); i++)
+        json_array_append_new(list, json_string(capabilities[i]));
+    json_t *c = json_object();
+    json_object_set(c, "bounding", list);
+    json_object_set(c, "effective", list);
+    json_object_set(c, "permitted", list);
+    json_object_set_new(c, "inheritable", json_array());
+    json_object_set_new(c, "ambient", json_array());
+    json_decref(list);
+    return c;
+}
+
+static size_t strv_len(char *const *v)
+{
+    size_t n = 0;
+    while (v && v[n])
+        n++;
+    return n;
+}
+
+json_t *lz_spec_process(char *const *argv, size_t argc, const char *cwd, char *const *env,
+                        bool terminal)
+{
+    json_t *args = json_array();
+    json_array_append_new(args, json_string(LZ_GUEST_EXEC));
+    if (argc == 0) {
+        json_array_append_new(args, json_string("--login-shell"));
+    } else {
+        json_array_append_new(args, json_string("--"));
+        for (size_t i = 0; i < argc; i++)
+            json_array_append_new(args, json_string(argv[i]));
+    }
+    json_t *p = json_object();
+    json_object_set_new(p, "terminal", json_boolean(terminal));
+    json_object_set_new(p, "user", json_pack("{s:i, s:i}", "uid", 0, "gid", 0));
+    json_object_set_new(p, "args", args);
+    json_object_set_new(p, "env", strv(env, strv_len(env)));
+    json_object_set_new(p, "cwd", json_string(cwd));
+    json_object_set_new(p, "capabilities", caps());
+    json_object_set_new(p, "noNewPrivileges", json_false());
+    return p;
+}
+
+static void add_mount(json_t *mounts, const char *dest, const char *type, const char *source,
+                      const char *const *options)
+{
+    json_t *o = json_array();
+    for (size_t i = 0; options[i]; i++)
+        json_array_append_new(o, json_string(options[i]));
+    json_array_append_new(mounts, json_pack("{s:s, s:s, s:s, s:o}", "destination", dest, "type",
+                                            type, "source", source, "options", o));
+}
+
+json_t *lz_spec_container(const lz_sandbox_spec *s)
+{
+    static const char *const proc_opts[] = { "nosuid", "noexec", "nodev", NULL };
+    static const char *const dev_opts[] = { "nosuid", "strictatime", "mode=755", "size=65536k",
+                                            NULL };
+    static const char *const pts_opts[] = { "nosuid", "noexec", "newinstance", "ptmxmode=0666",
+                                            "mode=0620", NULL };
+    static const char *const shm_opts[] = { "nosuid", "noexec", "nodev", "mode=1777",
+                                            "size=65536k", NULL };
+    static const char *const sys_opts[] = { "nosuid", "noexec", "nodev", "ro", NULL };
+    static const char *const run_opts[] = { "nosuid", "nodev", "mode=755", NULL };
+    static const char *const rw_bind[] = { "rbind", "rw", "nosuid", "nodev", NULL };
+    static const char *const ro_bind[] = { "rbind", "ro", "nosuid", "nodev", NULL };
+
+    json_t *mounts = json_array();
+    add_mount(mounts, "/proc", "proc", "proc", proc_opts);
+    add_mount(mounts, "/dev", "tmpfs", "tmpfs", dev_opts);
+    add_mount(mounts, "/dev/pts", "devpts", "devpts", pts_opts);
+    add_mount(mounts, "/dev/shm", "tmpfs", "shm", shm_opts);
+    add_mount(mounts, "/sys", "sysfs", "sysfs", sys_opts);
+    add_mount(mounts, LZ_GUEST_DIR, "tmpfs", "tmpfs", run_opts);
+    add_mount(mounts, LZ_GUEST_BIN_DIR, "bind", s->guest_bin_dir, ro_bind);
+    if (s->guest_lib_dir)
+        add_mount(mounts, LZ_GUEST_LIB_DIR, "bind", s->guest_lib_dir, ro_bind);
+    /* Persistent directories before volumes: a volume lies inside one. */
+    for (size_t i = 0; i < s->n_mounts; i++)
+        add_mount(mounts, s->mounts[i].destination, "bind", s->mounts[i].source,
+                  s->mounts[i].readonly ? ro_bind : rw_bind);
+    add_mount(mounts, "/workspace", "bind", s->workspace, rw_bind);
+    /* .git as its own mount point: the sandbox cannot rename or replace it
+     * (PLATFORM.md, Git Sentry attack 1). */
+    if (s->git_dir)
+        add_mount(mounts, "/workspace/.git", "bind", s->git_dir, rw_bind);
+
+    char *const init_args[] = { (char *) LZ_GUEST_EXEC, (char *) "--init" };
+    json_t *process = lz_spec_process(NULL, 0, "/", s->env, false);
+    json_object_set_new(process, "args", strv(init_args, 2));
+
+    json_t *namespaces = json_array();
+    const char *ns[] = { "pid", "ipc", "uts", "mount", "network" };
+    for (size_t i = 0; i < LZ_ARRAY_SIZE(ns); i++)
+        json_array_append_new(namespaces, json_pack("{s:s}", "type", ns[i]));
+
+    json_t *masked = json_array();
+    const char *masked_paths[] = { "/proc/kcore", "/proc/keys", "/proc/latency_stats",
+                                   "/proc/timer_list", "/proc/sched_debug", "/sys/firmware" };
+    for (size_t i = 0; i < LZ_ARRAY_SIZE(masked_paths); i++)
+        json_array_append_new(masked, json_string(masked_paths[i]));
+
+    json_t *linux_ = json_pack("{s:o, s:o}", "namespaces", namespaces, "maskedPaths", masked);
+
+    return json_pack("{s:s, s:{s:s, s:b}, s:o, s:s, s:o, s:o}", "ociVersion", "1.0.2",
+                     "root", "path", s->rootfs, "readonly", false,
+                     "process", process,
+                     "hostname", s->hostname,
+                     "mounts", mounts,
+                     "linux", linux_);
+}

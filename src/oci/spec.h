@@ -1,0 +1,58 @@
+/* SPDX-License-Identifier: Apache-2.0
+ *
+ * OCI runtime configuration for the Agent Sandbox (config.json for
+ * `runsc create`) and the process specification of each session
+ * (`runsc exec --process`). Built with jansson; nothing else writes them.
+ *
+ * Layout (SandboxLayoutV1 owns these destinations):
+ *   /               the prepared image, read-only lower; runsc keeps the
+ *                   ephemeral writable layer (--overlay2=root:...)
+ *   /workspace      the canonical workspace, read-write bind
+ *   /workspace/.git its own bind point when it is a directory (Git Sentry)
+ *   <persistent>    one bind per persistent dir: an overlay whose upper
+ *                   lives in the Domain Root (State Anchor)
+ *   <volume>        one bind per volume, read-only or read-write
+ *   /run/lazaret    tmpfs; bin/ and lib/ are read-only binds of the guest
+ *                   launcher and the statx shim
+ *   /proc /dev /sys the runtime's own
+ */
+#ifndef LAZARET_OCI_SPEC_H
+#define LAZARET_OCI_SPEC_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#define LZ_GUEST_DIR "/run/lazaret"
+#define LZ_GUEST_BIN_DIR "/run/lazaret/bin"
+#define LZ_GUEST_LIB_DIR "/run/lazaret/lib"
+#define LZ_GUEST_EXEC "/run/lazaret/bin/lazaret-exec"
+#define LZ_GUEST_STATX_FIX "/run/lazaret/lib/lazaret-statx-fix.so"
+
+typedef struct lz_spec_mount {
+    const char *source;       /* host path */
+    const char *destination;  /* sandbox path */
+    bool readonly;
+} lz_spec_mount;
+
+typedef struct lz_sandbox_spec {
+    const char *rootfs;          /* host path of the prepared root filesystem */
+    const char *hostname;
+    const char *workspace;       /* host path */
+    const char *git_dir;         /* host path of <workspace>/.git when a directory, else NULL */
+    const lz_spec_mount *mounts; /* persistent overlays and volumes, in mount order */
+    size_t n_mounts;
+    const char *guest_bin_dir;   /* host directory holding lazaret-exec */
+    const char *guest_lib_dir;   /* host directory holding lazaret-statx-fix.so */
+    char *const *env;            /* environment of the init process */
+} lz_sandbox_spec;
+
+/* The container's config.json. Returns a new reference. */
+json_t *lz_spec_container(const lz_sandbox_spec *spec);
+
+/* The process JSON of one session: argv (NULL/empty: the login shell) run
+ * through the guest launcher, in cwd, with env. */
+json_t *lz_spec_process(char *const *argv, size_t argc, const char *cwd, char *const *env,
+                        bool terminal);
+
+#endif

@@ -1,0 +1,199 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include "protocol/messages.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/util.h"
+
+static void free_strv(char **v)
+{
+    if (!v)
+        return;
+    for (char **p = v; *p; p++)
+        free(*p);
+    free(v);
+}
+
+static void put_strv(lz_wbuf *b, char *const *v, size_t n)
+{
+    lz_wbuf_u32(b, (uint32_t) n);
+    for (size_t i = 0; i < n; i++)
+        lz_wbuf_str(b, v[i]);
+}
+
+static char **get_strv(lz_rbuf *r, size_t *ret_n)
+{
+    uint32_t n = lz_rbuf_u32(r);
+    if (r->bad || n > LZ_MSG_MAX_ARGS) {
+        r->bad = true;
+        return NULL;
+    }
+    char **v = lz_xcalloc(n + 1, sizeof(char *));
+    for (uint32_t i = 0; i < n; i++) {
+        v[i] = lz_rbuf_str(r, LZ_MSG_MAX_STR);
+        if (!v[i]) {
+            free_strv(v);
+            return NULL;
+        }
+    }
+    *ret_n = n;
+    return v;
+}
+
+void lz_msg_hello_encode(lz_wbuf *b, const lz_msg_hello *m)
+{
+    lz_wbuf_init(b, LZ_MSG_HELLO);
+    lz_wbuf_u32(b, m->version);
+    lz_wbuf_str(b, m->domain_id);
+    lz_wbuf_str(b, m->fingerprint);
+}
+
+bool lz_msg_hello_decode(lz_rbuf *r, lz_msg_hello *m)
+{
+    memset(m, 0, sizeof(*m));
+    m->version = lz_rbuf_u32(r);
+    m->domain_id = lz_rbuf_str(r, 64);
+    m->fingerprint = lz_rbuf_str(r, 64);
+    if (!lz_rbuf_done(r)) {
+        lz_msg_hello_clear(m);
+        return false;
+    }
+    return true;
+}
+
+void lz_msg_hello_clear(lz_msg_hello *m)
+{
+    free(m->domain_id);
+    free(m->fingerprint);
+    memset(m, 0, sizeof(*m));
+}
+
+void lz_msg_run_encode(lz_wbuf *b, const lz_msg_run *m)
+{
+    lz_wbuf_init(b, LZ_MSG_RUN);
+    lz_wbuf_u32(b, m->interactive ? 1 : 0);
+    lz_wbuf_u32(b, m->rows);
+    lz_wbuf_u32(b, m->cols);
+    lz_wbuf_str(b, m->term ? m->term : "");
+    lz_wbuf_str(b, m->cwd ? m->cwd : "");
+    put_strv(b, m->argv, m->argc);
+}
+
+bool lz_msg_run_decode(lz_rbuf *r, lz_msg_run *m)
+{
+    memset(m, 0, sizeof(*m));
+    uint32_t flags = lz_rbuf_u32(r);
+    m->interactive = flags & 1;
+    m->rows = lz_rbuf_u32(r);
+    m->cols = lz_rbuf_u32(r);
+    m->term = lz_rbuf_str(r, 256);
+    m->cwd = lz_rbuf_str(r, LZ_MSG_MAX_STR);
+    m->argv = get_strv(r, &m->argc);
+    if (!lz_rbuf_done(r) || flags > 1 || m->rows > 65535 || m->cols > 65535) {
+        lz_msg_run_clear(m);
+        return false;
+    }
+    return true;
+}
+
+void lz_msg_run_clear(lz_msg_run *m)
+{
+    free(m->term);
+    free(m->cwd);
+    free_strv(m->argv);
+    memset(m, 0, sizeof(*m));
+}
+
+void lz_msg_refused_encode(lz_wbuf *b, uint16_t type, const lz_msg_refused *m)
+{
+    lz_wbuf_init(b, type);
+    lz_wbuf_u32(b, m->code);
+    lz_wbuf_str(b, m->message ? m->message : "");
+    lz_wbuf_str(b, m->hint ? m->hint : "");
+}
+
+bool lz_msg_refused_decode(lz_rbuf *r, lz_msg_refused *m)
+{
+    memset(m, 0, sizeof(*m));
+    m->code = lz_rbuf_u32(r);
+    m->message = lz_rbuf_str(r, LZ_MSG_MAX_TEXT);
+    m->hint = lz_rbuf_str(r, LZ_MSG_MAX_TEXT);
+    if (!lz_rbuf_done(r)) {
+        lz_msg_refused_clear(m);
+        return false;
+    }
+    return true;
+}
+
+void lz_msg_refused_clear(lz_msg_refused *m)
+{
+    free(m->message);
+    free(m->hint);
+    memset(m, 0, sizeof(*m));
+}
+
+void lz_msg_exec_encode(lz_wbuf *b, const lz_msg_exec *m)
+{
+    lz_wbuf_init(b, LZ_SUP_EXEC);
+    lz_wbuf_u32(b, m->session_no);
+    lz_wbuf_u32(b, m->interactive ? 1 : 0);
+    lz_wbuf_str(b, m->cwd);
+    put_strv(b, m->argv, m->argc);
+    put_strv(b, m->env, m->envc);
+}
+
+bool lz_msg_exec_decode(lz_rbuf *r, lz_msg_exec *m)
+{
+    memset(m, 0, sizeof(*m));
+    m->session_no = lz_rbuf_u32(r);
+    uint32_t flags = lz_rbuf_u32(r);
+    m->interactive = flags & 1;
+    m->cwd = lz_rbuf_str(r, LZ_MSG_MAX_STR);
+    m->argv = get_strv(r, &m->argc);
+    if (m->argv)
+        m->env = get_strv(r, &m->envc);
+    if (!lz_rbuf_done(r) || flags > 1) {
+        lz_msg_exec_clear(m);
+        return false;
+    }
+    return true;
+}
+
+void lz_msg_exec_clear(lz_msg_exec *m)
+{
+    free(m->cwd);
+    free_strv(m->argv);
+    free_strv(m->env);
+    memset(m, 0, sizeof(*m));
+}
+
+void lz_msg_text_encode(lz_wbuf *b, uint16_t type, const char *text)
+{
+    lz_wbuf_init(b, type);
+    lz_wbuf_str(b, text);
+}
+
+char *lz_msg_text_decode(lz_rbuf *r)
+{
+    char *t = lz_rbuf_str(r, LZ_MSG_MAX_TEXT);
+    if (!lz_rbuf_done(r)) {
+        free(t);
+        return NULL;
+    }
+    return t;
+}
+
+void lz_msg_pair_encode(lz_wbuf *b, uint16_t type, uint32_t a, uint32_t c)
+{
+    lz_wbuf_init(b, type);
+    lz_wbuf_u32(b, a);
+    lz_wbuf_u32(b, c);
+}
+
+bool lz_msg_pair_decode(lz_rbuf *r, uint32_t *a, uint32_t *c)
+{
+    *a = lz_rbuf_u32(r);
+    *c = lz_rbuf_u32(r);
+    return lz_rbuf_done(r);
+}

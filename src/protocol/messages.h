@@ -1,0 +1,131 @@
+/* SPDX-License-Identifier: Apache-2.0
+ *
+ * The closed message vocabularies of Lazaret's two control channels, encoded
+ * with wire.h.
+ *
+ * Session channel (CLI <-> Session Coordinator), a Unix SOCK_SEQPACKET
+ * socket in the Domain's 0700 runtime directory, peer uid checked:
+ *
+ *   CLI -> HC   HELLO     protocol version, Domain ID, configuration fingerprint
+ *               RUN       the session's command; fds: stdin, stdout, stderr
+ *   HC -> CLI   PROGRESS  a line of startup progress for the terminal
+ *               REFUSED   why the session cannot run, and what to do
+ *               STARTED   session id: the command runs
+ *               EXIT      how the command ended (SessionExit)
+ *
+ *   Order: HELLO, RUN, then PROGRESS* and exactly one of REFUSED or
+ *   (STARTED, EXIT). Anything else is a protocol violation that ends the
+ *   connection.
+ *
+ * Supervisor channel (coordinator <-> Runtime Supervisor), a socketpair:
+ *
+ *   HC -> RS    SUP_START             create and start this generation's sandbox
+ *               SUP_EXEC              run a session command in it; fds: stdio
+ *               SUP_STOP              kill and delete the sandbox, then exit
+ *   RS -> HC    SUP_STARTED / SUP_FAILED, SUP_EXEC_EXITED, SUP_STOPPED
+ *
+ *   The supervisor derives every host path from the resolved configuration
+ *   it inherited; no message names a host path or a host program.
+ */
+#ifndef LAZARET_PROTOCOL_MESSAGES_H
+#define LAZARET_PROTOCOL_MESSAGES_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "protocol/wire.h"
+
+#define LZ_SESSION_PROTOCOL_VERSION 1
+
+/* Bounds for untrusted fields. */
+#define LZ_MSG_MAX_ARGS 1024
+#define LZ_MSG_MAX_STR 4096
+#define LZ_MSG_MAX_TEXT 8192
+
+enum {
+    LZ_MSG_HELLO = 1,
+    LZ_MSG_RUN = 2,
+    LZ_MSG_PROGRESS = 10,
+    LZ_MSG_REFUSED = 11,
+    LZ_MSG_STARTED = 12,
+    LZ_MSG_EXIT = 13,
+
+    LZ_SUP_START = 100,
+    LZ_SUP_EXEC = 101,
+    LZ_SUP_STOP = 102,
+    LZ_SUP_STARTED = 110,
+    LZ_SUP_FAILED = 111,
+    LZ_SUP_EXEC_EXITED = 112,
+    LZ_SUP_STOPPED = 113,
+};
+
+/* Reasons for REFUSED. */
+enum {
+    LZ_REFUSE_PROTOCOL = 1,     /* malformed or unexpected message */
+    LZ_REFUSE_MISMATCH = 2,     /* another configuration fingerprint is running */
+    LZ_REFUSE_TEARING_DOWN = 3, /* the generation is ending: retry */
+    LZ_REFUSE_START_FAILED = 4, /* the sandbox could not be started */
+    LZ_REFUSE_EXEC_FAILED = 5,  /* the session command could not be started */
+};
+
+/* SessionExitOutcome */
+enum { LZ_EXIT_OUTCOME_EXITED = 0, LZ_EXIT_OUTCOME_TERMINATED = 1 };
+
+typedef struct lz_msg_hello {
+    uint32_t version;
+    char *domain_id;
+    char *fingerprint;
+} lz_msg_hello;
+
+typedef struct lz_msg_run {
+    bool interactive;
+    uint32_t rows, cols;
+    char *term;        /* TERM of the client, "" when none */
+    char *cwd;         /* path relative to the workspace, "" for its root */
+    char **argv;       /* NULL-terminated; argc == 0 means the login shell */
+    size_t argc;
+} lz_msg_run;
+
+typedef struct lz_msg_refused {
+    uint32_t code;
+    char *message;
+    char *hint;
+} lz_msg_refused;
+
+typedef struct lz_msg_exec {
+    uint32_t session_no;
+    bool interactive;
+    char *cwd;         /* absolute sandbox path */
+    char **argv;       /* NULL-terminated; argc == 0: the login shell */
+    size_t argc;
+    char **env;        /* extra "NAME=value" for this session, NULL-terminated */
+    size_t envc;
+} lz_msg_exec;
+
+void lz_msg_hello_encode(lz_wbuf *b, const lz_msg_hello *m);
+bool lz_msg_hello_decode(lz_rbuf *r, lz_msg_hello *m);
+void lz_msg_hello_clear(lz_msg_hello *m);
+
+void lz_msg_run_encode(lz_wbuf *b, const lz_msg_run *m);
+bool lz_msg_run_decode(lz_rbuf *r, lz_msg_run *m);
+void lz_msg_run_clear(lz_msg_run *m);
+
+/* REFUSED or SUP_FAILED. */
+void lz_msg_refused_encode(lz_wbuf *b, uint16_t type, const lz_msg_refused *m);
+bool lz_msg_refused_decode(lz_rbuf *r, lz_msg_refused *m);
+void lz_msg_refused_clear(lz_msg_refused *m);
+
+void lz_msg_exec_encode(lz_wbuf *b, const lz_msg_exec *m);
+bool lz_msg_exec_decode(lz_rbuf *r, lz_msg_exec *m);
+void lz_msg_exec_clear(lz_msg_exec *m);
+
+/* Single-string messages (PROGRESS, STARTED, SUP_FAILED uses refused). */
+void lz_msg_text_encode(lz_wbuf *b, uint16_t type, const char *text);
+char *lz_msg_text_decode(lz_rbuf *r);
+
+/* Two-u32 messages (EXIT: outcome, code; SUP_EXEC_EXITED: session, status). */
+void lz_msg_pair_encode(lz_wbuf *b, uint16_t type, uint32_t a, uint32_t c);
+bool lz_msg_pair_decode(lz_rbuf *r, uint32_t *a, uint32_t *c);
+
+#endif

@@ -1,0 +1,69 @@
+/* SPDX-License-Identifier: Apache-2.0
+ *
+ * Wire encoding shared by every Lazaret control channel (CLI <->
+ * coordinator, coordinator <-> supervisor): one message per SOCK_SEQPACKET
+ * record, at most LZ_WIRE_MAX bytes, optionally carrying file descriptors
+ * (SCM_RIGHTS).
+ *
+ *   message := u16 type || u16 fd_count || field*
+ *   field   := u32 (big endian) | bytes := u32 length || length bytes
+ *
+ * Readers are bounded: every get_* checks the remaining length and fails
+ * (sets the reader's error flag) instead of reading past the end. A message
+ * with bytes left over after its last field is malformed. Decoders of
+ * messages from a less trusted peer are fuzzed (tests/fuzz).
+ */
+#ifndef LAZARET_PROTOCOL_WIRE_H
+#define LAZARET_PROTOCOL_WIRE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/error.h"
+
+#define LZ_WIRE_MAX 65536
+#define LZ_WIRE_MAX_FDS 4
+
+typedef struct lz_wbuf {
+    uint8_t data[LZ_WIRE_MAX];
+    size_t len;
+    bool overflow;
+} lz_wbuf;
+
+void lz_wbuf_init(lz_wbuf *b, uint16_t type);
+void lz_wbuf_u32(lz_wbuf *b, uint32_t v);
+void lz_wbuf_bytes(lz_wbuf *b, const void *p, size_t n);
+void lz_wbuf_str(lz_wbuf *b, const char *s);  /* bytes without the NUL */
+
+typedef struct lz_rbuf {
+    const uint8_t *data;
+    size_t len, pos;
+    uint16_t type;
+    bool bad;          /* a read went past the end or a field was invalid */
+} lz_rbuf;
+
+/* Start reading a received message; false when it is too short for a type. */
+bool lz_rbuf_init(lz_rbuf *r, const void *data, size_t len);
+uint32_t lz_rbuf_u32(lz_rbuf *r);
+/* A string field: must be NUL-free and at most max bytes; returns a newly
+ * allocated NUL-terminated copy, or NULL (and sets r->bad). */
+char *lz_rbuf_str(lz_rbuf *r, size_t max);
+/* Raw bytes: *ret points into the message (not copied). */
+bool lz_rbuf_bytes(lz_rbuf *r, const uint8_t **ret, size_t *ret_len, size_t max);
+/* true when every byte was consumed and nothing was bad. */
+bool lz_rbuf_done(const lz_rbuf *r);
+
+/* Send one message with up to LZ_WIRE_MAX_FDS descriptors. Retries EINTR.
+ * Returns 0, or -1 with *err (EPIPE/ECONNRESET when the peer is gone). */
+int lz_wire_send(int sock, const lz_wbuf *b, const int *fds, size_t n_fds, lz_error **err);
+
+/* Receive one message into buf (LZ_WIRE_MAX bytes). Received descriptors
+ * (O_CLOEXEC via MSG_CMSG_CLOEXEC) are stored in fds[0..*ret_n_fds);
+ * unexpected extra descriptors are closed and the message refused.
+ * Returns the message length, 0 on orderly shutdown, -1 on error
+ * (truncated messages are errors). */
+ssize_t lz_wire_recv(int sock, void *buf, int *fds, size_t max_fds, size_t *ret_n_fds,
+                     lz_error **err);
+
+#endif

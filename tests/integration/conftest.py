@@ -1,0 +1,335 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Integration-test fixtures: the real lazaret binary, run as an unprivileged
+user, in a fresh directory per test (docs/testing.md).
+
+pytest runs as root (scripts/check.sh); lazaret refuses uid 0, so every run
+switches to the test user. Fixtures:
+
+    lazaret_bin    Path of the binary under test: env LAZARET_BIN, default
+                   <repo>/build-asan/src/cli/lazaret (the ASan/UBSan build)
+    user_factory   user_factory(name, subids=True) -> LzUser: create the user
+                   if absent (useradd --create-home); subids=True guarantees a
+                   range of >= 65536 ids in /etc/subuid and /etc/subgid,
+                   subids=False guarantees none
+    test_user      LzUser "lztest", with subordinate ids (session)
+    tun_usable     /dev/net/tun opened up to 0666 for the session, restored after
+    make_lz        make_lz(user=None) -> Lz: a fresh environment for user
+                   (default test_user), removed after the test
+    lz             make_lz() for test_user
+
+Lz (one per test):
+    lz.user, lz.root           LzUser; the per-test directory /tmp/lzt-XXXX (0755, root)
+    lz.home                    root/home, 0755, owned by the user: HOME and default cwd
+    lz.runtime_dir             root/run, 0700, owned by the user: XDG_RUNTIME_DIR
+    lz.config_path             home/.config/lazaret/config.toml
+    lz.path(p)                 p relative to home (absolute p unchanged) -> Path
+    lz.write(path, data, mode=0o600) -> Path
+                               str or bytes; missing parents created owned by the
+                               user, 0700 inside .config/lazaret, else 0755
+    lz.mkdir(path, mode=0o755) -> Path (parents as in write)
+    lz.env(env=None) -> dict   the clean environment, with overrides (None removes)
+    lz.run(args, env=None, cwd=None, input=None, timeout=60, as_root=False)
+                               -> CompletedProcess (stdout/stderr str) of
+                               [lazaret_bin, *args] as the user (as root with
+                               as_root=True); fails the test on any sanitizer report
+    lz.run_as_user(argv, env=None, cwd=None, input=None, timeout=60)
+                               -> CompletedProcess of any command as the user
+"""
+
+import fcntl
+import os
+import pwd
+import shutil
+import stat
+import subprocess
+import tempfile
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+TEST_USER = "lztest"
+SUBID_COUNT = 65536
+SUBID_FIRST = 100000
+SAFE_PATH = "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"
+TUN = "/dev/net/tun"
+# Root-only state shared by concurrent test sessions on one machine (several
+# developers' runs): a lock and the /dev/net/tun bookkeeping. Not /run/lock,
+# which every user can write to.
+STATE_DIR = Path("/run/lazaret-tests")
+
+
+@dataclass(frozen=True)
+class LzUser:
+    name: str
+    uid: int
+    gid: int
+    home: Path
+    groups: tuple  # supplementary gids, as initgroups() would set them
+
+
+# ---- machine-wide state (root) ---------------------------------------------
+
+def _state_dir() -> Path:
+    STATE_DIR.mkdir(mode=0o700, exist_ok=True)
+    st = STATE_DIR.lstat()
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != 0 or st.st_mode & 0o077:
+        raise RuntimeError(f"{STATE_DIR} must be a root-owned 0700 directory")
+    return STATE_DIR
+
+
+@contextmanager
+def _machine_lock():
+    """Serialise user creation and /dev/net/tun changes across concurrent
+    pytest sessions (useradd itself races on /etc/subuid)."""
+    fd = os.open(_state_dir() / "lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW,
+                 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _run_root(argv):
+    proc = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv)} failed ({proc.returncode}): {proc.stderr.strip()}")
+
+
+def _subid_ranges(path, owners=None):
+    """(owner, start, count) of every well-formed line of /etc/sub[ug]id,
+    restricted to owners (names or decimal uids) when given."""
+    out = []
+    try:
+        text = Path(path).read_text()
+    except FileNotFoundError:
+        return out
+    for line in text.splitlines():
+        parts = line.split(":")
+        if len(parts) != 3 or not parts[1].isdigit() or not parts[2].isdigit():
+            continue
+        if owners is None or parts[0] in owners:
+            out.append((parts[0], int(parts[1]), int(parts[2])))
+    return out
+
+
+def _free_subid_start():
+    """First start >= 100000 whose 65536 ids overlap no existing range."""
+    ranges = _subid_ranges("/etc/subuid") + _subid_ranges("/etc/subgid")
+    start, moved = SUBID_FIRST, True
+    while moved:
+        moved = False
+        for _, s, c in ranges:
+            if s < start + SUBID_COUNT and start < s + c:
+                start, moved = s + c, True
+    return start
+
+
+def _ensure_user(name: str, subids: bool) -> LzUser:
+    with _machine_lock():
+        try:
+            pwd.getpwnam(name)
+        except KeyError:
+            _run_root(["useradd", "--create-home", "--shell", "/bin/bash", name])
+        pw = pwd.getpwnam(name)
+        owners = {name, str(pw.pw_uid)}
+        for path, opt in (("/etc/subuid", "subuids"), ("/etc/subgid", "subgids")):
+            mine = _subid_ranges(path, owners)
+            if subids and not any(c >= SUBID_COUNT for _, _, c in mine):
+                s = _free_subid_start()
+                _run_root(["usermod", f"--add-{opt}", f"{s}-{s + SUBID_COUNT - 1}", name])
+            if not subids:
+                for _, s, c in mine:
+                    _run_root(["usermod", f"--del-{opt}", f"{s}-{s + c - 1}", name])
+            mine = _subid_ranges(path, owners)
+            ok = any(c >= SUBID_COUNT for _, _, c in mine) if subids else not mine
+            if not ok:
+                raise RuntimeError(f"cannot set up {path} for {name}: {mine}")
+    return LzUser(name=name, uid=pw.pw_uid, gid=pw.pw_gid, home=Path(pw.pw_dir),
+                  groups=tuple(g for g in os.getgrouplist(name, pw.pw_gid) if g != pw.pw_gid))
+
+
+# ---- fixtures ----------------------------------------------------------------
+
+@pytest.fixture(scope="session")
+def lazaret_bin(repo_root, skip_or_fail) -> Path:
+    path = Path(os.environ.get("LAZARET_BIN", repo_root / "build-asan" / "src" / "cli" / "lazaret"))
+    if not os.access(path, os.X_OK):
+        skip_or_fail(f"{path} is not built: run scripts/build.sh asan build-asan "
+                     "(or set LAZARET_BIN)")
+    return path.resolve()
+
+
+@pytest.fixture(scope="session")
+def _root(skip_or_fail):
+    if os.geteuid() != 0:
+        skip_or_fail("integration tests run as root (they create the unprivileged test "
+                     "user): use scripts/check.sh or sudo /usr/bin/python3 -m pytest")
+
+
+@pytest.fixture(scope="session")
+def user_factory(_root):
+    return _ensure_user
+
+
+@pytest.fixture(scope="session")
+def test_user(user_factory) -> LzUser:
+    return user_factory(TEST_USER, subids=True)
+
+
+@pytest.fixture(scope="session")
+def tun_usable(_root):
+    """Typical desktops have /dev/net/tun 0666; these machines 0600. Open it up
+    for the session and put the original mode back when the last concurrent
+    session on this machine ends (pid files under STATE_DIR count them)."""
+    users = _state_dir() / "tun-users"
+    saved = _state_dir() / "tun-mode"
+
+    def prune():
+        for f in users.iterdir():
+            try:
+                os.kill(int(f.name), 0)
+            except (ValueError, ProcessLookupError):
+                f.unlink()
+
+    with _machine_lock():
+        users.mkdir(mode=0o700, exist_ok=True)
+        prune()
+        if os.path.exists(TUN):
+            mode = stat.S_IMODE(os.stat(TUN).st_mode)
+            if mode & 0o666 != 0o666 and not saved.exists():
+                saved.write_text(f"{mode:o}\n")
+                os.chmod(TUN, mode | 0o666)
+        (users / str(os.getpid())).touch()
+    yield
+    with _machine_lock():
+        (users / str(os.getpid())).unlink(missing_ok=True)
+        prune()
+        if not any(users.iterdir()) and saved.exists():
+            os.chmod(TUN, int(saved.read_text(), 8))
+            saved.unlink()
+
+
+class Lz:
+    def __init__(self, lazaret_bin: Path, user: LzUser, sanitizer_env: dict, check_report):
+        self.bin = lazaret_bin
+        self.user = user
+        self._sanitizer_env = sanitizer_env
+        self._check_report = check_report
+        self.root = Path(tempfile.mkdtemp(prefix="lzt-", dir="/tmp"))
+        os.chmod(self.root, 0o755)
+        self.home = self.root / "home"
+        self.runtime_dir = self.root / "run"
+        self._make_dir(self.home, 0o755)
+        self._make_dir(self.runtime_dir, 0o700)
+        self.config_path = self.home / ".config" / "lazaret" / "config.toml"
+
+    # -- files --
+    def _make_dir(self, path: Path, mode: int):
+        os.mkdir(path, mode)
+        os.chown(path, self.user.uid, self.user.gid)
+        os.chmod(path, mode)  # mkdir's mode is filtered by the umask
+
+    def path(self, p) -> Path:
+        p = Path(p)
+        return p if p.is_absolute() else self.home / p
+
+    def _parent_mode(self, d: Path) -> int:
+        private = self.home / ".config" / "lazaret"
+        return 0o700 if d == private or private in d.parents else 0o755
+
+    def _make_parents(self, path: Path):
+        missing = []
+        d = path.parent
+        while not d.exists():
+            missing.append(d)
+            d = d.parent
+        for d in reversed(missing):
+            self._make_dir(d, self._parent_mode(d))
+
+    def write(self, path, data, mode=0o600) -> Path:
+        p = self.path(path)
+        self._make_parents(p)
+        if isinstance(data, str):
+            data = data.encode()
+        fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC,
+                     mode)
+        try:
+            os.write(fd, data)
+            os.fchown(fd, self.user.uid, self.user.gid)
+            os.fchmod(fd, mode)
+        finally:
+            os.close(fd)
+        return p
+
+    def mkdir(self, path, mode=0o755) -> Path:
+        p = self.path(path)
+        self._make_parents(p)
+        if not p.is_dir():
+            self._make_dir(p, mode)
+        else:
+            os.chmod(p, mode)
+        return p
+
+    # -- processes --
+    def env(self, env=None) -> dict:
+        e = {
+            "HOME": str(self.home),
+            "XDG_RUNTIME_DIR": str(self.runtime_dir),
+            "PATH": SAFE_PATH,
+            "LANG": "C.UTF-8",
+            **self._sanitizer_env,
+        }
+        for k, v in (env or {}).items():
+            if v is None:
+                e.pop(k, None)
+            else:
+                e[k] = str(v)
+        return e
+
+    def _run(self, argv, env, cwd, input, timeout, as_root):
+        creds = {} if as_root else {
+            "user": self.user.uid, "group": self.user.gid, "extra_groups": list(self.user.groups),
+        }
+        if isinstance(input, str):
+            input = input.encode()
+        proc = subprocess.run(
+            [str(a) for a in argv], env=self.env(env), cwd=str(cwd or self.home),
+            input=input, stdin=None if input is not None else subprocess.DEVNULL,
+            capture_output=True, timeout=timeout, **creds)
+        return subprocess.CompletedProcess(
+            proc.args, proc.returncode,
+            proc.stdout.decode("utf-8", "replace"), proc.stderr.decode("utf-8", "replace"))
+
+    def run(self, args, env=None, cwd=None, input=None, timeout=60, as_root=False):
+        proc = self._run([self.bin, *args], env, cwd, input, timeout, as_root)
+        self._check_report(proc, "lazaret " + " ".join(map(str, args)))
+        return proc
+
+    def run_as_user(self, argv, env=None, cwd=None, input=None, timeout=60):
+        return self._run(argv, env, cwd, input, timeout, False)
+
+    def cleanup(self):
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+@pytest.fixture
+def make_lz(lazaret_bin, test_user, tun_usable, sanitizer_env, assert_no_sanitizer_report):
+    made = []
+
+    def make(user: LzUser = None) -> Lz:
+        env = Lz(lazaret_bin, user or test_user, sanitizer_env, assert_no_sanitizer_report)
+        made.append(env)
+        return env
+
+    yield make
+    if os.environ.get("LAZARET_KEEP_TEST_DIRS") != "1":
+        for env in made:
+            env.cleanup()
+
+
+@pytest.fixture
+def lz(make_lz) -> Lz:
+    return make_lz()

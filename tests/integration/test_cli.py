@@ -1,0 +1,83 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The command-line front door: help, version, dispatch, exit statuses and the
+refusal to run as root (SR-1)."""
+
+import re
+
+import pytest
+
+COMMANDS = ["run", "status", "state", "config", "doctor"]
+
+
+def project_version(repo_root):
+    text = (repo_root / "meson.build").read_text()
+    return re.search(r"version\s*:\s*'([^']+)'", text).group(1)
+
+
+def test_version(lz, repo_root):
+    p = lz.run(["--version"])
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == f"lazaret {project_version(repo_root)}\n"
+
+
+def test_help_lists_every_command(lz):
+    p = lz.run(["--help"])
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.startswith("Usage: lazaret")
+    listed = re.findall(r"^  (\w+)\s", p.stdout, re.M)
+    assert listed[:len(COMMANDS)] == COMMANDS
+
+
+def test_no_command_is_a_usage_error(lz):
+    p = lz.run([])
+    assert p.returncode == 2
+    assert "Usage: lazaret" in p.stderr
+
+
+@pytest.mark.parametrize("cmd", COMMANDS)
+def test_command_help(lz, cmd):
+    for flag in ("--help", "-h"):
+        p = lz.run([cmd, flag])
+        assert p.returncode == 0, p.stderr
+        assert p.stdout.startswith("Usage: lazaret"), p.stdout
+        assert f" {cmd}" in p.stdout.splitlines()[0]
+        assert p.stderr == ""
+
+
+def test_unknown_command(lz):
+    p = lz.run(["frobnicate"])
+    assert p.returncode == 2
+    assert "unknown command 'frobnicate'" in p.stderr
+    assert "lazaret --help" in p.stderr
+
+
+def test_unknown_global_option(lz):
+    p = lz.run(["--frobnicate", "doctor"])
+    assert p.returncode == 2
+    assert "unknown option '--frobnicate'" in p.stderr
+
+
+@pytest.mark.parametrize("cmd,status", [("run", 125), ("status", 1), ("state", 1)])
+def test_unavailable_commands_say_so(lz, cmd, status):
+    p = lz.run([cmd])
+    assert p.returncode == status
+    assert f"'lazaret {cmd}' is not available yet" in p.stderr
+    assert "fix:" in p.stderr
+
+
+@pytest.mark.parametrize("cmd,status", [("config", 1), ("doctor", 1), ("run", 125),
+                                        ("status", 1), ("state", 1)])
+def test_root_is_refused(lz, cmd, status):
+    args = [cmd, "check", "default"] if cmd == "config" else [cmd]
+    p = lz.run(args, as_root=True)
+    assert p.returncode == status, p.stderr
+    assert "refusing to run as root" in p.stderr
+    assert "fix:" in p.stderr and "unprivileged user" in p.stderr
+    assert p.stdout == ""
+
+
+def test_help_works_as_root(lz):
+    # Reading the help changes nothing, so it is not refused.
+    p = lz.run(["doctor", "--help"], as_root=True)
+    assert p.returncode == 0
+    assert p.stdout.startswith("Usage: lazaret doctor")
