@@ -7,15 +7,6 @@
 
 #include "cli/cli.h"
 
-const char lz_usage_run[] =
-    "Usage: lazaret [--config FILE] run PROFILE [--workspace DIR] [-- COMMAND [ARG...]]\n"
-    "\n"
-    "Launch PROFILE's sandbox for the workspace (default: the current directory),\n"
-    "or join it when it is already running, and run COMMAND in it (default: the\n"
-    "image's login shell). Exits with the command's status.\n"
-    "\n"
-    "Not available yet in this version.\n";
-
 const char lz_usage_status[] =
     "Usage: lazaret [--config FILE] status\n"
     "\n"
@@ -34,15 +25,9 @@ static int unavailable(const char *name, int status)
 {
     fprintf(stderr,
             "lazaret: error: 'lazaret %s' is not available yet in this version\n"
-            "  fix: use 'lazaret config check' and 'lazaret doctor' for now\n",
+            "  fix: use 'lazaret run', 'lazaret config check' and 'lazaret doctor' for now\n",
             name);
     return status;
-}
-
-int lz_cmd_run(int argc, char **argv, const lz_global_options *g)
-{
-    (void) argc, (void) argv, (void) g;
-    return unavailable("run", LZ_EXIT_RUN_LAZARET_FAILED);
 }
 
 int lz_cmd_status(int argc, char **argv, const lz_global_options *g)

@@ -575,6 +575,40 @@ int lz_plan_open(const lz_path_plan *plan, int flags, bool expect_same, lz_error
     return TAKE_FD(fd);
 }
 
+int lz_plan_rebase(lz_path_plan *plan, lz_error **err)
+{
+    if (!plan || plan->ancestor_fd < 0 || !plan->suffix || !plan->label)
+        return lz_error_set(err, EBADF, "cannot rebase an empty path plan");
+    _cleanup_free_ char *alabel = ancestor_label(plan, err);
+    if (!alabel)
+        return -1;
+    _cleanup_close_ int wfd = lz_walk_nofollow(alabel, NULL, err);
+    if (wfd < 0)
+        return lz_error_prefix(err, "refusing %s: its ancestor %s no longer resolves",
+                               plan->label, alabel);
+    lz_identity walked;
+    if (lz_identity_of(wfd, &walked, err) < 0)
+        return -1;
+    if (walked.dev != plan->ancestor.dev || walked.ino != plan->ancestor.ino ||
+        !S_ISDIR(walked.mode))
+        return lz_error_set(err, ESTALE, "refusing %s: its ancestor %s was replaced",
+                            plan->label, alabel);
+    _cleanup_close_ int tfd = lz_open_confined(wfd, plan->suffix, O_PATH, 0, plan->label, err);
+    if (tfd < 0)
+        return -1;
+    lz_identity tid;
+    if (lz_identity_of(tfd, &tid, err) < 0)
+        return -1;
+    if (tid.dev != plan->target.dev || tid.ino != plan->target.ino)
+        return lz_error_set(err, ESTALE, "refusing %s: it was replaced after it was resolved",
+                            plan->label);
+    close(plan->ancestor_fd);
+    plan->ancestor_fd = TAKE_FD(wfd);
+    plan->ancestor.mnt_id = walked.mnt_id;
+    plan->target.mnt_id = tid.mnt_id;
+    return 0;
+}
+
 /* ---- Lazaret-owned directories ----------------------------------------- */
 
 static int check_owned(const lz_identity *id, const char *label, lz_error **err)

@@ -130,6 +130,12 @@ int lz_plan_existing(const char *canonical, lz_path_plan *ret, lz_error **err);
  * existing object; create through lz_open_confined on the ancestor. */
 int lz_plan_open(const lz_path_plan *plan, int flags, bool expect_same, lz_error **err);
 
+/* After entering a new mount namespace every mount has a new id, and the
+ * descriptors retained before still point into the old namespace. Re-walk
+ * the plan in the current namespace, require the same ancestor and target
+ * objects (device and inode), and adopt the new descriptor and mount ids. */
+int lz_plan_rebase(lz_path_plan *plan, lz_error **err);
+
 /* Release the plan's descriptor and strings; leaves an empty plan. */
 void lz_plan_clear(lz_path_plan *plan);
 

@@ -9,7 +9,12 @@
  *       processes end up re-parented to it) and otherwise waits. The sandbox
  *       lives as long as the Domain generation, not as long as one command.
  *
- *   lazaret-exec [--login] -- COMMAND [ARG...]
+ *   lazaret-exec --probe-statx
+ *       Exit 0 when statx(2) with AT_NO_AUTOMOUNT works in this sandbox,
+ *       1 when it fails (old runsc): Lazaret then preloads
+ *       lazaret-statx-fix.so into session processes.
+ *
+ *   lazaret-exec -- COMMAND [ARG...]
  *   lazaret-exec --login-shell
  *       Executes COMMAND (PATH lookup as a shell does) for a Client Session
  *       and turns exec failures into the container-tool exit statuses that
@@ -28,6 +33,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -107,6 +113,11 @@ int main(int argc, char **argv)
 {
     if (argc == 2 && strcmp(argv[1], "--init") == 0)
         return run_init();
+
+    if (argc == 2 && strcmp(argv[1], "--probe-statx") == 0) {
+        struct statx stx;
+        return statx(AT_FDCWD, "/", AT_NO_AUTOMOUNT, STATX_BASIC_STATS, &stx) == 0 ? 0 : 1;
+    }
 
     if (argc == 2 && strcmp(argv[1], "--login-shell") == 0) {
         char shell[4096];

@@ -2,6 +2,10 @@
 #include "store/domain_store.h"
 
 #include <sqlite3.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -100,25 +104,33 @@ int lz_domain_store_open(int domain_root_fd, const char *domain_id_hex, const ch
                          const char *workspace, lz_domain_store **ret, lz_error **err)
 {
     lz_domain_store *s = lz_xcalloc(1, sizeof(*s));
-    /* SQLite opens by name; naming the file through the retained Domain Root
-     * descriptor keeps the descriptor, not a path string, the authority.
-     * The -wal and -shm files are created beside it in the same directory. */
-    char *path = lz_xasprintf("/proc/self/fd/%d/store.db", domain_root_fd);
-    s->label = lz_xstrdup("store.db");
-    {
-        char link[64], target[4096];
-        snprintf(link, sizeof(link), "/proc/self/fd/%d", domain_root_fd);
-        ssize_t n = readlink(link, target, sizeof(target) - 1);
-        if (n > 0) {
-            target[n] = '\0';
-            free(s->label);
-            s->label = lz_xasprintf("%s/store.db", target);
-        }
+    /* SQLite opens by name and resolves symlinks itself, so it cannot be
+     * handed the retained descriptor. Name the file by the canonical path of
+     * the retained Domain Root, forbid symlinks anywhere in it
+     * (SQLITE_OPEN_NOFOLLOW), and check afterwards that the file opened is
+     * the one beneath the descriptor. The -wal and -shm files live beside. */
+    char link[64], target[4096];
+    snprintf(link, sizeof(link), "/proc/self/fd/%d", domain_root_fd);
+    ssize_t tn = readlink(link, target, sizeof(target) - 1);
+    if (tn <= 0 || target[0] != '/') {
+        free(s);
+        return lz_error_set(err, errno, "cannot locate the Domain Root");
+    }
+    target[tn] = '\0';
+    s->label = lz_xasprintf("%s/store.db", target);
+    struct stat before;
+    if (fstatat(domain_root_fd, "store.db", &before, AT_SYMLINK_NOFOLLOW) == 0 &&
+        !S_ISREG(before.st_mode)) {
+        lz_error_set(err, 0, "the Domain Store %s is not a regular file", s->label);
+        lz_error_hint(err, "remove it; Lazaret creates it again");
+        lz_domain_store_close(s);
+        return -1;
     }
     int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOFOLLOW |
                 SQLITE_OPEN_FULLMUTEX | SQLITE_OPEN_EXRESCODE;
-    int rc = sqlite3_open_v2(path, &s->db, flags, NULL);
-    free(path);
+    mode_t old_umask = umask(0077);
+    int rc = sqlite3_open_v2(s->label, &s->db, flags, NULL);
+    umask(old_umask);
     if (rc != SQLITE_OK) {
         if (s->db)
             db_fail(s, err, "cannot open");
@@ -128,6 +140,15 @@ int lz_domain_store_open(int domain_root_fd, const char *domain_id_hex, const ch
         return -1;
     }
     sqlite3_busy_timeout(s->db, 5000);
+    /* The file SQLite opened must be the one beneath the descriptor. */
+    struct stat by_fd, by_name;
+    if (fstatat(domain_root_fd, "store.db", &by_fd, AT_SYMLINK_NOFOLLOW) < 0 ||
+        stat(s->label, &by_name) < 0 || by_fd.st_dev != by_name.st_dev ||
+        by_fd.st_ino != by_name.st_ino) {
+        lz_error_set(err, 0, "the Domain Store %s changed while it was being opened", s->label);
+        lz_domain_store_close(s);
+        return -1;
+    }
     if (exec_sql(s, "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;",
                  err) < 0 ||
         exec_sql(s, "BEGIN IMMEDIATE;", err) < 0 || exec_sql(s, schema_sql, err) < 0)

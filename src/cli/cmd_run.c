@@ -1,0 +1,334 @@
+/* SPDX-License-Identifier: Apache-2.0
+ *
+ * lazaret run PROFILE [--workspace DIR] [-- COMMAND [ARG...]]
+ *
+ * Loads the configuration, finds or starts the Domain's coordinator
+ * (coordinator/bootstrap.h), and runs COMMAND (default: the image's login
+ * shell) in the shared sandbox. Non-interactive: stdin, stdout and stderr
+ * stream through pipes handed to the sandboxed process; the exit status is
+ * the command's (128+N for signal N; 125 Lazaret failed, 126 not
+ * executable, 127 not found).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "common/util.h"
+#include "config/resolve.h"
+#include "coordinator/bootstrap.h"
+#include "oci/layout.h"
+#include "protocol/messages.h"
+
+const char lz_usage_run[] =
+    "Usage: lazaret [--config FILE] run PROFILE [--workspace DIR] [-- COMMAND [ARG...]]\n"
+    "\n"
+    "Launch PROFILE's sandbox for the workspace (default: the current directory),\n"
+    "or join it when it is already running, and run COMMAND in it (default: the\n"
+    "image's login shell). The workspace is /workspace inside; the command starts\n"
+    "in the matching subdirectory when you run lazaret from one.\n"
+    "\n"
+    "Options:\n"
+    "  --workspace DIR  the project directory (default: the current directory)\n"
+    "\n"
+    "Exit status: the command's; 128+N when it died of signal N; 125 when Lazaret\n"
+    "failed, 126 when the command is not executable, 127 when it was not found.\n";
+
+static void progress(const char *line, void *userdata)
+{
+    (void) userdata;
+    if (isatty(STDERR_FILENO))
+        fprintf(stderr, "lazaret: %s\n", line);
+}
+
+/* The current directory relative to the workspace, or "" when outside. */
+static char *relative_cwd(const char *workspace)
+{
+    char *cwd = getcwd(NULL, 0);
+    if (!cwd)
+        return lz_xstrdup("");
+    char *canon = realpath(cwd, NULL);
+    free(cwd);
+    if (!canon)
+        return lz_xstrdup("");
+    size_t n = strlen(workspace);
+    char *rel;
+    if (strncmp(canon, workspace, n) == 0 && canon[n] == '/')
+        rel = lz_xstrdup(canon + n + 1);
+    else
+        rel = lz_xstrdup("");
+    free(canon);
+    return rel;
+}
+
+static ssize_t write_all(int fd, const char *p, size_t n)
+{
+    size_t done = 0;
+    while (done < n) {
+        ssize_t w = write(fd, p + done, n - done);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        done += (size_t) w;
+    }
+    return (ssize_t) done;
+}
+
+typedef enum attempt_result { ATTEMPT_DONE, ATTEMPT_RETRY } attempt_result;
+
+/* One connection: HELLO, RUN, relay, EXIT. *status gets the exit status. */
+static attempt_result attempt(const lz_resolved_config *cfg, char **argv, size_t argc,
+                              int *status)
+{
+    lz_error *err = NULL;
+    int sock = lz_domain_connect(cfg, progress, NULL, &err);
+    if (sock < 0) {
+        lz_error_report(err, stderr);
+        lz_error_free(err);
+        *status = LZ_EXIT_RUN_LAZARET_FAILED;
+        return ATTEMPT_DONE;
+    }
+    int in[2], out[2], errp[2];
+    if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0) {
+        perror("lazaret: error: cannot create pipes");
+        close(sock);
+        *status = LZ_EXIT_RUN_LAZARET_FAILED;
+        return ATTEMPT_DONE;
+    }
+    char id[65], fp[65];
+    lz_digest_hex(cfg->domain_id, id);
+    lz_digest_hex(cfg->fingerprint, fp);
+    lz_wbuf b;
+    lz_msg_hello h = { LZ_SESSION_PROTOCOL_VERSION, id, fp };
+    lz_msg_hello_encode(&b, &h);
+    int sent = lz_wire_send(sock, &b, NULL, 0, &err);
+    _cleanup_free_ char *cwd = relative_cwd(cfg->workspace.label);
+    const char *term = getenv("TERM");
+    lz_msg_run run = { .interactive = false, .term = (char *) (term ? term : ""), .cwd = cwd,
+                       .argv = argv, .argc = argc };
+    lz_msg_run_encode(&b, &run);
+    int fds[3] = { in[0], out[1], errp[1] };
+    if (sent == 0)
+        sent = lz_wire_send(sock, &b, fds, 3, &err);
+    close(in[0]);
+    close(out[1]);
+    close(errp[1]);
+    lz_error_free(lz_error_take(&err)); /* a refusal explains itself below */
+
+    int in_w = in[1];
+    fcntl(in_w, F_SETFL, O_NONBLOCK);
+    bool stdin_open = true, out_open = true, err_open = true, sock_open = true;
+    bool exited = false, started = false;
+    char pending[65536];
+    size_t pending_len = 0;
+    struct timespec exit_at = { 0, 0 };
+    attempt_result result = ATTEMPT_DONE;
+    *status = LZ_EXIT_RUN_LAZARET_FAILED;
+    static uint8_t buf[LZ_WIRE_MAX];
+
+    for (;;) {
+        if (exited && !out_open && !err_open)
+            break;
+        if (!sock_open && !exited)
+            break;
+        struct pollfd p[5];
+        int np = 0;
+        int i_stdin = -1, i_inw = -1, i_out = -1, i_err = -1, i_sock = -1;
+        if (stdin_open && pending_len == 0 && started) {
+            i_stdin = np;
+            p[np++] = (struct pollfd) { .fd = STDIN_FILENO, .events = POLLIN };
+        }
+        if (in_w >= 0 && pending_len > 0) {
+            i_inw = np;
+            p[np++] = (struct pollfd) { .fd = in_w, .events = POLLOUT };
+        }
+        if (out_open) {
+            i_out = np;
+            p[np++] = (struct pollfd) { .fd = out[0], .events = POLLIN };
+        }
+        if (err_open) {
+            i_err = np;
+            p[np++] = (struct pollfd) { .fd = errp[0], .events = POLLIN };
+        }
+        if (sock_open) {
+            i_sock = np;
+            p[np++] = (struct pollfd) { .fd = sock, .events = POLLIN };
+        }
+        /* After EXIT, drain what the command wrote; a background process
+         * that keeps the pipes open does not keep us waiting for long. */
+        int timeout = -1;
+        if (exited) {
+            struct timespec now;
+            clock_gettime(CLOCK_MONOTONIC, &now);
+            int64_t ms = (now.tv_sec - exit_at.tv_sec) * 1000 +
+                         (now.tv_nsec - exit_at.tv_nsec) / 1000000;
+            if (ms >= 500)
+                break;
+            timeout = (int) (500 - ms);
+        }
+        int r = poll(p, (nfds_t) np, timeout);
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            break;
+        }
+        if (r == 0)
+            continue;
+        if (i_stdin >= 0 && (p[i_stdin].revents & (POLLIN | POLLHUP | POLLERR))) {
+            ssize_t n = read(STDIN_FILENO, pending, sizeof(pending));
+            if (n <= 0) {
+                stdin_open = false;
+                close(in_w);
+                in_w = -1;
+            } else {
+                pending_len = (size_t) n;
+            }
+        }
+        if (i_inw >= 0 && (p[i_inw].revents & (POLLOUT | POLLERR | POLLHUP))) {
+            ssize_t w = write(in_w, pending, pending_len);
+            if (w < 0 && errno != EAGAIN && errno != EINTR) {
+                /* The command stopped reading its stdin. */
+                pending_len = 0;
+                stdin_open = false;
+                close(in_w);
+                in_w = -1;
+            } else if (w > 0) {
+                memmove(pending, pending + w, pending_len - (size_t) w);
+                pending_len -= (size_t) w;
+            }
+        }
+        for (int k = 0; k < 2; k++) {
+            int idx = k == 0 ? i_out : i_err;
+            if (idx < 0 || !(p[idx].revents & (POLLIN | POLLHUP | POLLERR)))
+                continue;
+            char data[65536];
+            ssize_t n = read(p[idx].fd, data, sizeof(data));
+            if (n <= 0) {
+                if (k == 0)
+                    out_open = false;
+                else
+                    err_open = false;
+            } else {
+                write_all(k == 0 ? STDOUT_FILENO : STDERR_FILENO, data, (size_t) n);
+            }
+        }
+        if (i_sock >= 0 && (p[i_sock].revents & (POLLIN | POLLHUP | POLLERR))) {
+            ssize_t n = lz_wire_recv(sock, buf, NULL, 0, NULL, NULL);
+            if (n <= 0) {
+                sock_open = false;
+                if (!exited)
+                    fprintf(stderr, "lazaret: error: the Session Coordinator ended the session "
+                                    "unexpectedly\n  fix: run the command again; the Domain's "
+                                    "logs/coordinator.log says why\n");
+                continue;
+            }
+            lz_rbuf rb;
+            lz_rbuf_init(&rb, buf, (size_t) n);
+            if (rb.type == LZ_MSG_PROGRESS) {
+                char *t = lz_msg_text_decode(&rb);
+                if (t)
+                    progress(t, NULL);
+                free(t);
+            } else if (rb.type == LZ_MSG_STARTED) {
+                started = true;
+            } else if (rb.type == LZ_MSG_EXIT) {
+                uint32_t outcome, code;
+                if (lz_msg_pair_decode(&rb, &outcome, &code))
+                    *status = (int) (code & 0xff);
+                exited = true;
+                clock_gettime(CLOCK_MONOTONIC, &exit_at);
+                sock_open = false;
+            } else if (rb.type == LZ_MSG_REFUSED) {
+                lz_msg_refused m;
+                if (lz_msg_refused_decode(&rb, &m)) {
+                    if (m.code == LZ_REFUSE_TEARING_DOWN) {
+                        result = ATTEMPT_RETRY;
+                    } else {
+                        fprintf(stderr, "lazaret: error: %s\n", m.message);
+                        if (m.hint && *m.hint)
+                            fprintf(stderr, "  fix: %s\n", m.hint);
+                    }
+                    lz_msg_refused_clear(&m);
+                }
+                sock_open = false;
+                break;
+            } else {
+                fprintf(stderr, "lazaret: error: unexpected message from the coordinator\n");
+                sock_open = false;
+                break;
+            }
+        }
+    }
+    if (in_w >= 0)
+        close(in_w);
+    close(out[0]);
+    close(errp[0]);
+    close(sock);
+    return result;
+}
+
+int lz_cmd_run(int argc, char **argv, const lz_global_options *g)
+{
+    const char *profile = NULL, *workspace = NULL;
+    int i = 1;
+    for (; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--") == 0) {
+            i++;
+            break;
+        } else if (strcmp(a, "--workspace") == 0) {
+            if (i + 1 >= argc)
+                return lz_cli_usage_error("run", "option --workspace needs a DIR");
+            workspace = argv[++i];
+        } else if (strncmp(a, "--workspace=", 12) == 0) {
+            workspace = a + 12;
+        } else if (a[0] == '-' && a[1] != '\0') {
+            return lz_cli_usage_error("run", "unknown option '%s'", a);
+        } else if (!profile) {
+            profile = a;
+        } else {
+            return lz_cli_usage_error("run", "unexpected argument '%s' (put the command after "
+                                             "'--')", a);
+        }
+    }
+    if (!profile)
+        return lz_cli_usage_error("run", "missing PROFILE");
+    if (workspace && !*workspace)
+        return lz_cli_usage_error("run", "option --workspace needs a non-empty DIR");
+    char **cmd = argv + i;
+    size_t cmdc = (size_t) (argc - i);
+    if (cmdc > LZ_MSG_MAX_ARGS)
+        return lz_cli_usage_error("run", "too many arguments (at most %d)", LZ_MSG_MAX_ARGS);
+
+    signal(SIGPIPE, SIG_IGN);
+    lz_error *err = NULL;
+    lz_resolved_config *cfg = NULL;
+    lz_load_request req = {
+        .config_path = g->config_path,
+        .profile = profile,
+        .workspace = workspace,
+        .layout = lz_sandbox_layout_production(),
+    };
+    if (lz_config_load(&req, &cfg, &err) < 0) {
+        lz_error_report(err, stderr);
+        lz_error_free(err);
+        return LZ_EXIT_RUN_LAZARET_FAILED;
+    }
+    int status = LZ_EXIT_RUN_LAZARET_FAILED;
+    for (int tries = 0; tries < 200; tries++) {
+        if (attempt(cfg, cmd, cmdc, &status) == ATTEMPT_DONE)
+            break;
+        struct timespec d = { 0, 50 * 1000 * 1000 };
+        nanosleep(&d, NULL);
+    }
+    lz_resolved_config_free(cfg);
+    return status;
+}

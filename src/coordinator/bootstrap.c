@@ -1,0 +1,294 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include "coordinator/bootstrap.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/spawn.h"
+#include "common/util.h"
+#include "coordinator/coordinator.h"
+#include "lazaret-version.h"
+#include "fs/remove.h"
+#include "store/domain_store.h"
+
+/* sun_path through the retained directory descriptor: short whatever the
+ * runtime directory's length, and the descriptor stays the authority. */
+static void socket_address(int dirfd, struct sockaddr_un *sa)
+{
+    memset(sa, 0, sizeof(*sa));
+    sa->sun_family = AF_UNIX;
+    snprintf(sa->sun_path, sizeof(sa->sun_path), "/proc/self/fd/%d/%s", dirfd,
+             LZ_COORDINATOR_SOCKET);
+}
+
+static int try_connect(int dirfd, lz_error **err)
+{
+    int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    if (s < 0)
+        return lz_error_set(err, errno, "cannot create a socket");
+    struct sockaddr_un sa;
+    socket_address(dirfd, &sa);
+    if (connect(s, (struct sockaddr *) &sa, sizeof(sa)) < 0) {
+        int e = errno;
+        close(s);
+        errno = e;
+        return -2; /* not there: no error set */
+    }
+    struct ucred cred;
+    socklen_t len = sizeof(cred);
+    if (getsockopt(s, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 || cred.uid != getuid()) {
+        close(s);
+        return lz_error_set(err, EPERM, "the Domain socket is not served by your own user");
+    }
+    return s;
+}
+
+static int open_lock(int dirfd, const char *name, lz_error **err)
+{
+    int fd = openat(dirfd, name, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return lz_error_set(err, errno, "cannot open the Domain lock %s", name);
+    return fd;
+}
+
+/* Directory of our own executable, where the guest binaries live beside
+ * lazaret (installed or in the build tree). */
+static int find_guest_files(char **ret_exec, char **ret_fix, lz_error **err)
+{
+    char self[4096];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    if (n <= 0)
+        return lz_error_set(err, errno, "cannot find the lazaret executable");
+    self[n] = '\0';
+    char *dir = dirname(self);
+    const char *exec_dirs[] = { dir, LAZARET_LIBEXECDIR };
+    for (size_t i = 0; i < LZ_ARRAY_SIZE(exec_dirs); i++) {
+        char *p = lz_xasprintf("%s/lazaret-exec", exec_dirs[i]);
+        if (access(p, X_OK) == 0) {
+            *ret_exec = p;
+            break;
+        }
+        free(p);
+    }
+    if (!*ret_exec) {
+        lz_error_set(err, ENOENT, "cannot find lazaret-exec beside %s or in %s", dir,
+                     LAZARET_LIBEXECDIR);
+        return lz_error_hint(err, "reinstall Lazaret (make install) or run it from its build "
+                                  "directory");
+    }
+    const char *lib_dirs[] = { dir, LAZARET_PKGLIBDIR };
+    for (size_t i = 0; i < LZ_ARRAY_SIZE(lib_dirs); i++) {
+        char *p = lz_xasprintf("%s/lazaret-statx-fix.so", lib_dirs[i]);
+        if (access(p, R_OK) == 0) {
+            *ret_fix = p;
+            break;
+        }
+        free(p);
+    }
+    return 0;
+}
+
+static int start_coordinator(const lz_resolved_config *cfg, int dirfd, int lock_fd,
+                             lz_progress_fn progress, void *userdata, lz_error **err)
+{
+    _cleanup_free_ char *runsc = NULL, *guest_exec = NULL, *guest_fix = NULL;
+    lz_prepared_image image = { .bundle = LZ_PATH_PLAN_INIT };
+    lz_domain_store *store = NULL;
+    int listen_fd = -1, r = -1;
+
+    if (lz_spawn_find_program("runsc", LZ_SPAWN_SYSTEM_PATH, &runsc, err) < 0) {
+        lz_error_prefix(err, "gVisor's runsc is required");
+        lz_error_hint(err, "install it: sudo apt-get install runsc (then: lazaret doctor)");
+        goto out;
+    }
+    if (find_guest_files(&guest_exec, &guest_fix, err) < 0)
+        goto out;
+    if (lz_domain_recover(cfg, dirfd, err) < 0)
+        goto out;
+    if (lz_image_prepare(&cfg->storage_root, cfg->image, progress, userdata, &image, err) < 0)
+        goto out;
+    {
+        char hex[65];
+        lz_digest_hex(cfg->domain_id, hex);
+        _cleanup_close_ int root = lz_plan_open(&cfg->storage_domain_root, O_PATH | O_DIRECTORY,
+                                                true, err);
+        if (root < 0 || lz_domain_store_open(root, hex, cfg->profile, cfg->workspace.label, &store,
+                                             err) < 0)
+            goto out;
+    }
+
+    /* Bind before forking so that the next connect() succeeds at once. */
+    listen_fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    if (listen_fd < 0) {
+        lz_error_set(err, errno, "cannot create the Domain socket");
+        goto out;
+    }
+    unlinkat(dirfd, LZ_COORDINATOR_SOCKET, 0); /* stale: we hold the lock */
+    struct sockaddr_un sa;
+    socket_address(dirfd, &sa);
+    mode_t old = umask(0077);
+    int b = bind(listen_fd, (struct sockaddr *) &sa, sizeof(sa));
+    umask(old);
+    if (b < 0 || listen(listen_fd, 64) < 0) {
+        lz_error_set(err, errno, "cannot listen on %s/%s", cfg->runtime_domain_root.label,
+                     LZ_COORDINATOR_SOCKET);
+        goto out;
+    }
+
+    /* Double fork: the coordinator is nobody's child but init's, in its own
+     * session, with no terminal; it outlives this CLI. */
+    pid_t pid = fork();
+    if (pid < 0) {
+        lz_error_set(err, errno, "cannot start the Session Coordinator");
+        goto out;
+    }
+    if (pid == 0) {
+        setsid();
+        if (fork() != 0)
+            _exit(0);
+        int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+        if (devnull >= 0) {
+            dup2(devnull, 0);
+            dup2(devnull, 1);
+            dup2(devnull, 2);
+        }
+        signal(SIGINT, SIG_DFL);
+        signal(SIGQUIT, SIG_DFL);
+        lz_coordinator_args a = {
+            .cfg = cfg, .image = &image, .store = store, .lock_fd = lock_fd,
+            .listen_fd = listen_fd, .runtime_dir_fd = dirfd, .runsc = runsc,
+            .guest_exec = guest_exec, .guest_statx_fix = guest_fix,
+        };
+        lz_coordinator_main(&a);
+    }
+    int status;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    r = 0;
+out:
+    if (listen_fd >= 0)
+        close(listen_fd);
+    lz_domain_store_close(store);
+    lz_prepared_image_clear(&image);
+    return r;
+}
+
+int lz_domain_connect(const lz_resolved_config *cfg, lz_progress_fn progress, void *userdata,
+                      lz_error **err)
+{
+    _cleanup_close_ int dirfd = lz_plan_open(&cfg->runtime_domain_root, O_PATH | O_DIRECTORY,
+                                             true, err);
+    if (dirfd < 0)
+        return -1;
+    bool said_waiting = false;
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        int s = try_connect(dirfd, err);
+        if (s >= 0 || s == -1)
+            return s;
+
+        _cleanup_close_ int boot = open_lock(dirfd, LZ_BOOTSTRAP_LOCK, err);
+        if (boot < 0)
+            return -1;
+        if (flock(boot, LOCK_EX) < 0)
+            return lz_error_set(err, errno, "cannot lock %s/%s", cfg->runtime_domain_root.label,
+                                LZ_BOOTSTRAP_LOCK);
+        s = try_connect(dirfd, err);
+        if (s >= 0 || s == -1)
+            return s;
+        int lock = open_lock(dirfd, LZ_DOMAIN_LOCK, err);
+        if (lock < 0)
+            return -1;
+        if (flock(lock, LOCK_EX | LOCK_NB) == 0) {
+            int r = start_coordinator(cfg, dirfd, lock, progress, userdata, err);
+            close(lock); /* the coordinator holds its own copy */
+            if (r < 0)
+                return -1;
+            continue;
+        }
+        close(lock);
+        flock(boot, LOCK_UN);
+        /* A coordinator holds the Domain but does not answer: it is starting
+         * up or tearing down. */
+        if (!said_waiting && progress) {
+            progress("waiting for the Domain's previous generation to finish", userdata);
+            said_waiting = true;
+        }
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if (now.tv_sec - t0.tv_sec > 120) {
+            lz_error_set(err, ETIMEDOUT, "the Domain's coordinator holds its lock but does not "
+                                         "answer on %s/%s",
+                         cfg->runtime_domain_root.label, LZ_COORDINATOR_SOCKET);
+            return lz_error_hint(err, "see 'lazaret status'; if it is stuck, kill the process "
+                                      "holding %s/%s (fuser -k it)",
+                                 cfg->runtime_domain_root.label, LZ_DOMAIN_LOCK);
+        }
+        struct timespec d = { 0, 50 * 1000 * 1000 };
+        nanosleep(&d, NULL);
+    }
+}
+
+int lz_domain_recover(const lz_resolved_config *cfg, int runtime_dir_fd, lz_error **err)
+{
+    char hex[65];
+    lz_digest_hex(cfg->domain_id, hex);
+    _cleanup_close_ int root = lz_plan_open(&cfg->storage_domain_root, O_PATH | O_DIRECTORY, true,
+                                            err);
+    if (root < 0)
+        return -1;
+    lz_domain_store *st = NULL;
+    if (lz_domain_store_open(root, hex, cfg->profile, cfg->workspace.label, &st, err) < 0)
+        return -1;
+    lz_participant *ps = NULL;
+    size_t n = 0;
+    int r = lz_store_unreleased(st, &ps, &n, err);
+    /* Processes first (the supervisor's pid-namespace init takes every
+     * runsc process with it), then files. */
+    for (size_t i = 0; r == 0 && i < n; i++) {
+        if (!ps[i].has_process)
+            continue;
+        int k = lz_process_kill_verified(&ps[i].process, 5000, err);
+        if (k < 0) {
+            lz_error_prefix(err, "cannot recover the previous generation");
+            r = -1;
+        } else if (k == 1) {
+            /* The pid now names another process: not ours, left alone. */
+        }
+    }
+    for (size_t i = 0; r == 0 && i < n; i++) {
+        if (ps[i].role != LZ_ROLE_RUNTIME_FILES || !ps[i].resource)
+            continue;
+        if (strncmp(ps[i].resource, "gen-", 4) != 0 || strchr(ps[i].resource, '/')) {
+            continue; /* not a name we write: never remove it */
+        }
+        if (lz_remove_tree_at(runtime_dir_fd, ps[i].resource, cfg->runtime_domain_root.label,
+                              err) < 0) {
+            lz_error_prefix(err, "cannot recover the previous generation");
+            r = -1;
+        }
+    }
+    for (size_t i = 0; r == 0 && i < n; i++)
+        if (lz_store_participant_released(st, ps[i].generation_id, ps[i].role, err) < 0)
+            r = -1;
+    if (r == 0)
+        r = lz_store_generations_mark_recovered(st, err);
+    if (r == 0)
+        unlinkat(runtime_dir_fd, LZ_COORDINATOR_SOCKET, 0);
+    lz_participants_free(ps, n);
+    lz_domain_store_close(st);
+    return r;
+}

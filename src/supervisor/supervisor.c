@@ -1,0 +1,699 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include "supervisor/supervisor.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <linux/openat2.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/util.h"
+#include "oci/spec.h"
+#include "protocol/messages.h"
+#include "supervisor/userns.h"
+
+/* ---- state of the running supervisor ----------------------------------- */
+
+#define MAX_EXECS 256
+
+typedef struct exec_slot {
+    pid_t pid;
+    uint32_t session_no;
+} exec_slot;
+
+typedef struct sup {
+    const lz_supervisor_config *sc;
+    int sock;
+    int gen_fd;                 /* O_PATH of the generation directory */
+    char **runsc_globals;       /* runsc global flags, NULL-terminated */
+    size_t n_globals;
+    bool started;
+    bool statx_fix;             /* preload the statx shim into sessions */
+    char **persist_mounts;      /* host mount points of the persistent overlays */
+    size_t n_persist;
+    exec_slot execs[MAX_EXECS];
+} sup;
+
+/* ---- small helpers ----------------------------------------------------- */
+
+static void send_failed(sup *s, lz_error *e)
+{
+    lz_wbuf b;
+    lz_msg_refused m = { LZ_REFUSE_START_FAILED, e ? e->message : (char *) "unknown failure",
+                         e ? e->hint : NULL };
+    char *full = NULL;
+    if (e && e->errnum) {
+        full = lz_xasprintf("%s: %s", e->message, strerror(e->errnum));
+        m.message = full;
+    }
+    lz_msg_refused_encode(&b, LZ_SUP_FAILED, &m);
+    lz_wire_send(s->sock, &b, NULL, 0, NULL);
+    free(full);
+}
+
+static char *join(const char *a, const char *b)
+{
+    return lz_xasprintf("%s/%s", a, b);
+}
+
+/* "/usr/local" -> "usr%2Flocal": one flat, unambiguous, readable name per
+ * persistent directory in the Domain Root's state/. */
+static char *escape_path(const char *p)
+{
+    size_t n = strlen(p);
+    char *out = lz_xmalloc(3 * n + 1);
+    size_t o = 0;
+    for (size_t i = (p[0] == '/'); i < n; i++) {
+        if (p[i] == '/' || p[i] == '%') {
+            o += (size_t) sprintf(out + o, "%%%02X", (unsigned char) p[i]);
+        } else {
+            out[o++] = p[i];
+        }
+    }
+    out[o] = '\0';
+    return out;
+}
+
+static int mkdirat_mode(int dirfd, const char *name, mode_t mode, lz_error **err)
+{
+    if (mkdirat(dirfd, name, mode) < 0 && errno != EEXIST)
+        return lz_error_set(err, errno, "cannot create directory %s", name);
+    return 0;
+}
+
+static int open_dir_at(int dirfd, const char *name, lz_error **err)
+{
+    int fd = openat(dirfd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return lz_error_set(err, errno, "cannot open directory %s", name);
+    return fd;
+}
+
+/* Run runsc with the global flags and `args`, stdio as given (-1 for
+ * /dev/null), and wait. Returns the wait status, or -1. */
+static int runsc_run(sup *s, char *const *args, int in, int out, int errfd, int extra_fd,
+                     lz_error **err)
+{
+    size_t n = 0;
+    while (args[n])
+        n++;
+    char **argv = lz_xcalloc(1 + s->n_globals + n + 1, sizeof(char *));
+    size_t k = 0;
+    argv[k++] = (char *) "runsc";
+    for (size_t i = 0; i < s->n_globals; i++)
+        argv[k++] = s->runsc_globals[i];
+    for (size_t i = 0; i < n; i++)
+        argv[k++] = args[i];
+    argv[k] = NULL;
+
+    pid_t pid = fork();
+    if (pid < 0) {
+        free(argv);
+        return lz_error_set(err, errno, "cannot fork runsc");
+    }
+    if (pid == 0) {
+        int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+        int fds[3] = { in >= 0 ? in : devnull, out >= 0 ? out : devnull,
+                       errfd >= 0 ? errfd : devnull };
+        /* Move the sources above 3 first so dup2 cannot clobber them. */
+        for (int i = 0; i < 3; i++)
+            fds[i] = fcntl(fds[i], F_DUPFD_CLOEXEC, 10);
+        int extra = extra_fd >= 0 ? fcntl(extra_fd, F_DUPFD_CLOEXEC, 10) : -1;
+        for (int i = 0; i < 3; i++)
+            if (dup2(fds[i], i) < 0)
+                _exit(125);
+        if (extra >= 0 && dup2(extra, 3) < 0)
+            _exit(125);
+        closefrom(extra >= 0 ? 4 : 3);
+        sigset_t none;
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+        char *const envp[] = { (char *) "PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL };
+        execve(s->sc->runsc, argv, envp);
+        _exit(127);
+    }
+    free(argv);
+    return pid;
+}
+
+static int wait_status(pid_t pid)
+{
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0)
+        if (errno != EINTR)
+            return -1;
+    return status;
+}
+
+/* Last non-empty line of a small file, for error messages. */
+static char *last_line_of(int dirfd, const char *name)
+{
+    int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0)
+        return NULL;
+    char buf[8192];
+    off_t size = lseek(fd, 0, SEEK_END);
+    off_t off = size > (off_t) sizeof(buf) - 1 ? size - (off_t) sizeof(buf) + 1 : 0;
+    ssize_t n = pread(fd, buf, sizeof(buf) - 1, off);
+    close(fd);
+    if (n <= 0)
+        return NULL;
+    buf[n] = '\0';
+    while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
+        buf[--n] = '\0';
+    char *nl = strrchr(buf, '\n');
+    return lz_xstrdup(nl ? nl + 1 : buf);
+}
+
+/* Run one runsc subcommand to completion with stderr into <gen>/name. */
+static int runsc_simple(sup *s, char *const *args, const char *errname, lz_error **err)
+{
+    int efd = openat(s->gen_fd, errname, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
+                     0600);
+    if (efd < 0) {
+        /* gen_fd is O_PATH: openat works relative to it for lookup. */
+        return lz_error_set(err, errno, "cannot create %s/%s", s->sc->generation_dir, errname);
+    }
+    int pid = runsc_run(s, args, -1, -1, efd, -1, err);
+    close(efd);
+    if (pid < 0)
+        return -1;
+    int status = wait_status(pid);
+    if (status < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        _cleanup_free_ char *line = last_line_of(s->gen_fd, errname);
+        lz_error_set(err, 0, "runsc %s failed: %s", args[0],
+                     line ? line : "(no message; see the runsc log)");
+        return lz_error_hint(err, "see %s/%s and the runsc log %s", s->sc->generation_dir,
+                             errname, s->sc->log_path ? s->sc->log_path : "(none)");
+    }
+    return 0;
+}
+
+/* ---- start ------------------------------------------------------------- */
+
+static int mount_persistent(sup *s, lz_error **err)
+{
+    const lz_resolved_config *cfg = s->sc->cfg;
+    if (cfg->n_persistent_dirs == 0)
+        return 0;
+    _cleanup_close_ int droot = lz_plan_open(&cfg->storage_domain_root, O_PATH | O_DIRECTORY,
+                                             true, err);
+    if (droot < 0)
+        return -1;
+    if (mkdirat_mode(droot, "state", 0700, err) < 0 || mkdirat_mode(s->gen_fd, "persist", 0700, err) < 0 ||
+        mkdirat_mode(s->gen_fd, "empty", 0755, err) < 0)
+        return -1;
+    _cleanup_close_ int state = open_dir_at(droot, "state", err);
+    _cleanup_close_ int persist = state >= 0 ? open_dir_at(s->gen_fd, "persist", err) : -EBADF;
+    _cleanup_close_ int rootfs = -EBADF;
+    if (state < 0 || persist < 0)
+        return -1;
+    rootfs = open(s->sc->image->rootfs_label, O_PATH | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+    if (rootfs < 0)
+        return lz_error_set(err, errno, "cannot open the prepared image %s",
+                            s->sc->image->rootfs_label);
+
+    s->persist_mounts = lz_xcalloc(cfg->n_persistent_dirs, sizeof(char *));
+    for (size_t i = 0; i < cfg->n_persistent_dirs; i++) {
+        const char *p = cfg->persistent_dirs[i];
+        _cleanup_free_ char *esc = escape_path(p);
+        /* The lower: the image's directory, resolved inside the image
+         * (RESOLVE_IN_ROOT: an image symlink cannot point outside it), or an
+         * empty directory when the image has none. */
+        struct open_how how = { .flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
+                                .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS |
+                                           RESOLVE_NO_XDEV };
+        _cleanup_close_ int lower = (int) syscall(SYS_openat2, rootfs, p + 1, &how, sizeof(how));
+        if (lower < 0 && errno == ENOENT)
+            lower = open_dir_at(s->gen_fd, "empty", err);
+        if (lower < 0)
+            return lz_error_set(err, errno, "persistent directory %s: cannot open it in the image",
+                                p);
+        struct stat lst;
+        if (fstat(lower, &lst) < 0)
+            return lz_error_set(err, errno, "persistent directory %s", p);
+
+        if (mkdirat_mode(state, esc, 0700, err) < 0)
+            return -1;
+        _cleanup_close_ int dir = open_dir_at(state, esc, err);
+        if (dir < 0 || mkdirat_mode(dir, "upper", lst.st_mode & 07777, err) < 0 ||
+            mkdirat_mode(dir, "work", 0700, err) < 0)
+            return -1;
+        _cleanup_close_ int upper = open_dir_at(dir, "upper", err);
+        _cleanup_close_ int work = upper >= 0 ? open_dir_at(dir, "work", err) : -EBADF;
+        if (upper < 0 || work < 0)
+            return -1;
+        char idx[32];
+        snprintf(idx, sizeof(idx), "%zu", i);
+        if (mkdirat_mode(persist, idx, 0755, err) < 0)
+            return -1;
+        _cleanup_close_ int mp = open_dir_at(persist, idx, err);
+        if (mp < 0)
+            return -1;
+        char opts[256], target[64];
+        snprintf(opts, sizeof(opts),
+                 "lowerdir=/proc/self/fd/%d,upperdir=/proc/self/fd/%d,workdir=/proc/self/fd/%d,"
+                 "userxattr",
+                 lower, upper, work);
+        snprintf(target, sizeof(target), "/proc/self/fd/%d", mp);
+        if (mount("overlay", target, "overlay", MS_NOSUID | MS_NODEV, opts) < 0)
+            return lz_error_set(err, errno, "persistent directory %s: cannot mount its overlay", p);
+        s->persist_mounts[s->n_persist++] = lz_xasprintf("%s/persist/%s", s->sc->generation_dir,
+                                                          idx);
+    }
+    return 0;
+}
+
+/* The environment of sandbox processes: the image's, then HOME, then the
+ * profile's resolved env values (which win), then per-session extras. */
+static char **session_env(sup *s, char *const *extra, size_t n_extra)
+{
+    const lz_resolved_config *cfg = s->sc->cfg;
+    size_t n_img = 0;
+    while (s->sc->image->env && s->sc->image->env[n_img])
+        n_img++;
+    size_t cap = n_img + cfg->n_env + n_extra + 4;
+    char **env = lz_xcalloc(cap, sizeof(char *));
+    size_t n = 0;
+    bool have_path = false, have_home = false;
+    for (size_t i = 0; i < n_img; i++) {
+        env[n++] = lz_xstrdup(s->sc->image->env[i]);
+        have_path |= strncmp(s->sc->image->env[i], "PATH=", 5) == 0;
+        have_home |= strncmp(s->sc->image->env[i], "HOME=", 5) == 0;
+    }
+    if (!have_path)
+        env[n++] = lz_xstrdup("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
+    if (!have_home)
+        env[n++] = lz_xstrdup("HOME=/root");
+    for (size_t i = 0; i < n_extra; i++)
+        env[n++] = lz_xstrdup(extra[i]);
+    for (size_t i = 0; i < cfg->n_env; i++)
+        env[n++] = lz_xasprintf("%s=%s", cfg->env[i].sandbox_name, cfg->env[i].value);
+    if (s->statx_fix)
+        env[n++] = lz_xstrdup("LD_PRELOAD=" LZ_GUEST_STATX_FIX);
+    env[n] = NULL;
+    return env;
+}
+
+static void free_strv(char **v)
+{
+    if (!v)
+        return;
+    for (char **p = v; *p; p++) {
+        explicit_bzero(*p, strlen(*p)); /* may hold secrets */
+        free(*p);
+    }
+    free(v);
+}
+
+static int write_config(sup *s, lz_error **err)
+{
+    const lz_resolved_config *cfg = s->sc->cfg;
+    /* Revalidate the workspace and the volume sources right before runsc
+     * opens them by name: a replaced path refuses the start. */
+    _cleanup_close_ int ws = lz_plan_open(&cfg->workspace, O_PATH | O_DIRECTORY, true, err);
+    if (ws < 0)
+        return -1;
+    for (size_t i = 0; i < cfg->n_volumes; i++) {
+        int fd = lz_plan_open(&cfg->volumes[i].source, O_PATH, true, err);
+        if (fd < 0)
+            return -1;
+        close(fd);
+    }
+    struct stat gst;
+    bool git_dir = fstatat(ws, ".git", &gst, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(gst.st_mode);
+    _cleanup_free_ char *git = git_dir ? join(cfg->workspace.label, ".git") : NULL;
+
+    size_t n = s->n_persist + cfg->n_volumes;
+    lz_spec_mount *mounts = lz_xcalloc(n ? n : 1, sizeof(*mounts));
+    size_t k = 0;
+    for (size_t i = 0; i < s->n_persist; i++)
+        mounts[k++] = (lz_spec_mount) { s->persist_mounts[i], cfg->persistent_dirs[i], false };
+    for (size_t i = 0; i < cfg->n_volumes; i++)
+        mounts[k++] = (lz_spec_mount) { cfg->volumes[i].source.label, cfg->volumes[i].container,
+                                        cfg->volumes[i].access == LZ_ACCESS_READ_ONLY };
+    char **env = session_env(s, NULL, 0);
+    _cleanup_free_ char *hostname = lz_xasprintf("lazaret-%s", cfg->profile);
+    lz_sandbox_spec spec = {
+        .rootfs = s->sc->image->rootfs_label,
+        .hostname = hostname,
+        .workspace = cfg->workspace.label,
+        .git_dir = git,
+        .mounts = mounts,
+        .n_mounts = k,
+        .guest_bin_dir = s->sc->guest_bin_dir,
+        .guest_lib_dir = s->sc->guest_lib_dir,
+        .env = NULL,
+    };
+    /* The init process gets the image environment only: no secrets in a
+     * file on disk. */
+    char **init_env = lz_xcalloc(2, sizeof(char *));
+    init_env[0] = lz_xstrdup("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
+    spec.env = init_env;
+    json_t *j = lz_spec_container(&spec);
+    free(mounts);
+    free_strv(env);
+    free_strv(init_env);
+
+    if (mkdirat_mode(s->gen_fd, "bundle", 0700, err) < 0) {
+        json_decref(j);
+        return -1;
+    }
+    _cleanup_close_ int bundle = open_dir_at(s->gen_fd, "bundle", err);
+    int fd = bundle >= 0 ? openat(bundle, "config.json",
+                                  O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600)
+                         : -1;
+    int r = fd >= 0 ? json_dumpfd(j, fd, JSON_INDENT(1)) : -1;
+    json_decref(j);
+    if (fd < 0 || r < 0) {
+        if (fd >= 0)
+            close(fd);
+        return lz_error_set(err, errno, "cannot write %s/bundle/config.json",
+                            s->sc->generation_dir);
+    }
+    close(fd);
+    return 0;
+}
+
+static int do_start(sup *s, lz_error **err)
+{
+    if (mkdirat_mode(s->gen_fd, "runsc", 0700, err) < 0)
+        return -1;
+    if (mount_persistent(s, err) < 0 || write_config(s, err) < 0)
+        return -1;
+    _cleanup_free_ char *bundle = join(s->sc->generation_dir, "bundle");
+    _cleanup_free_ char *pidfile = join(s->sc->generation_dir, "sandbox.pid");
+    char *const create[] = { (char *) "create", (char *) "--bundle", bundle,
+                             (char *) "--pid-file", pidfile, (char *) s->sc->container_id, NULL };
+    if (runsc_simple(s, create, "runsc-create.err", err) < 0)
+        return -1;
+    char *const start[] = { (char *) "start", (char *) s->sc->container_id, NULL };
+    if (runsc_simple(s, start, "runsc-start.err", err) < 0)
+        return -1;
+    s->started = true;
+
+    /* Detect, don't assume: does statx(AT_NO_AUTOMOUNT) work here? */
+    char *const probe[] = { (char *) "exec", (char *) s->sc->container_id,
+                            (char *) LZ_GUEST_EXEC, (char *) "--probe-statx", NULL };
+    int pid = runsc_run(s, probe, -1, -1, -1, -1, err);
+    if (pid < 0)
+        return -1;
+    int status = wait_status(pid);
+    s->statx_fix = !(status >= 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0) &&
+                   s->sc->guest_lib_dir != NULL;
+    return 0;
+}
+
+/* ---- exec and stop ----------------------------------------------------- */
+
+static int do_exec(sup *s, const lz_msg_exec *m, const int *fds, lz_error **err)
+{
+    size_t slot = MAX_EXECS;
+    for (size_t i = 0; i < MAX_EXECS; i++)
+        if (s->execs[i].pid == 0) {
+            slot = i;
+            break;
+        }
+    if (slot == MAX_EXECS)
+        return lz_error_set(err, EAGAIN, "too many sessions in this Domain");
+    char **env = session_env(s, m->env, m->envc);
+    json_t *proc = lz_spec_process(m->argv, m->argc, m->cwd, env, m->interactive);
+    free_strv(env);
+    /* The process spec holds resolved env values: it goes to runsc through
+     * an anonymous memory file, never through the file system. */
+    _cleanup_close_ int mfd = memfd_create("lazaret-process", MFD_CLOEXEC);
+    int r = mfd >= 0 ? json_dumpfd(proc, mfd, 0) : -1;
+    json_decref(proc);
+    if (r < 0)
+        return lz_error_set(err, errno, "cannot write the process specification");
+    char *const args[] = { (char *) "exec", (char *) "--process", (char *) "/proc/self/fd/3",
+                           (char *) s->sc->container_id, NULL };
+    int pid = runsc_run(s, args, fds[0], fds[1], fds[2], mfd, err);
+    if (pid < 0)
+        return -1;
+    s->execs[slot].pid = pid;
+    s->execs[slot].session_no = m->session_no;
+    return 0;
+}
+
+static void do_stop(sup *s)
+{
+    if (s->started) {
+        char *const kill_[] = { (char *) "kill", (char *) s->sc->container_id, (char *) "KILL",
+                                NULL };
+        runsc_simple(s, kill_, "runsc-kill.err", NULL);
+        char *const del[] = { (char *) "delete", (char *) "--force",
+                              (char *) s->sc->container_id, NULL };
+        runsc_simple(s, del, "runsc-delete.err", NULL);
+        s->started = false;
+    }
+    for (size_t i = 0; i < s->n_persist; i++)
+        umount2(s->persist_mounts[i], MNT_DETACH);
+}
+
+static void reap(sup *s)
+{
+    int status;
+    pid_t pid;
+    while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+        for (size_t i = 0; i < MAX_EXECS; i++) {
+            if (s->execs[i].pid != pid)
+                continue;
+            lz_wbuf b;
+            lz_msg_pair_encode(&b, LZ_SUP_EXEC_EXITED, s->execs[i].session_no, (uint32_t) status);
+            lz_wire_send(s->sock, &b, NULL, 0, NULL);
+            s->execs[i].pid = 0;
+        }
+    }
+}
+
+static int supervisor_loop(sup *s)
+{
+    sigset_t mask;
+    sigemptyset(&mask);
+    sigaddset(&mask, SIGCHLD);
+    sigaddset(&mask, SIGTERM);
+    sigaddset(&mask, SIGINT);
+    sigaddset(&mask, SIGHUP);
+    sigprocmask(SIG_BLOCK, &mask, NULL);
+    int sfd = signalfd(-1, &mask, SFD_CLOEXEC);
+    if (sfd < 0)
+        return 1;
+
+    static uint8_t buf[LZ_WIRE_MAX];
+    for (;;) {
+        struct pollfd p[2] = { { .fd = s->sock, .events = POLLIN }, { .fd = sfd, .events = POLLIN } };
+        if (poll(p, 2, -1) < 0) {
+            if (errno == EINTR)
+                continue;
+            break;
+        }
+        if (p[1].revents & POLLIN) {
+            struct signalfd_siginfo si;
+            if (read(sfd, &si, sizeof(si)) == sizeof(si)) {
+                if (si.ssi_signo == SIGCHLD)
+                    reap(s);
+                else
+                    break; /* asked to end: stop the sandbox */
+            }
+        }
+        if (!(p[0].revents & (POLLIN | POLLHUP | POLLERR)))
+            continue;
+        int fds[LZ_WIRE_MAX_FDS];
+        size_t nfds = 0;
+        ssize_t n = lz_wire_recv(s->sock, buf, fds, LZ_WIRE_MAX_FDS, &nfds, NULL);
+        if (n <= 0)
+            break; /* the coordinator is gone: stop */
+        lz_rbuf r;
+        lz_rbuf_init(&r, buf, (size_t) n);
+        lz_error *err = NULL;
+        lz_wbuf b;
+        if (r.type == LZ_SUP_START && lz_rbuf_done(&r) && nfds == 0 && !s->started) {
+            if (do_start(s, &err) < 0) {
+                send_failed(s, err);
+                lz_error_free(err);
+            } else {
+                lz_wbuf_init(&b, LZ_SUP_STARTED);
+                lz_wbuf_u32(&b, s->statx_fix ? 1 : 0);
+                lz_wire_send(s->sock, &b, NULL, 0, NULL);
+            }
+        } else if (r.type == LZ_SUP_EXEC && nfds == 3 && s->started) {
+            lz_msg_exec m;
+            if (!lz_msg_exec_decode(&r, &m)) {
+                for (size_t i = 0; i < nfds; i++)
+                    close(fds[i]);
+                break; /* protocol violation from the coordinator: fatal */
+            }
+            if (do_exec(s, &m, fds, &err) < 0) {
+                /* Report as an immediate exit with status 125 << 8. */
+                lz_msg_pair_encode(&b, LZ_SUP_EXEC_EXITED, m.session_no, 125u << 8);
+                lz_wire_send(s->sock, &b, NULL, 0, NULL);
+                lz_error_free(err);
+            }
+            lz_msg_exec_clear(&m);
+        } else if (r.type == LZ_SUP_STOP && lz_rbuf_done(&r) && nfds == 0) {
+            do_stop(s);
+            lz_wbuf_init(&b, LZ_SUP_STOPPED);
+            lz_wire_send(s->sock, &b, NULL, 0, NULL);
+            return 0;
+        } else {
+            for (size_t i = 0; i < nfds; i++)
+                close(fds[i]);
+            break; /* anything else is a protocol violation: fatal */
+        }
+        for (size_t i = 0; i < nfds; i++)
+            close(fds[i]);
+    }
+    do_stop(s);
+    return 1;
+}
+
+/* ---- process shape ----------------------------------------------------- */
+
+typedef struct spawn_ctx {
+    const lz_supervisor_config *sc;
+    int sock;
+    int pid_pipe;
+} spawn_ctx;
+
+static int supervisor_main(spawn_ctx *c)
+{
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    prctl(PR_SET_NAME, "lz-supervisor");
+    sup s = { .sc = c->sc, .sock = c->sock, .gen_fd = -1 };
+    /* A /proc of our own pid namespace: runsc re-executes /proc/self/exe
+     * from its sandbox child, which fails (EACCES) through the /proc of the
+     * parent pid namespace. */
+    if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0) {
+        lz_error *e = NULL;
+        lz_error_set(&e, errno, "cannot mount /proc for the supervisor's pid namespace");
+        send_failed(&s, e);
+        lz_error_free(e);
+        return 1;
+    }
+    s.gen_fd = open(c->sc->generation_dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (s.gen_fd < 0) {
+        lz_error *e = NULL;
+        lz_error_set(&e, errno, "cannot open %s", c->sc->generation_dir);
+        send_failed(&s, e);
+        lz_error_free(e);
+        return 1;
+    }
+    /* The plans were made in the coordinator's mount namespace; every mount
+     * has a new id in ours. This process owns its copy of the resolved
+     * configuration (fork), so it rebases that copy in place. */
+    {
+        lz_resolved_config *cfg = (lz_resolved_config *) c->sc->cfg;
+        lz_error *e = NULL;
+        int r = lz_plan_rebase(&cfg->workspace, &e);
+        if (r == 0)
+            r = lz_plan_rebase(&cfg->storage_domain_root, &e);
+        for (size_t i = 0; r == 0 && i < cfg->n_volumes; i++)
+            r = lz_plan_rebase(&cfg->volumes[i].source, &e);
+        if (r < 0) {
+            send_failed(&s, e);
+            lz_error_free(e);
+            return 1;
+        }
+    }
+    /* runsc global flags. */
+    char *root = join(c->sc->generation_dir, "runsc");
+    s.runsc_globals = lz_xcalloc(8, sizeof(char *));
+    s.runsc_globals[s.n_globals++] = lz_xasprintf("--root=%s", root);
+    free(root);
+    /* Rootless runsc cannot configure cgroups unless the user's cgroup is
+     * delegated and writable (PLATFORM.md): detect, don't assume. */
+    if (access("/sys/fs/cgroup", W_OK) != 0)
+        s.runsc_globals[s.n_globals++] = lz_xstrdup("--ignore-cgroups");
+    s.runsc_globals[s.n_globals++] = lz_xstrdup("--network=none");
+    /* The image is shared read-only by every Domain: the sandbox writes to
+     * an in-sandbox overlay of the root only, discarded with the sandbox.
+     * Bind mounts (workspace, persistent dirs, volumes) are not wrapped. */
+    s.runsc_globals[s.n_globals++] = lz_xstrdup("--overlay2=root:memory");
+    if (c->sc->log_path)
+        s.runsc_globals[s.n_globals++] = lz_xasprintf("--log=%s", c->sc->log_path);
+    s.runsc_globals[s.n_globals] = NULL;
+    return supervisor_loop(&s);
+}
+
+static int outer_main(void *arg)
+{
+    spawn_ctx *c = arg;
+    /* Own mount namespace (overlays live and die with it) and own pid
+     * namespace (its init's death kills every runsc process). */
+    if (unshare(CLONE_NEWNS | CLONE_NEWPID) < 0)
+        return 120;
+    if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+        return 121;
+    pid_t pid = fork();
+    if (pid < 0)
+        return 122;
+    if (pid == 0) {
+        close(c->pid_pipe);
+        _exit(supervisor_main(c));
+    }
+    close(c->sock);
+    int32_t p = pid;
+    if (write(c->pid_pipe, &p, sizeof(p)) != sizeof(p))
+        return 123;
+    close(c->pid_pipe);
+    prctl(PR_SET_NAME, "lz-supervisor-ns");
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 124;
+}
+
+int lz_supervisor_spawn(const lz_supervisor_config *sc, lz_supervisor_handle *h, lz_error **err)
+{
+    int sv[2], pp[2];
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+        return lz_error_set(err, errno, "cannot create the supervisor channel");
+    if (pipe2(pp, O_CLOEXEC) < 0) {
+        close(sv[0]);
+        close(sv[1]);
+        return lz_error_set(err, errno, "cannot create a pipe");
+    }
+    spawn_ctx c = { sc, sv[1], pp[1] };
+    pid_t outer;
+    int r = lz_userns_spawn(outer_main, &c, &outer, err);
+    close(sv[1]);
+    close(pp[1]);
+    if (r < 0) {
+        close(sv[0]);
+        close(pp[0]);
+        return lz_error_prefix(err, "cannot start the Runtime Supervisor");
+    }
+    int32_t init = 0;
+    ssize_t n;
+    do
+        n = read(pp[0], &init, sizeof(init));
+    while (n < 0 && errno == EINTR);
+    close(pp[0]);
+    if (n != sizeof(init)) {
+        close(sv[0]);
+        kill(outer, SIGKILL);
+        waitpid(outer, NULL, 0);
+        lz_error_set(err, 0, "the Runtime Supervisor failed to set up its namespaces");
+        return lz_error_hint(err, "run 'lazaret doctor' to check user namespaces, newuidmap and "
+                                  "subordinate id ranges");
+    }
+    h->outer_pid = outer;
+    h->init_pid = init;
+    h->sock = sv[0];
+    return 0;
+}
