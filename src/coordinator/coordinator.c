@@ -29,6 +29,9 @@
 /* A generation nobody joins (its bootstrapping CLI died) ends after this. */
 #define EMPTY_START_TIMEOUT_MS 30000
 #define STOP_TIMEOUT_MS 30000
+/* A command whose client left gets SIGHUP (as a closed terminal would
+ * send), then SIGKILL after this long. */
+#define ORPHAN_GRACE_MS 3000
 
 typedef enum session_state {
     S_FREE = 0,
@@ -46,6 +49,8 @@ typedef struct session {
     pid_t cli_pid;
     lz_msg_run run;
     int fds[3];
+    struct timespec orphaned;  /* when the CLI of a running command left */
+    bool killed;               /* SIGKILL already requested */
 } session;
 
 typedef enum gen_state { G_STARTING, G_RUNNING, G_FAILED, G_TEARDOWN } gen_state;
@@ -206,6 +211,11 @@ static void session_message(coord *c, session *s)
         if (s->state == S_RUNNING) {
             close(s->sock);
             s->sock = -1;
+            clock_gettime(CLOCK_MONOTONIC, &s->orphaned);
+            lz_wbuf b;
+            lz_msg_pair_encode(&b, LZ_SUP_SIGNAL, s->no, SIGHUP);
+            if (c->sup_alive)
+                lz_wire_send(c->sup.sock, &b, NULL, 0, NULL);
         } else {
             session_close(c, s);
         }
@@ -659,6 +669,22 @@ void lz_coordinator_main(lz_coordinator_args *a)
             }
         }
         int timeout = c.n_ever == 0 ? 1000 : -1;
+        /* Escalate to SIGKILL for commands whose client left. */
+        for (size_t i = 0; i < MAX_SESSIONS; i++) {
+            session *s = &c.sessions[i];
+            if (s->state != S_RUNNING || s->sock >= 0 || s->killed)
+                continue;
+            int64_t left = ORPHAN_GRACE_MS - ms_since(&s->orphaned);
+            if (left <= 0) {
+                lz_wbuf b;
+                lz_msg_pair_encode(&b, LZ_SUP_SIGNAL, s->no, SIGKILL);
+                if (c.sup_alive)
+                    lz_wire_send(c.sup.sock, &b, NULL, 0, NULL);
+                s->killed = true;
+            } else if (timeout < 0 || left < timeout) {
+                timeout = (int) left;
+            }
+        }
         if (poll(p, np, timeout) < 0) {
             if (errno == EINTR)
                 continue;

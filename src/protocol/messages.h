@@ -21,6 +21,7 @@
  *
  *   HC -> RS    SUP_START             create and start this generation's sandbox
  *               SUP_EXEC              run a session command in it; fds: stdio
+ *               SUP_SIGNAL            signal a session's command (its client left)
  *               SUP_STOP              kill and delete the sandbox, then exit
  *   RS -> HC    SUP_STARTED / SUP_FAILED, SUP_EXEC_EXITED, SUP_STOPPED
  *
@@ -54,6 +55,7 @@ enum {
     LZ_SUP_START = 100,
     LZ_SUP_EXEC = 101,
     LZ_SUP_STOP = 102,
+    LZ_SUP_SIGNAL = 103,
     LZ_SUP_STARTED = 110,
     LZ_SUP_FAILED = 111,
     LZ_SUP_EXEC_EXITED = 112,
@@ -124,7 +126,8 @@ void lz_msg_exec_clear(lz_msg_exec *m);
 void lz_msg_text_encode(lz_wbuf *b, uint16_t type, const char *text);
 char *lz_msg_text_decode(lz_rbuf *r);
 
-/* Two-u32 messages (EXIT: outcome, code; SUP_EXEC_EXITED: session, status). */
+/* Two-u32 messages (EXIT: outcome, code; SUP_EXEC_EXITED: session, status;
+ * SUP_SIGNAL: session, signal). */
 void lz_msg_pair_encode(lz_wbuf *b, uint16_t type, uint32_t a, uint32_t c);
 bool lz_msg_pair_decode(lz_rbuf *r, uint32_t *a, uint32_t *c);
 

@@ -150,13 +150,26 @@ static int runsc_run(sup *s, char *const *args, int in, int out, int errfd, int 
     return pid;
 }
 
-static int wait_status(pid_t pid)
+static void child_exited(sup *s, pid_t pid, int status);
+
+/* Wait for `pid`. As pid 1 of its pid namespace the supervisor inherits every
+ * orphan (runsc's sandbox and gofer processes among them) and must reap them
+ * all the time: runsc delete waits until those processes are gone, and an
+ * unreaped zombie still "exists". */
+static int wait_status(sup *s, pid_t pid)
 {
-    int status = 0;
-    while (waitpid(pid, &status, 0) < 0)
-        if (errno != EINTR)
+    for (;;) {
+        int status = 0;
+        pid_t r = waitpid(-1, &status, 0);
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
             return -1;
-    return status;
+        }
+        if (r == pid)
+            return status;
+        child_exited(s, r, status);
+    }
 }
 
 /* Last non-empty line of a small file, for error messages. */
@@ -192,7 +205,7 @@ static int runsc_simple(sup *s, char *const *args, const char *errname, lz_error
     close(efd);
     if (pid < 0)
         return -1;
-    int status = wait_status(pid);
+    int status = wait_status(s, pid);
     if (status < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
         _cleanup_free_ char *line = last_line_of(s->gen_fd, errname);
         lz_error_set(err, 0, "runsc %s failed: %s", args[0],
@@ -412,7 +425,7 @@ static int do_start(sup *s, lz_error **err)
     int pid = runsc_run(s, probe, -1, -1, -1, -1, err);
     if (pid < 0)
         return -1;
-    int status = wait_status(pid);
+    int status = wait_status(s, pid);
     s->statx_fix = !(status >= 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0) &&
                    s->sc->guest_lib_dir != NULL;
     return 0;
@@ -440,7 +453,12 @@ static int do_exec(sup *s, const lz_msg_exec *m, const int *fds, lz_error **err)
     json_decref(proc);
     if (r < 0)
         return lz_error_set(err, errno, "cannot write the process specification");
-    char *const args[] = { (char *) "exec", (char *) "--process", (char *) "/proc/self/fd/3",
+    /* The command's pid inside the sandbox, for SIGKILL (runsc exec
+     * forwards catchable signals itself, but SIGKILL would only kill it). */
+    _cleanup_free_ char *pidfile = lz_xasprintf("%s/exec-%u.pid", s->sc->generation_dir,
+                                                 m->session_no);
+    char *const args[] = { (char *) "exec", (char *) "--internal-pid-file", pidfile,
+                           (char *) "--process", (char *) "/proc/self/fd/3",
                            (char *) s->sc->container_id, NULL };
     int pid = runsc_run(s, args, fds[0], fds[1], fds[2], mfd, err);
     if (pid < 0)
@@ -448,6 +466,32 @@ static int do_exec(sup *s, const lz_msg_exec *m, const int *fds, lz_error **err)
     s->execs[slot].pid = pid;
     s->execs[slot].session_no = m->session_no;
     return 0;
+}
+
+static void do_signal(sup *s, uint32_t session_no, uint32_t sig)
+{
+    for (size_t i = 0; i < MAX_EXECS; i++) {
+        if (s->execs[i].pid == 0 || s->execs[i].session_no != session_no)
+            continue;
+        if (sig != SIGKILL) {
+            kill(s->execs[i].pid, (int) sig);
+            return;
+        }
+        char name[64];
+        snprintf(name, sizeof(name), "exec-%u.pid", session_no);
+        _cleanup_free_ char *line = last_line_of(s->gen_fd, name);
+        char *end = NULL;
+        long guest = line ? strtol(line, &end, 10) : 0;
+        if (guest > 0 && end && *end == '\0') {
+            char spid[32];
+            snprintf(spid, sizeof(spid), "%ld", guest);
+            char *const args[] = { (char *) "kill", (char *) "--pid", spid,
+                                   (char *) s->sc->container_id, (char *) "KILL", NULL };
+            runsc_simple(s, args, "runsc-kill-exec.err", NULL);
+        }
+        kill(s->execs[i].pid, SIGKILL);
+        return;
+    }
 }
 
 static void do_stop(sup *s)
@@ -465,20 +509,27 @@ static void do_stop(sup *s)
         umount2(s->persist_mounts[i], MNT_DETACH);
 }
 
+static void child_exited(sup *s, pid_t pid, int status)
+{
+    for (size_t i = 0; i < MAX_EXECS; i++) {
+        if (s->execs[i].pid != pid)
+            continue;
+        lz_wbuf b;
+        lz_msg_pair_encode(&b, LZ_SUP_EXEC_EXITED, s->execs[i].session_no, (uint32_t) status);
+        lz_wire_send(s->sock, &b, NULL, 0, NULL);
+        s->execs[i].pid = 0;
+        char name[64];
+        snprintf(name, sizeof(name), "exec-%u.pid", s->execs[i].session_no);
+        unlinkat(s->gen_fd, name, 0);
+    }
+}
+
 static void reap(sup *s)
 {
     int status;
     pid_t pid;
-    while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
-        for (size_t i = 0; i < MAX_EXECS; i++) {
-            if (s->execs[i].pid != pid)
-                continue;
-            lz_wbuf b;
-            lz_msg_pair_encode(&b, LZ_SUP_EXEC_EXITED, s->execs[i].session_no, (uint32_t) status);
-            lz_wire_send(s->sock, &b, NULL, 0, NULL);
-            s->execs[i].pid = 0;
-        }
-    }
+    while ((pid = waitpid(-1, &status, WNOHANG)) > 0)
+        child_exited(s, pid, status);
 }
 
 static int supervisor_loop(sup *s)
@@ -545,6 +596,12 @@ static int supervisor_loop(sup *s)
                 lz_error_free(err);
             }
             lz_msg_exec_clear(&m);
+        } else if (r.type == LZ_SUP_SIGNAL && nfds == 0) {
+            uint32_t no, sig;
+            if (!lz_msg_pair_decode(&r, &no, &sig) ||
+                (sig != SIGHUP && sig != SIGTERM && sig != SIGINT && sig != SIGKILL))
+                break; /* protocol violation: fatal */
+            do_signal(s, no, sig);
         } else if (r.type == LZ_SUP_STOP && lz_rbuf_done(&r) && nfds == 0) {
             do_stop(s);
             lz_wbuf_init(&b, LZ_SUP_STOPPED);
