@@ -94,6 +94,8 @@ void lz_error_free(lz_error *err)
 
 lz_error *lz_error_take(lz_error **err)
 {
+    if (!err)
+        return NULL;
     lz_error *e = *err;
     *err = NULL;
     return e;

@@ -33,9 +33,12 @@ static int fail(dctx *c, const lz_source_pos *pos, const char *keypath, const ch
     if (vasprintf(&what, fmt, ap) < 0)
         what = NULL;
     va_end(ap);
-    if (pos && pos->line)
+    if (pos && pos->line && pos->column)
         lz_error_set(c->err, 0, "%s:%u:%u: %s: %s", c->label, pos->line, pos->column,
                      keypath, what ? what : "invalid value");
+    else if (pos && pos->line)
+        lz_error_set(c->err, 0, "%s:%u: %s: %s", c->label, pos->line, keypath,
+                     what ? what : "invalid value");
     else
         lz_error_set(c->err, 0, "%s: %s: %s", c->label, keypath, what ? what : "invalid value");
     if (hint)

@@ -7,6 +7,10 @@
 
 #include "config/toml.h"
 
+extern "C" {
+#include "common/util.h"
+}
+
 #include <toml++/toml.h>
 
 #include <cstdlib>
@@ -18,6 +22,64 @@
 static_assert(!TOML_ENABLE_UNRELEASED_FEATURES, "TOML 1.1-only syntax must stay disabled");
 
 namespace {
+
+// Bounds on nesting. toml++ limits nested arrays and inline tables but not
+// dotted keys or table headers (`a.a.a…` with 50,000 parts overflows its
+// stack inside toml::parse), and convert() below recurses per level.
+constexpr size_t kMaxKeyParts = 64;
+constexpr unsigned kMaxDepth = 1024; // toml++ stops arrays/inline tables at 256
+
+// A conservative pre-scan: outside strings and comments, count the dots
+// between separators ('=', ',', '{', '}', '[', newline). A key with more than
+// kMaxKeyParts parts is refused before toml++ sees it. Values rarely contain
+// more than one bare dot between separators (1.5, a date-time), so nothing a
+// real configuration writes comes near the bound.
+bool key_parts_within_bound(std::string_view s, unsigned *line_out)
+{
+    size_t dots = 0;
+    unsigned line = 1;
+    size_t i = 0, n = s.size();
+    while (i < n) {
+        char c = s[i];
+        if (c == '\n') {
+            line++;
+            dots = 0;
+            i++;
+        } else if (c == '#') {
+            while (i < n && s[i] != '\n')
+                i++;
+        } else if (c == '"' || c == '\'') {
+            bool multi = i + 2 < n && s[i + 1] == c && s[i + 2] == c;
+            bool basic = c == '"';
+            i += multi ? 3 : 1;
+            while (i < n) {
+                if (basic && s[i] == '\\') {
+                    i += 2;
+                    continue;
+                }
+                if (s[i] == '\n') {
+                    line++;
+                    if (!multi)
+                        break; // unterminated: toml++ reports it
+                }
+                if (s[i] == c && (!multi || (i + 2 < n && s[i + 1] == c && s[i + 2] == c))) {
+                    i += multi ? 3 : 1;
+                    break;
+                }
+                i++;
+            }
+        } else {
+            if (c == '.' && ++dots > kMaxKeyParts) {
+                *line_out = line;
+                return false;
+            }
+            if (c == '=' || c == ',' || c == '{' || c == '}' || c == '[' || c == ']')
+                dots = 0;
+            i++;
+        }
+    }
+    return true;
+}
 
 struct bad_content {
     unsigned line, column;
@@ -57,10 +119,18 @@ struct tree_guard {
     ~tree_guard() { lz_toml_free(n); }
 };
 
-lz_toml_node *convert(const toml::node &src);
+lz_toml_node *convert(const toml::node &src, unsigned depth);
 
-lz_toml_node *convert_table(const toml::table &t)
+void check_depth(const toml::node &n, unsigned depth)
 {
+    if (depth > kMaxDepth)
+        throw bad_content{ n.source().begin.line, n.source().begin.column,
+                           "tables and arrays nested too deeply" };
+}
+
+lz_toml_node *convert_table(const toml::table &t, unsigned depth)
+{
+    check_depth(t, depth);
     tree_guard g{ new_node(LZ_TOML_TABLE) };
     set_pos(g.n, t.source());
     size_t count = t.size();
@@ -78,15 +148,16 @@ lz_toml_node *convert_table(const toml::table &t)
         e.line = k.source().begin.line;
         e.column = k.source().begin.column;
         g.n->u.table.count++;
-        e.value = convert(v);
+        e.value = convert(v, depth + 1);
     }
     lz_toml_node *out = g.n;
     g.n = nullptr;
     return out;
 }
 
-lz_toml_node *convert_array(const toml::array &a)
+lz_toml_node *convert_array(const toml::array &a, unsigned depth)
 {
+    check_depth(a, depth);
     tree_guard g{ new_node(LZ_TOML_ARRAY) };
     set_pos(g.n, a.source());
     size_t count = a.size();
@@ -96,7 +167,7 @@ lz_toml_node *convert_array(const toml::array &a)
             throw std::bad_alloc();
     }
     for (const toml::node &v : a) {
-        g.n->u.array.items[g.n->u.array.count] = convert(v);
+        g.n->u.array.items[g.n->u.array.count] = convert(v, depth + 1);
         g.n->u.array.count++;
     }
     lz_toml_node *out = g.n;
@@ -104,13 +175,13 @@ lz_toml_node *convert_array(const toml::array &a)
     return out;
 }
 
-lz_toml_node *convert(const toml::node &src)
+lz_toml_node *convert(const toml::node &src, unsigned depth)
 {
     switch (src.type()) {
     case toml::node_type::table:
-        return convert_table(*src.as_table());
+        return convert_table(*src.as_table(), depth);
     case toml::node_type::array:
-        return convert_array(*src.as_array());
+        return convert_array(*src.as_array(), depth);
     default:
         break;
     }
@@ -153,15 +224,46 @@ lz_toml_node *convert(const toml::node &src)
     return out;
 }
 
+// The parser's message may quote document bytes (control characters, a
+// newline). Escape everything but printable ASCII and whole UTF-8 sequences,
+// and never cut a sequence in half.
 void set_diag(lz_toml_diag *diag, unsigned line, unsigned column, std::string_view msg)
 {
     if (!diag)
         return;
     diag->line = line;
     diag->column = column;
-    size_t n = msg.size() < sizeof(diag->message) - 1 ? msg.size() : sizeof(diag->message) - 1;
-    std::memcpy(diag->message, msg.data(), n);
-    diag->message[n] = '\0';
+    size_t o = 0, cap = sizeof(diag->message) - 1;
+    for (size_t i = 0; i < msg.size();) {
+        unsigned char c = static_cast<unsigned char>(msg[i]);
+        size_t len = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3
+                                   : (c & 0xF8) == 0xF0 ? 4 : 0;
+        bool whole = len > 1 && i + len <= msg.size();
+        for (size_t k = 1; whole && k < len; k++)
+            whole = (static_cast<unsigned char>(msg[i + k]) & 0xC0) == 0x80;
+        if (len == 1 && c >= 0x20 && c != 0x7f) {
+            if (o + 1 > cap)
+                break;
+            diag->message[o++] = static_cast<char>(c);
+            i++;
+        } else if (whole && lz_utf8_valid(msg.data() + i, len)) {
+            if (o + len > cap)
+                break;
+            std::memcpy(diag->message + o, msg.data() + i, len);
+            o += len;
+            i += len;
+        } else {
+            if (o + 4 > cap)
+                break;
+            static const char hex[] = "0123456789abcdef";
+            diag->message[o++] = '\\';
+            diag->message[o++] = 'x';
+            diag->message[o++] = hex[c >> 4];
+            diag->message[o++] = hex[c & 15];
+            i++;
+        }
+    }
+    diag->message[o] = '\0';
 }
 
 } // namespace
@@ -169,8 +271,13 @@ void set_diag(lz_toml_diag *diag, unsigned line, unsigned column, std::string_vi
 extern "C" int lz_toml_parse(const char *buf, size_t len, lz_toml_node **ret_root, lz_toml_diag *diag)
 {
     try {
+        unsigned deep_line = 0;
+        if (!key_parts_within_bound(std::string_view(buf, len), &deep_line)) {
+            set_diag(diag, deep_line, 0, "a key has too many dotted parts");
+            return -1;
+        }
         toml::table doc = toml::parse(std::string_view(buf, len));
-        *ret_root = convert_table(doc);
+        *ret_root = convert_table(doc, 0);
         return 0;
     } catch (const toml::parse_error &e) {
         set_diag(diag, e.source().begin.line, e.source().begin.column, e.description());
