@@ -45,14 +45,14 @@ static int remove_contents(int dfd, dev_t dev, int depth, const char *label, lz_
             int sub = openat(dfd, e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
             if (sub < 0 && errno == EACCES) {
                 /* A 0500 directory we own: make it writable first. */
-                fchmodat(dfd, e->d_name, 0700, 0);
-                sub = openat(dfd, e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                if (fchmodat(dfd, e->d_name, 0700, 0) == 0)
+                    sub = openat(dfd, e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
             }
             if (sub < 0) {
                 r = lz_error_set(err, errno, "cannot remove %s/%s", label, e->d_name);
                 break;
             }
-            fchmod(sub, 0700);
+            (void) !fchmod(sub, 0700); /* best effort: unlinks below report failures */
             r = remove_contents(sub, dev, depth + 1, label, err);
             close(sub);
             if (r == 0 && unlinkat(dfd, e->d_name, AT_REMOVEDIR) < 0 && errno != ENOENT)
