@@ -57,7 +57,26 @@ def test_unknown_global_option(lz):
     assert "unknown option '--frobnicate'" in p.stderr
 
 
-@pytest.mark.parametrize("cmd,status", [("run", 125), ("status", 1), ("state", 1)])
+def test_run_usage_errors(lz):
+    p = lz.run(["run"])
+    assert p.returncode == 2
+    assert "missing PROFILE" in p.stderr
+    p = lz.run(["run", "p", "--frobnicate"])
+    assert p.returncode == 2
+    assert "unknown option '--frobnicate'" in p.stderr
+    p = lz.run(["run", "p", "extra"])
+    assert p.returncode == 2
+    assert "put the command after '--'" in p.stderr
+
+
+def test_run_with_invalid_configuration_is_a_lazaret_failure(lz):
+    # No configuration file at all: Lazaret fails (125), not the command.
+    p = lz.run(["run", "p", "--", "true"])
+    assert p.returncode == 125
+    assert "configuration" in p.stderr and "fix:" in p.stderr
+
+
+@pytest.mark.parametrize("cmd,status", [("status", 1), ("state", 1)])
 def test_unavailable_commands_say_so(lz, cmd, status):
     p = lz.run([cmd])
     assert p.returncode == status
