@@ -243,7 +243,7 @@ static void check_runsc(doctor *d)
     long date = runsc_release_date(out.data);
     lz_spawn_output_free(&out);
 
-    char when[16] = "unknown";
+    char when[32] = "unknown";
     if (date)
         snprintf(when, sizeof(when), "%04ld-%02ld-%02ld", date / 10000, date / 100 % 100,
                  date % 100);

@@ -6,13 +6,33 @@
 #include <fcntl.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <linux/openat2.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "common/util.h"
 
 #define MAX_DEPTH 256
 
-static int remove_contents(int dfd, dev_t dev, int depth, const char *label, lz_error **err)
+/* Open a subdirectory without following a symlink or crossing a mount point
+ * (bind mounts of the same file system included: RESOLVE_NO_XDEV compares
+ * mounts, not devices). A directory we own with mode 0500 is made writable
+ * first so that its entries can be removed. */
+static int open_subdir(int dfd, const char *name)
+{
+    struct open_how how = {
+        .flags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC,
+        .resolve = RESOLVE_BENEATH | RESOLVE_NO_XDEV | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
+    };
+    int fd = (int)syscall(SYS_openat2, dfd, name, &how, sizeof(how));
+    if (fd < 0 && errno == EACCES && fchmodat(dfd, name, 0700, AT_SYMLINK_NOFOLLOW) == 0)
+        fd = (int)syscall(SYS_openat2, dfd, name, &how, sizeof(how));
+    if (fd >= 0)
+        (void)!fchmod(fd, 0700); /* best effort: unlinks below report failures */
+    return fd;
+}
+
+static int remove_contents(int dfd, int depth, const char *label, lz_error **err)
 {
     if (depth > MAX_DEPTH)
         return lz_error_set(err, ELOOP, "cannot remove %s: the tree is too deep", label);
@@ -37,23 +57,15 @@ static int remove_contents(int dfd, dev_t dev, int depth, const char *label, lz_
             break;
         }
         if (S_ISDIR(st.st_mode)) {
-            if (st.st_dev != dev) {
-                r = lz_error_set(err, EXDEV, "refusing to remove %s/%s: it is a mount point",
+            int sub = open_subdir(dfd, e->d_name);
+            if (sub < 0) {
+                r = lz_error_set(err, errno,
+                                 errno == EXDEV ? "refusing to remove %s/%s: it is a mount point"
+                                                : "cannot remove %s/%s",
                                  label, e->d_name);
                 break;
             }
-            int sub = openat(dfd, e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-            if (sub < 0 && errno == EACCES) {
-                /* A 0500 directory we own: make it writable first. */
-                if (fchmodat(dfd, e->d_name, 0700, 0) == 0)
-                    sub = openat(dfd, e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-            }
-            if (sub < 0) {
-                r = lz_error_set(err, errno, "cannot remove %s/%s", label, e->d_name);
-                break;
-            }
-            (void) !fchmod(sub, 0700); /* best effort: unlinks below report failures */
-            r = remove_contents(sub, dev, depth + 1, label, err);
+            r = remove_contents(sub, depth + 1, label, err);
             close(sub);
             if (r == 0 && unlinkat(dfd, e->d_name, AT_REMOVEDIR) < 0 && errno != ENOENT)
                 r = lz_error_set(err, errno, "cannot remove %s/%s", label, e->d_name);
@@ -75,17 +87,14 @@ int lz_remove_tree_at(int dirfd, const char *name, const char *label, lz_error *
             return lz_error_set(err, errno, "cannot remove %s/%s", label, name);
         return 0;
     }
-    struct stat parent;
-    if (fstat(dirfd, &parent) < 0)
-        return lz_error_set(err, errno, "cannot remove %s/%s", label, name);
-    if (st.st_dev != parent.st_dev)
-        return lz_error_set(err, EXDEV, "refusing to remove %s/%s: it is a mount point", label,
-                            name);
-    int sub = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    int sub = open_subdir(dirfd, name);
     if (sub < 0)
-        return lz_error_set(err, errno, "cannot remove %s/%s", label, name);
+        return lz_error_set(err, errno,
+                            errno == EXDEV ? "refusing to remove %s/%s: it is a mount point"
+                                           : "cannot remove %s/%s",
+                            label, name);
     _cleanup_free_ char *sublabel = lz_xasprintf("%s/%s", label, name);
-    int r = remove_contents(sub, st.st_dev, 0, sublabel, err);
+    int r = remove_contents(sub, 0, sublabel, err);
     close(sub);
     if (r == 0 && unlinkat(dirfd, name, AT_REMOVEDIR) < 0 && errno != ENOENT)
         return lz_error_set(err, errno, "cannot remove %s/%s", label, name);

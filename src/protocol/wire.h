@@ -5,7 +5,7 @@
  * record, at most LZ_WIRE_MAX bytes, optionally carrying file descriptors
  * (SCM_RIGHTS).
  *
- *   message := u16 type || u16 fd_count || field*
+ *   message := u16 type (big endian) || field*
  *   field   := u32 (big endian) | bytes := u32 length || length bytes
  *
  * Readers are bounded: every get_* checks the remaining length and fails

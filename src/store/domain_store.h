@@ -75,7 +75,8 @@ int lz_store_participant_held(lz_domain_store *s, int64_t generation, lz_role ro
 int lz_store_participant_released(lz_domain_store *s, int64_t generation, lz_role role,
                                   lz_error **err);
 
-/* Every participant not yet Released, of every generation not ended, oldest
+/* Every participant not yet Released, of every generation (an ended one
+ * included: what its teardown could not release, recovery finishes), oldest
  * first. *ret is an array of *ret_count entries; free with
  * lz_participants_free(). */
 int lz_store_unreleased(lz_domain_store *s, lz_participant **ret, size_t *ret_count,
