@@ -111,7 +111,7 @@ static int get_bool(dctx *c, const lz_toml_node *n, const char *keypath, bool *r
 /* ---- network ---------------------------------------------------------- */
 
 static int get_prefix_list(dctx *c, const lz_toml_node *n, const char *keypath,
-                           lz_ipv4_prefix_list *ret)
+                           lz_ipv4_prefix_list *ret, lz_prefix_decls *decls)
 {
     if (expect_type(c, n, LZ_TOML_ARRAY, keypath, "an array of IPv4 prefixes") < 0)
         return -1;
@@ -129,6 +129,10 @@ static int get_prefix_list(dctx *c, const lz_toml_node *n, const char *keypath,
                         "'%s' is not an IPv4 prefix", item->u.string.bytes);
         }
         lz_ipv4_list_add(ret, &p);
+        if (decls) {
+            decls->items = lz_xrealloc(decls->items, decls->count + 1, sizeof(*decls->items));
+            decls->items[decls->count++] = (lz_prefix_decl) { p, i, pos_of(item) };
+        }
     }
     return 0;
 }
@@ -252,6 +256,7 @@ static int decode_volume(dctx *c, const lz_toml_node *n, const char *keypath, lz
     if (get_string(c, container, kp_container, &v->container) < 0)
         return -1;
     lz_source_pos cpos = pos_of(container);
+    v->container_pos = cpos;
     if (!lz_sandbox_path_valid(v->container, &what))
         return fail(c, &cpos, kp_container,
                     "write a normalized absolute path inside a persistent directory",
@@ -313,7 +318,7 @@ static int decode_volumes(dctx *c, const lz_toml_node *n, const char *keypath, l
         /* Container paths: pairwise distinct, non-ancestral. */
         for (size_t j = 0; j + 1 < pr->n_volumes; j++)
             if (lz_path_overlaps(pr->volumes[j].container, v->container))
-                return fail(c, &v->pos, kpc,
+                return fail(c, &v->container_pos, kpc,
                             "volume destinations must be distinct and may not contain one another",
                             "'%s' overlaps the destination '%s' of %s[%zu]", v->container,
                             pr->volumes[j].container, keypath, j);
@@ -486,11 +491,11 @@ static int decode_profile(dctx *c, const char *name, const lz_source_pos *name_p
         return -1;
     free(kp);
     kp = child_path(keypath, "allow_egress");
-    if ((v = lz_toml_get(n, "allow_egress")) && get_prefix_list(c, v, kp, &pr->allow_egress) < 0)
+    if ((v = lz_toml_get(n, "allow_egress")) && get_prefix_list(c, v, kp, &pr->allow_egress, &pr->allow_egress_decl) < 0)
         return -1;
     free(kp);
     kp = child_path(keypath, "deny_egress");
-    if ((v = lz_toml_get(n, "deny_egress")) && get_prefix_list(c, v, kp, &pr->deny_egress) < 0)
+    if ((v = lz_toml_get(n, "deny_egress")) && get_prefix_list(c, v, kp, &pr->deny_egress, NULL) < 0)
         return -1;
     free(kp);
     kp = child_path(keypath, "env");
@@ -510,7 +515,7 @@ static int decode_profile(dctx *c, const char *name, const lz_source_pos *name_p
         for (size_t j = 0; j < pr->n_persistent_dirs; j++) {
             if (strcmp(vol->container, pr->persistent_dirs[j]) == 0) {
                 _cleanup_free_ char *kpc = lz_xasprintf("%s[%zu].container", kp, i);
-                return fail(c, &vol->pos, kpc,
+                return fail(c, &vol->container_pos, kpc,
                             "mount the volume strictly inside the persistent directory, e.g. "
                             "\"<dir>/name\"",
                             "'%s' equals the persistent directory '%s'", vol->container,
@@ -521,7 +526,7 @@ static int decode_profile(dctx *c, const char *name, const lz_source_pos *name_p
         }
         if (parents != 1) {
             _cleanup_free_ char *kpc = lz_xasprintf("%s[%zu].container", kp, i);
-            return fail(c, &vol->pos, kpc,
+            return fail(c, &vol->container_pos, kpc,
                         "add the enclosing directory to persistent_dirs, or move the volume "
                         "inside one of them",
                         "'%s' is not inside any persistent directory", vol->container);
@@ -549,21 +554,22 @@ static int check_network_conflicts(dctx *c, const lz_config_doc *doc, const lz_p
         lz_ipv4_list_add(&deny, &lz_rfc1918_prefixes[i]);
 
     int r = 0;
-    const lz_ipv4_prefix_list *allows[2] = { &doc->default_allow, &pr->allow_egress };
-    const char *where[2] = { "network.default_allow", "allow_egress" };
+    const lz_prefix_decls *allows[2] = { &doc->default_allow_decl, &pr->allow_egress_decl };
     for (int k = 0; k < 2 && r == 0; k++) {
         for (size_t i = 0; i < allows[k]->count; i++) {
-            if (!lz_ipv4_list_contains(&deny, &allows[k]->items[i]))
+            const lz_prefix_decl *d = &allows[k]->items[i];
+            if (!lz_ipv4_list_contains(&deny, &d->prefix))
                 continue;
             char buf[LZ_IPV4_PREFIX_BUFSZ];
-            lz_ipv4_prefix_format(&allows[k]->items[i], buf);
+            lz_ipv4_prefix_format(&d->prefix, buf);
             bool rfc1918 = false;
             for (size_t j = 0; j < LZ_ARRAY_SIZE(lz_rfc1918_prefixes); j++)
-                if (lz_ipv4_prefix_cmp(&lz_rfc1918_prefixes[j], &allows[k]->items[i]) == 0)
+                if (lz_ipv4_prefix_cmp(&lz_rfc1918_prefixes[j], &d->prefix) == 0)
                     rfc1918 = true;
             _cleanup_free_ char *kp =
-                k == 0 ? lz_xstrdup(where[0]) : lz_xasprintf("%s.%s", keypath, where[1]);
-            r = fail(c, NULL, kp,
+                k == 0 ? lz_xasprintf("network.default_allow[%zu]", d->index)
+                       : lz_xasprintf("%s.allow_egress[%zu]", keypath, d->index);
+            r = fail(c, &d->pos, kp,
                      rfc1918 ? "RFC 1918 prefixes are always denied; allow a longer prefix "
                                "inside it (e.g. a /24) if the sandbox must reach it"
                              : "remove the prefix from one of the two lists, or use a different "
@@ -626,10 +632,11 @@ static int decode_document(dctx *c, const lz_toml_node *root, lz_config_doc *doc
             return -1;
         const lz_toml_node *v;
         if ((v = lz_toml_get(network, "default_allow")) &&
-            get_prefix_list(c, v, "network.default_allow", &doc->default_allow) < 0)
+            get_prefix_list(c, v, "network.default_allow", &doc->default_allow,
+                            &doc->default_allow_decl) < 0)
             return -1;
         if ((v = lz_toml_get(network, "default_deny")) &&
-            get_prefix_list(c, v, "network.default_deny", &doc->default_deny) < 0)
+            get_prefix_list(c, v, "network.default_deny", &doc->default_deny, NULL) < 0)
             return -1;
     }
 
@@ -708,6 +715,7 @@ void lz_config_doc_free(lz_config_doc *doc)
         free(p->persistent_pos);
         lz_ipv4_list_clear(&p->allow_egress);
         lz_ipv4_list_clear(&p->deny_egress);
+        free(p->allow_egress_decl.items);
         for (size_t k = 0; k < p->n_env; k++) {
             free(p->env[k].sandbox_name);
             free(p->env[k].host_name);
@@ -729,6 +737,7 @@ void lz_config_doc_free(lz_config_doc *doc)
     free(doc->data_root);
     lz_ipv4_list_clear(&doc->default_allow);
     lz_ipv4_list_clear(&doc->default_deny);
+    free(doc->default_allow_decl.items);
     free(doc);
 }
 

@@ -32,13 +32,26 @@ typedef struct lz_env_decl {
     lz_source_pos pos;
 } lz_env_decl;
 
+/* One declared prefix of an allow list, with where it was written (for the
+ * allow/deny conflict diagnostic). */
+typedef struct lz_prefix_decl {
+    lz_ipv4_prefix prefix;  /* normalized */
+    size_t index;           /* position in the declared array */
+    lz_source_pos pos;
+} lz_prefix_decl;
+
+typedef struct lz_prefix_decls {
+    lz_prefix_decl *items;
+    size_t count;
+} lz_prefix_decls;
+
 typedef struct lz_volume_decl {
     char *host;             /* as declared: "/abs", "~/x" or "{profile_dir}/x" */
     char *container;        /* normalized sandbox path */
     lz_volume_kind kind;
     lz_volume_access access;
     bool create;
-    lz_source_pos pos, host_pos;
+    lz_source_pos pos, host_pos, container_pos;
 } lz_volume_decl;
 
 typedef struct lz_rule_decl {
@@ -57,6 +70,7 @@ typedef struct lz_profile_decl {
     size_t n_persistent_dirs;
     lz_source_pos *persistent_pos;
     lz_ipv4_prefix_list allow_egress, deny_egress;
+    lz_prefix_decls allow_egress_decl;
     lz_env_decl *env;
     size_t n_env;
     lz_volume_decl *volumes;
@@ -72,6 +86,7 @@ typedef struct lz_config_doc {
     char *data_root;             /* storage.data_root as declared, or NULL */
     lz_source_pos data_root_pos;
     lz_ipv4_prefix_list default_allow, default_deny;
+    lz_prefix_decls default_allow_decl;
     lz_profile_decl *profiles;   /* sorted by name */
     size_t n_profiles;
 } lz_config_doc;
