@@ -11,8 +11,13 @@
 #   4. create the git workspace ~/lazaret-demo-workspace
 #   5. make sure XDG_RUNTIME_DIR is a private directory
 #   6. lazaret doctor (informational: its failures do not stop the demo)
-#   7. lazaret config check default --workspace ~/lazaret-demo-workspace;
-#      its exit status is the demo's
+#   7. lazaret config check default --workspace ~/lazaret-demo-workspace
+#   8. lazaret run default -- <a short tour>: a command in the sandbox; its
+#      exit status is the demo's
+#
+# The demo image is a Debian 12 minbase with git, debootstrapped offline into
+# an OCI layout (tests/images/build.sh, cached in /var/cache/lazaret-test-images):
+# a real user would write image = "docker.io/library/debian:bookworm".
 set -eu
 
 DEMO_USER=lazaret-demo
@@ -33,7 +38,9 @@ data_root = "~/.local/share/lazaret"
 default_allow = ["192.0.2.53/32", "198.51.100.53/32"]
 
 [profiles.default]
-image = "docker.io/library/debian:trixie"
+# An OCI layout built offline by `make demo`; normally a registry reference
+# such as "docker.io/library/debian:bookworm".
+image = "oci:/var/cache/lazaret-test-images/debian:bookworm"
 isolate_gitignored = true
 persistent_dirs = ["/root"]
 allow_egress = ["203.0.113.10/32"]
@@ -117,7 +124,19 @@ user_phase() {
     fi
     echo
     say "running: lazaret config check default --workspace $ws"
-    exec "$bin" "$@" config check default --workspace "$ws"
+    "$bin" "$@" config check default --workspace "$ws"
+    echo
+    say "running: lazaret run default -- <a short tour of the sandbox>"
+    cd "$ws"
+    exec "$bin" "$@" run default -- sh -c '
+        echo "== inside the sandbox: $(hostname), $(. /etc/os-release; echo "$PRETTY_NAME")"
+        echo "== uname: $(uname -sr) (gVisor implements the kernel)"
+        echo "== /workspace is your project, read-write:"; ls -la /workspace
+        echo "== git works inside:"; git -C /workspace log --oneline -3
+        echo "== your home directory is not here:"; ls /home 2>&1 || true
+        echo "== and neither is the configuration: $(ls ~/.config/lazaret 2>&1)"
+        echo "== /root persists across sandbox restarts (persistent_dirs):"
+        echo "   runs of this demo so far: $(echo x >> /root/.demo-runs; wc -l < /root/.demo-runs)"'
 }
 
 if [ "${1:-}" = "--user-phase" ]; then
@@ -131,6 +150,12 @@ repo=$(pwd)
 scripts/install-deps.sh
 scripts/build.sh release build
 bin=$repo/build/src/cli/lazaret
+# The demo image (root: debootstrap and root-owned image files).
+if [ "$(id -u)" -eq 0 ]; then
+    tests/images/build.sh
+else
+    sudo tests/images/build.sh
+fi
 
 if [ "$(id -u)" -ne 0 ]; then
     user_phase "$bin"
@@ -172,6 +197,10 @@ for d in "$home/.local" "$home/.local/bin"; do
     [ -d "$d" ] || install -d -m 0755 -o "$uid" -g "$gid" "$d"
 done
 install -m 0755 -o "$uid" -g "$gid" "$bin" "$home/.local/bin/lazaret"
+# Its guest helpers live beside it (a real install puts them in libexec/lib).
+install -m 0755 -o "$uid" -g "$gid" "$repo/build/src/cli/lazaret-exec" "$home/.local/bin/lazaret-exec"
+install -m 0644 -o "$uid" -g "$gid" "$repo/build/src/cli/lazaret-statx-fix.so" \
+    "$home/.local/bin/lazaret-statx-fix.so"
 
 # logind creates /run/user/UID at login; runuser does not log in.
 if [ ! -d "/run/user/$uid" ]; then
