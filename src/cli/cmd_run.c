@@ -4,14 +4,26 @@
  *
  * Loads the configuration, finds or starts the Domain's coordinator
  * (coordinator/bootstrap.h), and runs COMMAND (default: the image's login
- * shell) in the shared sandbox. Non-interactive: stdin, stdout and stderr
- * stream through pipes handed to the sandboxed process; the exit status is
- * the command's (128+N for signal N; 125 Lazaret failed, 126 not
- * executable, 127 not found).
+ * shell) in the shared sandbox. The exit status is the command's (128+N for
+ * signal N; 125 Lazaret failed, 126 not executable, 127 not found).
+ *
+ * Non-interactive (stdin or stdout is not a terminal): stdin, stdout and
+ * stderr stream through pipes handed to the sandboxed process.
+ *
+ * Interactive (both are terminals): the coordinator owns a PTY for the
+ * session; this process puts its terminal in raw mode and relays bytes both
+ * ways (INPUT/OUTPUT), the window size at start and on every SIGWINCH
+ * (RESIZE). Ctrl-C, Ctrl-Z, Ctrl-\ are bytes that the guest's line
+ * discipline interprets. SIGHUP/SIGTERM end the session (CLOSE). The
+ * terminal's original mode is restored on every exit path (DX-5): normal
+ * exit, refusal, coordinator or supervisor death, signals.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/ioctl.h>
+#include <sys/signalfd.h>
+#include <termios.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,6 +51,35 @@ const char lz_usage_run[] =
     "\n"
     "Exit status: the command's; 128+N when it died of signal N; 125 when Lazaret\n"
     "failed, 126 when the command is not executable, 127 when it was not found.\n";
+
+/* ---- the developer's terminal ------------------------------------------- */
+
+static struct termios saved_termios;
+static bool termios_saved, termios_raw;
+
+static void terminal_restore(void)
+{
+    if (termios_raw) {
+        tcsetattr(STDIN_FILENO, TCSADRAIN, &saved_termios);
+        termios_raw = false;
+    }
+}
+
+static void terminal_raw(void)
+{
+    if (!termios_saved) {
+        if (tcgetattr(STDIN_FILENO, &saved_termios) < 0)
+            return;
+        termios_saved = true;
+        atexit(terminal_restore);
+    }
+    struct termios raw = saved_termios;
+    cfmakeraw(&raw);
+    raw.c_cc[VMIN] = 1;
+    raw.c_cc[VTIME] = 0;
+    if (tcsetattr(STDIN_FILENO, TCSADRAIN, &raw) == 0)
+        termios_raw = true;
+}
 
 static void progress(const char *line, void *userdata)
 {
@@ -84,9 +125,152 @@ static ssize_t write_all(int fd, const char *p, size_t n)
 
 typedef enum attempt_result { ATTEMPT_DONE, ATTEMPT_RETRY } attempt_result;
 
+static void send_resize(int sock)
+{
+    struct winsize ws;
+    if (ioctl(STDIN_FILENO, TIOCGWINSZ, &ws) < 0)
+        return;
+    lz_wbuf b;
+    lz_msg_pair_encode(&b, LZ_MSG_RESIZE, ws.ws_row, ws.ws_col);
+    lz_wire_send(sock, &b, NULL, 0, NULL);
+}
+
+/* Interactive relay: raw terminal <-> INPUT/OUTPUT messages. */
+static attempt_result relay_interactive(int sock, int *status)
+{
+    sigset_t mask;
+    sigemptyset(&mask);
+    sigaddset(&mask, SIGWINCH);
+    sigaddset(&mask, SIGTERM);
+    sigaddset(&mask, SIGHUP);
+    sigaddset(&mask, SIGINT);
+    sigaddset(&mask, SIGQUIT);
+    sigprocmask(SIG_BLOCK, &mask, NULL);
+    int sfd = signalfd(-1, &mask, SFD_CLOEXEC);
+    static uint8_t buf[LZ_WIRE_MAX];
+    bool started = false, stdin_open = true;
+    attempt_result result = ATTEMPT_DONE;
+    *status = LZ_EXIT_RUN_LAZARET_FAILED;
+
+    for (;;) {
+        struct pollfd p[3] = {
+            { .fd = sock, .events = POLLIN },
+            { .fd = started && stdin_open ? STDIN_FILENO : -1, .events = POLLIN },
+            { .fd = sfd, .events = POLLIN },
+        };
+        if (poll(p, 3, -1) < 0) {
+            if (errno == EINTR)
+                continue;
+            break;
+        }
+        if (p[2].revents & POLLIN) {
+            struct signalfd_siginfo si;
+            if (read(sfd, &si, sizeof(si)) == sizeof(si)) {
+                if (si.ssi_signo == SIGWINCH) {
+                    if (started)
+                        send_resize(sock);
+                } else {
+                    /* The terminal went away or we were asked to stop: end
+                     * the session; the coordinator hangs up the command. */
+                    lz_wbuf b;
+                    lz_wbuf_init(&b, LZ_MSG_CLOSE);
+                    lz_wire_send(sock, &b, NULL, 0, NULL);
+                    terminal_restore();
+                    *status = 128 + (int) si.ssi_signo;
+                    break;
+                }
+            }
+        }
+        if (p[1].revents & (POLLIN | POLLHUP | POLLERR)) {
+            uint8_t data[LZ_MSG_MAX_DATA];
+            ssize_t n = read(STDIN_FILENO, data, sizeof(data));
+            if (n <= 0) {
+                stdin_open = false;
+            } else {
+                lz_wbuf b;
+                lz_wbuf_init(&b, LZ_MSG_INPUT);
+                lz_wbuf_bytes(&b, data, (size_t) n);
+                lz_wire_send(sock, &b, NULL, 0, NULL);
+            }
+        }
+        if (!(p[0].revents & (POLLIN | POLLHUP | POLLERR)))
+            continue;
+        ssize_t n = lz_wire_recv(sock, buf, NULL, 0, NULL, NULL);
+        if (n <= 0) {
+            terminal_restore();
+            fprintf(stderr, "\r\nlazaret: error: the Session Coordinator ended the session "
+                            "unexpectedly\n  fix: run the command again; the Domain's "
+                            "logs/coordinator.log says why\n");
+            break;
+        }
+        lz_rbuf rb;
+        lz_rbuf_init(&rb, buf, (size_t) n);
+        if (rb.type == LZ_MSG_OUTPUT) {
+            const uint8_t *d;
+            size_t len;
+            if (lz_rbuf_bytes(&rb, &d, &len, LZ_MSG_MAX_DATA) && lz_rbuf_done(&rb))
+                write_all(STDOUT_FILENO, (const char *) d, len);
+        } else if (rb.type == LZ_MSG_PROGRESS) {
+            char *t = lz_msg_text_decode(&rb);
+            if (t && !termios_raw)
+                progress(t, NULL);
+            free(t);
+        } else if (rb.type == LZ_MSG_STARTED) {
+            started = true;
+            terminal_raw();
+            send_resize(sock); /* the size may have changed while starting */
+        } else if (rb.type == LZ_MSG_EXIT) {
+            uint32_t outcome, code;
+            if (lz_msg_pair_decode(&rb, &outcome, &code))
+                *status = (int) (code & 0xff);
+            terminal_restore();
+            break;
+        } else if (rb.type == LZ_MSG_REFUSED) {
+            terminal_restore();
+            lz_msg_refused m;
+            if (lz_msg_refused_decode(&rb, &m)) {
+                if (m.code == LZ_REFUSE_TEARING_DOWN) {
+                    result = ATTEMPT_RETRY;
+                } else {
+                    fprintf(stderr, "lazaret: error: %s\n", m.message);
+                    if (m.hint && *m.hint)
+                        fprintf(stderr, "  fix: %s\n", m.hint);
+                }
+                lz_msg_refused_clear(&m);
+            }
+            break;
+        } else {
+            terminal_restore();
+            fprintf(stderr, "lazaret: error: unexpected message from the coordinator\n");
+            break;
+        }
+    }
+    terminal_restore();
+    if (sfd >= 0)
+        close(sfd);
+    sigprocmask(SIG_UNBLOCK, &mask, NULL);
+    return result;
+}
+
+/* The client's locale, passed through to interactive sessions. */
+static char **locale_env(size_t *ret_n)
+{
+    extern char **environ;
+    size_t n = 0;
+    for (char **e = environ; *e; e++)
+        n++;
+    char **v = lz_xcalloc(n + 1, sizeof(char *));
+    size_t k = 0;
+    for (char **e = environ; *e; e++)
+        if (lz_msg_locale_var_ok(*e) && strlen(*e) < 256)
+            v[k++] = *e;
+    *ret_n = k;
+    return v;
+}
+
 /* One connection: HELLO, RUN, relay, EXIT. *status gets the exit status. */
 static attempt_result attempt(const lz_resolved_config *cfg, char **argv, size_t argc,
-                              int *status)
+                              bool interactive, int *status)
 {
     lz_error *err = NULL;
     int sock = lz_domain_connect(cfg, progress, NULL, &err);
@@ -96,6 +280,32 @@ static attempt_result attempt(const lz_resolved_config *cfg, char **argv, size_t
         *status = LZ_EXIT_RUN_LAZARET_FAILED;
         return ATTEMPT_DONE;
     }
+    char id[65], fp[65];
+    lz_digest_hex(cfg->domain_id, id);
+    lz_digest_hex(cfg->fingerprint, fp);
+    _cleanup_free_ char *cwd = relative_cwd(cfg->workspace.label);
+    const char *term = getenv("TERM");
+    if (interactive) {
+        lz_wbuf b;
+        lz_msg_hello h = { LZ_SESSION_PROTOCOL_VERSION, id, fp };
+        lz_msg_hello_encode(&b, &h);
+        struct winsize ws = { .ws_row = 24, .ws_col = 80 };
+        ioctl(STDIN_FILENO, TIOCGWINSZ, &ws);
+        size_t envc = 0;
+        _cleanup_free_ char **env = locale_env(&envc);
+        lz_msg_run run = { .interactive = true, .rows = ws.ws_row, .cols = ws.ws_col,
+                           .term = (char *) (term ? term : ""), .cwd = cwd, .argv = argv,
+                           .argc = argc, .env = env, .envc = envc };
+        attempt_result r = ATTEMPT_DONE;
+        if (lz_wire_send(sock, &b, NULL, 0, &err) == 0) {
+            lz_msg_run_encode(&b, &run);
+            lz_wire_send(sock, &b, NULL, 0, &err);
+        }
+        lz_error_free(lz_error_take(&err)); /* a refusal explains itself */
+        r = relay_interactive(sock, status);
+        close(sock);
+        return r;
+    }
     int in[2], out[2], errp[2];
     if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0) {
         perror("lazaret: error: cannot create pipes");
@@ -103,15 +313,10 @@ static attempt_result attempt(const lz_resolved_config *cfg, char **argv, size_t
         *status = LZ_EXIT_RUN_LAZARET_FAILED;
         return ATTEMPT_DONE;
     }
-    char id[65], fp[65];
-    lz_digest_hex(cfg->domain_id, id);
-    lz_digest_hex(cfg->fingerprint, fp);
     lz_wbuf b;
     lz_msg_hello h = { LZ_SESSION_PROTOCOL_VERSION, id, fp };
     lz_msg_hello_encode(&b, &h);
     int sent = lz_wire_send(sock, &b, NULL, 0, &err);
-    _cleanup_free_ char *cwd = relative_cwd(cfg->workspace.label);
-    const char *term = getenv("TERM");
     lz_msg_run run = { .interactive = false, .term = (char *) (term ? term : ""), .cwd = cwd,
                        .argv = argv, .argc = argc };
     lz_msg_run_encode(&b, &run);
@@ -322,9 +527,11 @@ int lz_cmd_run(int argc, char **argv, const lz_global_options *g)
         lz_error_free(err);
         return LZ_EXIT_RUN_LAZARET_FAILED;
     }
+    /* A terminal on both ends makes an interactive session. */
+    bool interactive = isatty(STDIN_FILENO) && isatty(STDOUT_FILENO);
     int status = LZ_EXIT_RUN_LAZARET_FAILED;
     for (int tries = 0; tries < 200; tries++) {
-        if (attempt(cfg, cmd, cmdc, &status) == ATTEMPT_DONE)
+        if (attempt(cfg, cmd, cmdc, interactive, &status) == ATTEMPT_DONE)
             break;
         struct timespec d = { 0, 50 * 1000 * 1000 };
         nanosleep(&d, NULL);

@@ -15,7 +15,9 @@
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/ioctl.h>
 #include <sys/wait.h>
+#include <termios.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -32,6 +34,9 @@
 /* A command whose client left gets SIGHUP (as a closed terminal would
  * send), then SIGKILL after this long. */
 #define ORPHAN_GRACE_MS 3000
+/* After an interactive command ends, output still in the PTY is forwarded
+ * for at most this long (a background process may keep the slave open). */
+#define DRAIN_MS 1000
 
 typedef enum session_state {
     S_FREE = 0,
@@ -51,6 +56,15 @@ typedef struct session {
     int fds[3];
     struct timespec orphaned;  /* when the CLI of a running command left */
     bool killed;               /* SIGKILL already requested */
+    /* Interactive sessions: the coordinator owns the PTY master; the slave
+     * is the guest side of the session's runsc exec. */
+    int master;                /* -1 when none or drained */
+    lz_wbuf *out_pending;      /* an OUTPUT the client could not take yet */
+    char in_pending[LZ_MSG_MAX_DATA];
+    size_t in_pending_len;     /* typed bytes the PTY could not take yet */
+    bool exited;               /* the command ended; EXIT follows the drain */
+    uint32_t exit_outcome, exit_code;
+    struct timespec exit_at;
 } session;
 
 typedef enum gen_state { G_STARTING, G_RUNNING, G_FAILED, G_TEARDOWN } gen_state;
@@ -126,12 +140,16 @@ static void session_close(coord *c, session *s)
     for (int i = 0; i < 3; i++)
         if (s->fds[i] >= 0)
             close(s->fds[i]);
+    if (s->master >= 0)
+        close(s->master);
+    free(s->out_pending);
     lz_msg_run_clear(&s->run);
     if (s->id[0])
         lz_store_session_end(c->a->store, c->generation, s->id,
                              s->state == S_RUNNING ? "ended" : "refused", -1, NULL);
     memset(s, 0, sizeof(*s));
     s->sock = -1;
+    s->master = -1;
     s->fds[0] = s->fds[1] = s->fds[2] = -1;
     s->state = S_FREE;
     c->n_active--;
@@ -163,39 +181,212 @@ static bool rel_path_ok(const char *p)
     }
 }
 
+/* A host PTY pair for an interactive session: the master stays here, the
+ * slave becomes the stdio of the session's runsc exec. */
+static int open_pty(session *s, int *ret_slave, lz_error **err)
+{
+    int m = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+    if (m < 0)
+        return lz_error_set(err, errno, "cannot allocate a pseudo-terminal");
+    char name[128];
+    int sl = -1;
+    if (grantpt(m) == 0 && unlockpt(m) == 0 && ptsname_r(m, name, sizeof(name)) == 0)
+        sl = open(name, O_RDWR | O_NOCTTY | O_CLOEXEC);
+    if (sl < 0) {
+        int e = errno;
+        close(m);
+        return lz_error_set(err, e, "cannot open a pseudo-terminal");
+    }
+    /* The host side is a transparent pipe for bytes: raw, so that Ctrl-C
+     * and friends reach the sandbox as bytes, where the session's own
+     * pseudo-terminal interprets them. */
+    struct termios t;
+    if (tcgetattr(sl, &t) == 0) {
+        cfmakeraw(&t);
+        tcsetattr(sl, TCSANOW, &t);
+    }
+    struct winsize ws = { .ws_row = (unsigned short) (s->run.rows ? s->run.rows : 24),
+                          .ws_col = (unsigned short) (s->run.cols ? s->run.cols : 80) };
+    ioctl(m, TIOCSWINSZ, &ws);
+    fcntl(m, F_SETFL, fcntl(m, F_GETFL) | O_NONBLOCK);
+    s->master = m;
+    *ret_slave = sl;
+    return 0;
+}
+
 static void session_exec(coord *c, session *s)
 {
     char *cwd = s->run.cwd[0] ? lz_xasprintf("/workspace/%s", s->run.cwd)
                               : lz_xstrdup("/workspace");
-    char *env[4];
+    size_t cap = 2 + s->run.envc;
+    char **env = lz_xcalloc(cap, sizeof(char *));
     size_t n = 0;
     if (s->run.term[0])
         env[n++] = lz_xasprintf("TERM=%s", s->run.term);
+    else if (s->run.interactive)
+        env[n++] = lz_xstrdup("TERM=xterm");
+    for (size_t i = 0; i < s->run.envc; i++)
+        env[n++] = lz_xstrdup(s->run.env[i]);
     env[n] = NULL;
-    lz_msg_exec m = { .session_no = s->no, .interactive = false, .cwd = cwd, .argv = s->run.argv,
-                      .argc = s->run.argc, .env = env, .envc = n };
+    lz_error *err = NULL;
+    int slave = -1;
+    if (s->run.interactive && open_pty(s, &slave, &err) < 0) {
+        log_error(c, "cannot allocate a PTY", err);
+        refuse_and_close(c, s, LZ_REFUSE_EXEC_FAILED, err->message,
+                         "check /dev/ptmx and the pseudo-terminal limit (kernel.pty.max)");
+        lz_error_free(err);
+        goto out;
+    }
+    lz_msg_exec m = { .session_no = s->no, .interactive = s->run.interactive, .cwd = cwd,
+                      .argv = s->run.argv, .argc = s->run.argc, .env = env, .envc = n };
     lz_wbuf b;
     lz_msg_exec_encode(&b, &m);
-    lz_error *err = NULL;
-    if (lz_wire_send(c->sup.sock, &b, s->fds, 3, &err) < 0) {
+    int stdio[3] = { slave, slave, slave };
+    if (lz_wire_send(c->sup.sock, &b, s->run.interactive ? stdio : s->fds, 3, &err) < 0) {
         log_error(c, "cannot send a session to the supervisor", err);
         lz_error_free(err);
         refuse_and_close(c, s, LZ_REFUSE_EXEC_FAILED, "the Runtime Supervisor is not responding",
                          "run the command again; see the Domain's logs/coordinator.log");
     } else {
         for (int i = 0; i < 3; i++) {
-            close(s->fds[i]);
+            if (s->fds[i] >= 0)
+                close(s->fds[i]);
             s->fds[i] = -1;
         }
         s->state = S_RUNNING;
         lz_wbuf_init(&b, LZ_MSG_STARTED);
         lz_wbuf_str(&b, s->id);
         lz_wire_send(s->sock, &b, NULL, 0, NULL);
-        clog_(c, "session %s (#%u) started", s->id, s->no);
+        clog_(c, "session %s (#%u) started%s", s->id, s->no,
+              s->run.interactive ? " with a terminal" : "");
     }
+out:
+    if (slave >= 0)
+        close(slave);
     for (size_t i = 0; i < n; i++)
         free(env[i]);
+    free(env);
     free(cwd);
+}
+
+/* The client of a running session is gone (or closed it): hang up its
+ * command, as closing a terminal window would. */
+static void session_orphan(coord *c, session *s)
+{
+    if (s->sock >= 0)
+        close(s->sock);
+    s->sock = -1;
+    free(s->out_pending);
+    s->out_pending = NULL;
+    clock_gettime(CLOCK_MONOTONIC, &s->orphaned);
+    lz_wbuf b;
+    lz_msg_pair_encode(&b, LZ_SUP_SIGNAL, s->no, SIGHUP);
+    if (c->sup_alive)
+        lz_wire_send(c->sup.sock, &b, NULL, 0, NULL);
+}
+
+/* Send EXIT once the command ended and its output has been forwarded. */
+static void session_finish_if_done(coord *c, session *s)
+{
+    if (!s->exited || s->out_pending || (s->master >= 0 && ms_since(&s->exit_at) < DRAIN_MS))
+        return;
+    if (s->sock >= 0) {
+        lz_wbuf b;
+        lz_msg_pair_encode(&b, LZ_MSG_EXIT, s->exit_outcome, s->exit_code);
+        lz_wire_send(s->sock, &b, NULL, 0, NULL);
+    }
+    lz_store_session_end(c->a->store, c->generation, s->id,
+                         s->exit_outcome ? "terminated" : "exited", (int) s->exit_code, NULL);
+    s->id[0] = '\0';
+    session_close(c, s);
+}
+
+/* PTY master readable: forward one chunk as OUTPUT (flow control: when the
+ * client cannot take it, keep it and stop reading until it can). */
+static void session_pty_output(coord *c, session *s)
+{
+    static uint8_t data[LZ_MSG_MAX_DATA];
+    ssize_t n = read(s->master, data, sizeof(data));
+    if (n < 0 && (errno == EAGAIN || errno == EINTR))
+        return;
+    if (n <= 0) {
+        /* EIO: every slave holder is gone. */
+        close(s->master);
+        s->master = -1;
+        session_finish_if_done(c, s);
+        return;
+    }
+    if (s->sock < 0)
+        return; /* nobody to show it to */
+    lz_wbuf *b = lz_xmalloc(sizeof(*b));
+    lz_wbuf_init(b, LZ_MSG_OUTPUT);
+    lz_wbuf_bytes(b, data, (size_t) n);
+    int r = lz_wire_try_send(s->sock, b, NULL);
+    if (r == 1)
+        s->out_pending = b;
+    else
+        free(b);
+    if (r < 0)
+        session_orphan(c, s);
+}
+
+static void session_flush_output(coord *c, session *s)
+{
+    int r = lz_wire_try_send(s->sock, s->out_pending, NULL);
+    if (r == 1)
+        return;
+    free(s->out_pending);
+    s->out_pending = NULL;
+    if (r < 0)
+        session_orphan(c, s);
+    else
+        session_finish_if_done(c, s);
+}
+
+static void session_pty_input(session *s)
+{
+    ssize_t w = write(s->master, s->in_pending, s->in_pending_len);
+    if (w > 0) {
+        memmove(s->in_pending, s->in_pending + w, s->in_pending_len - (size_t) w);
+        s->in_pending_len -= (size_t) w;
+    } else if (w < 0 && errno != EAGAIN && errno != EINTR) {
+        s->in_pending_len = 0; /* the terminal is gone; EXIT will follow */
+    }
+}
+
+/* INPUT, RESIZE, CLOSE from the client of a running session. */
+static bool session_terminal_message(coord *c, session *s, lz_rbuf *r)
+{
+    if (r->type == LZ_MSG_CLOSE && lz_rbuf_done(r)) {
+        clog_(c, "session #%u: closed by its client", s->no);
+        session_orphan(c, s);
+        return true;
+    }
+    if (!s->run.interactive)
+        return false;
+    if (r->type == LZ_MSG_INPUT) {
+        const uint8_t *p;
+        size_t n;
+        if (!lz_rbuf_bytes(r, &p, &n, LZ_MSG_MAX_DATA) || !lz_rbuf_done(r) ||
+            s->in_pending_len + n > sizeof(s->in_pending))
+            return false;
+        if (s->master >= 0 && !s->exited) {
+            memcpy(s->in_pending + s->in_pending_len, p, n);
+            s->in_pending_len += n;
+            session_pty_input(s);
+        }
+        return true;
+    }
+    if (r->type == LZ_MSG_RESIZE) {
+        uint32_t rows, cols;
+        if (!lz_msg_pair_decode(r, &rows, &cols) || rows > 65535 || cols > 65535)
+            return false;
+        struct winsize ws = { .ws_row = (unsigned short) rows, .ws_col = (unsigned short) cols };
+        if (s->master >= 0)
+            ioctl(s->master, TIOCSWINSZ, &ws); /* the guest gets SIGWINCH */
+        return true;
+    }
+    return false;
 }
 
 static void session_message(coord *c, session *s)
@@ -209,13 +400,7 @@ static void session_message(coord *c, session *s)
          * supervisor reports its exit (its stdio pipes are closed now). */
         clog_(c, "session #%u: client disconnected", s->no);
         if (s->state == S_RUNNING) {
-            close(s->sock);
-            s->sock = -1;
-            clock_gettime(CLOCK_MONOTONIC, &s->orphaned);
-            lz_wbuf b;
-            lz_msg_pair_encode(&b, LZ_SUP_SIGNAL, s->no, SIGHUP);
-            if (c->sup_alive)
-                lz_wire_send(c->sup.sock, &b, NULL, 0, NULL);
+            session_orphan(c, s);
         } else {
             session_close(c, s);
         }
@@ -261,8 +446,11 @@ static void session_message(coord *c, session *s)
         s->state = S_RUN;
         return;
     }
-    if (s->state == S_RUN && r.type == LZ_MSG_RUN && nfds == 3) {
-        if (!lz_msg_run_decode(&r, &s->run) || !rel_path_ok(s->run.cwd)) {
+    if (s->state == S_RUNNING && nfds == 0 && session_terminal_message(c, s, &r))
+        return;
+    if (s->state == S_RUN && r.type == LZ_MSG_RUN && (nfds == 3 || nfds == 0)) {
+        if (!lz_msg_run_decode(&r, &s->run) || !rel_path_ok(s->run.cwd) ||
+            (s->run.interactive ? nfds != 0 : nfds != 3)) {
             for (size_t i = 0; i < nfds; i++)
                 close(fds[i]);
             refuse_and_close(c, s, LZ_REFUSE_PROTOCOL, "protocol error (RUN)", NULL);
@@ -317,6 +505,7 @@ static void accept_session(coord *c)
         s->sock = fd;
         s->no = ++c->next_no;
         s->cli_pid = cred.pid;
+        s->master = -1;
         s->fds[0] = s->fds[1] = s->fds[2] = -1;
         c->n_active++;
         c->n_ever++;
@@ -414,15 +603,11 @@ static void supervisor_message(coord *c)
             code = 128 + (uint32_t) WTERMSIG(st);
         }
         clog_(c, "session #%u ended: %s %u", s->no, outcome ? "signal" : "status", code);
-        if (s->sock >= 0) {
-            lz_wbuf b;
-            lz_msg_pair_encode(&b, LZ_MSG_EXIT, outcome, code);
-            lz_wire_send(s->sock, &b, NULL, 0, NULL);
-        }
-        lz_store_session_end(c->a->store, c->generation, s->id, outcome ? "terminated" : "exited",
-                             (int) code, NULL);
-        s->id[0] = '\0';
-        session_close(c, s);
+        s->exited = true;
+        s->exit_outcome = outcome;
+        s->exit_code = code;
+        clock_gettime(CLOCK_MONOTONIC, &s->exit_at);
+        session_finish_if_done(c, s);
     }
 }
 
@@ -552,16 +737,19 @@ static void teardown_and_exit(coord *c, int status)
 
 void lz_coordinator_main(lz_coordinator_args *a)
 {
-    coord c = { .a = a };
-    c.sup.sock = -1;
+    /* On the heap: every session carries a PTY input buffer. */
+    coord *c = lz_xcalloc(1, sizeof(*c));
+    c->a = a;
+    c->sup.sock = -1;
     for (size_t i = 0; i < MAX_SESSIONS; i++) {
-        c.sessions[i].sock = -1;
-        c.sessions[i].fds[0] = c.sessions[i].fds[1] = c.sessions[i].fds[2] = -1;
+        c->sessions[i].sock = -1;
+        c->sessions[i].master = -1;
+        c->sessions[i].fds[0] = c->sessions[i].fds[1] = c->sessions[i].fds[2] = -1;
     }
     prctl(PR_SET_NAME, "lz-coordinator");
-    lz_digest_hex(a->cfg->domain_id, c.id_hex);
-    lz_digest_hex(a->cfg->fingerprint, c.fp_hex);
-    clock_gettime(CLOCK_MONOTONIC, &c.started);
+    lz_digest_hex(a->cfg->domain_id, c->id_hex);
+    lz_digest_hex(a->cfg->fingerprint, c->fp_hex);
+    clock_gettime(CLOCK_MONOTONIC, &c->started);
 
     /* logs/ in the Domain Root. */
     {
@@ -573,29 +761,29 @@ void lz_coordinator_main(lz_coordinator_args *a)
             int fd = openat(root, "logs/coordinator.log",
                             O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
             if (fd >= 0)
-                c.log = fdopen(fd, "a");
+                c->log = fdopen(fd, "a");
             close(root);
         }
     }
 
     lz_error *err = NULL;
-    if (lz_store_generation_begin(a->store, c.fp_hex, &c.generation, &err) < 0) {
-        log_error(&c, "cannot begin a generation", err);
+    if (lz_store_generation_begin(a->store, c->fp_hex, &c->generation, &err) < 0) {
+        log_error(c, "cannot begin a generation", err);
         _exit(1);
     }
     lz_process_identity me;
-    if (lz_store_participant_intent(a->store, c.generation, LZ_ROLE_COORDINATOR, NULL, &err) < 0 ||
+    if (lz_store_participant_intent(a->store, c->generation, LZ_ROLE_COORDINATOR, NULL, &err) < 0 ||
         lz_process_identity_of(getpid(), &me, &err) < 0 ||
-        lz_store_participant_held(a->store, c.generation, LZ_ROLE_COORDINATOR, &me, &err) < 0) {
-        log_error(&c, "cannot record the coordinator", err);
+        lz_store_participant_held(a->store, c->generation, LZ_ROLE_COORDINATOR, &me, &err) < 0) {
+        log_error(c, "cannot record the coordinator", err);
         _exit(1);
     }
-    snprintf(c.gen_name, sizeof(c.gen_name), "gen-%lld", (long long) c.generation);
-    c.gen_label = lz_xasprintf("%s/%s", a->cfg->runtime_domain_root.label, c.gen_name);
-    snprintf(c.container_id, sizeof(c.container_id), "lazaret-%.16s-%lld", c.id_hex,
-             (long long) c.generation);
-    clog_(&c, "generation %lld of Domain %s (profile %s, workspace %s) starting",
-          (long long) c.generation, c.id_hex, a->cfg->profile, a->cfg->workspace.label);
+    snprintf(c->gen_name, sizeof(c->gen_name), "gen-%lld", (long long) c->generation);
+    c->gen_label = lz_xasprintf("%s/%s", a->cfg->runtime_domain_root.label, c->gen_name);
+    snprintf(c->container_id, sizeof(c->container_id), "lazaret-%.16s-%lld", c->id_hex,
+             (long long) c->generation);
+    clog_(c, "generation %lld of Domain %s (profile %s, workspace %s) starting",
+          (long long) c->generation, c->id_hex, a->cfg->profile, a->cfg->workspace.label);
 
     sigset_t mask;
     sigemptyset(&mask);
@@ -611,35 +799,35 @@ void lz_coordinator_main(lz_coordinator_args *a)
      * queue meanwhile. */
     char *bin = NULL, *lib = NULL;
     _cleanup_free_ char *log_path = NULL;
-    if (make_generation_dir(&c, &bin, &lib, &err) < 0) {
-        log_error(&c, "cannot prepare the generation directory", err);
-        start_failed(&c, err ? err->message : "cannot prepare the generation directory",
+    if (make_generation_dir(c, &bin, &lib, &err) < 0) {
+        log_error(c, "cannot prepare the generation directory", err);
+        start_failed(c, err ? err->message : "cannot prepare the generation directory",
                      err ? err->hint : NULL);
         lz_error_free(lz_error_take(&err));
     } else {
-        log_path = lz_xasprintf("%s/runsc.log", c.gen_label);
+        log_path = lz_xasprintf("%s/runsc.log", c->gen_label);
         lz_supervisor_config sc = {
-            .cfg = a->cfg, .image = a->image, .generation = c.generation,
-            .generation_dir = c.gen_label, .container_id = c.container_id, .runsc = a->runsc,
+            .cfg = a->cfg, .image = a->image, .generation = c->generation,
+            .generation_dir = c->gen_label, .container_id = c->container_id, .runsc = a->runsc,
             .guest_bin_dir = bin, .guest_lib_dir = lib, .log_path = log_path,
         };
-        lz_store_participant_intent(a->store, c.generation, LZ_ROLE_SUPERVISOR, NULL, NULL);
-        lz_store_participant_intent(a->store, c.generation, LZ_ROLE_SANDBOX, c.container_id, NULL);
-        if (lz_supervisor_spawn(&sc, &c.sup, &err) < 0) {
-            log_error(&c, "cannot start the supervisor", err);
-            start_failed(&c, err->message, err->hint);
+        lz_store_participant_intent(a->store, c->generation, LZ_ROLE_SUPERVISOR, NULL, NULL);
+        lz_store_participant_intent(a->store, c->generation, LZ_ROLE_SANDBOX, c->container_id, NULL);
+        if (lz_supervisor_spawn(&sc, &c->sup, &err) < 0) {
+            log_error(c, "cannot start the supervisor", err);
+            start_failed(c, err->message, err->hint);
             lz_error_free(lz_error_take(&err));
         } else {
-            c.sup_alive = true;
+            c->sup_alive = true;
             lz_process_identity sid;
-            if (lz_process_identity_of(c.sup.init_pid, &sid, NULL) == 0)
-                lz_store_participant_held(a->store, c.generation, LZ_ROLE_SUPERVISOR, &sid, NULL);
-            clog_(&c, "supervisor pid %d (namespace init %d)", (int) c.sup.outer_pid,
-                  (int) c.sup.init_pid);
+            if (lz_process_identity_of(c->sup.init_pid, &sid, NULL) == 0)
+                lz_store_participant_held(a->store, c->generation, LZ_ROLE_SUPERVISOR, &sid, NULL);
+            clog_(c, "supervisor pid %d (namespace init %d)", (int) c->sup.outer_pid,
+                  (int) c->sup.init_pid);
             lz_wbuf b;
             lz_wbuf_init(&b, LZ_SUP_START);
-            if (lz_wire_send(c.sup.sock, &b, NULL, 0, &err) < 0) {
-                start_failed(&c, "cannot talk to the Runtime Supervisor", NULL);
+            if (lz_wire_send(c->sup.sock, &b, NULL, 0, &err) < 0) {
+                start_failed(c, "cannot talk to the Runtime Supervisor", NULL);
                 lz_error_free(lz_error_take(&err));
             }
         }
@@ -648,38 +836,76 @@ void lz_coordinator_main(lz_coordinator_args *a)
     free(lib);
 
     for (;;) {
-        if (c.n_active == 0 &&
-            (c.n_ever > 0 || c.state == G_FAILED || ms_since(&c.started) > EMPTY_START_TIMEOUT_MS))
-            teardown_and_exit(&c, c.state == G_FAILED ? 1 : 0);
+        if (c->n_active == 0 &&
+            (c->n_ever > 0 || c->state == G_FAILED || ms_since(&c->started) > EMPTY_START_TIMEOUT_MS))
+            teardown_and_exit(c, c->state == G_FAILED ? 1 : 0);
 
-        struct pollfd p[3 + MAX_SESSIONS];
-        session *owner[3 + MAX_SESSIONS];
+        /* Per session up to two fds: its socket and its PTY master. */
+        struct pollfd p[3 + 2 * MAX_SESSIONS];
+        session *owner[3 + 2 * MAX_SESSIONS];
+        bool is_master[3 + 2 * MAX_SESSIONS];
         size_t np = 0;
         p[np] = (struct pollfd) { .fd = sfd, .events = POLLIN };
+        is_master[np] = false;
         owner[np++] = NULL;
         p[np] = (struct pollfd) { .fd = a->listen_fd, .events = POLLIN };
+        is_master[np] = false;
         owner[np++] = NULL;
-        p[np] = (struct pollfd) { .fd = c.sup_alive ? c.sup.sock : -1, .events = POLLIN };
+        p[np] = (struct pollfd) { .fd = c->sup_alive ? c->sup.sock : -1, .events = POLLIN };
+        is_master[np] = false;
         owner[np++] = NULL;
         for (size_t i = 0; i < MAX_SESSIONS; i++) {
-            session *s = &c.sessions[i];
-            if (s->state != S_FREE && s->sock >= 0) {
-                p[np] = (struct pollfd) { .fd = s->sock, .events = POLLIN };
+            session *s = &c->sessions[i];
+            if (s->state == S_FREE)
+                continue;
+            if (s->sock >= 0) {
+                short ev = 0;
+                /* While typed bytes wait for the PTY, read no more input. */
+                if (s->in_pending_len == 0)
+                    ev |= POLLIN;
+                if (s->out_pending)
+                    ev |= POLLOUT;
+                p[np] = (struct pollfd) { .fd = s->sock, .events = ev };
+                is_master[np] = false;
+                owner[np++] = s;
+            }
+            if (s->master >= 0) {
+                short ev = 0;
+                if (!s->out_pending)
+                    ev |= POLLIN;
+                if (s->in_pending_len)
+                    ev |= POLLOUT;
+                p[np] = (struct pollfd) { .fd = s->master, .events = ev };
+                is_master[np] = true;
                 owner[np++] = s;
             }
         }
-        int timeout = c.n_ever == 0 ? 1000 : -1;
+        int timeout = c->n_ever == 0 ? 1000 : -1;
+        /* Interactive commands that ended: bound the drain of their PTY. */
+        for (size_t i = 0; i < MAX_SESSIONS; i++) {
+            session *s = &c->sessions[i];
+            if (s->state != S_RUNNING || !s->exited)
+                continue;
+            session_finish_if_done(c, s);
+            if (s->state == S_RUNNING && s->exited) {
+                int64_t left = DRAIN_MS - ms_since(&s->exit_at);
+                if (left < 10)
+                    left = 10;
+                if (timeout < 0 || left < timeout)
+                    timeout = (int) left;
+            }
+        }
         /* Escalate to SIGKILL for commands whose client left. */
         for (size_t i = 0; i < MAX_SESSIONS; i++) {
-            session *s = &c.sessions[i];
+            session *s = &c->sessions[i];
             if (s->state != S_RUNNING || s->sock >= 0 || s->killed)
                 continue;
             int64_t left = ORPHAN_GRACE_MS - ms_since(&s->orphaned);
             if (left <= 0) {
                 lz_wbuf b;
                 lz_msg_pair_encode(&b, LZ_SUP_SIGNAL, s->no, SIGKILL);
-                if (c.sup_alive)
-                    lz_wire_send(c.sup.sock, &b, NULL, 0, NULL);
+                if (c->sup_alive)
+                    lz_wire_send(c->sup.sock, &b, NULL, 0, NULL);
                 s->killed = true;
             } else if (timeout < 0 || left < timeout) {
                 timeout = (int) left;
@@ -688,26 +914,44 @@ void lz_coordinator_main(lz_coordinator_args *a)
         if (poll(p, np, timeout) < 0) {
             if (errno == EINTR)
                 continue;
-            teardown_and_exit(&c, 1);
+            teardown_and_exit(c, 1);
         }
         if (p[0].revents & POLLIN) {
             struct signalfd_siginfo si;
             if (read(sfd, &si, sizeof(si)) == sizeof(si) && si.ssi_signo != SIGCHLD) {
-                clog_(&c, "signal %d: ending the Domain", (int) si.ssi_signo);
-                teardown_and_exit(&c, 0);
+                clog_(c, "signal %d: ending the Domain", (int) si.ssi_signo);
+                teardown_and_exit(c, 0);
             }
-            if (c.sup.outer_pid > 0 && waitpid(c.sup.outer_pid, NULL, WNOHANG) == c.sup.outer_pid) {
-                c.sup.outer_pid = 0;
-                lz_store_participant_released(a->store, c.generation, LZ_ROLE_SUPERVISOR, NULL);
+            if (c->sup.outer_pid > 0 && waitpid(c->sup.outer_pid, NULL, WNOHANG) == c->sup.outer_pid) {
+                c->sup.outer_pid = 0;
+                lz_store_participant_released(a->store, c->generation, LZ_ROLE_SUPERVISOR, NULL);
             }
         }
         if (p[2].revents & (POLLIN | POLLHUP | POLLERR))
-            supervisor_message(&c);
+            supervisor_message(c);
         if (p[1].revents & POLLIN)
-            accept_session(&c);
-        for (size_t i = 3; i < np; i++)
-            if (owner[i]->state != S_FREE && owner[i]->sock == p[i].fd &&
-                (p[i].revents & (POLLIN | POLLHUP | POLLERR)))
-                session_message(&c, owner[i]);
+            accept_session(c);
+        for (size_t i = 3; i < np; i++) {
+            session *s = owner[i];
+            if (s->state == S_FREE || !p[i].revents)
+                continue;
+            if (is_master[i]) {
+                if (s->master != p[i].fd)
+                    continue;
+                if (p[i].revents & POLLOUT)
+                    session_pty_input(s);
+                if (s->master >= 0 && (p[i].revents & (POLLIN | POLLHUP | POLLERR)) &&
+                    !s->out_pending)
+                    session_pty_output(c, s);
+            } else {
+                if (s->sock != p[i].fd)
+                    continue;
+                if ((p[i].revents & POLLOUT) && s->out_pending)
+                    session_flush_output(c, s);
+                if (s->state != S_FREE && s->sock == p[i].fd &&
+                    (p[i].revents & (POLLIN | POLLHUP | POLLERR)))
+                    session_message(c, s);
+            }
+        }
     }
 }

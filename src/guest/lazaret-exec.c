@@ -14,7 +14,8 @@
  *       1 when it fails (old runsc): Lazaret then preloads
  *       lazaret-statx-fix.so into session processes.
  *
- *   lazaret-exec -- COMMAND [ARG...]
+ *   lazaret-exec [--pty] -- COMMAND [ARG...]
+ *   lazaret-exec [--pty] --login-shell
  *   lazaret-exec --login-shell
  *       Executes COMMAND (PATH lookup as a shell does) for a Client Session
  *       and turns exec failures into the container-tool exit statuses that
@@ -24,17 +25,41 @@
  *       login shell of the sandbox's root user from /etc/passwd (or /bin/sh)
  *       as a login shell.
  *
+ *   --pty: an interactive session. runsc hands the session's terminal to the
+ *   guest as a host file ("host:[N]"), which is a TTY for isatty() but has
+ *   no name (tty(1) says "not a tty") and no job control. So the launcher
+ *   allocates a real pseudo-terminal inside the sandbox (/dev/ptmx), runs
+ *   the command as a session leader on its slave, puts the host terminal in
+ *   raw mode and relays bytes both ways; the window size follows SIGWINCH.
+ *   runsc 2022 does not generate signals from its pseudo-terminals' line
+ *   discipline (writing ^C to a master does not SIGINT the foreground
+ *   process group, unlike Linux), so the launcher does that part itself, by
+ *   the inner terminal's own settings: with ISIG set, the VINTR, VQUIT and
+ *   VSUSP characters become SIGINT, SIGQUIT and SIGTSTP for the terminal's
+ *   foreground process group, echoed as ^C when ECHOCTL asks for it. Only a
+ *   member of the terminal's session can ask it for its foreground group,
+ *   so a small "session keeper" process leads the session, runs the command
+ *   in its own foreground process group, and sends the signals:
+ *
+ *     relay (raw outer terminal <-> inner master) --ctl pipe--> keeper
+ *     (session leader, ctty = inner slave) --> command (foreground group)
+ *
  * It is deliberately tiny: no NSS, no locale, no allocation beyond the
  * stack, so that it works in any image whatever its libc.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <termios.h>
 #include <unistd.h>
 
 static void say(const char *a, const char *b, const char *c)
@@ -109,6 +134,293 @@ static int exec_failed(const char *cmd, int err)
     return 126;
 }
 
+/* exec the command (or the login shell); never returns. The command starts
+ * with every signal at its default disposition and unblocked, whatever the
+ * launcher inherited from runsc (an ignored SIGINT would survive exec and
+ * make Ctrl-C do nothing). */
+static void exec_command(bool login, char **cmd) __attribute__((noreturn));
+static void exec_command(bool login, char **cmd)
+{
+    for (int sig = 1; sig < NSIG; sig++)
+        if (sig != SIGKILL && sig != SIGSTOP)
+            signal(sig, SIG_DFL);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    if (login) {
+        char shell[4096];
+        login_shell(shell, sizeof(shell));
+        const char *base = strrchr(shell, '/');
+        char arg0[4096 + 2];
+        snprintf(arg0, sizeof(arg0), "-%s", base ? base + 1 : shell);
+        char *const args[] = { arg0, NULL };
+        execv(shell, args);
+        _exit(exec_failed(shell, errno));
+    }
+    execvp(cmd[0], cmd);
+    _exit(exec_failed(cmd[0], errno));
+}
+
+static int status_of(int st)
+{
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static void copy_winsize(int from, int to)
+{
+    struct winsize ws;
+    if (ioctl(from, TIOCGWINSZ, &ws) == 0)
+        ioctl(to, TIOCSWINSZ, &ws);
+}
+
+static ssize_t write_all(int fd, const char *p, size_t n)
+{
+    size_t done = 0;
+    while (done < n) {
+        ssize_t w = write(fd, p + done, n - done);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        done += (size_t) w;
+    }
+    return (ssize_t) done;
+}
+
+/* Forward typed bytes to the inner terminal, turning its signal characters
+ * into requests to the session keeper (see the header comment). */
+static void forward_input(int master, int ctl, const char *buf, size_t n)
+{
+    struct termios t;
+    if (tcgetattr(master, &t) < 0 || !(t.c_lflag & ISIG)) {
+        write_all(master, buf, n);
+        return;
+    }
+    size_t start = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char) buf[i];
+        unsigned char sig = 0;
+        if (ch == t.c_cc[VINTR] && t.c_cc[VINTR] != _POSIX_VDISABLE)
+            sig = SIGINT;
+        else if (ch == t.c_cc[VQUIT] && t.c_cc[VQUIT] != _POSIX_VDISABLE)
+            sig = SIGQUIT;
+        else if (ch == t.c_cc[VSUSP] && t.c_cc[VSUSP] != _POSIX_VDISABLE)
+            sig = SIGTSTP;
+        if (!sig)
+            continue;
+        if (i > start)
+            write_all(master, buf + start, i - start);
+        start = i + 1;
+        if ((t.c_lflag & ECHO) && (t.c_lflag & ECHOCTL)) {
+            char echo[2] = { '^', (char) (ch ^ 0x40) };
+            write_all(STDOUT_FILENO, echo, 2);
+        }
+        if (!(t.c_lflag & NOFLSH))
+            tcflush(master, TCIFLUSH);
+        write_all(ctl, (const char *) &sig, 1);
+    }
+    if (n > start)
+        write_all(master, buf + start, n - start);
+}
+
+/* The session keeper: leader of the command's session, with the inner
+ * terminal as controlling terminal, so that it can ask the terminal for its
+ * foreground process group (only members of the session may) and signal it
+ * on behalf of the relay. Exits with the command's status. */
+static int session_keeper(const char *name, int ctl, bool login, char **cmd)
+{
+    setsid();
+    int tty = open(name, O_RDWR | O_CLOEXEC);
+    if (tty < 0)
+        return 125;
+    /* Opened by a session leader, the slave became the controlling terminal
+     * already (gVisor then refuses TIOCSCTTY with EINVAL). */
+    if (tcgetpgrp(tty) != getpid())
+        ioctl(tty, TIOCSCTTY, 0);
+    int go[2];
+    if (pipe2(go, O_CLOEXEC) < 0)
+        return 125;
+    pid_t c = fork();
+    if (c < 0)
+        return 125;
+    if (c == 0) {
+        /* The command: its own process group, in the foreground. */
+        close(ctl);
+        close(go[1]);
+        setpgid(0, 0);
+        char x;
+        (void) !read(go[0], &x, 1);
+        dup2(tty, 0);
+        dup2(tty, 1);
+        dup2(tty, 2);
+        exec_command(login, cmd);
+    }
+    close(go[0]);
+    setpgid(c, c);
+    tcsetpgrp(tty, c);
+    close(go[1]);
+
+    sigset_t mask;
+    sigemptyset(&mask);
+    sigaddset(&mask, SIGCHLD);
+    int sfd = signalfd(-1, &mask, SFD_CLOEXEC);
+    for (;;) {
+        struct pollfd p[2] = { { .fd = ctl, .events = POLLIN }, { .fd = sfd, .events = POLLIN } };
+        if (poll(p, 2, -1) < 0 && errno != EINTR)
+            return 125;
+        if (p[1].revents & POLLIN) {
+            struct signalfd_siginfo si;
+            (void) !read(sfd, &si, sizeof(si));
+            int st;
+            pid_t r;
+            while ((r = waitpid(-1, &st, WNOHANG)) > 0)
+                if (r == c)
+                    return status_of(st);
+        }
+        if (p[0].revents & (POLLIN | POLLHUP)) {
+            unsigned char sig;
+            if (read(ctl, &sig, 1) != 1) {
+                /* The relay is gone: hang up the session, as a closed
+                 * terminal would. */
+                sig = SIGHUP;
+            }
+            pid_t fg = tcgetpgrp(tty);
+            if (sig == SIGHUP) {
+                kill(-c, SIGHUP);
+                kill(-c, SIGCONT);
+            }
+            if (fg > 0 && fg != getpgrp()) {
+                kill(-fg, sig);
+                if (sig == SIGHUP)
+                    kill(-fg, SIGCONT);
+            }
+            if (sig == SIGHUP && p[0].revents & POLLHUP) {
+                close(ctl);
+                ctl = -1;
+            }
+        }
+    }
+}
+
+static int run_pty(bool login, char **cmd)
+{
+    int master = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+    char name[64];
+    if (master < 0 || grantpt(master) < 0 || unlockpt(master) < 0 ||
+        ptsname_r(master, name, sizeof(name)) != 0) {
+        /* No devpts: run on the terminal we were given. */
+        if (master >= 0)
+            close(master);
+        exec_command(login, cmd);
+    }
+    copy_winsize(STDIN_FILENO, master);
+    struct termios outer;
+    bool have_outer = tcgetattr(STDIN_FILENO, &outer) == 0;
+
+    sigset_t mask, old;
+    sigemptyset(&mask);
+    sigaddset(&mask, SIGCHLD);
+    sigaddset(&mask, SIGWINCH);
+    sigaddset(&mask, SIGHUP);
+    sigaddset(&mask, SIGTERM);
+    sigaddset(&mask, SIGINT);
+    sigaddset(&mask, SIGQUIT);
+    sigprocmask(SIG_BLOCK, &mask, &old);
+
+    int ctl[2];
+    if (pipe2(ctl, O_CLOEXEC) < 0) {
+        say("cannot create a pipe: ", strerror(errno), "");
+        return 125;
+    }
+    pid_t keeper = fork();
+    if (keeper < 0) {
+        say("cannot fork: ", strerror(errno), "");
+        return 125;
+    }
+    if (keeper == 0) {
+        close(ctl[1]);
+        close(master);
+        signal(SIGPIPE, SIG_IGN);
+        _exit(session_keeper(name, ctl[0], login, cmd));
+    }
+    close(ctl[0]);
+    signal(SIGPIPE, SIG_IGN);
+    if (have_outer) {
+        struct termios raw = outer;
+        cfmakeraw(&raw);
+        tcsetattr(STDIN_FILENO, TCSANOW, &raw);
+    }
+
+    /* Signals stay blocked and arrive through a signalfd. */
+    int sfd = signalfd(-1, &mask, SFD_CLOEXEC);
+    int status = -1;
+    bool in_open = true;
+    char buf[16384];
+    for (;;) {
+        struct pollfd p[3] = { { .fd = in_open ? STDIN_FILENO : -1, .events = POLLIN },
+                               { .fd = master, .events = POLLIN },
+                               { .fd = sfd, .events = POLLIN } };
+        /* After the command ended, forward what is left for a moment: a
+         * background process may keep the terminal open. */
+        int r = poll(p, 3, status >= 0 ? 200 : -1);
+        if (r < 0 && errno != EINTR)
+            break;
+        if (r == 0 && status >= 0)
+            break;
+        if (r <= 0)
+            continue;
+        if (p[2].revents & POLLIN) {
+            struct signalfd_siginfo si;
+            if (read(sfd, &si, sizeof(si)) == sizeof(si)) {
+                unsigned char sig = (unsigned char) si.ssi_signo;
+                if (sig == SIGCHLD) {
+                    int st;
+                    if (waitpid(keeper, &st, WNOHANG) == keeper)
+                        status = status_of(st);
+                } else if (sig == SIGWINCH) {
+                    copy_winsize(STDIN_FILENO, master);
+                    write_all(ctl[1], (const char *) &sig, 1);
+                } else {
+                    /* Hung up or terminated (runsc forwards what the host
+                     * sends us): the whole session gets SIGHUP. */
+                    sig = SIGHUP;
+                    write_all(ctl[1], (const char *) &sig, 1);
+                }
+            }
+        }
+        if (p[0].revents & (POLLIN | POLLHUP | POLLERR)) {
+            ssize_t n = read(STDIN_FILENO, buf, sizeof(buf));
+            if (n <= 0)
+                in_open = false;
+            else
+                forward_input(master, ctl[1], buf, (size_t) n);
+        }
+        if (p[1].revents & (POLLIN | POLLHUP | POLLERR)) {
+            ssize_t n = read(master, buf, sizeof(buf));
+            if (n <= 0) {
+                /* EIO: every slave holder is gone. */
+                if (status < 0) {
+                    int st;
+                    if (waitpid(keeper, &st, 0) == keeper)
+                        status = status_of(st);
+                }
+                break;
+            }
+            write_all(STDOUT_FILENO, buf, (size_t) n);
+        }
+    }
+    close(ctl[1]);
+    if (status < 0) {
+        int st;
+        if (waitpid(keeper, &st, 0) == keeper)
+            status = status_of(st);
+    }
+    if (have_outer)
+        tcsetattr(STDIN_FILENO, TCSANOW, &outer);
+    return status < 0 ? 125 : status;
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 2 && strcmp(argv[1], "--init") == 0)
@@ -119,24 +431,24 @@ int main(int argc, char **argv)
         return statx(AT_FDCWD, "/", AT_NO_AUTOMOUNT, STATX_BASIC_STATS, &stx) == 0 ? 0 : 1;
     }
 
-    if (argc == 2 && strcmp(argv[1], "--login-shell") == 0) {
-        char shell[4096];
-        login_shell(shell, sizeof(shell));
-        const char *base = strrchr(shell, '/');
-        char arg0[4096 + 2];
-        snprintf(arg0, sizeof(arg0), "-%s", base ? base + 1 : shell);
-        char *const args[] = { arg0, NULL };
-        execv(shell, args);
-        return exec_failed(shell, errno);
-    }
-
     int i = 1;
-    if (i < argc && strcmp(argv[i], "--") == 0)
+    bool pty = false, login = false;
+    if (i < argc && strcmp(argv[i], "--pty") == 0) {
+        pty = true;
         i++;
-    if (i >= argc) {
-        say("usage: lazaret-exec --init | --login-shell | -- COMMAND [ARG...]", "", "");
-        return 125;
     }
-    execvp(argv[i], argv + i);
-    return exec_failed(argv[i], errno);
+    if (i < argc && strcmp(argv[i], "--login-shell") == 0 && i + 1 == argc) {
+        login = true;
+    } else {
+        if (i < argc && strcmp(argv[i], "--") == 0)
+            i++;
+        if (i >= argc) {
+            say("usage: lazaret-exec --init | --probe-statx | [--pty] (--login-shell | -- "
+                "COMMAND [ARG...])", "", "");
+            return 125;
+        }
+    }
+    if (pty && isatty(STDIN_FILENO))
+        return run_pty(login, argv + i);
+    exec_command(login, argv + i);
 }

@@ -53,6 +53,10 @@ json_t *lz_spec_process(char *const *argv, size_t argc, const char *cwd, char *c
 {
     json_t *args = json_array();
     json_array_append_new(args, json_string(LZ_GUEST_EXEC));
+    /* A real pseudo-terminal inside the sandbox for interactive sessions
+     * (see src/guest/lazaret-exec.c). */
+    if (terminal)
+        json_array_append_new(args, json_string("--pty"));
     if (argc == 0) {
         json_array_append_new(args, json_string("--login-shell"));
     } else {

@@ -78,6 +78,26 @@ void lz_msg_run_encode(lz_wbuf *b, const lz_msg_run *m)
     lz_wbuf_str(b, m->term ? m->term : "");
     lz_wbuf_str(b, m->cwd ? m->cwd : "");
     put_strv(b, m->argv, m->argc);
+    put_strv(b, m->env, m->envc);
+}
+
+bool lz_msg_locale_var_ok(const char *entry)
+{
+    const char *eq = strchr(entry, '=');
+    if (!eq)
+        return false;
+    size_t n = (size_t) (eq - entry);
+    if (n == 4 && strncmp(entry, "LANG", 4) == 0)
+        return true;
+    if (n == 8 && strncmp(entry, "LANGUAGE", 8) == 0)
+        return true;
+    if (n > 3 && strncmp(entry, "LC_", 3) == 0) {
+        for (size_t i = 3; i < n; i++)
+            if (!((entry[i] >= 'A' && entry[i] <= 'Z') || entry[i] == '_'))
+                return false;
+        return true;
+    }
+    return false;
 }
 
 bool lz_msg_run_decode(lz_rbuf *r, lz_msg_run *m)
@@ -90,7 +110,12 @@ bool lz_msg_run_decode(lz_rbuf *r, lz_msg_run *m)
     m->term = lz_rbuf_str(r, 256);
     m->cwd = lz_rbuf_str(r, LZ_MSG_MAX_STR);
     m->argv = get_strv(r, &m->argc);
-    if (!lz_rbuf_done(r) || flags > 1 || m->rows > 65535 || m->cols > 65535) {
+    if (m->argv)
+        m->env = get_strv(r, &m->envc);
+    bool env_ok = true;
+    for (size_t i = 0; m->env && i < m->envc; i++)
+        env_ok = env_ok && lz_msg_locale_var_ok(m->env[i]);
+    if (!lz_rbuf_done(r) || flags > 1 || m->rows > 65535 || m->cols > 65535 || !env_ok) {
         lz_msg_run_clear(m);
         return false;
     }
@@ -102,6 +127,7 @@ void lz_msg_run_clear(lz_msg_run *m)
     free(m->term);
     free(m->cwd);
     free_strv(m->argv);
+    free_strv(m->env);
     memset(m, 0, sizeof(*m));
 }
 

@@ -7,15 +7,25 @@
  * socket in the Domain's 0700 runtime directory, peer uid checked:
  *
  *   CLI -> HC   HELLO     protocol version, Domain ID, configuration fingerprint
- *               RUN       the session's command; fds: stdin, stdout, stderr
+ *               RUN       the session's command; non-interactive: fds stdin,
+ *                         stdout, stderr; interactive: no fds (window size,
+ *                         TERM and locale in the message)
+ *               INPUT     interactive: bytes typed (TerminalInput)
+ *               RESIZE    interactive: new window size (TerminalResize)
+ *               CLOSE     the client ends the session (SessionClose)
  *   HC -> CLI   PROGRESS  a line of startup progress for the terminal
  *               REFUSED   why the session cannot run, and what to do
  *               STARTED   session id: the command runs
+ *               OUTPUT    interactive: bytes from the terminal (TerminalOutput)
  *               EXIT      how the command ended (SessionExit)
  *
  *   Order: HELLO, RUN, then PROGRESS* and exactly one of REFUSED or
- *   (STARTED, EXIT). Anything else is a protocol violation that ends the
- *   connection.
+ *   (STARTED, OUTPUT*, EXIT); INPUT/RESIZE/CLOSE only after RUN of an
+ *   interactive session (CLOSE for either kind). Anything else is a
+ *   protocol violation that ends the connection.
+ *
+ *   Signals (Ctrl-C, Ctrl-Z, Ctrl-\) are not messages: they travel as bytes
+ *   through the PTY, whose line discipline inside the sandbox decides.
  *
  * Supervisor channel (coordinator <-> Runtime Supervisor), a socketpair:
  *
@@ -51,6 +61,10 @@ enum {
     LZ_MSG_REFUSED = 11,
     LZ_MSG_STARTED = 12,
     LZ_MSG_EXIT = 13,
+    LZ_MSG_INPUT = 20,
+    LZ_MSG_RESIZE = 21,
+    LZ_MSG_CLOSE = 22,
+    LZ_MSG_OUTPUT = 23,
 
     LZ_SUP_START = 100,
     LZ_SUP_EXEC = 101,
@@ -87,7 +101,15 @@ typedef struct lz_msg_run {
     char *cwd;         /* path relative to the workspace, "" for its root */
     char **argv;       /* NULL-terminated; argc == 0 means the login shell */
     size_t argc;
+    char **env;        /* the client's locale: "LANG=…", "LC_*=…" only */
+    size_t envc;
 } lz_msg_run;
+
+/* Largest payload of INPUT/OUTPUT. */
+#define LZ_MSG_MAX_DATA (LZ_WIRE_MAX - 16)
+
+/* Is `entry` ("NAME=value") a locale variable a client may pass through? */
+bool lz_msg_locale_var_ok(const char *entry);
 
 typedef struct lz_msg_refused {
     uint32_t code;

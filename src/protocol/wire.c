@@ -132,6 +132,21 @@ int lz_wire_send(int sock, const lz_wbuf *b, const int *fds, size_t n_fds, lz_er
     }
 }
 
+int lz_wire_try_send(int sock, const lz_wbuf *b, lz_error **err)
+{
+    if (b->overflow)
+        return lz_error_set(err, EMSGSIZE, "cannot send a control message: it is too large");
+    for (;;) {
+        ssize_t r = send(sock, b->data, b->len, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (r >= 0)
+            return 0;
+        if (errno == EAGAIN || errno == EWOULDBLOCK)
+            return 1;
+        if (errno != EINTR)
+            return lz_error_set(err, errno, "cannot send a control message");
+    }
+}
+
 ssize_t lz_wire_recv(int sock, void *buf, int *fds, size_t max_fds, size_t *ret_n_fds,
                      lz_error **err)
 {

@@ -58,6 +58,10 @@ bool lz_rbuf_done(const lz_rbuf *r);
  * Returns 0, or -1 with *err (EPIPE/ECONNRESET when the peer is gone). */
 int lz_wire_send(int sock, const lz_wbuf *b, const int *fds, size_t n_fds, lz_error **err);
 
+/* Like lz_wire_send without descriptors, but never blocks: returns 0 when
+ * sent, 1 when the socket's buffer is full (nothing was sent), -1 on error. */
+int lz_wire_try_send(int sock, const lz_wbuf *b, lz_error **err);
+
 /* Receive one message into buf (LZ_WIRE_MAX bytes). Received descriptors
  * (O_CLOEXEC via MSG_CMSG_CLOEXEC) are stored in fds[0..*ret_n_fds);
  * unexpected extra descriptors are closed and the message refused.

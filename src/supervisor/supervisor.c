@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
@@ -105,8 +106,21 @@ static int open_dir_at(int dirfd, const char *name, lz_error **err)
 
 /* Run runsc with the global flags and `args`, stdio as given (-1 for
  * /dev/null), and wait. Returns the wait status, or -1. */
+/* ctty: make fd 0 (a terminal) the controlling terminal of the runsc
+ * process, in a new session: the kernel then sends it SIGWINCH when the
+ * coordinator resizes the PTY, and runsc passes the new size into the
+ * sandbox. */
+static int runsc_run_tty(sup *s, char *const *args, int in, int out, int errfd, int extra_fd,
+                         bool ctty, lz_error **err);
+
 static int runsc_run(sup *s, char *const *args, int in, int out, int errfd, int extra_fd,
                      lz_error **err)
+{
+    return runsc_run_tty(s, args, in, out, errfd, extra_fd, false, err);
+}
+
+static int runsc_run_tty(sup *s, char *const *args, int in, int out, int errfd, int extra_fd,
+                         bool ctty, lz_error **err)
 {
     size_t n = 0;
     while (args[n])
@@ -139,6 +153,8 @@ static int runsc_run(sup *s, char *const *args, int in, int out, int errfd, int 
         if (extra >= 0 && dup2(extra, 3) < 0)
             _exit(125);
         closefrom(extra >= 0 ? 4 : 3);
+        if (ctty && (setsid() < 0 || ioctl(0, TIOCSCTTY, 0) < 0))
+            _exit(125);
         sigset_t none;
         sigemptyset(&none);
         sigprocmask(SIG_SETMASK, &none, NULL);
@@ -460,7 +476,7 @@ static int do_exec(sup *s, const lz_msg_exec *m, const int *fds, lz_error **err)
     char *const args[] = { (char *) "exec", (char *) "--internal-pid-file", pidfile,
                            (char *) "--process", (char *) "/proc/self/fd/3",
                            (char *) s->sc->container_id, NULL };
-    int pid = runsc_run(s, args, fds[0], fds[1], fds[2], mfd, err);
+    int pid = runsc_run_tty(s, args, fds[0], fds[1], fds[2], mfd, m->interactive, err);
     if (pid < 0)
         return -1;
     s->execs[slot].pid = pid;
