@@ -255,7 +255,6 @@ static attempt_result relay_interactive(int sock, int *status)
 /* The client's locale, passed through to interactive sessions. */
 static char **locale_env(size_t *ret_n)
 {
-    extern char **environ;
     size_t n = 0;
     for (char **e = environ; *e; e++)
         n++;
