@@ -12,8 +12,9 @@
 #   5. make sure XDG_RUNTIME_DIR is a private directory
 #   6. lazaret doctor (informational: its failures do not stop the demo)
 #   7. lazaret config check default --workspace ~/lazaret-demo-workspace
-#   8. lazaret run default -- <a short tour>: a command in the sandbox; its
-#      exit status is the demo's
+#   8. lazaret run default -- <a short tour>: a command in the sandbox
+#   9. on a terminal: lazaret run default, an interactive shell in the
+#      sandbox (type exit to leave); its exit status is the demo's
 #
 # The demo image is a Debian 12 minbase with git, debootstrapped offline into
 # an OCI layout (tests/images/build.sh, cached in /var/cache/lazaret-test-images):
@@ -128,15 +129,23 @@ user_phase() {
     echo
     say "running: lazaret run default -- <a short tour of the sandbox>"
     cd "$ws"
-    exec "$bin" "$@" run default -- sh -c '
+    "$bin" "$@" run default -- sh -c '
         echo "== inside the sandbox: $(hostname), $(. /etc/os-release; echo "$PRETTY_NAME")"
         echo "== uname: $(uname -sr) (gVisor implements the kernel)"
         echo "== /workspace is your project, read-write:"; ls -la /workspace
-        echo "== git works inside:"; git -C /workspace log --oneline -3
+        echo "== git works inside:"; git --no-pager -C /workspace log --oneline -3
         echo "== your home directory is not here:"; ls /home 2>&1 || true
         echo "== and neither is the configuration: $(ls ~/.config/lazaret 2>&1)"
         echo "== /root persists across sandbox restarts (persistent_dirs):"
         echo "   runs of this demo so far: $(echo x >> /root/.demo-runs; wc -l < /root/.demo-runs)"'
+    status=$?
+    if [ -t 0 ] && [ -t 1 ]; then
+        echo
+        say "opening an interactive shell in the sandbox (lazaret run default); type exit to leave"
+        exec "$bin" "$@" run default
+    fi
+    say "not on a terminal: skipping the interactive shell (run 'make demo' in a terminal)"
+    exit "$status"
 }
 
 if [ "${1:-}" = "--user-phase" ]; then

@@ -101,7 +101,8 @@ static int find_guest_files(char **ret_exec, char **ret_fix, lz_error **err)
 }
 
 static int start_coordinator(const lz_resolved_config *cfg, int dirfd, int lock_fd,
-                             lz_progress_fn progress, void *userdata, lz_error **err)
+                             int bootstrap_fd, lz_progress_fn progress, void *userdata,
+                             lz_error **err)
 {
     _cleanup_free_ char *runsc = NULL, *guest_exec = NULL, *guest_fix = NULL;
     lz_prepared_image image = { .bundle = LZ_PATH_PLAN_INIT };
@@ -119,16 +120,6 @@ static int start_coordinator(const lz_resolved_config *cfg, int dirfd, int lock_
         goto out;
     if (lz_image_prepare(&cfg->storage_root, cfg->image, progress, userdata, &image, err) < 0)
         goto out;
-    {
-        char hex[65];
-        lz_digest_hex(cfg->domain_id, hex);
-        _cleanup_close_ int root = lz_plan_open(&cfg->storage_domain_root, O_PATH | O_DIRECTORY,
-                                                true, err);
-        if (root < 0 || lz_domain_store_open(root, hex, cfg->profile, cfg->workspace.label, &store,
-                                             err) < 0)
-            goto out;
-    }
-
     /* Bind before forking so that the next connect() succeeds at once. */
     listen_fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
     if (listen_fd < 0) {
@@ -166,6 +157,22 @@ static int start_coordinator(const lz_resolved_config *cfg, int dirfd, int lock_
         }
         signal(SIGINT, SIG_DFL);
         signal(SIGQUIT, SIG_DFL);
+        /* Not ours to keep: the bootstrap lock belongs to the CLI. */
+        close(bootstrap_fd);
+        /* The Domain Store is opened here, in the process that uses it: an
+         * SQLite connection must never cross a fork (the parent closing its
+         * copy would checkpoint and delete the WAL under the child). */
+        {
+            char hex[65];
+            lz_digest_hex(cfg->domain_id, hex);
+            lz_error *e = NULL;
+            int root = lz_plan_open(&cfg->storage_domain_root, O_PATH | O_DIRECTORY, true, &e);
+            if (root < 0 ||
+                lz_domain_store_open(root, hex, cfg->profile, cfg->workspace.label, &store, &e) < 0)
+                _exit(1); /* the CLI finds no coordinator and reports on retry */
+            close(root);
+            lz_error_free(e);
+        }
         lz_coordinator_args a = {
             .cfg = cfg, .image = &image, .store = store, .lock_fd = lock_fd,
             .listen_fd = listen_fd, .runtime_dir_fd = dirfd, .runsc = runsc,
@@ -180,7 +187,6 @@ static int start_coordinator(const lz_resolved_config *cfg, int dirfd, int lock_
 out:
     if (listen_fd >= 0)
         close(listen_fd);
-    lz_domain_store_close(store);
     lz_prepared_image_clear(&image);
     return r;
 }
@@ -213,7 +219,7 @@ int lz_domain_connect(const lz_resolved_config *cfg, lz_progress_fn progress, vo
         if (lock < 0)
             return -1;
         if (flock(lock, LOCK_EX | LOCK_NB) == 0) {
-            int r = start_coordinator(cfg, dirfd, lock, progress, userdata, err);
+            int r = start_coordinator(cfg, dirfd, lock, boot, progress, userdata, err);
             close(lock); /* the coordinator holds its own copy */
             if (r < 0)
                 return -1;
