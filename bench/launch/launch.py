@@ -1,0 +1,826 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Launch benchmark: Lazaret against bare runsc, same rootfs, same run.
+
+Started by bench/launch/run.sh as root. What it measures (bench/README.md):
+
+  cold start  `lazaret run bench -- true` with no Domain running (CLI start to
+              CLI exit)                     vs `runsc run` of /bin/true
+  warm join   `lazaret run bench -- true` while a `sleep 600` session keeps
+              the Domain alive              vs `runsc exec` of /bin/true into
+                                               a running container
+  teardown    CLI exit until no `lz-coordinator` process of the user remains
+                                            vs `runsc kill KILL` + `runsc delete`
+                                               of a running container
+
+The baseline runs as the same user, in one `unshare --user --map-root-user
+--map-auto --mount --pid --fork --mount-proc --propagation private` namespace
+(this script again, with --inner), with `runsc --ignore-cgroups
+--network=none --overlay2=root:memory --root=DIR`, on the rootfs Lazaret
+itself unpacked. Lazaret and baseline samples are interleaved so that load
+from other work on the machine hits both alike.
+"""
+
+import argparse
+import datetime
+import fcntl
+import json
+import os
+import platform
+import pwd
+import re
+import select
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+BENCH_USER = os.environ.get("LAZARET_BENCH_USER", "lzbench")
+BUILD_DIR = os.environ.get("LAZARET_BENCH_BUILD", "build-bench")
+IMAGES = Path(os.environ.get("LAZARET_TEST_IMAGES", "/var/cache/lazaret-test-images"))
+IMAGE_REF = f"oci:{IMAGES}/busybox:latest"
+DOC = REPO / "docs" / "performance.md"
+SAFE_PATH = "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"
+IMAGE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+# Shared with tests/integration/conftest.py: serialises useradd/usermod
+# against concurrent test sessions.
+STATE_DIR = Path("/run/lazaret-tests")
+SUBID_COUNT = 65536
+SUBID_FIRST = 100000
+RUNSC_FLAGS = ["--ignore-cgroups", "--network=none", "--overlay2=root:memory"]
+UNSHARE = ["unshare", "--user", "--map-root-user", "--map-auto", "--mount", "--pid", "--fork",
+           "--mount-proc", "--propagation", "private"]
+TEARDOWN_TIMEOUT = 60.0
+
+
+def say(msg):
+    print(f"bench: {msg}", file=sys.stderr, flush=True)
+
+
+def die(msg):
+    print(f"bench: error: {msg}", file=sys.stderr, flush=True)
+    sys.exit(1)
+
+
+def ms(ns):
+    return ns / 1e6
+
+
+# ---- baseline: runs inside the user namespace ---------------------------------
+
+def inner_main(base: Path):
+    """Line protocol on stdin/stdout: 'cold ID', 'sleeper ID', 'exec ID',
+    'teardown ID', 'quit'. Answers 'ok NANOSECONDS' or 'err MESSAGE'."""
+    # We are pid 1 of the namespace: sandbox processes reparent to us when
+    # runsc exits, and runsc waits for them to be gone, so zombies would
+    # stall it ("waiting sandbox stop: context deadline exceeded"). pid 1
+    # reaps; a child does the work.
+    worker = os.fork()
+    if worker:
+        code = 1
+        while True:
+            try:
+                pid, status = os.wait()
+            except ChildProcessError:
+                return code
+            if pid == worker:
+                return os.waitstatus_to_exitcode(status)
+    runsc = ["runsc", *RUNSC_FLAGS, f"--root={base / 'runsc'}"]
+    tmp = base / "tmp"
+
+    def run(argv):
+        return subprocess.run(runsc + argv, stdin=subprocess.DEVNULL, capture_output=True,
+                              text=True)
+
+    def timed(*argvs):
+        t0 = time.perf_counter_ns()
+        for argv in argvs:
+            p = run(argv)
+            if p.returncode != 0:
+                return f"err runsc {' '.join(argv)}: status {p.returncode}: " + \
+                    (p.stderr.strip().replace("\n", " | ") or "(no message)")
+        return f"ok {time.perf_counter_ns() - t0}"
+
+    def detached(cid):
+        # The sandbox keeps the stdio it is given: no pipes (nobody would
+        # see EOF), and runsc fchowns it, so a fresh file rather than a log.
+        err = tmp / f"{cid}.err"
+        with open(err, "w+") as f:
+            p = subprocess.run(runsc + ["run", "--detach", "--bundle", str(base / "sleep"), cid],
+                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=f)
+            f.seek(0)
+            msg = f.read().strip().replace("\n", " | ")
+        err.unlink()
+        return "ok 0" if p.returncode == 0 else f"err runsc run --detach: status " \
+            f"{p.returncode}: {msg or '(no message)'}"
+
+    for line in sys.stdin:
+        cmd, _, cid = line.strip().partition(" ")
+        if cmd == "cold":
+            reply = timed(["run", "--bundle", str(base / "true"), cid])
+        elif cmd == "sleeper":
+            reply = detached(cid)
+        elif cmd == "exec":
+            reply = timed(["exec", cid, "/bin/true"])
+        elif cmd == "teardown":
+            reply = timed(["kill", cid, "KILL"], ["delete", cid])
+        elif cmd == "quit":
+            break
+        else:
+            reply = f"err unknown command {cmd!r}"
+        print(reply, flush=True)
+    # Leftovers of a failed step; the pid namespace ends with us anyway.
+    p = run(["list", "--quiet"])
+    for cid in p.stdout.split():
+        run(["delete", "--force", cid])
+    return 0
+
+
+class Baseline:
+    def __init__(self, user, base: Path, log: Path):
+        self.log = open(log, "w")
+        self.proc = subprocess.Popen(
+            [*UNSHARE, "--kill-child", "/usr/bin/python3", str(Path(__file__).resolve()), "--inner", str(base)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, text=True,
+            cwd=str(base), env=user.env(), **user.creds())
+
+    def ask(self, cmd):
+        self.proc.stdin.write(cmd + "\n")
+        self.proc.stdin.flush()
+        reply = self.proc.stdout.readline().strip()
+        if not reply:
+            die(f"baseline helper died (see {self.log.name})")
+        if not reply.startswith("ok "):
+            die(f"baseline '{cmd}': {reply[4:]}")
+        return int(reply[3:])
+
+    def close(self):
+        if self.proc.poll() is None:
+            try:
+                self.proc.stdin.write("quit\n")
+                self.proc.stdin.close()
+                self.proc.wait(timeout=30)
+            except (BrokenPipeError, subprocess.TimeoutExpired):
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
+
+
+# ---- the user ------------------------------------------------------------------
+
+def _subid_ranges(path, owners=None):
+    out = []
+    try:
+        text = Path(path).read_text()
+    except FileNotFoundError:
+        return out
+    for line in text.splitlines():
+        parts = line.split(":")
+        if len(parts) == 3 and parts[1].isdigit() and parts[2].isdigit():
+            if owners is None or parts[0] in owners:
+                out.append((parts[0], int(parts[1]), int(parts[2])))
+    return out
+
+
+def _free_subid_start():
+    ranges = _subid_ranges("/etc/subuid") + _subid_ranges("/etc/subgid")
+    start, moved = SUBID_FIRST, True
+    while moved:
+        moved = False
+        for _, s, c in ranges:
+            if s < start + SUBID_COUNT and start < s + c:
+                start, moved = s + c, True
+    return start
+
+
+class User:
+    def __init__(self, name, home: Path, runtime: Path):
+        pw = pwd.getpwnam(name)
+        self.name, self.uid, self.gid = name, pw.pw_uid, pw.pw_gid
+        self.groups = [g for g in os.getgrouplist(name, pw.pw_gid) if g != pw.pw_gid]
+        self.home, self.runtime = home, runtime
+
+    def creds(self):
+        return {"user": self.uid, "group": self.gid, "extra_groups": self.groups}
+
+    def env(self):
+        return {"HOME": str(self.home), "XDG_RUNTIME_DIR": str(self.runtime),
+                "PATH": SAFE_PATH, "LANG": "C.UTF-8"}
+
+
+def ensure_user(name):
+    """useradd --create-home fills /etc/subuid; make sure of >= 65536 ids."""
+    STATE_DIR.mkdir(mode=0o700, exist_ok=True)
+    fd = os.open(STATE_DIR / "lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            pwd.getpwnam(name)
+        except KeyError:
+            say(f"creating user {name}")
+            subprocess.run(["useradd", "--create-home", "--shell", "/bin/sh", name], check=True)
+        pw = pwd.getpwnam(name)
+        owners = {name, str(pw.pw_uid)}
+        for path, opt in (("/etc/subuid", "subuids"), ("/etc/subgid", "subgids")):
+            if not any(c >= SUBID_COUNT for _, _, c in _subid_ranges(path, owners)):
+                s = _free_subid_start()
+                subprocess.run(["usermod", f"--add-{opt}", f"{s}-{s + SUBID_COUNT - 1}", name],
+                               check=True)
+    finally:
+        os.close(fd)
+
+
+# ---- image and build -------------------------------------------------------------
+
+def layout_usable(layout: Path):
+    return (layout / "index.json").is_file() and subprocess.run(
+        ["umoci", "stat", "--image", f"{layout}:latest"], stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0
+
+
+def build_busybox_layout(cache: Path):
+    """tests/images/build.sh's busybox image, reduced to what this benchmark
+    runs; only used when that script is absent."""
+    bb = shutil.which("busybox") or die("busybox is missing: apt-get install busybox-static")
+    if subprocess.run(["ldd", bb], capture_output=True).returncode == 0:
+        die(f"{bb} is dynamically linked: apt-get install busybox-static")
+    cache.mkdir(mode=0o755, parents=True, exist_ok=True)
+    with open(cache / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if layout_usable(cache / "busybox"):
+            return
+        work = Path(tempfile.mkdtemp(prefix=".build-busybox.", dir=cache))
+        try:
+            r = work / "rootfs"
+            for d in ("bin", "etc", "root", "tmp", "proc", "sys", "dev", "usr/bin"):
+                (r / d).mkdir(parents=True, exist_ok=True)
+            shutil.copy(bb, r / "bin/busybox")
+            os.chmod(r / "bin/busybox", 0o755)
+            for a in ("sh", "true", "sleep", "ps", "cat", "ls"):
+                os.symlink("busybox", r / "bin" / a)
+            (r / "etc/passwd").write_text("root:x:0:0:root:/root:/bin/sh\n")
+            (r / "etc/group").write_text("root:x:0:\n")
+            os.chmod(r / "tmp", 0o1777)
+            layer, layout = work / "layer.tar", work / "layout"
+            steps = [
+                ["tar", "--numeric-owner", "--sort=name", "-C", str(r), "-cf", str(layer), "."],
+                ["umoci", "init", "--layout", str(layout)],
+                ["umoci", "new", "--image", f"{layout}:latest"],
+                ["umoci", "raw", "add-layer", "--image", f"{layout}:latest", str(layer)],
+                ["umoci", "config", "--image", f"{layout}:latest", "--config.env",
+                 f"PATH={IMAGE_PATH}", "--config.cmd", "/bin/sh", "--config.workingdir", "/"],
+                ["umoci", "gc", "--layout", str(layout)],
+                ["chmod", "-R", "u+rwX,go+rX,go-w", str(layout)],
+            ]
+            for argv in steps:
+                subprocess.run(argv, check=True, stdin=subprocess.DEVNULL)
+            (layout / ".complete").touch(mode=0o644)
+            shutil.rmtree(cache / "busybox", ignore_errors=True)
+            os.rename(layout, cache / "busybox")
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def ensure_image():
+    if layout_usable(IMAGES / "busybox"):
+        return
+    script = REPO / "tests" / "images" / "build.sh"
+    if script.is_file():
+        say(f"building the test images with {script.relative_to(REPO)}")
+        subprocess.run(["sh", str(script), str(IMAGES)], check=True, stdin=subprocess.DEVNULL)
+    else:
+        say(f"building {IMAGES}/busybox (tests/images/build.sh is absent)")
+        build_busybox_layout(IMAGES)
+    if not layout_usable(IMAGES / "busybox"):
+        die(f"{IMAGES}/busybox:latest is still not a usable OCI layout")
+
+
+def ensure_binary():
+    env_bin = os.environ.get("LAZARET_BIN")
+    if env_bin:
+        path = Path(env_bin).resolve()
+    else:
+        # scripts/build.sh configures the release flavour (once) and builds
+        # everything; the benchmark needs only the CLI and its guest helpers,
+        # so a broken test target elsewhere does not stop it.
+        if not (REPO / BUILD_DIR / "build.ninja").is_file():
+            say(f"configuring {BUILD_DIR} (scripts/build.sh release {BUILD_DIR})")
+            subprocess.run(["scripts/build.sh", "release", BUILD_DIR], cwd=REPO,
+                           stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+        if not (REPO / BUILD_DIR / "build.ninja").is_file():
+            die(f"cannot configure {BUILD_DIR}: run scripts/build.sh release {BUILD_DIR}")
+        targets = ["src/cli/lazaret", "src/cli/lazaret-exec", "src/cli/lazaret-statx-fix.so"]
+        say(f"building {', '.join(targets)} in {BUILD_DIR}")
+        p = subprocess.run(["ninja", "-C", BUILD_DIR, *targets], cwd=REPO,
+                           stdin=subprocess.DEVNULL, capture_output=True, text=True)
+        if p.returncode != 0:
+            die(f"the release build failed:\n{p.stdout[-4000:]}{p.stderr[-2000:]}")
+        path = REPO / BUILD_DIR / "src" / "cli" / "lazaret"
+    for f in (path, path.parent / "lazaret-exec", path.parent / "lazaret-statx-fix.so"):
+        if not f.is_file():
+            die(f"{f} is missing (lazaret's guest helpers must sit beside it)")
+    # The user must reach the binary and its helpers.
+    for d in [path.parent, *path.parent.parents]:
+        if not os.stat(d).st_mode & 0o001:
+            die(f"{d} is not searchable by other users: {BENCH_USER} cannot run {path}")
+    return path
+
+
+# ---- processes of the user ---------------------------------------------------------
+
+def user_procs(uid):
+    """{pid: comm} of every live process whose real uid is uid. Zombies do
+    not count: they have exited, and some init processes (this machine's
+    included) reap orphans only every second or so."""
+    out = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/status") as f:
+                status = f.read()
+        except OSError:
+            continue
+        m = re.search(r"^Uid:\s+(\d+)", status, re.M)
+        n = re.search(r"^Name:\s+(.*)$", status, re.M)
+        state = re.search(r"^State:\s+(\S)", status, re.M)
+        if m and int(m.group(1)) == uid and not (state and state.group(1) in "ZX"):
+            out[int(entry.name)] = n.group(1) if n else "?"
+    return out
+
+
+def descendants(root_pid):
+    """root_pid and every process below it."""
+    children = {}
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                with open(f"/proc/{entry.name}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry.name))
+    out, todo = set(), [root_pid]
+    while todo:
+        pid = todo.pop()
+        out.add(pid)
+        todo.extend(children.get(pid, []))
+    return out
+
+
+def coordinators(uid):
+    return [pid for pid, name in user_procs(uid).items() if name == "lz-coordinator"]
+
+
+def wait_pids_gone(pids, timeout):
+    """Block until every pid has exited (pidfd, no polling interval);
+    returns perf_counter_ns of the moment, or None on timeout."""
+    fds = []
+    for pid in pids:
+        try:
+            fds.append(os.pidfd_open(pid))
+        except ProcessLookupError:
+            pass
+    try:
+        deadline = time.monotonic() + timeout
+        poller = select.poll()
+        for fd in fds:
+            poller.register(fd, select.POLLIN)
+        left = len(fds)
+        while left:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return None
+            for fd, _ in poller.poll(remaining * 1000):
+                poller.unregister(fd)
+                left -= 1
+        return time.perf_counter_ns()
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+# ---- Lazaret ---------------------------------------------------------------------
+
+class Lazaret:
+    def __init__(self, binary: Path, user: User, workspace: Path, logdir: Path):
+        self.bin, self.user, self.ws, self.logdir = binary, user, workspace, logdir
+        self.n = 0
+        self.ignore_tree = None  # the baseline's namespace runs as the same user
+
+    def others(self):
+        procs = user_procs(self.user.uid)
+        if self.ignore_tree is not None:
+            for pid in descendants(self.ignore_tree):
+                procs.pop(pid, None)
+        return procs
+
+    def start(self, *argv):
+        self.n += 1
+        log = self.logdir / f"lazaret-{self.n:03d}.log"
+        f = open(log, "w+")
+        # A file, not a pipe: the coordinator may outlive the CLI.
+        p = subprocess.Popen([str(self.bin), *argv], cwd=str(self.ws), env=self.user.env(),
+                             stdin=subprocess.DEVNULL, stdout=f, stderr=subprocess.STDOUT,
+                             **self.user.creds())
+        return p, f
+
+    def diagnose(self):
+        """Processes of the user and the tail of every coordinator log."""
+        out = [f"processes of {self.user.name}: {self.others()}"]
+        for log in sorted(self.user.home.glob(".local/share/lazaret/domains/*/logs/*.log")):
+            out.append(f"--- {log} (tail)")
+            out += log.read_text(errors="replace").splitlines()[-15:]
+        return "\n".join(out)
+
+    def run(self, *argv, check=True, timeout=120):
+        """(status, nanoseconds from spawn to exit, output, end time)."""
+        t0 = time.perf_counter_ns()
+        p, f = self.start(*argv)
+        try:
+            status = p.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+            f.seek(0)
+            die(f"lazaret {' '.join(argv)} still running after {timeout} s (killed); "
+                f"output: {f.read().strip()}\n{self.diagnose()}")
+        t1 = time.perf_counter_ns()
+        f.seek(0)
+        out = f.read()
+        f.close()
+        if check and status != 0:
+            die(f"lazaret {' '.join(argv)} exited {status}:\n{out.rstrip()}")
+        return status, t1 - t0, out, t1
+
+    def wait_teardown(self, since_ns):
+        """(ns from since_ns until no lz-coordinator of the user remains,
+        ns until no process of the user remains at all). The second wait
+        also makes sure that the next cold start is really cold."""
+        end = wait_pids_gone(coordinators(self.user.uid), TEARDOWN_TIMEOUT)
+        if end is None:
+            die(f"lz-coordinator still running {TEARDOWN_TIMEOUT:.0f} s after the last "
+                f"session\n{self.diagnose()}")
+        deadline = time.monotonic() + TEARDOWN_TIMEOUT
+        left = self.others()
+        while left and time.monotonic() < deadline:
+            wait_pids_gone(list(left), 1.0)
+            left = self.others()
+        if left:
+            die(f"processes of {self.user.name} left after teardown\n{self.diagnose()}")
+        return end - since_ns, max(end, time.perf_counter_ns()) - since_ns
+
+
+# ---- statistics and output -------------------------------------------------------
+
+def summary(samples_ns):
+    v = [ms(s) for s in samples_ns]
+    return {"n": len(v), "mean": statistics.mean(v), "median": statistics.median(v),
+            "min": min(v), "max": max(v),
+            "stdev": statistics.stdev(v) if len(v) > 1 else 0.0}
+
+
+def capture(argv):
+    try:
+        return subprocess.run(argv, capture_output=True, text=True,
+                              stdin=subprocess.DEVNULL).stdout.strip()
+    except OSError:
+        return ""
+
+
+ROWS = [
+    ("cold", "Cold start", "`lazaret run bench -- true`, no Domain running", "`runsc run` (/bin/true)"),
+    ("warm", "Warm join", "`lazaret run bench -- true`, Domain kept alive by another session",
+     "`runsc exec` (/bin/true) into a running container"),
+    ("teardown", "Teardown", "CLI exit until no `lz-coordinator` remains",
+     "`runsc kill KILL` + `runsc delete` of a running container"),
+]
+
+
+def print_table(res):
+    head = f"{'':10} {'lazaret mean':>13} {'median':>8} {'runsc mean':>11} {'median':>8} " \
+           f"{'ratio(median)':>14} {'ratio(mean)':>12}"
+    print(head)
+    for key, title, _, _ in ROWS:
+        lz, rs = res[key]["lazaret"], res[key]["runsc"]
+        print(f"{title:10} {lz['mean']:10.1f} ms {lz['median']:5.1f} ms "
+              f"{rs['mean']:8.1f} ms {rs['median']:5.1f} ms "
+              f"{lz['median'] / rs['median']:13.2f}x {lz['mean'] / rs['mean']:11.2f}x")
+    print(f"(first run, image unpack included: {res['first_run_ms']:.0f} ms; until no "
+          f"process of the user remains: median {res['teardown_all']['median']:.1f} ms; "
+          f"namespace setup `unshare ... true`: median {res['unshare']['median']:.1f} ms)")
+
+
+INTRO = """# Performance
+
+Benchmarks of Lazaret's own overhead. Each result is a ratio against bare
+`runsc` doing the equivalent work on the same machine, with the same rootfs,
+in the same run, so the numbers say what Lazaret adds rather than how fast
+the machine is. Each section records the machine, date and revision it was
+measured on; `bench/README.md` describes every benchmark.
+
+Re-run all of them (as root; they create the unprivileged user `lzbench`):
+
+```
+sudo bench/launch/run.sh
+```
+"""
+
+
+def launch_section(res, meta):
+    lines = [
+        "## Launch",
+        "",
+        f"Measured {meta['date']} on {meta['nproc']} CPUs ({meta['cpu']}), kernel "
+        f"{meta['kernel']}, `{meta['runsc']}`, lazaret {meta['version']} "
+        f"(release build, revision {meta['revision']}). Re-run: `sudo bench/launch/run.sh` "
+        f"({res['cold']['lazaret']['n']} cold starts and teardowns, "
+        f"{res['warm']['lazaret']['n']} warm joins; Lazaret and baseline samples "
+        "interleaved).",
+        "",
+        "Image: `busybox:latest` from `tests/images/build.sh`; profile `bench` with "
+        "`persistent_dirs = [\"/usr\"]`. Baseline: the same user in one `unshare --user "
+        "--map-root-user --map-auto --mount --pid --fork --mount-proc` namespace, "
+        "`runsc --ignore-cgroups --network=none --overlay2=root:memory --root=DIR`, on the "
+        "rootfs Lazaret unpacked. Times in ms; ratio = Lazaret / baseline.",
+        "",
+        "| step | Lazaret | mean | median | bare runsc | mean | median | ratio (median) "
+        "| ratio (mean) |",
+        "| --- | --- | ---: | ---: | --- | ---: | ---: | ---: | ---: |",
+    ]
+    for key, title, lzwhat, rswhat in ROWS:
+        lz, rs = res[key]["lazaret"], res[key]["runsc"]
+        lines.append(
+            f"| {title} | {lzwhat} | {lz['mean']:.1f} | {lz['median']:.1f} | {rswhat} | "
+            f"{rs['mean']:.1f} | {rs['median']:.1f} | {lz['median'] / rs['median']:.2f}x | "
+            f"{lz['mean'] / rs['mean']:.2f}x |")
+    lines += [
+        "",
+        "Context, same run: the very first `lazaret run` of a fresh home, which also "
+        f"unpacks the image, took {res['first_run_ms']:.0f} ms. Until no process of the "
+        "user remains at all, teardown "
+        f"takes {res['teardown_all']['median']:.1f} ms (median). Creating the baseline's "
+        "namespace (`unshare --user --map-root-user --map-auto … true`, which the baseline "
+        "rows exclude and Lazaret pays on a cold start) takes "
+        f"{res['unshare']['median']:.1f} ms (median).",
+        "",
+        "Reading the numbers:",
+        "",
+        "- Cold start includes, for Lazaret, configuration loading, the Domain lock, the "
+        "coordinator's double fork, the user namespace (newuidmap), the supervisor's "
+        "mount and pid namespaces, the overlay for `/usr`, the runtime spec, `runsc "
+        "create`/`start`, and the session's `lazaret-exec` round trip. `runsc run` "
+        "includes its own cleanup of the exited container; Lazaret's cold time does not "
+        "(the sandbox is torn down after the CLI exits: that is the teardown row).",
+        "- Warm join is the per-terminal cost once a Domain runs: a socket round trip to "
+        "the coordinator plus one `runsc exec`.",
+        "- Teardown is what a user waits for before the next cold start of the same "
+        "Domain can begin; it runs in the background and the terminal is free at once. "
+        "It starts when the last session ends, in parallel with the CLI's own exit, so "
+        "the clock (started at the CLI's exit) misses its first moments: a ratio below 1 "
+        "does not mean Lazaret's `runsc kill` + `runsc delete --force` is cheaper than the "
+        "baseline's.",
+        "- The machine is small and shared with test runs: compare ratios rather than "
+        "milliseconds, and re-run when mean and median disagree a lot.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def write_doc(section):
+    text = DOC.read_text() if DOC.exists() else INTRO
+    m = re.search(r"^## Launch\n.*?(?=^## |\Z)", text, re.S | re.M)
+    if m:
+        text = text[:m.start()] + section + ("\n" if m.end() < len(text) else "") + \
+            text[m.end():]
+    else:
+        text = text.rstrip("\n") + "\n\n" + section
+    DOC.write_text(text.rstrip("\n") + "\n")
+
+
+# ---- the benchmark ---------------------------------------------------------------
+
+def write_bundle(d: Path, rootfs: Path, args, uid, gid):
+    d.mkdir()
+    spec = {
+        "ociVersion": "1.0.2",
+        "process": {
+            "terminal": False, "user": {"uid": 0, "gid": 0}, "args": args,
+            "env": [f"PATH={IMAGE_PATH}"], "cwd": "/",
+            "capabilities": {"bounding": [], "effective": [], "permitted": []},
+            "noNewPrivileges": True,
+        },
+        "root": {"path": str(rootfs), "readonly": False},
+        "hostname": "bench",
+        "mounts": [
+            {"destination": "/proc", "type": "proc", "source": "proc"},
+            {"destination": "/dev", "type": "tmpfs", "source": "tmpfs",
+             "options": ["nosuid", "strictatime", "mode=755", "size=65536k"]},
+            {"destination": "/sys", "type": "sysfs", "source": "sysfs",
+             "options": ["nosuid", "noexec", "nodev", "ro"]},
+        ],
+        "linux": {"namespaces": [{"type": t} for t in ("pid", "ipc", "uts", "mount", "network")]},
+    }
+    (d / "config.json").write_text(json.dumps(spec, indent=2) + "\n")
+    for p in (d, d / "config.json"):
+        os.chown(p, uid, gid)
+
+
+def mkdir_user(path: Path, mode, user_ids):
+    path.mkdir(mode=mode)
+    os.chown(path, *user_ids)
+    os.chmod(path, mode)
+
+
+def bench(args):
+    binary = ensure_binary()
+    ensure_image()
+    ensure_user(BENCH_USER)
+    pw = pwd.getpwnam(BENCH_USER)
+    ids = (pw.pw_uid, pw.pw_gid)
+    if user_procs(pw.pw_uid):
+        die(f"{BENCH_USER} already runs processes {user_procs(pw.pw_uid)}: is another "
+            "benchmark running? (this one needs the user to itself)")
+
+    root = Path(tempfile.mkdtemp(prefix="lzbench-", dir="/tmp"))
+    os.chmod(root, 0o755)
+    say(f"working in {root}")
+    user = User(BENCH_USER, root / "home", root / "run")
+    lz = sleeper = baseline = None
+    try:
+        mkdir_user(user.home, 0o755, ids)
+        mkdir_user(user.runtime, 0o700, ids)
+        for d, mode in ((".config", 0o755), (".config/lazaret", 0o700), ("ws", 0o755),
+                        ("logs", 0o755), ("baseline", 0o755), ("baseline/runsc", 0o700),
+                        ("baseline/tmp", 0o700)):
+            mkdir_user(user.home / d, mode, ids)
+        cfg = user.home / ".config/lazaret/config.toml"
+        cfg.write_text('schema = "lazaret-trusted-host-config-v1"\n'
+                       "[profiles.bench]\n"
+                       f'image = "{IMAGE_REF}"\n'
+                       'persistent_dirs = ["/usr"]\n')
+        os.chown(cfg, *ids)
+        os.chmod(cfg, 0o600)
+        lz = Lazaret(binary, user, user.home / "ws", user.home / "logs")
+        res = {}
+
+        # 1. First run: prepares (unpacks) the image. Not a cold start sample.
+        say("first run (image preparation)")
+        _, first, _, end = lz.run("run", "bench", "--", "true")
+        res["first_run_ms"] = ms(first)
+        lz.wait_teardown(end)
+        rootfs = sorted((user.home / ".local/share/lazaret/images/rootfs").glob("*/rootfs"))
+        if len(rootfs) != 1:
+            die(f"expected one prepared rootfs, found {rootfs}")
+        base = user.home / "baseline"
+        write_bundle(base / "true", rootfs[0], ["/bin/true"], *ids)
+        write_bundle(base / "sleep", rootfs[0], ["/bin/sleep", "600"], *ids)
+        baseline = Baseline(user, base, root / "baseline.log")
+        lz.ignore_tree = baseline.proc.pid
+
+        # 2. Cold start and teardown, interleaved with runsc run / kill+delete.
+        say(f"cold start and teardown: 1 warm-up + {args.cold} samples each")
+        cold = {"lazaret": [], "runsc": []}
+        down = {"lazaret": [], "runsc": []}
+        down_all = []
+        for i in range(args.cold + 1):
+            _, t, _, end = lz.run("run", "bench", "--", "true")
+            td, td_all = lz.wait_teardown(end)
+            rc = baseline.ask(f"cold c{i}")
+            baseline.ask(f"sleeper t{i}")
+            rd = baseline.ask(f"teardown t{i}")
+            if i == 0:
+                continue  # warm-up
+            cold["lazaret"].append(t)
+            down["lazaret"].append(td)
+            cold["runsc"].append(rc)
+            down["runsc"].append(rd)
+            down_all.append(td_all)
+
+        # 3. Warm join: a long session keeps the Domain alive.
+        say(f"warm join: 2 warm-ups + {args.warm} samples each")
+        sleeper, sleeper_log = lz.start("run", "bench", "--", "sleep", "600")
+        deadline = time.monotonic() + 60
+        while True:
+            if sleeper.poll() is not None:
+                sleeper_log.seek(0)
+                die(f"the keep-alive session exited {sleeper.returncode}: {sleeper_log.read()}"
+                    f"\n{lz.diagnose()}")
+            _, _, out, _ = lz.run("run", "bench", "--", "ps", check=False)
+            if "sleep 600" in out:
+                break
+            if time.monotonic() > deadline:
+                sleeper_log.seek(0)
+                die(f"the keep-alive session never appeared in the sandbox: {out}\n"
+                    f"its output: {sleeper_log.read()}\n{lz.diagnose()}")
+            time.sleep(0.2)
+        coord = coordinators(user.uid)
+        baseline.ask("sleeper w")
+        warm = {"lazaret": [], "runsc": []}
+        for i in range(args.warm + 2):
+            _, t, _, _ = lz.run("run", "bench", "--", "true")
+            rw = baseline.ask("exec w")
+            if i >= 2:
+                warm["lazaret"].append(t)
+                warm["runsc"].append(rw)
+        if sleeper.poll() is not None or coordinators(user.uid) != coord or len(coord) != 1:
+            die("the Domain did not stay up through the warm joins: the samples are not joins"
+                f"\n{lz.diagnose()}")
+        baseline.ask("teardown w")
+        sleeper.send_signal(signal.SIGTERM)
+        sleeper.wait(timeout=30)
+        sleeper_log.close()
+        lz.wait_teardown(time.perf_counter_ns())
+        sleeper = None
+
+        # 4. Context: the cost of the namespace the baseline runs in.
+        ns = []
+        for _ in range(args.cold):
+            t0 = time.perf_counter_ns()
+            subprocess.run([*UNSHARE, "true"], check=True, env=user.env(), cwd=str(user.home),
+                           stdin=subprocess.DEVNULL, **user.creds())
+            ns.append(time.perf_counter_ns() - t0)
+
+        res["cold"] = {k: summary(v) for k, v in cold.items()}
+        res["warm"] = {k: summary(v) for k, v in warm.items()}
+        res["teardown"] = {k: summary(v) for k, v in down.items()}
+        res["unshare"] = summary(ns)
+        res["teardown_all"] = summary(down_all)
+        res["raw_ms"] = {name: {k: [round(ms(x), 2) for x in v] for k, v in d.items()}
+                         for name, d in (("cold", cold), ("warm", warm), ("teardown", down))}
+        res["raw_ms"]["teardown_all"] = [round(ms(x), 2) for x in down_all]
+        return res, binary
+    finally:
+        if sleeper is not None and sleeper.poll() is None:
+            sleeper.send_signal(signal.SIGTERM)
+            try:
+                sleeper.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                sleeper.kill()
+                sleeper.wait()
+        if baseline is not None:
+            baseline.close()
+        if lz is not None:
+            left = coordinators(user.uid)
+            if left and wait_pids_gone(left, TEARDOWN_TIMEOUT) is None:
+                say(f"warning: lz-coordinator {left} still running")
+        if args.keep:
+            say(f"kept {root}")
+        else:
+            shutil.rmtree(root, ignore_errors=True)
+
+
+def main():
+    ap = argparse.ArgumentParser(description="Lazaret launch benchmark (bench/README.md)")
+    ap.add_argument("--cold", type=int, default=10, help="cold start/teardown samples (10)")
+    ap.add_argument("--warm", type=int, default=30, help="warm join samples (30)")
+    ap.add_argument("--no-write", action="store_true", help="do not touch docs/performance.md")
+    ap.add_argument("--keep", action="store_true", help="keep the /tmp/lzbench-* directory")
+    ap.add_argument("--json", metavar="FILE", help="also write every sample to FILE")
+    ap.add_argument("--inner", metavar="DIR", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.inner:
+        return inner_main(Path(args.inner))
+    if os.geteuid() != 0:
+        die("run as root (sudo bench/launch/run.sh): it creates the unprivileged user "
+            f"{BENCH_USER} that Lazaret runs as")
+    if args.cold < 2 or args.warm < 2:
+        die("--cold and --warm need at least 2 samples")
+    for tool in ("runsc", "unshare", "newuidmap", "umoci"):
+        if not shutil.which(tool):
+            die(f"{tool} is missing: scripts/install-deps.sh")
+
+    res, binary = bench(args)
+    print_table(res)
+    rev = capture(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"]) or "unknown"
+    if capture(["git", "-C", str(REPO), "status", "--porcelain", "--", "src", "meson.build",
+                "meson_options.txt"]):
+        rev += " + local changes to src"
+    cpu = "unknown CPU"
+    try:
+        m = re.search(r"^model name\s*:\s*(.*)$", Path("/proc/cpuinfo").read_text(), re.M)
+        cpu = m.group(1).strip() if m else cpu
+    except OSError:
+        pass
+    meta = {
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "nproc": os.cpu_count(), "cpu": re.sub(r"\s+", " ", cpu), "kernel": platform.release(),
+        "runsc": capture(["runsc", "--version"]).splitlines()[0],
+        "version": capture([str(binary), "--version"]).replace("lazaret ", "") or "?",
+        "revision": rev,
+    }
+    if args.json:
+        Path(args.json).write_text(json.dumps({"meta": meta, **res}, indent=2) + "\n")
+    if not args.no_write:
+        write_doc(launch_section(res, meta))
+        say(f"wrote the Launch section of {DOC.relative_to(REPO)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
