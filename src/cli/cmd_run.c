@@ -214,6 +214,8 @@ static attempt_result relay_interactive(int sock, int *status)
             char *t = lz_msg_text_decode(&rb);
             if (t && !termios_raw)
                 progress(t, NULL);
+            else if (t) /* a notice during the session (Git Sentry) */
+                fprintf(stderr, "\r\nlazaret: %s\r\n", t);
             free(t);
         } else if (rb.type == LZ_MSG_STARTED) {
             started = true;
@@ -438,7 +440,9 @@ static attempt_result attempt(const lz_resolved_config *cfg, char **argv, size_t
             lz_rbuf_init(&rb, buf, (size_t) n);
             if (rb.type == LZ_MSG_PROGRESS) {
                 char *t = lz_msg_text_decode(&rb);
-                if (t)
+                if (t && started) /* a notice during the session (Git Sentry) */
+                    fprintf(stderr, "lazaret: %s\n", t);
+                else if (t)
                     progress(t, NULL);
                 free(t);
             } else if (rb.type == LZ_MSG_STARTED) {

@@ -15,6 +15,7 @@
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/inotify.h>
 #include <sys/ioctl.h>
 #include <sys/wait.h>
 #include <termios.h>
@@ -22,6 +23,7 @@
 #include <unistd.h>
 
 #include "common/procid.h"
+#include "coordinator/git_sentry.h"
 #include "common/util.h"
 #include "fs/remove.h"
 #include "protocol/messages.h"
@@ -86,6 +88,8 @@ typedef struct coord {
     uint32_t next_no;
     lz_msg_refused failure;  /* why the start failed */
     struct timespec started;
+    lz_git_plan git;         /* Git Sentry: mounts and the entries to audit */
+    int inotify_fd;          /* watches the Git directories, -1 when none */
 } coord;
 
 static void clog_(coord *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -122,6 +126,8 @@ static int64_t ms_since(const struct timespec *t0)
 }
 
 /* ---- sessions ---------------------------------------------------------- */
+
+static void git_audit(coord *c, const char *when);
 
 static void send_refused(int sock, uint32_t code, const char *msg, const char *hint)
 {
@@ -216,6 +222,7 @@ static int open_pty(session *s, int *ret_slave, lz_error **err)
 
 static void session_exec(coord *c, session *s)
 {
+    git_audit(c, "session start");
     char *cwd = s->run.cwd[0] ? lz_xasprintf("/workspace/%s", s->run.cwd)
                               : lz_xstrdup("/workspace");
     size_t cap = 2 + s->run.envc;
@@ -298,6 +305,7 @@ static void session_finish_if_done(coord *c, session *s)
     lz_store_session_end(c->a->store, c->generation, s->id,
                          s->exit_outcome ? "terminated" : "exited", (int) s->exit_code, NULL);
     s->id[0] = '\0';
+    git_audit(c, "session end");
     session_close(c, s);
 }
 
@@ -475,6 +483,35 @@ static void session_message(coord *c, session *s)
     for (size_t i = 0; i < nfds; i++)
         close(fds[i]);
     refuse_and_close(c, s, LZ_REFUSE_PROTOCOL, "protocol error: unexpected message", NULL);
+}
+
+/* Git Sentry audit: move forbidden new entries aside and tell every
+ * connected session (and the log). */
+static void git_audit(coord *c, const char *when)
+{
+    if (c->git.n_watches == 0)
+        return;
+    char *report = NULL;
+    lz_error *err = NULL;
+    int n = lz_git_sentry_audit(c->a->cfg, &c->git, &report, &err);
+    if (n < 0) {
+        log_error(c, "Git Sentry audit failed", err);
+        lz_error_free(err);
+        return;
+    }
+    if (n == 0)
+        return;
+    clog_(c, "Git Sentry (%s): %s", when, report);
+    char *line = lz_xasprintf("Git Sentry: the sandbox created what could make the host's Git run "
+                              "its commands; quarantined: %s",
+                              report);
+    lz_wbuf b;
+    lz_msg_text_encode(&b, LZ_MSG_PROGRESS, line);
+    for (size_t i = 0; i < MAX_SESSIONS; i++)
+        if (c->sessions[i].state != S_FREE && c->sessions[i].sock >= 0)
+            lz_wire_send(c->sessions[i].sock, &b, NULL, 0, NULL);
+    free(line);
+    free(report);
 }
 
 static void accept_session(coord *c)
@@ -689,6 +726,7 @@ static void teardown_and_exit(coord *c, int status)
             refuse_and_close(c, &c->sessions[i], LZ_REFUSE_TEARING_DOWN,
                              "the Domain is shutting down", NULL);
     lz_store_generation_set_state(st, c->generation, "tearing_down", NULL);
+    git_audit(c, "teardown");
 
     if (c->sup_alive) {
         lz_wbuf b;
@@ -740,6 +778,7 @@ void lz_coordinator_main(lz_coordinator_args *a)
     /* On the heap: every session carries a PTY input buffer. */
     coord *c = lz_xcalloc(1, sizeof(*c));
     c->a = a;
+    c->inotify_fd = -1;
     c->sup.sock = -1;
     for (size_t i = 0; i < MAX_SESSIONS; i++) {
         c->sessions[i].sock = -1;
@@ -806,10 +845,25 @@ void lz_coordinator_main(lz_coordinator_args *a)
         lz_error_free(lz_error_take(&err));
     } else {
         log_path = lz_xasprintf("%s/runsc.log", c->gen_label);
+        if (lz_git_sentry_plan(a->cfg, &c->git, &err) < 0) {
+            log_error(c, "Git Sentry", err);
+            start_failed(c, err->message, err->hint);
+            lz_error_free(lz_error_take(&err));
+            goto started;
+        }
+        clog_(c, "Git Sentry: %zu mounts (%zu ignored paths isolated), %zu watched directories",
+              c->git.n_mounts, c->git.n_ignored, c->git.n_watches);
+        c->inotify_fd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+        for (size_t i = 0; c->inotify_fd >= 0 && i < c->git.n_watches; i++) {
+            char *path = lz_xasprintf("%s/%s", a->cfg->workspace.label, c->git.watches[i].rel);
+            inotify_add_watch(c->inotify_fd, path, IN_CREATE | IN_MOVED_TO | IN_ONLYDIR);
+            free(path);
+        }
         lz_supervisor_config sc = {
             .cfg = a->cfg, .image = a->image, .generation = c->generation,
             .generation_dir = c->gen_label, .container_id = c->container_id, .runsc = a->runsc,
             .guest_bin_dir = bin, .guest_lib_dir = lib, .log_path = log_path,
+            .workspace_mounts = c->git.mounts, .n_workspace_mounts = c->git.n_mounts,
         };
         lz_store_participant_intent(a->store, c->generation, LZ_ROLE_SUPERVISOR, NULL, NULL);
         lz_store_participant_intent(a->store, c->generation, LZ_ROLE_SANDBOX, c->container_id, NULL);
@@ -832,6 +886,7 @@ void lz_coordinator_main(lz_coordinator_args *a)
             }
         }
     }
+started:
     free(bin);
     free(lib);
 
@@ -841,9 +896,9 @@ void lz_coordinator_main(lz_coordinator_args *a)
             teardown_and_exit(c, c->state == G_FAILED ? 1 : 0);
 
         /* Per session up to two fds: its socket and its PTY master. */
-        struct pollfd p[3 + 2 * MAX_SESSIONS];
-        session *owner[3 + 2 * MAX_SESSIONS];
-        bool is_master[3 + 2 * MAX_SESSIONS];
+        struct pollfd p[4 + 2 * MAX_SESSIONS];
+        session *owner[4 + 2 * MAX_SESSIONS];
+        bool is_master[4 + 2 * MAX_SESSIONS];
         size_t np = 0;
         p[np] = (struct pollfd) { .fd = sfd, .events = POLLIN };
         is_master[np] = false;
@@ -852,6 +907,9 @@ void lz_coordinator_main(lz_coordinator_args *a)
         is_master[np] = false;
         owner[np++] = NULL;
         p[np] = (struct pollfd) { .fd = c->sup_alive ? c->sup.sock : -1, .events = POLLIN };
+        is_master[np] = false;
+        owner[np++] = NULL;
+        p[np] = (struct pollfd) { .fd = c->inotify_fd, .events = POLLIN };
         is_master[np] = false;
         owner[np++] = NULL;
         for (size_t i = 0; i < MAX_SESSIONS; i++) {
@@ -931,7 +989,14 @@ void lz_coordinator_main(lz_coordinator_args *a)
             supervisor_message(c);
         if (p[1].revents & POLLIN)
             accept_session(c);
-        for (size_t i = 3; i < np; i++) {
+        if (p[3].revents & POLLIN) {
+            /* Drain the events; the audit looks at the directories. */
+            char ev[4096];
+            while (read(c->inotify_fd, ev, sizeof(ev)) > 0)
+                ;
+            git_audit(c, "change in the Git directory");
+        }
+        for (size_t i = 4; i < np; i++) {
             session *s = owner[i];
             if (s->state == S_FREE || !p[i].revents)
                 continue;

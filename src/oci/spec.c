@@ -118,6 +118,12 @@ json_t *lz_spec_container(const lz_sandbox_spec *s)
      * (PLATFORM.md, Git Sentry attack 1). */
     if (s->git_dir)
         add_mount(mounts, "/workspace/.git", "bind", s->git_dir, rw_bind);
+    /* Git Sentry: read-only protections and Domain-scoped ignored paths,
+     * nested inside the two binds above (gVisor honours nested binds). */
+    for (size_t i = 0; i < s->n_workspace_mounts; i++)
+        add_mount(mounts, s->workspace_mounts[i].destination, "bind",
+                  s->workspace_mounts[i].source,
+                  s->workspace_mounts[i].readonly ? ro_bind : rw_bind);
 
     char *const init_args[] = { (char *) LZ_GUEST_EXEC, (char *) "--init" };
     json_t *process = lz_spec_process(NULL, 0, "/", s->env, false);

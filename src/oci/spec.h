@@ -42,6 +42,8 @@ typedef struct lz_sandbox_spec {
     const char *git_dir;         /* host path of <workspace>/.git when a directory, else NULL */
     const lz_spec_mount *mounts; /* persistent overlays and volumes, in mount order */
     size_t n_mounts;
+    const lz_spec_mount *workspace_mounts; /* Git Sentry: mounts inside /workspace, in order */
+    size_t n_workspace_mounts;
     const char *guest_bin_dir;   /* host directory holding lazaret-exec */
     const char *guest_lib_dir;   /* host directory holding lazaret-statx-fix.so */
     char *const *env;            /* environment of the init process */

@@ -384,6 +384,8 @@ static int write_config(sup *s, lz_error **err)
         .git_dir = git,
         .mounts = mounts,
         .n_mounts = k,
+        .workspace_mounts = s->sc->workspace_mounts,
+        .n_workspace_mounts = s->sc->n_workspace_mounts,
         .guest_bin_dir = s->sc->guest_bin_dir,
         .guest_lib_dir = s->sc->guest_lib_dir,
         .env = NULL,

@@ -32,6 +32,7 @@
 #include "common/error.h"
 #include "config/resolve.h"
 #include "oci/image.h"
+#include "oci/spec.h"
 
 typedef struct lz_supervisor_config {
     const lz_resolved_config *cfg;
@@ -43,6 +44,8 @@ typedef struct lz_supervisor_config {
     const char *guest_bin_dir;   /* host dir with lazaret-exec */
     const char *guest_lib_dir;   /* host dir with lazaret-statx-fix.so */
     const char *log_path;        /* runsc log file, or NULL */
+    const lz_spec_mount *workspace_mounts; /* Git Sentry mounts inside /workspace */
+    size_t n_workspace_mounts;
 } lz_supervisor_config;
 
 typedef struct lz_supervisor_handle {
