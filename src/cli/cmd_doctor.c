@@ -35,6 +35,7 @@
 #include "cli/cli.h"
 #include "common/error.h"
 #include "common/spawn.h"
+#include "supervisor/runsc_info.h"
 #include "common/util.h"
 #include "lazaret-version.h"
 
@@ -60,7 +61,7 @@ const char lz_usage_doctor[] =
 /* runsc --version answers at once; a hang is a broken install. */
 #define PROBE_TIMEOUT_MS 5000
 /* Release dates (YYYYMMDD) at which runsc behaviour changed (PLATFORM.md). */
-#define RUNSC_NETSTACK_OK_FROM 20230101L
+#define RUNSC_NETSTACK_OK_FROM LZ_RUNSC_NETSTACK_OK_FROM
 #define RUNSC_STATX_OK_FROM 20230601L
 
 typedef enum { ST_OK, ST_WARN, ST_FAIL } check_status;
@@ -181,35 +182,6 @@ static int find_tool(doctor *d, const char *name, char **ret_path)
 
 /* ---- runsc ---------------------------------------------------------------- */
 
-/* The release date in "runsc version 0.0~20221219.0" (Debian) or
- * "runsc version release-20221219.0" (upstream) as YYYYMMDD; 0 if none. */
-static long runsc_release_date(const char *out)
-{
-    static const char key[] = "runsc version ";
-    const char *v = strstr(out, key);
-    if (!v)
-        return 0;
-    v += sizeof(key) - 1;
-    const char *eol = strchrnul(v, '\n');
-    for (const char *p = v; p < eol;) {
-        if (!isdigit((unsigned char) *p)) {
-            p++;
-            continue;
-        }
-        size_t n = 0;
-        while (p + n < eol && isdigit((unsigned char) p[n]))
-            n++;
-        if (n == 8) {
-            long date = strtol(p, NULL, 10);
-            long y = date / 10000, m = date / 100 % 100, dd = date % 100;
-            if (y >= 2018 && y <= 2199 && m >= 1 && m <= 12 && dd >= 1 && dd <= 31)
-                return date;
-        }
-        p += n;
-    }
-    return 0;
-}
-
 static void check_runsc(doctor *d)
 {
     _cleanup_free_ char *path = NULL;
@@ -240,7 +212,7 @@ static void check_runsc(doctor *d)
     const char *v = strstr(out.data, "runsc version ");
     _cleanup_free_ char *version =
         printable_line(v ? v + strlen("runsc version ") : out.data, 64);
-    long date = runsc_release_date(out.data);
+    long date = lz_runsc_release_date(out.data);
     lz_spawn_output_free(&out);
 
     char when[32] = "unknown";

@@ -196,6 +196,9 @@ static attempt_result relay_interactive(int sock, int *status)
         if (!(p[0].revents & (POLLIN | POLLHUP | POLLERR)))
             continue;
         ssize_t n = lz_wire_recv(sock, buf, NULL, 0, NULL, NULL);
+        /* ECONNRESET: the coordinator closed with our RUN unread; its REFUSED is still queued. */
+        if (n < 0 && errno == ECONNRESET)
+            n = lz_wire_recv(sock, buf, NULL, 0, NULL, NULL);
         if (n <= 0) {
             terminal_restore();
             fprintf(stderr, "\r\nlazaret: error: the Session Coordinator ended the session "
@@ -428,6 +431,9 @@ static attempt_result attempt(const lz_resolved_config *cfg, char **argv, size_t
         }
         if (i_sock >= 0 && (p[i_sock].revents & (POLLIN | POLLHUP | POLLERR))) {
             ssize_t n = lz_wire_recv(sock, buf, NULL, 0, NULL, NULL);
+            /* ECONNRESET: the coordinator closed with our RUN unread; its REFUSED is still queued. */
+            if (n < 0 && errno == ECONNRESET)
+                n = lz_wire_recv(sock, buf, NULL, 0, NULL, NULL);
             if (n <= 0) {
                 sock_open = false;
                 if (!exited)

@@ -22,6 +22,7 @@
 #include "lazaret-version.h"
 #include "fs/remove.h"
 #include "store/domain_store.h"
+#include "supervisor/userns.h"
 
 /* sun_path through the retained directory descriptor: short whatever the
  * runtime directory's length, and the descriptor stays the authority. */
@@ -116,6 +117,13 @@ static int start_coordinator(const lz_resolved_config *cfg, int dirfd, int lock_
     }
     if (find_guest_files(&guest_exec, &guest_fix, err) < 0)
         goto out;
+    /* Fail here, on the user's terminal, rather than in the coordinator. */
+    {
+        lz_subid_range range;
+        if (lz_subid_lookup("/etc/subuid", getuid(), 65536, &range, err) < 0 ||
+            lz_subid_lookup("/etc/subgid", getuid(), 65536, &range, err) < 0)
+            goto out;
+    }
     if (lz_domain_recover(cfg, dirfd, err) < 0)
         goto out;
     if (lz_image_prepare(&cfg->storage_root, cfg->image, progress, userdata, &image, err) < 0)

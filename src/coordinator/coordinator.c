@@ -592,11 +592,10 @@ static void supervisor_message(coord *c)
         /* Every running session ends with a Lazaret failure. */
         for (size_t i = 0; i < MAX_SESSIONS; i++) {
             session *s = &c->sessions[i];
-            if (s->state == S_RUNNING && s->sock >= 0) {
-                lz_wbuf b;
-                lz_msg_pair_encode(&b, LZ_MSG_EXIT, LZ_EXIT_OUTCOME_EXITED, 125);
-                lz_wire_send(s->sock, &b, NULL, 0, NULL);
-            }
+            if (s->state == S_RUNNING && s->sock >= 0)
+                send_refused(s->sock, LZ_REFUSE_EXEC_FAILED,
+                             "the Runtime Supervisor ended unexpectedly; the sandbox is gone",
+                             "run the command again; the Domain's logs/coordinator.log says why");
             if (s->state != S_FREE)
                 session_close(c, s);
         }
@@ -892,7 +891,7 @@ started:
 
     for (;;) {
         if (c->n_active == 0 &&
-            (c->n_ever > 0 || c->state == G_FAILED || ms_since(&c->started) > EMPTY_START_TIMEOUT_MS))
+            (c->n_ever > 0 || ms_since(&c->started) > EMPTY_START_TIMEOUT_MS))
             teardown_and_exit(c, c->state == G_FAILED ? 1 : 0);
 
         /* Per session up to two fds: its socket and its PTY master. */

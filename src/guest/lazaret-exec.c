@@ -426,6 +426,18 @@ int main(int argc, char **argv)
     if (argc == 2 && strcmp(argv[1], "--init") == 0)
         return run_init();
 
+    if (argc == 3 && strcmp(argv[1], "--resolv-conf") == 0) {
+        /* The resolver the Network Sidecar provides. */
+        char line[128];
+        int n = snprintf(line, sizeof(line), "nameserver %s\n", argv[2]);
+        unlink("/etc/resolv.conf"); /* a symlink (systemd images) is replaced */
+        int fd = open("/etc/resolv.conf", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        if (fd < 0 || write(fd, line, (size_t) n) != n)
+            return 1;
+        close(fd);
+        return 0;
+    }
+
     if (argc == 2 && strcmp(argv[1], "--probe-statx") == 0) {
         struct statx stx;
         return statx(AT_FDCWD, "/", AT_NO_AUTOMOUNT, STATX_BASIC_STATS, &stx) == 0 ? 0 : 1;

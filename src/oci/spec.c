@@ -130,9 +130,16 @@ json_t *lz_spec_container(const lz_sandbox_spec *s)
     json_object_set_new(process, "args", strv(init_args, 2));
 
     json_t *namespaces = json_array();
-    const char *ns[] = { "pid", "ipc", "uts", "mount", "network" };
+    const char *ns[] = { "pid", "ipc", "uts", "mount" };
     for (size_t i = 0; i < LZ_ARRAY_SIZE(ns); i++)
         json_array_append_new(namespaces, json_pack("{s:s}", "type", ns[i]));
+    /* Join the namespace the Network Sidecar prepared (only its veth link
+     * to the router), or a fresh, empty one. */
+    if (s->netns_path)
+        json_array_append_new(namespaces,
+                              json_pack("{s:s, s:s}", "type", "network", "path", s->netns_path));
+    else
+        json_array_append_new(namespaces, json_pack("{s:s}", "type", "network"));
 
     json_t *masked = json_array();
     const char *masked_paths[] = { "/proc/kcore", "/proc/keys", "/proc/latency_stats",

@@ -47,6 +47,7 @@ typedef struct lz_sandbox_spec {
     const char *guest_bin_dir;   /* host directory holding lazaret-exec */
     const char *guest_lib_dir;   /* host directory holding lazaret-statx-fix.so */
     char *const *env;            /* environment of the init process */
+    const char *netns_path;      /* the sandbox's network namespace (Network Sidecar) */
 } lz_sandbox_spec;
 
 /* The container's config.json. Returns a new reference. */

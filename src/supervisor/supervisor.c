@@ -22,9 +22,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/spawn.h"
 #include "common/util.h"
 #include "oci/spec.h"
 #include "protocol/messages.h"
+#include "supervisor/network.h"
+#include "supervisor/runsc_info.h"
 #include "supervisor/userns.h"
 
 /* ---- state of the running supervisor ----------------------------------- */
@@ -44,6 +47,7 @@ typedef struct sup {
     size_t n_globals;
     bool started;
     bool statx_fix;             /* preload the statx shim into sessions */
+    lz_network net;             /* the Network Sidecar */
     char **persist_mounts;      /* host mount points of the persistent overlays */
     size_t n_persist;
     exec_slot execs[MAX_EXECS];
@@ -388,6 +392,7 @@ static int write_config(sup *s, lz_error **err)
         .n_workspace_mounts = s->sc->n_workspace_mounts,
         .guest_bin_dir = s->sc->guest_bin_dir,
         .guest_lib_dir = s->sc->guest_lib_dir,
+        .netns_path = s->net.sandbox_netns,
         .env = NULL,
     };
     /* The init process gets the image environment only: no secrets in a
@@ -424,6 +429,9 @@ static int do_start(sup *s, lz_error **err)
 {
     if (mkdirat_mode(s->gen_fd, "runsc", 0700, err) < 0)
         return -1;
+    /* SR-5: the network policy is in force before the sandbox exists. */
+    if (lz_network_setup(s->sc->cfg, s->sc->generation_dir, s->gen_fd, &s->net, err) < 0)
+        return -1;
     if (mount_persistent(s, err) < 0 || write_config(s, err) < 0)
         return -1;
     _cleanup_free_ char *bundle = join(s->sc->generation_dir, "bundle");
@@ -446,6 +454,15 @@ static int do_start(sup *s, lz_error **err)
     int status = wait_status(s, pid);
     s->statx_fix = !(status >= 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0) &&
                    s->sc->guest_lib_dir != NULL;
+
+    /* The resolver the sidecar provides. */
+    char *const resolv[] = { (char *) "exec", (char *) s->sc->container_id,
+                             (char *) LZ_GUEST_EXEC, (char *) "--resolv-conf",
+                             (char *) LZ_NET_RESOLVER, NULL };
+    pid = runsc_run(s, resolv, -1, -1, -1, -1, err);
+    if (pid < 0)
+        return -1;
+    wait_status(s, pid);
     return 0;
 }
 
@@ -525,6 +542,7 @@ static void do_stop(sup *s)
     }
     for (size_t i = 0; i < s->n_persist; i++)
         umount2(s->persist_mounts[i], MNT_DETACH);
+    lz_network_clear(&s->net);
 }
 
 static void child_exited(sup *s, pid_t pid, int status)
@@ -694,7 +712,19 @@ static int supervisor_main(spawn_ctx *c)
      * delegated and writable (PLATFORM.md): detect, don't assume. */
     if (access("/sys/fs/cgroup", W_OK) != 0)
         s.runsc_globals[s.n_globals++] = lz_xstrdup("--ignore-cgroups");
-    s.runsc_globals[s.n_globals++] = lz_xstrdup("--network=none");
+    /* runsc's own network stack where this runsc can run it in a non-root
+     * namespace; otherwise host networking — the "host" being the dedicated
+     * sandbox namespace behind the Network Sidecar (PLATFORM.md). */
+    {
+        lz_spawn_output out = { 0 };
+        char *const argv[] = { (char *) "runsc", (char *) "--version", NULL };
+        long date = 0;
+        if (lz_spawn_capture(c->sc->runsc, argv, NULL, &out, NULL) == 0 && out.data)
+            date = lz_runsc_release_date(out.data);
+        lz_spawn_output_free(&out);
+        s.runsc_globals[s.n_globals++] =
+            lz_xstrdup(date >= LZ_RUNSC_NETSTACK_OK_FROM ? "--network=sandbox" : "--network=host");
+    }
     /* The image is shared read-only by every Domain: the sandbox writes to
      * an in-sandbox overlay of the root only, discarded with the sandbox.
      * Bind mounts (workspace, persistent dirs, volumes) are not wrapped. */

@@ -16,6 +16,13 @@ switches to the test user. Fixtures:
     make_lz        make_lz(user=None) -> Lz: a fresh environment for user
                    (default test_user), removed after the test
     lz             make_lz() for test_user
+    test_images    TestImages: .busybox / .debian, oci: references of the
+                   offline images tests/images/build.sh builds (once, as root,
+                   cached in /var/cache/lazaret-test-images or env
+                   LAZARET_TEST_IMAGES) (session)
+    write_profiles write_profiles(lz, {"name": {fields}}, storage=None,
+                   network=None, comment=None) -> Path: lz.config_path from
+                   profiles_toml(); "image" defaults to the busybox image
 
 Lz (one per test):
     lz.user, lz.root           LzUser; the per-test directory /tmp/lzt-XXXX (0755, root)
@@ -333,3 +340,89 @@ def make_lz(lazaret_bin, test_user, tun_usable, sanitizer_env, assert_no_sanitiz
 @pytest.fixture
 def lz(make_lz) -> Lz:
     return make_lz()
+
+
+# ---- test images and profile configurations ----------------------------------
+
+TEST_IMAGE_CACHE = Path("/var/cache/lazaret-test-images")
+
+
+@dataclass(frozen=True)
+class TestImages:
+    """oci: references of the offline images tests/images/build.sh makes."""
+    __test__ = False  # not a test class, whatever pytest thinks of the name
+
+    cache: Path
+    busybox: str  # busybox-static + git and its libraries, tiny
+    debian: str   # Debian 12 minbase + git, ca-certificates
+
+
+@pytest.fixture(scope="session")
+def test_images(_root, repo_root) -> TestImages:
+    """Build (or find cached) the test images once per session, as root:
+    tests/images/build.sh CACHE. The cache (env LAZARET_TEST_IMAGES, default
+    /var/cache/lazaret-test-images) is world-readable so that the test users
+    can read the layouts. The first build needs the Debian mirror (~1 min)."""
+    cache = Path(os.environ.get("LAZARET_TEST_IMAGES", TEST_IMAGE_CACHE))
+    script = repo_root / "tests" / "images" / "build.sh"
+    proc = subprocess.run(["/bin/sh", str(script), str(cache)], stdin=subprocess.DEVNULL,
+                          capture_output=True, text=True, timeout=1200)
+    if proc.returncode != 0:
+        pytest.fail(f"{script} {cache} failed ({proc.returncode}):\n{proc.stderr}",
+                    pytrace=False)
+    return TestImages(cache=cache, busybox=f"oci:{cache}/busybox:latest",
+                      debian=f"oci:{cache}/debian:bookworm")
+
+
+def _toml_value(v) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, (str, Path)):
+        s = str(v)
+        return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "{ " + ", ".join(f"{k} = {_toml_value(x)}" for k, x in v.items()) + " }"
+    raise TypeError(f"no TOML form for {v!r}")
+
+
+def profiles_toml(profiles: dict, storage: dict = None, network: dict = None,
+                  comment: str = None) -> str:
+    """A v1 configuration: profiles maps a name to its fields (str, bool,
+    lists, dicts as inline tables; a dict value under "escalation" becomes
+    its own table)."""
+    lines = []
+    if comment:
+        lines += [f"# {line}" for line in comment.splitlines()]
+    lines.append('schema = "lazaret-trusted-host-config-v1"')
+    for name, table in (("storage", storage), ("network", network)):
+        if table:
+            lines += ["", f"[{name}]"] + [f"{k} = {_toml_value(v)}" for k, v in table.items()]
+    for name, fields in profiles.items():
+        lines += ["", f"[profiles.{name}]"]
+        sub = {}
+        for k, v in fields.items():
+            if k == "escalation" and isinstance(v, dict):
+                sub[k] = v
+            else:
+                lines.append(f"{k} = {_toml_value(v)}")
+        for k, v in sub.items():
+            lines += ["", f"[profiles.{name}.{k}]"] + [f"{kk} = {_toml_value(vv)}"
+                                                       for kk, vv in v.items()]
+    return "\n".join(lines) + "\n"
+
+
+@pytest.fixture(scope="session")
+def write_profiles(test_images):
+    """write_profiles(lz, profiles, storage=None, network=None, comment=None)
+    -> Path: write lz.config_path (0600) from profiles_toml(); a profile
+    without "image" gets the busybox test image."""
+    def write(lz, profiles: dict, storage: dict = None, network: dict = None,
+              comment: str = None) -> Path:
+        full = {name: {"image": test_images.busybox, **fields}
+                for name, fields in profiles.items()}
+        return lz.write(lz.config_path, profiles_toml(full, storage, network, comment))
+    return write

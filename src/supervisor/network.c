@@ -1,0 +1,541 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include "supervisor/network.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <libmnl/libmnl.h>
+#include <linux/if_link.h>
+#include <linux/rtnetlink.h>
+#include <linux/veth.h>
+#include <net/if.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/spawn.h"
+#include "common/util.h"
+
+#define ROUTER_IF "lzr0"
+#define SANDBOX_IF "lzs0"
+#define ROUTER_ADDR "169.254.77.1"
+#define SANDBOX_ADDR "169.254.77.2"
+#define LINK_PREFIX 30
+#define SLIRP_CIDR "100.96.0.0/24"
+#define SLIRP_GW "100.96.0.2"
+#define SLIRP_DNS "100.96.0.3"
+#define SLIRP_IF "tap0"
+/* Denied destinations are routed to a link of their own (one end of a veth
+ * pair whose other end stays in the router), so that their packets reach
+ * the forward chain and are rejected there at once: a route without an
+ * interface (unreachable, prohibit) is answered by the kernel only after
+ * about a second (PLATFORM.md), and the dummy driver is not always there. */
+#define DENY_IF "lzdeny0"
+#define DENY_PEER "lzdeny1"
+
+/* ---- netlink (libmnl) -------------------------------------------------- */
+
+typedef struct nl {
+    struct mnl_socket *sock;
+    unsigned portid;
+    unsigned seq;
+    char buf[8192];
+} nl;
+
+static int nl_open(nl *n)
+{
+    n->sock = mnl_socket_open2(NETLINK_ROUTE, SOCK_CLOEXEC);
+    if (!n->sock || mnl_socket_bind(n->sock, 0, MNL_SOCKET_AUTOPID) < 0)
+        return -1;
+    n->portid = mnl_socket_get_portid(n->sock);
+    n->seq = (unsigned) time(NULL);
+    return 0;
+}
+
+static void nl_close(nl *n)
+{
+    if (n->sock)
+        mnl_socket_close(n->sock);
+    n->sock = NULL;
+}
+
+static struct nlmsghdr *nl_msg(nl *n, uint16_t type, uint16_t flags)
+{
+    struct nlmsghdr *h = mnl_nlmsg_put_header(n->buf);
+    h->nlmsg_type = type;
+    h->nlmsg_flags = NLM_F_REQUEST | NLM_F_ACK | flags;
+    h->nlmsg_seq = ++n->seq;
+    return h;
+}
+
+/* Send and wait for the acknowledgement; -1 with errno on a kernel error. */
+static int nl_talk(nl *n, struct nlmsghdr *h)
+{
+    if (mnl_socket_sendto(n->sock, h, h->nlmsg_len) < 0)
+        return -1;
+    char rbuf[8192];
+    ssize_t r = mnl_socket_recvfrom(n->sock, rbuf, sizeof(rbuf));
+    if (r < 0)
+        return -1;
+    r = mnl_cb_run(rbuf, (size_t) r, h->nlmsg_seq, n->portid, NULL, NULL);
+    return r < 0 ? -1 : 0;
+}
+
+static int link_up(nl *n, unsigned ifindex)
+{
+    struct nlmsghdr *h = nl_msg(n, RTM_NEWLINK, 0);
+    struct ifinfomsg *ifi = mnl_nlmsg_put_extra_header(h, sizeof(*ifi));
+    ifi->ifi_family = AF_UNSPEC;
+    ifi->ifi_index = (int) ifindex;
+    ifi->ifi_change = IFF_UP;
+    ifi->ifi_flags = IFF_UP;
+    return nl_talk(n, h);
+}
+
+static int veth_create(nl *n, const char *name, const char *peer, int peer_netns_fd)
+{
+    struct nlmsghdr *h = nl_msg(n, RTM_NEWLINK, NLM_F_CREATE | NLM_F_EXCL);
+    struct ifinfomsg *ifi = mnl_nlmsg_put_extra_header(h, sizeof(*ifi));
+    ifi->ifi_family = AF_UNSPEC;
+    mnl_attr_put_strz(h, IFLA_IFNAME, name);
+    struct nlattr *linkinfo = mnl_attr_nest_start(h, IFLA_LINKINFO);
+    mnl_attr_put_strz(h, IFLA_INFO_KIND, "veth");
+    struct nlattr *data = mnl_attr_nest_start(h, IFLA_INFO_DATA);
+    struct nlattr *peer_attr = mnl_attr_nest_start(h, VETH_INFO_PEER);
+    struct ifinfomsg *pifi = mnl_nlmsg_put_extra_header(h, sizeof(*pifi));
+    pifi->ifi_family = AF_UNSPEC;
+    mnl_attr_put_strz(h, IFLA_IFNAME, peer);
+    if (peer_netns_fd >= 0)
+        mnl_attr_put_u32(h, IFLA_NET_NS_FD, (uint32_t) peer_netns_fd);
+    mnl_attr_nest_end(h, peer_attr);
+    mnl_attr_nest_end(h, data);
+    mnl_attr_nest_end(h, linkinfo);
+    return nl_talk(n, h);
+}
+
+static int addr_add(nl *n, unsigned ifindex, const char *addr, uint8_t len)
+{
+    struct in_addr a;
+    if (inet_pton(AF_INET, addr, &a) != 1) {
+        errno = EINVAL;
+        return -1;
+    }
+    struct nlmsghdr *h = nl_msg(n, RTM_NEWADDR, NLM_F_CREATE | NLM_F_REPLACE);
+    struct ifaddrmsg *ifa = mnl_nlmsg_put_extra_header(h, sizeof(*ifa));
+    ifa->ifa_family = AF_INET;
+    ifa->ifa_prefixlen = len;
+    ifa->ifa_scope = RT_SCOPE_UNIVERSE;
+    ifa->ifa_index = ifindex;
+    mnl_attr_put(h, IFA_LOCAL, sizeof(a), &a);
+    mnl_attr_put(h, IFA_ADDRESS, sizeof(a), &a);
+    return nl_talk(n, h);
+}
+
+/* A unicast route via gateway gw (or directly out of oif when gw is
+ * NULL: scope link). */
+static int route_set(nl *n, uint16_t cmd, uint8_t type, const uint8_t dst[4], uint8_t len,
+                     const char *gw, unsigned oif)
+{
+    struct nlmsghdr *h = nl_msg(n, cmd, cmd == RTM_NEWROUTE ? NLM_F_CREATE | NLM_F_REPLACE : 0);
+    struct rtmsg *rt = mnl_nlmsg_put_extra_header(h, sizeof(*rt));
+    rt->rtm_family = AF_INET;
+    rt->rtm_dst_len = len;
+    rt->rtm_table = RT_TABLE_MAIN;
+    rt->rtm_protocol = RTPROT_STATIC;
+    rt->rtm_scope = cmd == RTM_DELROUTE ? RT_SCOPE_NOWHERE
+                    : (!gw && oif)        ? RT_SCOPE_LINK
+                                          : RT_SCOPE_UNIVERSE;
+    rt->rtm_type = type;
+    if (len)
+        mnl_attr_put(h, RTA_DST, 4, dst);
+    if (gw) {
+        struct in_addr g;
+        inet_pton(AF_INET, gw, &g);
+        mnl_attr_put(h, RTA_GATEWAY, sizeof(g), &g);
+    }
+    if (oif)
+        mnl_attr_put_u32(h, RTA_OIF, oif);
+    return nl_talk(n, h);
+}
+
+/* ---- helpers ----------------------------------------------------------- */
+
+static int write_sysctl(const char *path, const char *value)
+{
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    ssize_t w = write(fd, value, strlen(value));
+    close(fd);
+    return w == (ssize_t) strlen(value) ? 0 : -1;
+}
+
+static void disable_ipv6(void)
+{
+    write_sysctl("/proc/sys/net/ipv6/conf/all/disable_ipv6", "1");
+    write_sysctl("/proc/sys/net/ipv6/conf/default/disable_ipv6", "1");
+    write_sysctl("/proc/sys/net/ipv6/conf/lo/disable_ipv6", "1");
+}
+
+/* Run fn in a child that joined the network namespace pinned at `netns`
+ * (or a new one pinned there when create is true). The child reports
+ * failure as "step: strerror" through a pipe. */
+typedef int (*ns_fn)(void *arg, char *why, size_t why_len);
+
+static int in_netns(const char *netns, bool create, ns_fn fn, void *arg, lz_error **err)
+{
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) < 0)
+        return lz_error_set(err, errno, "cannot create a pipe");
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(p[0]);
+        close(p[1]);
+        return lz_error_set(err, errno, "cannot fork");
+    }
+    if (pid == 0) {
+        close(p[0]);
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        char why[256] = "";
+        int r = 0;
+        if (create) {
+            /* A new network namespace, pinned by a bind mount of its nsfs
+             * file onto `netns` (in the supervisor's mount namespace). */
+            if (unshare(CLONE_NEWNET) < 0 ||
+                mount("/proc/self/ns/net", netns, NULL, MS_BIND, NULL) < 0) {
+                snprintf(why, sizeof(why), "cannot create a network namespace: %s",
+                         strerror(errno));
+                r = -1;
+            }
+        } else {
+            int fd = open(netns, O_RDONLY | O_CLOEXEC);
+            if (fd < 0 || setns(fd, CLONE_NEWNET) < 0) {
+                snprintf(why, sizeof(why), "cannot enter the network namespace %s: %s", netns,
+                         strerror(errno));
+                r = -1;
+            }
+        }
+        if (r == 0 && fn)
+            r = fn(arg, why, sizeof(why));
+        if (r < 0)
+            (void) !write(p[1], why, strlen(why));
+        _exit(r < 0 ? 1 : 0);
+    }
+    close(p[1]);
+    char why[256];
+    ssize_t n = read(p[0], why, sizeof(why) - 1);
+    close(p[0]);
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        why[n > 0 ? n : 0] = '\0';
+        return lz_error_set(err, 0, "network sidecar: %s", n > 0 ? why : "setup failed");
+    }
+    return 0;
+}
+
+#define FAIL(step)                                                                      \
+    do {                                                                                \
+        snprintf(why, why_len, "%s: %s", step, strerror(errno));                        \
+        nl_close(&n);                                                                   \
+        return -1;                                                                      \
+    } while (0)
+
+typedef struct router_args {
+    const char *sandbox_netns;
+} router_args;
+
+static int router_links(void *arg, char *why, size_t why_len)
+{
+    router_args *a = arg;
+    nl n = { 0 };
+    disable_ipv6();
+    if (nl_open(&n) < 0)
+        FAIL("netlink");
+    int sfd = open(a->sandbox_netns, O_RDONLY | O_CLOEXEC);
+    if (sfd < 0)
+        FAIL("open the sandbox namespace");
+    if (veth_create(&n, ROUTER_IF, SANDBOX_IF, sfd) < 0)
+        FAIL("create the veth pair");
+    close(sfd);
+    unsigned lo = if_nametoindex("lo"), r = if_nametoindex(ROUTER_IF);
+    if (!lo || !r)
+        FAIL("find interfaces");
+    if (link_up(&n, lo) < 0 || addr_add(&n, r, ROUTER_ADDR, LINK_PREFIX) < 0 || link_up(&n, r) < 0)
+        FAIL("configure " ROUTER_IF);
+    if (veth_create(&n, DENY_IF, DENY_PEER, -1) < 0)
+        FAIL("create " DENY_IF);
+    unsigned d = if_nametoindex(DENY_IF), dp = if_nametoindex(DENY_PEER);
+    if (!d || !dp || link_up(&n, d) < 0 || link_up(&n, dp) < 0)
+        FAIL("bring up " DENY_IF);
+    write_sysctl("/proc/sys/net/ipv6/conf/" DENY_PEER "/disable_ipv6", "1");
+    write_sysctl("/proc/sys/net/ipv6/conf/" DENY_IF "/disable_ipv6", "1");
+    if (write_sysctl("/proc/sys/net/ipv4/ip_forward", "1") < 0)
+        FAIL("enable forwarding");
+    write_sysctl("/proc/sys/net/ipv6/conf/" ROUTER_IF "/disable_ipv6", "1");
+    nl_close(&n);
+    return 0;
+}
+
+static int sandbox_links(void *arg, char *why, size_t why_len)
+{
+    (void) arg;
+    nl n = { 0 };
+    disable_ipv6();
+    write_sysctl("/proc/sys/net/ipv6/conf/" SANDBOX_IF "/disable_ipv6", "1");
+    if (nl_open(&n) < 0)
+        FAIL("netlink");
+    unsigned lo = if_nametoindex("lo"), s = if_nametoindex(SANDBOX_IF);
+    if (!lo || !s)
+        FAIL("find interfaces");
+    if (link_up(&n, lo) < 0 || addr_add(&n, s, SANDBOX_ADDR, LINK_PREFIX) < 0 || link_up(&n, s) < 0)
+        FAIL("configure " SANDBOX_IF);
+    uint8_t any[4] = { 0, 0, 0, 0 };
+    if (route_set(&n, RTM_NEWROUTE, RTN_UNICAST, any, 0, ROUTER_ADDR, s) < 0)
+        FAIL("add the default route");
+    nl_close(&n);
+    return 0;
+}
+
+typedef struct policy_args {
+    const lz_resolved_config *cfg;
+} policy_args;
+
+/* The routing table is the policy: longest prefix match between the
+ * effective allow prefixes (via slirp) and deny prefixes (to the deny link);
+ * the default route goes to the deny link too. */
+static int router_policy(void *arg, char *why, size_t why_len)
+{
+    policy_args *a = arg;
+    nl n = { 0 };
+    if (nl_open(&n) < 0)
+        FAIL("netlink");
+    unsigned tap = if_nametoindex(SLIRP_IF), deny = if_nametoindex(DENY_IF);
+    if (!tap || !deny)
+        FAIL("find " SLIRP_IF " and " DENY_IF);
+    uint8_t any[4] = { 0, 0, 0, 0 };
+    /* slirp4netns --configure installed a default route via its gateway:
+     * the default is deny. */
+    route_set(&n, RTM_DELROUTE, RTN_UNICAST, any, 0, NULL, 0);
+    if (route_set(&n, RTM_NEWROUTE, RTN_UNICAST, any, 0, NULL, deny) < 0)
+        FAIL("add the default deny route");
+    for (size_t i = 0; i < a->cfg->deny.count; i++)
+        if (route_set(&n, RTM_NEWROUTE, RTN_UNICAST, a->cfg->deny.items[i].addr,
+                      a->cfg->deny.items[i].len, NULL, deny) < 0)
+            FAIL("add a deny route");
+    for (size_t i = 0; i < a->cfg->allow.count; i++)
+        if (route_set(&n, RTM_NEWROUTE, RTN_UNICAST, a->cfg->allow.items[i].addr,
+                      a->cfg->allow.items[i].len, SLIRP_GW, tap) < 0)
+            FAIL("add an allow route");
+    nl_close(&n);
+    return 0;
+}
+
+/* nftables: forward only what the routing table sends out through slirp
+ * (plus the resolver), reject everything else at once, masquerade, and
+ * accept nothing addressed to the router itself. */
+static const char ruleset[] =
+    "table ip lazaret {\n"
+    "  chain prerouting {\n"
+    "    type nat hook prerouting priority dstnat; policy accept;\n"
+    "    iifname \"" ROUTER_IF "\" ip daddr " ROUTER_ADDR " udp dport 53 dnat to " SLIRP_DNS "\n"
+    "    iifname \"" ROUTER_IF "\" ip daddr " ROUTER_ADDR " tcp dport 53 dnat to " SLIRP_DNS "\n"
+    "  }\n"
+    "  chain forward {\n"
+    "    type filter hook forward priority filter; policy drop;\n"
+    "    iifname \"" SLIRP_IF "\" oifname \"" ROUTER_IF "\" ct state established,related accept\n"
+    "    iifname \"" ROUTER_IF "\" ip daddr " SLIRP_DNS " meta l4proto { tcp, udp } th dport 53 accept\n"
+    "    iifname \"" ROUTER_IF "\" ip daddr { " SLIRP_CIDR ", 169.254.0.0/16 } reject with icmp type admin-prohibited\n"
+    "    iifname \"" ROUTER_IF "\" oifname \"" SLIRP_IF "\" accept\n"
+    "    iifname \"" ROUTER_IF "\" meta l4proto tcp reject with tcp reset\n"
+    "    iifname \"" ROUTER_IF "\" reject with icmp type admin-prohibited\n"
+    "  }\n"
+    "  chain input {\n"
+    "    type filter hook input priority filter; policy drop;\n"
+    "    iifname \"lo\" accept\n"
+    "    iifname \"" SLIRP_IF "\" ct state established,related accept\n"
+    "    iifname \"" ROUTER_IF "\" meta l4proto tcp reject with tcp reset\n"
+    "    iifname \"" ROUTER_IF "\" reject with icmp type admin-prohibited\n"
+    "  }\n"
+    "  chain postrouting {\n"
+    "    type nat hook postrouting priority srcnat; policy accept;\n"
+    "    oifname \"" SLIRP_IF "\" masquerade\n"
+    "  }\n"
+    "}\n";
+
+typedef struct nft_args {
+    const char *nft;
+    const char *ruleset_path;
+} nft_args;
+
+static int router_nft(void *arg, char *why, size_t why_len)
+{
+    nft_args *a = arg;
+    char *const argv[] = { (char *) "nft", (char *) "-f", (char *) a->ruleset_path, NULL };
+    lz_spawn_options opt = { .merge_stderr = true };
+    lz_spawn_output out = { 0 };
+    lz_error *e = NULL;
+    int status = lz_spawn_capture(a->nft, argv, &opt, &out, &e);
+    if (status != 0) {
+        while (out.len && out.data[out.len - 1] == '\n')
+            out.data[--out.len] = '\0';
+        snprintf(why, why_len, "nftables: %s",
+                 status < 0 && e ? e->message : out.data ? out.data : "failed");
+        lz_error_free(e);
+        lz_spawn_output_free(&out);
+        return -1;
+    }
+    lz_spawn_output_free(&out);
+    return 0;
+}
+
+/* ---- setup ------------------------------------------------------------- */
+
+static char *describe_policy(const lz_resolved_config *cfg)
+{
+    size_t cap = 256 + 24 * (cfg->allow.count + cfg->deny.count);
+    char *s = lz_xmalloc(cap);
+    size_t o = (size_t) snprintf(s, cap, "IPv4 default deny; IPv6 disabled; resolver %s; allow",
+                                 LZ_NET_RESOLVER);
+    for (size_t i = 0; i < cfg->allow.count && o < cap; i++) {
+        char b[LZ_IPV4_PREFIX_BUFSZ];
+        lz_ipv4_prefix_format(&cfg->allow.items[i], b);
+        o += (size_t) snprintf(s + o, cap - o, " %s", b);
+    }
+    if (o < cap)
+        o += (size_t) snprintf(s + o, cap - o, "; deny");
+    for (size_t i = 0; i < cfg->deny.count && o < cap; i++) {
+        char b[LZ_IPV4_PREFIX_BUFSZ];
+        lz_ipv4_prefix_format(&cfg->deny.items[i], b);
+        o += (size_t) snprintf(s + o, cap - o, " %s", b);
+    }
+    return s;
+}
+
+int lz_network_setup(const lz_resolved_config *cfg, const char *gen_dir, int gen_fd,
+                     lz_network *ret, lz_error **err)
+{
+    lz_network net = { 0 };
+    _cleanup_free_ char *slirp = NULL, *nft = NULL, *rules_path = NULL;
+    if (lz_spawn_find_program("slirp4netns", LZ_SPAWN_SYSTEM_PATH, &slirp, err) < 0)
+        return lz_error_hint(err, "install it: sudo apt-get install slirp4netns");
+    if (lz_spawn_find_program("nft", LZ_SPAWN_SYSTEM_PATH, &nft, err) < 0)
+        return lz_error_hint(err, "install it: sudo apt-get install nftables");
+
+    if (mkdirat(gen_fd, "netns", 0700) < 0 && errno != EEXIST)
+        return lz_error_set(err, errno, "cannot create %s/netns", gen_dir);
+    for (int i = 0; i < 2; i++) {
+        int fd = openat(gen_fd, i ? "netns/router" : "netns/sandbox",
+                        O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (fd < 0)
+            return lz_error_set(err, errno, "cannot create a namespace pin in %s/netns", gen_dir);
+        close(fd);
+    }
+    net.sandbox_netns = lz_xasprintf("%s/netns/sandbox", gen_dir);
+    net.router_netns = lz_xasprintf("%s/netns/router", gen_dir);
+
+    router_args ra = { net.sandbox_netns };
+    policy_args pa = { cfg };
+    if (in_netns(net.sandbox_netns, true, NULL, NULL, err) < 0 ||
+        in_netns(net.router_netns, true, NULL, NULL, err) < 0 ||
+        in_netns(net.router_netns, false, router_links, &ra, err) < 0 ||
+        in_netns(net.sandbox_netns, false, sandbox_links, NULL, err) < 0)
+        goto fail;
+
+    /* slirp4netns: the only egress. Host loopback disabled, its own
+     * sandbox and seccomp filter; ready when it writes to the ready fd. */
+    int ready[2];
+    if (pipe2(ready, O_CLOEXEC) < 0) {
+        lz_error_set(err, errno, "cannot create a pipe");
+        goto fail;
+    }
+    pid_t pid = fork();
+    if (pid < 0) {
+        lz_error_set(err, errno, "cannot start slirp4netns");
+        close(ready[0]);
+        close(ready[1]);
+        goto fail;
+    }
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        int devnull = open("/dev/null", O_RDWR);
+        dup2(devnull, 0);
+        dup2(devnull, 1);
+        dup2(devnull, 2);
+        dup2(ready[1], 3);
+        closefrom(4);
+        sigset_t none;
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+        char *const argv[] = { (char *) "slirp4netns", (char *) "--configure",
+                               (char *) "--mtu=65520", (char *) "--disable-host-loopback",
+                               (char *) "--cidr=" SLIRP_CIDR, (char *) "--enable-sandbox",
+                               (char *) "--enable-seccomp", (char *) "--ready-fd=3",
+                               (char *) "--netns-type=path", net.router_netns,
+                               (char *) SLIRP_IF, NULL };
+        char *const envp[] = { (char *) "PATH=" LZ_SPAWN_SYSTEM_PATH, NULL };
+        execve(slirp, argv, envp);
+        _exit(127);
+    }
+    close(ready[1]);
+    net.slirp_pid = pid;
+    struct pollfd p = { .fd = ready[0], .events = POLLIN };
+    char c;
+    int pr = poll(&p, 1, 15000);
+    bool ok = pr == 1 && read(ready[0], &c, 1) == 1;
+    close(ready[0]);
+    if (!ok) {
+        lz_error_set(err, 0, "network sidecar: slirp4netns did not become ready");
+        lz_error_hint(err, "check /dev/net/tun access (lazaret doctor)");
+        goto fail;
+    }
+    /* The ruleset holds no secret: a file in the generation directory. */
+    rules_path = lz_xasprintf("%s/netns/nftables.conf", gen_dir);
+    {
+        int fd = openat(gen_fd, "netns/nftables.conf",
+                        O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (fd < 0 || write(fd, ruleset, sizeof(ruleset) - 1) != (ssize_t) (sizeof(ruleset) - 1)) {
+            if (fd >= 0)
+                close(fd);
+            lz_error_set(err, errno, "cannot write %s", rules_path);
+            goto fail;
+        }
+        close(fd);
+    }
+    nft_args na = { nft, rules_path };
+    if (in_netns(net.router_netns, false, router_policy, &pa, err) < 0 ||
+        in_netns(net.router_netns, false, router_nft, &na, err) < 0)
+        goto fail;
+    net.policy_text = describe_policy(cfg);
+    *ret = net;
+    return 0;
+fail:
+    lz_network_clear(&net);
+    return -1;
+}
+
+void lz_network_clear(lz_network *net)
+{
+    if (net->slirp_pid > 0) {
+        kill(net->slirp_pid, SIGKILL);
+        waitpid(net->slirp_pid, NULL, 0);
+    }
+    if (net->sandbox_netns)
+        umount2(net->sandbox_netns, MNT_DETACH);
+    if (net->router_netns)
+        umount2(net->router_netns, MNT_DETACH);
+    free(net->sandbox_netns);
+    free(net->router_netns);
+    free(net->policy_text);
+    memset(net, 0, sizeof(*net));
+}

@@ -1,0 +1,52 @@
+/* SPDX-License-Identifier: Apache-2.0
+ *
+ * The Network Sidecar (SR-5, SR-6): the sandbox's network namespace has
+ * only a veth link to a router namespace; the router's routing table IS the
+ * policy; slirp4netns (with host loopback disabled) is the only way out.
+ * Everything is created and programmed by the Runtime Supervisor before the
+ * sandbox starts; the sandbox gets no capability over any of it.
+ *
+ *   sandbox netns                router netns                     host netns
+ *   lo, lzs0 169.254.77.2/30 ── lzr0 169.254.77.1/30              slirp4netns
+ *   default via 169.254.77.1     tap0 100.96.0.100/24 (slirp) ──── (sockets)
+ *   IPv6 disabled                routes: allow → via 100.96.0.2, deny → prohibit,
+ *                                default → unreachable; nftables: forward only
+ *                                what a route sends to tap0, reject the rest at
+ *                                once (TCP reset / ICMP admin-prohibited), DNS
+ *                                169.254.77.1:53 → slirp's resolver, masquerade,
+ *                                nothing addressed to the router itself
+ *
+ * Addresses: the veth link uses IPv4 link-local space (169.254.0.0/16) and
+ * slirp's network 100.96.0.0/24 (shared address space): neither is ever
+ * forwarded by the policy (the router forwards only what a route sends to
+ * tap0, and a policy route to 100.96.0.0/24 or 169.254.0.0/16 would be a
+ * route to the router's own links, which nftables refuses). RFC 1918 space
+ * is never used, so the default deny of 10/8, 172.16/12, 192.168/16 cannot
+ * collide with Lazaret's own plumbing.
+ */
+#ifndef LAZARET_SUPERVISOR_NETWORK_H
+#define LAZARET_SUPERVISOR_NETWORK_H
+
+#include <sys/types.h>
+
+#include "common/error.h"
+#include "config/resolve.h"
+
+#define LZ_NET_RESOLVER "169.254.77.1"
+
+typedef struct lz_network {
+    char *sandbox_netns;   /* pinned path of the sandbox's network namespace */
+    char *router_netns;    /* pinned path of the router's network namespace */
+    pid_t slirp_pid;
+    char *policy_text;     /* DerivedNetworkPolicy, human-readable, for the log/store */
+} lz_network;
+
+/* Create both namespaces under gen_dir (which must be in the caller's own
+ * mount namespace), program the router from the effective policy, start
+ * slirp4netns, and wait until it is ready. The caller reaps slirp_pid. */
+int lz_network_setup(const lz_resolved_config *cfg, const char *gen_dir, int gen_fd,
+                     lz_network *ret, lz_error **err);
+
+void lz_network_clear(lz_network *net);
+
+#endif
