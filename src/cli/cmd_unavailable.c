@@ -7,13 +7,6 @@
 
 #include "cli/cli.h"
 
-const char lz_usage_status[] =
-    "Usage: lazaret [--config FILE] status\n"
-    "\n"
-    "Show running Domains, their generations and sessions.\n"
-    "\n"
-    "Not available yet in this version.\n";
-
 const char lz_usage_state[] =
     "Usage: lazaret [--config FILE] state list|inspect|verify|reset ...\n"
     "\n"
@@ -25,15 +18,9 @@ static int unavailable(const char *name, int status)
 {
     fprintf(stderr,
             "lazaret: error: 'lazaret %s' is not available yet in this version\n"
-            "  fix: use 'lazaret run', 'lazaret config check' and 'lazaret doctor' for now\n",
+            "  fix: the Domain's state lives in <data_root>/domains/<id>/ (docs/runtime.md)\n",
             name);
     return status;
-}
-
-int lz_cmd_status(int argc, char **argv, const lz_global_options *g)
-{
-    (void) argc, (void) argv, (void) g;
-    return unavailable("status", LZ_EXIT_FAILURE);
 }
 
 int lz_cmd_state(int argc, char **argv, const lz_global_options *g)

@@ -2,6 +2,7 @@
 #include "coordinator/coordinator.h"
 
 #include <errno.h>
+#include <jansson.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -23,7 +24,9 @@
 #include <unistd.h>
 
 #include "common/procid.h"
+#include "config/policy.h"
 #include "coordinator/git_sentry.h"
+#include "supervisor/network.h"
 #include "common/util.h"
 #include "fs/remove.h"
 #include "protocol/messages.h"
@@ -128,6 +131,7 @@ static int64_t ms_since(const struct timespec *t0)
 /* ---- sessions ---------------------------------------------------------- */
 
 static void git_audit(coord *c, const char *when);
+static void publish_status(coord *c);
 
 static void send_refused(int sock, uint32_t code, const char *msg, const char *hint)
 {
@@ -159,6 +163,8 @@ static void session_close(coord *c, session *s)
     s->fds[0] = s->fds[1] = s->fds[2] = -1;
     s->state = S_FREE;
     c->n_active--;
+    if (c->state != G_TEARDOWN)
+        publish_status(c);
 }
 
 static void refuse_and_close(coord *c, session *s, uint32_t code, const char *msg,
@@ -266,6 +272,7 @@ static void session_exec(coord *c, session *s)
         lz_wire_send(s->sock, &b, NULL, 0, NULL);
         clog_(c, "session %s (#%u) started%s", s->id, s->no,
               s->run.interactive ? " with a terminal" : "");
+        publish_status(c);
     }
 out:
     if (slave >= 0)
@@ -611,6 +618,7 @@ static void supervisor_message(coord *c)
         lz_store_generation_set_state(c->a->store, c->generation, "running", NULL);
         clog_(c, "sandbox %s running%s", c->container_id,
               statx_fix ? " (statx AT_NO_AUTOMOUNT shim preloaded: old runsc)" : "");
+        publish_status(c);
         for (size_t i = 0; i < MAX_SESSIONS; i++)
             if (c->sessions[i].state == S_QUEUED)
                 session_exec(c, &c->sessions[i]);
@@ -645,6 +653,57 @@ static void supervisor_message(coord *c)
         clock_gettime(CLOCK_MONOTONIC, &s->exit_at);
         session_finish_if_done(c, s);
     }
+}
+
+/* ---- status ------------------------------------------------------------ */
+
+static const char *state_name(gen_state st)
+{
+    switch (st) {
+    case G_STARTING: return "starting";
+    case G_RUNNING: return "running";
+    case G_FAILED: return "failed";
+    case G_TEARDOWN: return "tearing_down";
+    }
+    return "unknown";
+}
+
+/* <runtime domain>/status.json, replaced atomically on every change: what
+ * `lazaret status` shows. It holds no secret (environment names only are in
+ * the configuration; none of it is copied here). */
+static void publish_status(coord *c)
+{
+    json_t *sessions = json_array();
+    for (size_t i = 0; i < MAX_SESSIONS; i++) {
+        session *s = &c->sessions[i];
+        if (s->state == S_RUNNING || s->state == S_QUEUED)
+            json_array_append_new(sessions, json_pack("{s:s, s:b, s:i, s:s}", "session_id", s->id,
+                                                      "interactive", s->run.interactive,
+                                                      "client_pid", (int) s->cli_pid, "state",
+                                                      s->state == S_RUNNING ? "running" : "queued"));
+    }
+    json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:I, s:s, s:i, s:s, s:o, s:o}", "domain_id",
+                          c->id_hex, "profile", c->a->cfg->profile, "workspace",
+                          c->a->cfg->workspace.label, "configuration_fingerprint", c->fp_hex,
+                          "generation", (json_int_t) c->generation, "state", state_name(c->state),
+                          "coordinator_pid", (int) getpid(), "container_id", c->container_id,
+                          "sessions", sessions, "network_policy",
+                          lz_derived_network_policy(c->a->cfg, LZ_NET_RESOLVER));
+    char *text = json_dumps(o, JSON_INDENT(2) | JSON_ENSURE_ASCII);
+    json_decref(o);
+    if (!text)
+        return;
+    int fd = openat(c->a->runtime_dir_fd, "status.json.tmp",
+                    O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd >= 0) {
+        size_t n = strlen(text);
+        bool ok = write(fd, text, n) == (ssize_t) n;
+        close(fd);
+        if (ok)
+            renameat(c->a->runtime_dir_fd, "status.json.tmp", c->a->runtime_dir_fd,
+                     "status.json");
+    }
+    free(text);
 }
 
 /* ---- lifecycle --------------------------------------------------------- */
@@ -719,6 +778,7 @@ static void teardown_and_exit(coord *c, int status)
     /* New CLIs must not find us any more: they wait for the lock instead
      * and start the next generation. */
     unlinkat(c->a->runtime_dir_fd, LZ_COORDINATOR_SOCKET, 0);
+    unlinkat(c->a->runtime_dir_fd, "status.json", 0);
     close(c->a->listen_fd);
     for (size_t i = 0; i < MAX_SESSIONS; i++)
         if (c->sessions[i].state != S_FREE)
@@ -820,6 +880,15 @@ void lz_coordinator_main(lz_coordinator_args *a)
     c->gen_label = lz_xasprintf("%s/%s", a->cfg->runtime_domain_root.label, c->gen_name);
     snprintf(c->container_id, sizeof(c->container_id), "lazaret-%.16s-%lld", c->id_hex,
              (long long) c->generation);
+    {
+        json_t *pol = lz_derived_network_policy(a->cfg, LZ_NET_RESOLVER);
+        char *text = json_dumps(pol, JSON_COMPACT | JSON_SORT_KEYS);
+        json_decref(pol);
+        if (text)
+            lz_store_network_policy(a->store, c->generation, text, NULL);
+        free(text);
+    }
+    publish_status(c);
     clog_(c, "generation %lld of Domain %s (profile %s, workspace %s) starting",
           (long long) c->generation, c->id_hex, a->cfg->profile, a->cfg->workspace.label);
 

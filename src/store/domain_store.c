@@ -64,6 +64,10 @@ static const char schema_sql[] =
     "  updated_at INTEGER NOT NULL,"
     "  PRIMARY KEY (generation_id, role)"
     ") STRICT;"
+    "CREATE TABLE IF NOT EXISTS network_policy ("
+    "  generation_id INTEGER PRIMARY KEY REFERENCES generation(generation_id),"
+    "  derived_policy TEXT NOT NULL"
+    ") STRICT;"
     "CREATE TABLE IF NOT EXISTS session ("
     "  generation_id INTEGER NOT NULL REFERENCES generation(generation_id),"
     "  session_id TEXT NOT NULL,"
@@ -383,6 +387,13 @@ int lz_store_generations_mark_recovered(lz_domain_store *s, lz_error **err)
                "UPDATE session SET state = 'ended', ended_at = ?, outcome = 'lost' WHERE state = "
                "'running'",
                "i", now());
+}
+
+int lz_store_network_policy(lz_domain_store *s, int64_t generation, const char *policy_json,
+                            lz_error **err)
+{
+    return run(s, err, "cannot record the network policy",
+               "INSERT OR REPLACE INTO network_policy VALUES (?, ?)", "it", generation, policy_json);
 }
 
 int lz_store_session_begin(lz_domain_store *s, int64_t generation, const char *session_id,

@@ -86,6 +86,10 @@ void lz_participants_free(lz_participant *p, size_t n);
 /* Mark every generation that is not 'ended' as 'recovered'. */
 int lz_store_generations_mark_recovered(lz_domain_store *s, lz_error **err);
 
+/* The generation's DerivedNetworkPolicy (JSON). */
+int lz_store_network_policy(lz_domain_store *s, int64_t generation, const char *policy_json,
+                            lz_error **err);
+
 /* Sessions. */
 int lz_store_session_begin(lz_domain_store *s, int64_t generation, const char *session_id,
                            pid_t cli_pid, bool interactive, lz_error **err);

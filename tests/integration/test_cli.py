@@ -76,7 +76,18 @@ def test_run_with_invalid_configuration_is_a_lazaret_failure(lz):
     assert "configuration" in p.stderr and "fix:" in p.stderr
 
 
-@pytest.mark.parametrize("cmd,status", [("status", 1), ("state", 1)])
+def test_status_without_running_domains(lz):
+    p = lz.run(["status"])
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == "No Domain is running."
+    p = lz.run(["status", "--json"])
+    assert p.returncode == 0
+    assert p.stdout.strip() == "[]"
+    p = lz.run(["status", "extra"])
+    assert p.returncode == 2
+
+
+@pytest.mark.parametrize("cmd,status", [("state", 1)])
 def test_unavailable_commands_say_so(lz, cmd, status):
     p = lz.run([cmd])
     assert p.returncode == status

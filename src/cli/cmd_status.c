@@ -1,0 +1,127 @@
+/* SPDX-License-Identifier: Apache-2.0
+ *
+ * lazaret status [--json]
+ *
+ * The running Domains of this user: for each Domain runtime directory whose
+ * lock is held by a coordinator, the status that coordinator publishes
+ * (status.json: profile, workspace, generation, state, sessions, and the
+ * DerivedNetworkPolicy in force). Reads only; never takes a lock.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "common/util.h"
+#include "config/source.h"
+
+const char lz_usage_status[] =
+    "Usage: lazaret status [--json]\n"
+    "\n"
+    "Show the running Domains of your user: profile, workspace, generation,\n"
+    "state, sessions, and the network policy in force.\n"
+    "\n"
+    "Options:\n"
+    "  --json  print one JSON array\n";
+
+/* A coordinator holds the Domain lock while it runs. */
+static bool lock_held(int dirfd)
+{
+    int fd = openat(dirfd, "lock", O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    bool held = flock(fd, LOCK_SH | LOCK_NB) < 0 && errno == EWOULDBLOCK;
+    if (!held)
+        flock(fd, LOCK_UN);
+    close(fd);
+    return held;
+}
+
+static void print_text(json_t *d)
+{
+    printf("Domain %s\n", json_string_value(json_object_get(d, "domain_id")));
+    printf("  profile:     %s\n", json_string_value(json_object_get(d, "profile")));
+    printf("  workspace:   %s\n", json_string_value(json_object_get(d, "workspace")));
+    printf("  generation:  %lld (%s), coordinator pid %lld\n",
+           (long long) json_integer_value(json_object_get(d, "generation")),
+           json_string_value(json_object_get(d, "state")),
+           (long long) json_integer_value(json_object_get(d, "coordinator_pid")));
+    json_t *sessions = json_object_get(d, "sessions");
+    printf("  sessions:    %zu\n", json_array_size(sessions));
+    size_t i;
+    json_t *s;
+    json_array_foreach(sessions, i, s)
+        printf("    %s  %s, client pid %lld\n", json_string_value(json_object_get(s, "session_id")),
+               json_is_true(json_object_get(s, "interactive")) ? "terminal" : "streams",
+               (long long) json_integer_value(json_object_get(s, "client_pid")));
+    json_t *pol = json_object_get(d, "network_policy");
+    printf("  network:     IPv4 default deny, IPv6 disabled, resolver %s\n",
+           json_string_value(json_object_get(json_array_get(json_object_get(pol, "resolvers"), 0),
+                                             "address")));
+    json_t *r;
+    json_array_foreach(json_object_get(pol, "prefix_rules"), i, r)
+        printf("    %-5s %s\n", json_string_value(json_object_get(r, "action")),
+               json_string_value(json_object_get(r, "network")));
+}
+
+int lz_cmd_status(int argc, char **argv, const lz_global_options *g)
+{
+    (void) g;
+    bool as_json = false;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--json") == 0)
+            as_json = true;
+        else
+            return lz_cli_usage_error("status", "unexpected argument '%s'", argv[i]);
+    }
+    const char *rt = getenv("XDG_RUNTIME_DIR");
+    const char *what = NULL;
+    _cleanup_free_ char *norm = rt && *rt ? lz_env_path_normalize(rt, &what) : NULL;
+    if (!norm) {
+        fprintf(stderr, "lazaret: error: XDG_RUNTIME_DIR is not set or not an absolute path\n"
+                        "  fix: export XDG_RUNTIME_DIR=/run/user/$(id -u)\n");
+        return LZ_EXIT_FAILURE;
+    }
+    _cleanup_free_ char *domains = lz_xasprintf("%s/lazaret/domains", norm);
+    json_t *all = json_array();
+    DIR *d = opendir(domains);
+    if (d) {
+        struct dirent *e;
+        while ((e = readdir(d))) {
+            if (e->d_name[0] == '.' || strlen(e->d_name) != 64)
+                continue;
+            int dfd = openat(dirfd(d), e->d_name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            if (dfd < 0)
+                continue;
+            if (lock_held(dfd)) {
+                int sfd = openat(dfd, "status.json", O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+                json_t *st = sfd >= 0 ? json_loadfd(sfd, JSON_REJECT_DUPLICATES, NULL) : NULL;
+                if (sfd >= 0)
+                    close(sfd);
+                if (st)
+                    json_array_append_new(all, st);
+            }
+            close(dfd);
+        }
+        closedir(d);
+    }
+    if (as_json) {
+        json_dumpf(all, stdout, JSON_INDENT(2) | JSON_ENSURE_ASCII);
+        fputc('\n', stdout);
+    } else if (json_array_size(all) == 0) {
+        printf("No Domain is running.\n");
+    } else {
+        size_t i;
+        json_t *v;
+        json_array_foreach(all, i, v)
+            print_text(v);
+    }
+    json_decref(all);
+    return LZ_EXIT_OK;
+}
