@@ -211,6 +211,13 @@ install -m 0755 -o "$uid" -g "$gid" "$repo/build/src/cli/lazaret-exec" "$home/.l
 install -m 0644 -o "$uid" -g "$gid" "$repo/build/src/cli/lazaret-statx-fix.so" \
     "$home/.local/bin/lazaret-statx-fix.so"
 
+# The Network Sidecar's slirp4netns opens /dev/net/tun as the demo user:
+# desktops ship it 0666; some servers 0600 (lazaret doctor explains).
+if [ -c /dev/net/tun ] && [ "$(stat -c %a /dev/net/tun)" != 666 ]; then
+    say "making /dev/net/tun usable by unprivileged users (chmod 0666, as on desktops)"
+    chmod 0666 /dev/net/tun
+fi
+
 # logind creates /run/user/UID at login; runuser does not log in.
 if [ ! -d "/run/user/$uid" ]; then
     mkdir -p -m 0755 /run/user
