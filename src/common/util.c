@@ -48,11 +48,15 @@ char *lz_xstrdup(const char *s)
     return d;
 }
 
+/* Not strndup(3): the source need not be NUL-terminated (a field of a wire
+ * message), and only n bytes are ever read. */
 char *lz_xstrndup(const char *s, size_t n)
 {
-    char *d = strndup(s, n);
-    if (!d)
-        oom();
+    const char *nul = memchr(s, '\0', n);
+    size_t len = nul ? (size_t) (nul - s) : n;
+    char *d = lz_xmalloc(len + 1);
+    memcpy(d, s, len);
+    d[len] = '\0';
     return d;
 }
 

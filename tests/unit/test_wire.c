@@ -458,6 +458,33 @@ static void raw_run(lz_wbuf *b, uint32_t flags, uint32_t rows, uint32_t cols, ui
     lz_wbuf_u32(b, argc);
     for (uint32_t i = 0; i < argc; i++)
         lz_wbuf_str(b, "x");
+    lz_wbuf_u32(b, 0); /* no locale variables */
+}
+
+static bool run_decodes(const lz_wbuf *b);
+
+/* RUN carries only locale variables from the client's environment. */
+static void test_run_env_is_locale_only(void **state)
+{
+    (void) state;
+    static const char *const ok[] = { "LANG=C.UTF-8", "LC_ALL=de_DE.UTF-8", "LANGUAGE=de:en",
+                                      "LC_CTYPE=" };
+    static const char *const bad[] = { "PATH=/bin", "LD_PRELOAD=/x.so", "LANG", "LC_=x",
+                                       "LC_all=x", "TERM=xterm" };
+    for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++)
+        assert_true(lz_msg_locale_var_ok(ok[i]));
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        if (lz_msg_locale_var_ok(bad[i]))
+            fail_msg("'%s' accepted", bad[i]);
+    static lz_wbuf b;
+    char *env_ok[] = { (char *) "LANG=C.UTF-8", NULL };
+    lz_msg_run m = { .term = (char *) "", .cwd = (char *) "", .env = env_ok, .envc = 1 };
+    lz_msg_run_encode(&b, &m);
+    assert_true(run_decodes(&b));
+    char *env_bad[] = { (char *) "LD_PRELOAD=/x.so", NULL };
+    m.env = env_bad;
+    lz_msg_run_encode(&b, &m);
+    assert_false(run_decodes(&b));
 }
 
 static bool run_decodes(const lz_wbuf *b)
@@ -501,8 +528,9 @@ static void test_run_refuses_malformed(void **state)
     assert_false(run_decodes(&b));
     /* a count far beyond the message (no allocation of that size) */
     raw_run(&b, 0, 0, 0, 0);
-    b.len -= 4;
+    b.len -= 8; /* argument count and locale count */
     lz_wbuf_u32(&b, UINT32_MAX);
+    lz_wbuf_u32(&b, 0);
     assert_false(run_decodes(&b));
     /* an argument count larger than the arguments present */
     raw_run(&b, 0, 0, 0, 3);
@@ -516,9 +544,10 @@ static void test_run_refuses_malformed(void **state)
     term[256] = '\0';
     lz_msg_run_encode(&b, &in);
     assert_true(run_decodes(&b));
-    /* an argument with a NUL byte */
+    /* an argument with a NUL byte (its last byte precedes the 4-byte count
+     * of locale variables) */
     raw_run(&b, 0, 0, 0, 1);
-    b.data[b.len - 1] = '\0';
+    b.data[b.len - 5] = '\0';
     assert_false(run_decodes(&b));
     /* every truncation (missing fields), and a trailing byte */
     char *argv[] = { W("a"), W("bc"), NULL };
@@ -1036,6 +1065,7 @@ int main(void)
         cmocka_unit_test(test_hello_refuses_malformed),
         cmocka_unit_test(test_run_round_trip),
         cmocka_unit_test(test_run_refuses_malformed),
+        cmocka_unit_test(test_run_env_is_locale_only),
         cmocka_unit_test(test_refused_round_trip),
         cmocka_unit_test(test_refused_refuses_malformed),
         cmocka_unit_test(test_exec_round_trip),
