@@ -45,12 +45,27 @@ static void add_mount(builder *b, const char *rel, const char *source, bool read
     m->readonly = readonly;
 }
 
-/* Protect an existing path read-only. */
+/* Protect an existing path read-only. gVisor lets the sandbox rename a
+ * directory that has bind mounts inside it, which would let it move a
+ * protected file away with its parent and put its own in the old place; so
+ * every ancestor directory below the workspace (and below .git, already a
+ * mount point) becomes a read-write bind point too: a mount point cannot be
+ * renamed. */
 static void protect_if_exists(builder *b, const char *rel)
 {
     struct stat st;
-    if (fstatat(b->ws_fd, rel, &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISLNK(st.st_mode))
-        add_mount(b, rel, NULL, true);
+    if (fstatat(b->ws_fd, rel, &st, AT_SYMLINK_NOFOLLOW) < 0 || S_ISLNK(st.st_mode))
+        return;
+    char *copy = lz_xstrdup(rel);
+    for (char *p = copy; (p = strchr(p, '/')); p++) {
+        *p = '\0';
+        if (strcmp(copy, ".git") != 0 && strcmp(copy, ".") != 0 &&
+            fstatat(b->ws_fd, copy, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode))
+            add_mount(b, copy, NULL, false);
+        *p = '/';
+    }
+    free(copy);
+    add_mount(b, rel, NULL, true);
 }
 
 static void add_watch(builder *b, const char *rel, bool dir_members)
@@ -73,7 +88,12 @@ static void add_watch(builder *b, const char *rel, bool dir_members)
     while ((e = readdir(d))) {
         if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
             continue;
+        struct stat st;
+        if (fstatat(fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+            continue;
         w->known = lz_xrealloc(w->known, w->n_known + 1, sizeof(char *));
+        w->known_ino = lz_xrealloc(w->known_ino, w->n_known + 1, sizeof(*w->known_ino));
+        w->known_ino[w->n_known] = (unsigned long long) st.st_ino;
         w->known[w->n_known++] = lz_xstrdup(e->d_name);
     }
     closedir(d);
@@ -213,6 +233,94 @@ static int protect_config_sources(builder *b, lz_error **err)
         }
     }
     lz_spawn_output_free(&out);
+
+    /* Includes of files that do not exist yet are not listed above, but the
+     * host's Git would read them as soon as they appear: create them empty
+     * (an empty configuration file is valid) and protect them. Relative
+     * include paths are relative to the including file, .git/config. */
+    char *const inc_args[] = { (char *) "config", (char *) "--local", (char *) "-z",
+                               (char *) "--get-regexp",
+                               (char *) "^(include|includeif\\..*)\\.path$", NULL };
+    lz_spawn_output inc = { 0 };
+    status = host_git(b, inc_args, &inc, err);
+    if (status < 0)
+        return -1;
+    for (size_t i = 0; status == 0 && i < inc.len;) {
+        const char *kv = inc.data + i;
+        size_t kl = strnlen(kv, inc.len - i);
+        i += kl + 1;
+        const char *v = strchr(kv, '\n');
+        if (!v || !*++v || v[0] == '~')
+            continue;
+        _cleanup_free_ char *abs = v[0] == '/' ? lz_xstrdup(v) : lz_xasprintf("%s/.git/%s", b->ws, v);
+        _cleanup_free_ char *canon = lz_canonicalize(abs, NULL);
+        if (!canon || strncmp(canon, b->ws, wl) != 0 || canon[wl] != '/')
+            continue;
+        const char *rel = canon + wl + 1;
+        struct stat st;
+        if (fstatat(b->ws_fd, rel, &st, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT) {
+            int fd = openat(b->ws_fd, rel, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                            0644);
+            if (fd >= 0)
+                close(fd);
+        }
+        protect_if_exists(b, rel);
+    }
+    lz_spawn_output_free(&inc);
+    return 0;
+}
+
+/* Gitlinks (submodules, embedded repositories) in the index: the host's
+ * `git status` runs Git inside each one that has a .git, with that
+ * repository's configuration. */
+static char **list_gitlinks(builder *b, size_t *ret_n, lz_error **err)
+{
+    lz_spawn_output out = { 0 };
+    char *const args[] = { (char *) "ls-files", (char *) "-s", (char *) "-z", NULL };
+    int status = host_git(b, args, &out, err);
+    *ret_n = 0;
+    if (status != 0) {
+        lz_spawn_output_free(&out);
+        return status < 0 ? NULL : lz_xcalloc(1, sizeof(char *));
+    }
+    char **v = lz_xcalloc(1, sizeof(char *));
+    size_t n = 0;
+    for (size_t i = 0; i < out.len;) {
+        const char *e = out.data + i;
+        size_t el = strnlen(e, out.len - i);
+        i += el + 1;
+        const char *tab = memchr(e, '\t', el);
+        if (!tab || strncmp(e, "160000 ", 7) != 0)
+            continue;
+        v = lz_xrealloc(v, n + 2, sizeof(char *));
+        v[n++] = lz_xstrdup(tab + 1);
+        v[n] = NULL;
+    }
+    lz_spawn_output_free(&out);
+    *ret_n = n;
+    return v;
+}
+
+static int protect_gitlinks(builder *b, lz_error **err)
+{
+    size_t n = 0;
+    char **links = list_gitlinks(b, &n, err);
+    if (!links)
+        return -1;
+    b->p->gitlinks = links;
+    b->p->n_gitlinks = n;
+    for (size_t i = 0; i < n; i++) {
+        _cleanup_free_ char *dotgit = lz_xasprintf("%s/.git", links[i]);
+        struct stat st;
+        if (fstatat(b->ws_fd, dotgit, &st, AT_SYMLINK_NOFOLLOW) < 0)
+            continue; /* not checked out: a new .git there is caught by the audit */
+        if (S_ISDIR(st.st_mode)) {
+            if (protect_git_dir(b, dotgit, 1, err) < 0)
+                return -1;
+        } else {
+            protect_if_exists(b, dotgit);
+        }
+    }
     return 0;
 }
 
@@ -360,7 +468,8 @@ int lz_git_sentry_plan(const lz_resolved_config *cfg, lz_git_plan *ret, lz_error
     switch (p.kind) {
     case LZ_GIT_REPO:
         p.git_dir = lz_xasprintf("%s/.git", b.ws);
-        if (protect_git_dir(&b, ".git", 0, err) < 0 || protect_config_sources(&b, err) < 0)
+        if (protect_git_dir(&b, ".git", 0, err) < 0 || protect_config_sources(&b, err) < 0 ||
+            protect_gitlinks(&b, err) < 0)
             goto out;
         if (cfg->isolate_gitignored && isolate_ignored(&b, cfg, err) < 0)
             goto out;
@@ -396,10 +505,12 @@ out:
 static const char *const forbidden_in_git_dir[] = { "commondir", "config.worktree", "worktrees",
                                                     "modules", "gitdir" };
 
-static bool known_member(const lz_git_watch *w, const char *name)
+/* A member is known only with its name AND inode: a renamed original and
+ * an impostor under the original name are both new. */
+static bool known_member(const lz_git_watch *w, const char *name, unsigned long long ino)
 {
     for (size_t i = 0; i < w->n_known; i++)
-        if (strcmp(w->known[i], name) == 0)
+        if (strcmp(w->known[i], name) == 0 && w->known_ino[i] == ino)
             return true;
     return false;
 }
@@ -417,9 +528,10 @@ static int quarantine(int ws_fd, const lz_git_plan *plan, const char *dir_rel, c
     _cleanup_close_ int d = openat(ws_fd, dir_rel, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (q < 0 || d < 0)
         return lz_error_set(err, errno, "cannot open the Git Sentry quarantine");
+    static unsigned counter;
     char target[512];
-    snprintf(target, sizeof(target), "%lld-%s-%s", (long long) time(NULL),
-             strcmp(dir_rel, ".") == 0 ? "top" : dir_rel, name);
+    snprintf(target, sizeof(target), "%lld-%d-%u-%s-%s", (long long) time(NULL), (int) getpid(),
+             ++counter, strcmp(dir_rel, ".") == 0 ? "top" : dir_rel, name);
     for (char *p = target; *p; p++)
         if (*p == '/')
             *p = '_';
@@ -464,20 +576,29 @@ int lz_git_sentry_audit(const lz_resolved_config *cfg, const lz_git_plan *plan, 
             char *names[64];
             size_t nn = 0;
             struct dirent *e;
-            while ((e = readdir(d)) && nn < LZ_ARRAY_SIZE(names))
-                if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0 &&
-                    !known_member(w, e->d_name))
+            while ((e = readdir(d)) && nn < LZ_ARRAY_SIZE(names)) {
+                struct stat st;
+                if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0 ||
+                    fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                    continue;
+                if (!known_member(w, e->d_name, (unsigned long long) st.st_ino))
                     names[nn++] = lz_xstrdup(e->d_name);
+            }
             closedir(d);
             for (size_t k = 0; k < nn; k++) {
-                int q = quarantine(ws_fd, plan, w->rel, names[k], &report, err);
-                free(names[k]);
+                /* One failure must not stop the audit of the rest. */
+                lz_error *e1 = NULL;
+                int q = quarantine(ws_fd, plan, w->rel, names[k], &report, &e1);
                 if (q < 0) {
-                    for (size_t j = k + 1; j < nn; j++)
-                        free(names[j]);
+                    char *line = lz_xasprintf("%sFAILED to quarantine %s/%s (%s); ",
+                                              report ? report : "", w->rel, names[k],
+                                              e1 ? e1->message : "?");
                     free(report);
-                    return -1;
+                    report = line;
+                    q = 1;
+                    lz_error_free(e1);
                 }
+                free(names[k]);
                 moved += q;
             }
         } else {
@@ -501,14 +622,60 @@ int lz_git_sentry_audit(const lz_resolved_config *cfg, const lz_git_plan *plan, 
                         watched_dir = true;
                 if (watched_dir)
                     continue;
-                int q = quarantine(ws_fd, plan, w->rel, forbidden_in_git_dir[k], &report, err);
+                lz_error *e1 = NULL;
+                int q = quarantine(ws_fd, plan, w->rel, forbidden_in_git_dir[k], &report, &e1);
                 if (q < 0) {
+                    char *line = lz_xasprintf("%sFAILED to quarantine %s (%s); ",
+                                              report ? report : "", rel,
+                                              e1 ? e1->message : "?");
                     free(report);
-                    return -1;
+                    report = line;
+                    moved++;
+                    lz_error_free(e1);
+                    continue;
                 }
                 moved += q;
             }
         }
+    }
+    /* Gitlinks: a .git that appeared in a gitlink (a submodule checked out
+     * inside, or an embedded repository the sandbox created and added). */
+    if (plan->kind == LZ_GIT_REPO) {
+        builder b = { (lz_git_plan *) plan, cfg->workspace.label, ws_fd };
+        size_t n = 0;
+        char **now = list_gitlinks(&b, &n, NULL);
+        for (size_t i = 0; now && i < n; i++) {
+            bool known = false;
+            for (size_t k = 0; k < plan->n_gitlinks; k++)
+                if (strcmp(plan->gitlinks[k], now[i]) == 0)
+                    known = true;
+            _cleanup_free_ char *dotgit = lz_xasprintf("%s/.git", now[i]);
+            struct stat st;
+            bool protected_ = false;
+            for (size_t m = 0; m < plan->n_mounts; m++)
+                if (strncmp(plan->mounts[m].destination + strlen("/workspace/"), dotgit,
+                            strlen(dotgit)) == 0)
+                    protected_ = true;
+            if ((known && protected_) || fstatat(ws_fd, dotgit, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                continue;
+            /* Move the nested repository's .git aside: its configuration is
+             * the sandbox's, and the host's git status would obey it. */
+            _cleanup_free_ char *parent = lz_xstrdup(now[i]);
+            lz_error *e1 = NULL;
+            int q = quarantine(ws_fd, plan, parent, ".git", &report, &e1);
+            if (q < 0) {
+                char *line = lz_xasprintf("%sFAILED to quarantine %s (%s); ", report ? report : "",
+                                          dotgit, e1 ? e1->message : "?");
+                free(report);
+                report = line;
+                q = 1;
+            }
+            lz_error_free(e1);
+            moved += q;
+        }
+        for (size_t i = 0; now && i < n; i++)
+            free(now[i]);
+        free(now);
     }
     if (ret_report)
         *ret_report = report;
@@ -528,8 +695,12 @@ void lz_git_plan_clear(lz_git_plan *plan)
         for (size_t k = 0; k < plan->watches[i].n_known; k++)
             free(plan->watches[i].known[k]);
         free(plan->watches[i].known);
+        free(plan->watches[i].known_ino);
     }
     free(plan->watches);
     free(plan->git_dir);
+    for (size_t i = 0; i < plan->n_gitlinks; i++)
+        free(plan->gitlinks[i]);
+    free(plan->gitlinks);
     memset(plan, 0, sizeof(*plan));
 }

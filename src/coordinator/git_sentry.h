@@ -45,6 +45,7 @@ typedef struct lz_git_watch {
     char *rel;        /* e.g. ".git/commondir" */
     bool dir_members; /* watch for new members of this directory instead */
     char **known;     /* for dir_members: the members that existed at start */
+    unsigned long long *known_ino; /* ... and their inode numbers */
     size_t n_known;
 } lz_git_watch;
 
@@ -57,6 +58,8 @@ typedef struct lz_git_plan {
     size_t n_watches;
     char *git_dir;           /* host path of the Git directory to watch, or NULL */
     size_t n_ignored;        /* how many ignored paths are isolated */
+    char **gitlinks;         /* gitlink paths (submodules, embedded repositories) at start */
+    size_t n_gitlinks;
 } lz_git_plan;
 
 /* Compute the plan for the resolved configuration's workspace. Creates the

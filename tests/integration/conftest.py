@@ -23,6 +23,12 @@ switches to the test user. Fixtures:
     write_profiles write_profiles(lz, {"name": {fields}}, storage=None,
                    network=None, comment=None) -> Path: lz.config_path from
                    profiles_toml(); "image" defaults to the busybox image
+    rig            Rig(lz) for tests that run lazaret: rig.config(profiles),
+                   rig.run / rig.start / rig.hold + rig.release, rig.ws
+                   (lz.home/ws); after the test it waits until every Domain
+                   it used is torn down and fails the test otherwise (the
+                   section "Domains" at the end; also sh(), ok(),
+                   wait_torn_down(), domain_processes(), ...)
 
 Lz (one per test):
     lz.user, lz.root           LzUser; the per-test directory /tmp/lzt-XXXX (0755, root)
@@ -46,10 +52,14 @@ Lz (one per test):
 import fcntl
 import os
 import pwd
+import re
+import select
 import shutil
+import signal
 import stat
 import subprocess
 import tempfile
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -426,3 +436,329 @@ def write_profiles(test_images):
                 for name, fields in profiles.items()}
         return lz.write(lz.config_path, profiles_toml(full, storage, network, comment))
     return write
+
+
+# ---- Domains: runs, sessions and the teardown check (from test_run.py) ------------
+
+RUN_TIMEOUT = 60        # one lazaret run, start of a Domain included
+TEARDOWN_TIMEOUT = 15   # from the end of the last session to nothing left
+SETTLE_TIMEOUT = 60     # the fixture's final wait, whatever the test did
+COORDINATOR = "lz-coordinator"
+SUPERVISOR = "lz-supervisor"
+HOLDER_READY = "lz-holder-ready"
+
+_DEFAULT = object()
+
+
+def sh(script: str) -> list:
+    return ["sh", "-c", script]
+
+
+# ---- the Domain's host processes, files and mounts ---------------------------
+
+@dataclass(frozen=True)
+class Proc:
+    pid: int
+    comm: str
+    uid: int
+    argv0: str
+    cmdline: str
+    parent_comm: str
+
+    @property
+    def role(self) -> str:
+        if self.comm == COORDINATOR:
+            # A child the coordinator just forked (the supervisor-to-be)
+            # carries its name until it renames itself.
+            return "coordinator-child" if self.parent_comm == COORDINATOR else "coordinator"
+        if self.comm == SUPERVISOR:
+            return "supervisor"
+        if self.comm.startswith("lz-supervisor"):
+            return "supervisor-ns"  # comm is cut at 15 bytes: lz-supervisor-n
+        if self.argv0 == "runsc-sandbox":
+            return "sandbox"
+        if "runsc" in self.argv0:
+            return "runsc"
+        if self.comm == "lazaret":
+            return "cli"
+        return "other"
+
+    def __str__(self):
+        return f"{self.role} pid {self.pid} uid {self.uid} ({self.comm}: {self.cmdline[:160]})"
+
+
+def _read(path: str) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError:
+        return b""
+
+
+def domain_processes(root: Path, comm=None) -> list:
+    """Host processes of one Lz: those whose command line or environment names
+    a path under its directory (the CLI and the coordinator and supervisor it
+    forks carry its XDG_RUNTIME_DIR; every runsc process, the sandbox running
+    as a subordinate uid included, has --root under the runtime dir).
+    comm: only processes with that name (cheap pre-filter for tight loops)."""
+    key = (str(root) + "/").encode()
+    me = os.getpid()
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == me:
+            continue
+        c = _read(f"/proc/{name}/comm").decode("utf-8", "replace").strip()
+        if comm is not None and c != comm:
+            continue
+        cmd = _read(f"/proc/{name}/cmdline")
+        if key not in cmd and key not in _read(f"/proc/{name}/environ"):
+            continue
+        uid, ppid = -1, 0
+        for line in _read(f"/proc/{name}/status").decode("utf-8", "replace").splitlines():
+            if line.startswith("Uid:"):
+                uid = int(line.split()[1])
+            elif line.startswith("PPid:"):
+                ppid = int(line.split()[1])
+        parent = _read(f"/proc/{ppid}/comm").decode("utf-8", "replace").strip() if ppid else ""
+        argv = cmd.split(b"\0")
+        found.append(Proc(int(name), c, uid, argv[0].decode("utf-8", "replace"),
+                          cmd.replace(b"\0", b" ").decode("utf-8", "replace").strip(), parent))
+    return found
+
+
+def by_role(root: Path, role: str) -> list:
+    return [p for p in domain_processes(root) if p.role == role]
+
+
+def domain_dirs(lz) -> list:
+    d = lz.runtime_dir / "lazaret" / "domains"
+    return sorted(d.iterdir()) if d.is_dir() else []
+
+
+def generation_dirs(lz) -> list:
+    return [e for d in domain_dirs(lz) for e in d.iterdir() if e.name.startswith("gen-")]
+
+
+def host_mounts(root: Path) -> list:
+    """Mounts under root in the host's mount table, as /proc/self/mountinfo
+    and findmnt show them."""
+    key = str(root) + "/"
+    found = [f"mountinfo: {line}" for line in _read("/proc/self/mountinfo").decode(
+        "utf-8", "replace").splitlines() if key in line or f"{root} " in line]
+    p = subprocess.run(["findmnt", "-rn", "-o", "TARGET,SOURCE,FSTYPE"], capture_output=True,
+                       text=True)
+    found += [f"findmnt: {line}" for line in p.stdout.splitlines() if key in line]
+    return found
+
+
+def leftovers(lz) -> list:
+    """Everything of lz's Domains that must not outlive them: processes,
+    generation directories, coordinator sockets, host mounts."""
+    out = [str(p) for p in domain_processes(lz.root)]
+    for d in domain_dirs(lz):
+        out += [f"runtime file {e}" for e in d.iterdir()
+                if e.name.startswith("gen-") or e.name == "coordinator.sock"]
+    out += host_mounts(lz.root)
+    return out
+
+
+def wait_torn_down(lz, timeout: float) -> tuple:
+    """Poll until nothing of lz's Domains is left. Returns (what is left,
+    seconds waited): an empty list when the Domains are gone in time."""
+    t0 = time.monotonic()
+    while True:
+        left = leftovers(lz)
+        if not left or time.monotonic() - t0 > timeout:
+            return left, time.monotonic() - t0
+        time.sleep(0.1)
+
+
+def files_containing(root: Path, needle: bytes) -> list:
+    hits = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        for f in filenames:
+            p = Path(dirpath) / f
+            if not p.is_symlink() and p.is_file() and needle in _read(str(p)):
+                hits.append(p)
+    return hits
+
+
+# ---- sessions ---------------------------------------------------------------
+
+class Session:
+    """A `lazaret run` in the background (Popen) as the Lz's user."""
+
+    def __init__(self, lz, args, env=None, cwd=None, stdin=False, check_report=None):
+        self.lz = lz
+        self.args = [str(a) for a in args]
+        self._check = check_report
+        self.proc = subprocess.Popen(
+            [str(lz.bin), *self.args], env=lz.env(env), cwd=str(cwd or lz.home),
+            stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            user=lz.user.uid, group=lz.user.gid, extra_groups=list(lz.user.groups))
+        self.out = bytearray()
+        self.err = bytearray()
+        self._open = {self.proc.stdout.fileno(): self.out, self.proc.stderr.fileno(): self.err}
+
+    @property
+    def stdout(self) -> str:
+        return self.out.decode("utf-8", "replace")
+
+    @property
+    def stderr(self) -> str:
+        return self.err.decode("utf-8", "replace")
+
+    def pump(self, timeout: float):
+        if not self._open:
+            time.sleep(min(timeout, 0.05))
+            return
+        ready, _, _ = select.select(list(self._open), [], [], max(timeout, 0))
+        for fd in ready:
+            data = os.read(fd, 65536)
+            if data:
+                self._open[fd].extend(data)
+            else:
+                del self._open[fd]
+
+    def read_until(self, text: str, timeout: float = RUN_TIMEOUT):
+        """Wait until stdout contains text; fail with what was seen."""
+        deadline = time.monotonic() + timeout
+        while text not in self.stdout:
+            if time.monotonic() > deadline or (not self._open and self.proc.poll() is not None):
+                pytest.fail(f"lazaret {' '.join(self.args)}: no {text!r} on stdout after "
+                            f"{timeout} s (exit {self.proc.poll()})\nstdout: {self.stdout}\n"
+                            f"stderr: {self.stderr}", pytrace=False)
+            self.pump(deadline - time.monotonic())
+
+    def finish(self, timeout: float = RUN_TIMEOUT) -> subprocess.CompletedProcess:
+        """Close stdin, collect the output, wait for the exit."""
+        if self.proc.stdin and not self.proc.stdin.closed:
+            try:
+                self.proc.stdin.close()
+            except BrokenPipeError:
+                pass
+        deadline = time.monotonic() + timeout
+        while self._open or self.proc.poll() is None:
+            if time.monotonic() > deadline:
+                self.proc.kill()
+                self.proc.wait()
+                pytest.fail(f"lazaret {' '.join(self.args)} did not end within {timeout} s\n"
+                            f"stdout: {self.stdout}\nstderr: {self.stderr}", pytrace=False)
+            self.pump(min(0.2, deadline - time.monotonic()))
+        self.proc.stdout.close()
+        self.proc.stderr.close()
+        done = subprocess.CompletedProcess([str(self.lz.bin), *self.args], self.proc.returncode,
+                                           self.stdout, self.stderr)
+        if self._check and self.proc.returncode != -signal.SIGKILL:
+            self._check(done, "lazaret " + " ".join(self.args))
+        return done
+
+    def kill(self, sig=signal.SIGKILL):
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+
+
+class Rig:
+    """Per-test helper around lz: configuration, runs, background sessions,
+    and the final check that every Domain it used is gone."""
+
+    def __init__(self, lz, write_profiles, check_report):
+        self.lz = lz
+        self._write_profiles = write_profiles
+        self._check = check_report
+        self.envs = [lz]
+        self.sessions = []
+        self.ws = lz.mkdir("ws")
+
+    def add_env(self, lz):
+        self.envs.append(lz)
+        return lz
+
+    def config(self, profiles: dict, lz=None, **kw) -> Path:
+        return self._write_profiles(lz or self.lz, profiles, **kw)
+
+    def args(self, profile, cmd, ws) -> list:
+        a = ["run", profile]
+        if ws is not None:
+            a += ["--workspace", str(ws)]
+        if cmd is not None:
+            a += ["--", *cmd]
+        return a
+
+    def run(self, profile, cmd, ws=_DEFAULT, cwd=None, input=None, env=None,
+            timeout=RUN_TIMEOUT, lz=None) -> subprocess.CompletedProcess:
+        lz = lz or self.lz
+        ws = self.ws if ws is _DEFAULT else ws
+        return lz.run(self.args(profile, cmd, ws), env=env, cwd=cwd, input=input,
+                      timeout=timeout)
+
+    def start(self, profile, cmd, ws=_DEFAULT, cwd=None, env=None, stdin=False,
+              lz=None) -> Session:
+        lz = lz or self.lz
+        ws = self.ws if ws is _DEFAULT else ws
+        s = Session(lz, self.args(profile, cmd, ws), env=env, cwd=cwd, stdin=stdin,
+                    check_report=self._check)
+        self.sessions.append(s)
+        return s
+
+    def hold(self, profile, ws=_DEFAULT, script="", env=None, lz=None) -> Session:
+        """A session that runs script, then keeps the Domain up until
+        release(): it waits for its stdin to end."""
+        s = self.start(profile, sh(f"{script}\necho {HOLDER_READY}\nread x\nexit 0"), ws=ws,
+                       env=env, stdin=True, lz=lz)
+        s.read_until(HOLDER_READY)
+        return s
+
+    def release(self, s: Session):
+        r = s.finish()
+        assert r.returncode == 0, f"holder ended with {r.returncode}: {r.stderr}"
+        return r
+
+    def coordinators(self, lz=None) -> list:
+        return [p for p in domain_processes((lz or self.lz).root, comm=COORDINATOR)
+                if p.role == "coordinator"]
+
+    def generations_started(self, lz=None) -> list:
+        """The "generation N ... starting" lines of every coordinator.log."""
+        lines = []
+        for log in sorted((lz or self.lz).root.rglob("logs/coordinator.log")):
+            lines += [line for line in log.read_text(errors="replace").splitlines()
+                      if re.search(r"\] generation \d+ of Domain .* starting$", line)]
+        return lines
+
+    def finish(self) -> list:
+        problems = []
+        for s in self.sessions:
+            if s.proc.poll() is None:
+                try:
+                    s.finish(timeout=10)
+                except BaseException:  # pytest.fail is an exception too
+                    s.kill()
+                    s.proc.wait()
+        for lz in self.envs:
+            left, waited = wait_torn_down(lz, SETTLE_TIMEOUT)
+            if left:
+                problems.append(f"{lz.root}: {SETTLE_TIMEOUT} s after the test, its Domains "
+                                f"left:\n  " + "\n  ".join(left))
+                for p in domain_processes(lz.root):
+                    try:
+                        os.kill(p.pid, signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
+        return problems
+
+
+@pytest.fixture
+def rig(lz, write_profiles, assert_no_sanitizer_report):
+    r = Rig(lz, write_profiles, assert_no_sanitizer_report)
+    yield r
+    problems = r.finish()
+    if problems:
+        pytest.fail("\n".join(problems), pytrace=False)
+
+
+def ok(p: subprocess.CompletedProcess, what: str = "") -> subprocess.CompletedProcess:
+    assert p.returncode == 0, (f"{what or ' '.join(map(str, p.args))}: exit {p.returncode}\n"
+                               f"stdout: {p.stdout}\nstderr: {p.stderr}")
+    return p

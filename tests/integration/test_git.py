@@ -1,0 +1,623 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The Git Sentry and git-ignored isolation with the real runsc (issue 5,
+item 4; docs/git.md, PLATFORM.md "Git Sentry pitfalls").
+
+Git works inside on the workspace repository and every change is visible on
+the host at once; the sandbox can never change what the host's Git executes
+or is configured by; git-ignored paths are the Domain's own.
+
+Every attack is a shell script run in the workspace. Its planted command
+touches a marker file at an absolute host path (under lz.home, which does not
+exist inside the sandbox); after the attack the host's `git status` and
+`git commit` run as the test user, with HOME = lz.home, and the marker must not
+appear. test_attack_works_without_lazaret runs each script on the host
+itself, in the same repository layout, and checks that the marker DOES appear
+there: each attack test is shown to be able to fail.
+
+Host Git never runs as root here: lz.run_as_user (the test user, HOME =
+lz.home, where ~/.gitconfig gives an identity).
+"""
+
+import json
+import secrets
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+from conftest import TEARDOWN_TIMEOUT, ok, sh, wait_torn_down
+
+QUARANTINE = "lazaret-quarantine"
+# Git inside the sandbox: an identity for commits, nothing else.
+GIT_IN = "git -c user.name=Sandbox -c user.email=sb@lazaret.invalid"
+
+
+# ---- host-side Git, as the test user ----------------------------------------------
+
+def git(lz, cwd, *args, check=True):
+    """git -C cwd ARGS on the host as the test user (HOME = lz.home)."""
+    p = lz.run_as_user(["git", "-C", str(cwd), *map(str, args)])
+    if check:
+        assert p.returncode == 0, (f"host: git -C {cwd} {' '.join(map(str, args))}: exit "
+                                   f"{p.returncode}\nstdout: {p.stdout}\nstderr: {p.stderr}")
+    return p
+
+
+def out(lz, cwd, *args) -> str:
+    return git(lz, cwd, *args).stdout
+
+
+def host_identity(lz):
+    lz.write(".gitconfig", "[user]\n\tname = Host\n\temail = host@lazaret.invalid\n"
+             "[init]\n\tdefaultBranch = main\n", mode=0o644)
+
+
+def new_repo(lz, rel, files=None, message="initial") -> Path:
+    """A repository at lz.home/rel on branch main with one commit of files."""
+    host_identity(lz)
+    ws = lz.mkdir(rel)
+    git(lz, ws, "init", "-q")
+    for name, text in (files or {"README": "hello\n"}).items():
+        lz.write(ws / name, text, mode=0o644)
+    git(lz, ws, "add", "-A")
+    git(lz, ws, "commit", "-q", "-m", message)
+    return ws
+
+
+def host_git_problem(lz, dirs, marker: Path):
+    """`git status` and `git commit` on the host in each dir: None when both
+    work and neither runs the planted command, else what went wrong."""
+    log = []
+    for d in dirs:
+        for args in (["status"], ["commit", "-q", "--allow-empty", "-m", "host probe"]):
+            p = git(lz, d, *args, check=False)
+            log.append(f"  git -C {d} {' '.join(args)}: exit {p.returncode}\n{p.stdout}{p.stderr}")
+            if marker.exists():
+                return ("the host's Git ran the command the sandbox planted (marker "
+                        f"{marker.name} exists):\n" + "\n".join(log))
+            if p.returncode != 0:
+                return "the host's Git failed after the attack:\n" + "\n".join(log)
+    return None
+
+
+# ---- shell snippets (POSIX sh: the host's dash and busybox ash) --------------------
+
+def step(label: str, cmd: str) -> str:
+    """Run cmd, print OK:label or FAIL:label."""
+    return f"if {{ {cmd}\n}} 2>/dev/null; then echo OK:{label}; else echo FAIL:{label}; fi\n"
+
+
+def put(label: str, path: str, text: str, append=False) -> str:
+    return step(label, f"cat {'>>' if append else '>'} {path} <<'LZEOF'\n{text}LZEOF")
+
+
+def planted(marker: Path) -> str:
+    """A command for core.fsmonitor (Git appends arguments, hence sh -c)."""
+    return f"sh -c 'touch {marker}' planted"
+
+
+def fsmonitor_config(marker: Path, extra="") -> str:
+    return f"[core]\n\trepositoryformatversion = 0\n\tfsmonitor = {planted(marker)}\n{extra}"
+
+
+def hook(marker: Path) -> str:
+    return f"#!/bin/sh\ntouch {marker}\n"
+
+
+def put_hook(label: str, path: str, marker: Path) -> str:
+    return step(label, f"cat > {path} <<'LZEOF' && chmod +x {path}\n{hook(marker)}LZEOF")
+
+
+def evil_gitdir(label: str, path: str, marker: Path, extra="") -> str:
+    """A Git directory the sandbox controls, whose config runs the marker."""
+    return (step(f"{label}-dirs", f"mkdir -p {path}/objects {path}/refs/heads && "
+                                  f"echo 'ref: refs/heads/main' > {path}/HEAD") +
+            put(label, f"{path}/config", fsmonitor_config(marker, extra)))
+
+
+def steps(stdout: str) -> dict:
+    """{label: "OK" or "FAIL"} from a script's output."""
+    pairs = (line.split(":", 1) for line in stdout.splitlines()
+             if line.startswith(("OK:", "FAIL:")))
+    return {label: status for status, label in pairs}
+
+
+# ---- attacks ---------------------------------------------------------------------
+
+def _ws_only(lz, ws):
+    return [ws]
+
+
+@dataclass
+class Attack:
+    setup: Callable          # setup(lz) -> workspace Path (repositories under lz.home)
+    script: Callable         # script(marker) -> shell script run with cwd = the workspace
+    blocked: tuple = ()      # steps that must fail inside the sandbox
+    quarantined: tuple = ()  # paths relative to the workspace's .git that must be moved aside
+    host_dirs: Callable = _ws_only  # host_dirs(lz, ws) -> where the host's git runs
+
+
+def _plain(lz):
+    return new_repo(lz, "ws")
+
+
+def _rename_git(marker):
+    # PLATFORM.md attack 1: rename .git, recreate it with a pre-commit hook.
+    return (step("rename", "mv .git .git-moved") +
+            "[ -d .git/objects ] || { mkdir -p .git && cp -R .git-moved/. .git/; }\n" +
+            put_hook("hook", ".git/hooks/pre-commit", marker))
+
+
+def _commondir(marker):
+    return (evil_gitdir("evil-config", "evil", marker) +
+            step("commondir", "echo ../evil > .git/commondir") + "sleep 1\n")
+
+
+def _worktree_config_existing(lz):
+    ws = _plain(lz)
+    git(lz, ws, "config", "extensions.worktreeConfig", "true")
+    git(lz, ws, "config", "--worktree", "core.abbrev", "12")
+    assert (ws / ".git" / "config.worktree").is_file()
+    return ws
+
+
+def _worktree_config_new(lz):
+    ws = _plain(lz)
+    git(lz, ws, "config", "extensions.worktreeConfig", "true")
+    assert not (ws / ".git" / "config.worktree").exists()
+    return ws
+
+
+def _config_worktree(marker):
+    return put("config.worktree", ".git/config.worktree",
+               f"[core]\n\tfsmonitor = {planted(marker)}\n", append=True) + "sleep 1\n"
+
+
+def _submodule(lz):
+    host_identity(lz)
+    src = new_repo(lz, "sub-src", {"lib.txt": "library\n"})
+    bare = lz.home / "sub.git"
+    git(lz, lz.home, "clone", "-q", "--bare", src, bare)
+    ws = new_repo(lz, "ws")
+    git(lz, ws, "-c", "protocol.file.allow=always", "submodule", "add", "-q", bare, "sub")
+    git(lz, ws, "commit", "-q", "-m", "add submodule")
+    assert (ws / ".git" / "modules" / "sub" / "config").is_file()
+    return ws
+
+
+def _submodule_config_and_hooks(marker):
+    return (put("sub-config", ".git/modules/sub/config",
+                f"[core]\n\tfsmonitor = {planted(marker)}\n", append=True) +
+            put_hook("sub-hook", ".git/modules/sub/hooks/pre-commit", marker) +
+            # made whole beside it, then renamed in: one new entry, one audit
+            evil_gitdir("staged-module", ".git/staged-module", marker) +
+            step("new-module", "mv .git/staged-module .git/modules/other") + "sleep 1\n")
+
+
+def _submodule_gitfile(marker):
+    # The submodule checkout's .git file lies in the workspace: point it at
+    # a Git directory the sandbox made. The host's `git status` recurses
+    # into the submodule and reads that directory's configuration.
+    return (evil_gitdir("evil-config", "evil-sub-gitdir", marker,
+                        "\tworktree = ../sub\n") +
+            step("gitfile", "echo 'gitdir: ../evil-sub-gitdir' > sub/.git") + "sleep 1\n")
+
+
+def _submodule_gitdir_renamed(marker):
+    # .git/modules/sub is no mount point (its config and hooks inside are):
+    # rename it aside and put a copy with the sandbox's configuration back.
+    return (step("rename", "mv .git/modules/sub .git/modules/sub-aside") +
+            step("copy", "mkdir .git/modules/sub && cp -R .git/modules/sub-aside/. "
+                         ".git/modules/sub/ || cp -R .git/lazaret-quarantine/*sub-aside/. "
+                         ".git/modules/sub/") +
+            put("sub-config", ".git/modules/sub/config",
+                fsmonitor_config(marker, "\tworktree = ../../../sub\n")) + "sleep 1\n")
+
+
+def _sub_dirs(lz, ws):
+    return [ws, ws / "sub"]
+
+
+def _worktrees(lz):
+    ws = _plain(lz)
+    git(lz, ws, "worktree", "add", "-q", "-b", "wt", "../wt")
+    assert (ws / ".git" / "worktrees" / "wt" / "commondir").is_file()
+    return ws
+
+
+def _worktree_commondir(marker):
+    return (evil_gitdir("evil-config", "evil", marker) +
+            put("wt-commondir", ".git/worktrees/wt/commondir", "../../../evil\n") +
+            step("wt-new-entry", "mkdir .git/worktrees/other") + "sleep 1\n")
+
+
+def _wt_dirs(lz, ws):
+    return [lz.home / "wt", ws]
+
+
+def _hooks_path(lz):
+    ws = new_repo(lz, "ws", {"README": "hello\n", ".githooks/README": "team hooks\n"})
+    git(lz, ws, "config", "core.hooksPath", ".githooks")
+    return ws
+
+
+def _hooks_path_nested(lz):
+    ws = new_repo(lz, "ws", {"README": "hello\n", "tools/githooks/README": "team hooks\n"})
+    git(lz, ws, "config", "core.hooksPath", "tools/githooks")
+    return ws
+
+
+def _hooks_path_missing(lz):
+    ws = _plain(lz)
+    git(lz, ws, "config", "core.hooksPath", ".husky")
+    assert not (ws / ".husky").exists()
+    return ws
+
+
+def _hooks_path_create(marker):
+    return step("mkdir", "mkdir -p .husky") + put_hook("hook", ".husky/pre-commit", marker)
+
+
+def _hooks_path_hook(marker):
+    return put_hook("hook", ".githooks/pre-commit", marker)
+
+
+def _hooks_path_nested_renamed(marker):
+    # tools/githooks is a mount point, tools is not: gVisor renames a
+    # directory with mount points inside, and the sandbox makes a new one.
+    return (step("hook-in-place", f"cat > tools/githooks/pre-commit <<'LZEOF'\n{hook(marker)}"
+                                  "LZEOF") +
+            step("rename-parent", "mv tools tools-aside") +
+            step("recreate", "mkdir -p tools/githooks") +
+            put_hook("hook", "tools/githooks/pre-commit", marker))
+
+
+def _include(lz):
+    ws = new_repo(lz, "ws", {"README": "hello\n", "team.gitconfig": "[alias]\n\tst = status\n"})
+    git(lz, ws, "config", "include.path", "../team.gitconfig")  # relative to .git/config
+    return ws
+
+
+def _include_missing(lz):
+    # An include of a file inside the workspace that does not exist yet:
+    # `git config --show-origin` does not list it, so it is not protected,
+    # and the sandbox creates it.
+    ws = _plain(lz)
+    git(lz, ws, "config", "include.path", "../local.gitconfig")
+    assert not (ws / "local.gitconfig").exists()
+    return ws
+
+
+def _include_write(marker):
+    return put("include", "team.gitconfig", f"[core]\n\tfsmonitor = {planted(marker)}\n",
+               append=True)
+
+
+def _include_create(marker):
+    return put("include", "local.gitconfig", f"[core]\n\tfsmonitor = {planted(marker)}\n")
+
+
+def _gitfile(lz):
+    main = new_repo(lz, "main")
+    git(lz, main, "worktree", "add", "-q", "-b", "side", "../wsfile")
+    ws = lz.home / "wsfile"
+    assert (ws / ".git").is_file()
+    return ws
+
+
+def _gitfile_redirect(marker):
+    return (evil_gitdir("evil-config", "evilgd", marker) +
+            step("rename", "mv .git .git-aside") +
+            step("remove", "rm -f .git") +
+            step("rewrite", "echo 'gitdir: evilgd' > .git"))
+
+
+def _embedded_repo(marker):
+    # A nested repository the sandbox makes and records as a gitlink: the
+    # host's `git status` checks the submodule-like entry by running Git in
+    # it, with the nested repository's configuration.
+    return (step("init", "git init -q vendor/x && "
+                         f"{GIT_IN} -C vendor/x commit -q --allow-empty -m x") +
+            put("nested-config", "vendor/x/.git/config",
+                f"[core]\n\tfsmonitor = {planted(marker)}\n", append=True) +
+            step("gitlink", "git add vendor/x"))
+
+
+# The numbered attacks are issue 5 item 4's list. The others were found while
+# writing these tests; they fail today (see each script's comment). Their
+# `blocked` is empty or names only existing protections: the fix may block
+# or quarantine, what counts is that the host's Git does not run the command.
+ATTACKS = {
+    # (1) PLATFORM attack 1
+    "rename-dot-git": Attack(_plain, _rename_git, blocked=("rename", "hook")),
+    # (2) PLATFORM attack 2
+    "commondir": Attack(_plain, _commondir, quarantined=("commondir",)),
+    # (3) config.worktree, with extensions.worktreeConfig = true on the host
+    "config-worktree-existing": Attack(_worktree_config_existing, _config_worktree,
+                                       blocked=("config.worktree",)),
+    "config-worktree-new": Attack(_worktree_config_new, _config_worktree,
+                                  quarantined=("config.worktree",)),
+    # (4) submodules
+    "submodule": Attack(_submodule, _submodule_config_and_hooks,
+                        blocked=("sub-config", "sub-hook"), quarantined=("modules/other",),
+                        host_dirs=_sub_dirs),
+    "submodule-gitfile": Attack(_submodule, _submodule_gitfile, host_dirs=_sub_dirs),
+    "submodule-gitdir-renamed": Attack(_submodule, _submodule_gitdir_renamed,
+                                       host_dirs=_sub_dirs),
+    "embedded-repository": Attack(_plain, _embedded_repo),
+    # (5) a linked worktree of the workspace repository, outside it
+    "worktrees": Attack(_worktrees, _worktree_commondir,
+                        blocked=("wt-commondir", "wt-new-entry"), host_dirs=_wt_dirs),
+    # (6) core.hooksPath inside the workspace
+    "hooks-path": Attack(_hooks_path, _hooks_path_hook, blocked=("hook",)),
+    "hooks-path-missing": Attack(_hooks_path_missing, _hooks_path_create, blocked=("hook",)),
+    "hooks-path-parent-renamed": Attack(_hooks_path_nested, _hooks_path_nested_renamed,
+                                        blocked=("hook-in-place",)),
+    # (7) include.path of a file inside the workspace
+    "include": Attack(_include, _include_write, blocked=("include",)),
+    "include-missing": Attack(_include_missing, _include_create),
+    # (8) the workspace is a linked worktree: .git is a file
+    "gitfile-workspace": Attack(_gitfile, _gitfile_redirect,
+                               blocked=("rename", "remove", "rewrite")),
+}
+
+
+def marker_for(lz, name) -> Path:
+    return lz.home / f"PLANTED-{name}-{secrets.token_hex(4)}"
+
+
+@pytest.mark.parametrize("name", list(ATTACKS))
+def test_attack_works_without_lazaret(lz, name):
+    """Control: on the host, without a sandbox, the same script makes the
+    host's Git run the planted command. (No Lazaret runs here.)"""
+    a = ATTACKS[name]
+    ws = a.setup(lz)
+    marker = marker_for(lz, name)
+    p = lz.run_as_user(sh(a.script(marker)), cwd=ws)
+    failed = [k for k, v in steps(p.stdout).items() if v != "OK"]
+    assert not failed, f"steps failed on the host: {failed}\n{p.stdout}{p.stderr}"
+    log = []
+    for d in a.host_dirs(lz, ws):
+        for args in (["status"], ["commit", "-q", "--allow-empty", "-m", "probe"]):
+            r = git(lz, d, *args, check=False)
+            log.append(f"git -C {d} {' '.join(args)}: {r.returncode} {r.stdout}{r.stderr}")
+    assert marker.exists(), ("the control attack did not run the planted command on the host "
+                             "(the attack test would prove nothing):\n" + "\n".join(log))
+
+
+def quarantined_as(rel: str) -> str:
+    """The name the audit gives .git/REL in the quarantine, after its
+    "<time>-" prefix: ".git-commondir", ".git_modules-other"."""
+    parent, _, name = f".git/{rel}".rpartition("/")
+    return f"{parent.replace('/', '_')}-{name}"
+
+
+@pytest.mark.parametrize("name", list(ATTACKS))
+def test_attack_is_stopped(rig, name):
+    """Inside the sandbox the attack's decisive steps fail or are
+    quarantined; the host's git status and commit do not run the planted
+    command."""
+    a = ATTACKS[name]
+    ws = a.setup(rig.lz)
+    marker = marker_for(rig.lz, name)
+    rig.config({"bb": {}})
+    p = rig.run("bb", sh(a.script(marker)), ws=ws)
+    problems = []
+    if p.returncode != 0:
+        problems.append(f"the attack script ended with {p.returncode}")
+    got = steps(p.stdout)
+    succeeded = [s for s in a.blocked if got.get(s) != "FAIL"]
+    if succeeded:
+        problems.append(f"steps that succeeded inside the sandbox: {succeeded}")
+    gd = ws / ".git"
+    moved = sorted(q.name for q in (gd / QUARANTINE).iterdir()) \
+        if (gd / QUARANTINE).is_dir() else []
+    for rel in a.quarantined:
+        if (gd / rel).exists() or not any(m.endswith("-" + quarantined_as(rel)) for m in moved):
+            problems.append(f".git/{rel} was not quarantined (quarantine: {moved})")
+        elif not ("Git Sentry" in p.stderr and "quarantined" in p.stderr and
+                  f".git/{rel}" in p.stderr):
+            problems.append(f"the session was not told that .git/{rel} was quarantined")
+    # At once (the Domain may still be tearing down: only the marker counts
+    # here), and again once it is gone (the teardown audit has run; the
+    # host's Git must work too).
+    dirs = a.host_dirs(rig.lz, ws)
+    host = host_git_problem(rig.lz, dirs, marker)
+    if host and marker.exists():
+        problems.append("right after the session: " + host)
+    else:
+        left, _ = wait_torn_down(rig.lz, TEARDOWN_TIMEOUT)
+        if left:
+            problems.append("the Domain did not end:\n" + "\n".join(left))
+        host = host_git_problem(rig.lz, dirs, marker)
+        if host:
+            problems.append("after the Domain ended: " + host)
+    if problems:
+        pytest.fail("\n".join(problems) + f"\n--- inside the sandbox:\n{p.stdout}{p.stderr}",
+                    pytrace=False)
+
+
+# ---- Git works inside, and the host sees it at once ------------------------------------
+
+def test_git_operations_inside_are_visible_on_the_host(rig):
+    lz = rig.lz
+    ws = new_repo(lz, "ws", {"a.txt": "one\n"}, message="initial")
+    rig.config({"bb": {}})
+    holder = rig.hold("bb")
+
+    def inside(script):
+        return ok(rig.run("bb", sh(f"set -e\n{script}")), script).stdout
+
+    # status
+    lz.write(ws / "new.txt", "new\n", mode=0o644)
+    assert inside("git status --porcelain") == "?? new.txt\n"
+    assert out(lz, ws, "status", "--porcelain") == "?? new.txt\n"
+    # add
+    inside("git add new.txt")
+    assert out(lz, ws, "diff", "--cached", "--name-only") == "new.txt\n"
+    # commit
+    inside(f"{GIT_IN} commit -q -m 'commit inside'")
+    assert out(lz, ws, "log", "-1", "--format=%s %an") == "commit inside Sandbox\n"
+    assert out(lz, ws, "status", "--porcelain") == ""
+    # diff
+    inside("echo two >> a.txt")
+    d_in = inside("git diff")
+    assert "+two" in d_in and d_in == out(lz, ws, "diff")
+    # stash and stash pop
+    inside(f"{GIT_IN} stash -q")
+    assert out(lz, ws, "status", "--porcelain") == ""
+    assert out(lz, ws, "stash", "list").count("\n") == 1
+    inside("git stash pop -q")
+    assert out(lz, ws, "status", "--porcelain") == " M a.txt\n"
+    assert out(lz, ws, "stash", "list") == ""
+    inside(f"{GIT_IN} commit -q -am 'main: two'")
+    # branch, checkout, two commits on the branch
+    inside("git branch feature HEAD~1")
+    assert "feature" in out(lz, ws, "branch", "--format=%(refname:short)").split()
+    inside("git checkout -q feature")
+    assert out(lz, ws, "rev-parse", "--abbrev-ref", "HEAD") == "feature\n"
+    inside(f"echo f1 > f1.txt && git add f1.txt && {GIT_IN} commit -q -m 'feature 1' && "
+           f"echo f2 > f2.txt && git add f2.txt && {GIT_IN} commit -q -m 'feature 2'")
+    assert out(lz, ws, "log", "--format=%s", "main..feature") == "feature 2\nfeature 1\n"
+    # rebase the two-commit branch onto main
+    inside(f"{GIT_IN} rebase -q main")
+    main_sha = out(lz, ws, "rev-parse", "main").strip()
+    assert out(lz, ws, "merge-base", "main", "feature").strip() == main_sha
+    assert out(lz, ws, "log", "--format=%s", "main..feature") == "feature 2\nfeature 1\n"
+    assert out(lz, ws, "rev-parse", "--abbrev-ref", "HEAD") == "feature\n"
+    assert (ws / "a.txt").read_text() == "one\ntwo\n" and (ws / "f2.txt").is_file()
+    # log: the same history on both sides
+    assert inside("git log --format='%H %s'") == out(lz, ws, "log", "--format=%H %s")
+    assert out(lz, ws, "status", "--porcelain") == ""
+    git(lz, ws, "fsck", "--no-progress")
+    rig.release(holder)
+
+
+def test_git_config_hooks_and_dot_git_are_protected_inside(rig):
+    ws = new_repo(rig.lz, "ws")
+    config = (ws / ".git" / "config").read_bytes()
+    rig.config({"bb": {}})
+    p = ok(rig.run("bb", sh(
+        step("config-append", "echo '[core] fsmonitor = x' >> .git/config") +
+        step("config-git", "git config core.fsmonitor x") +
+        step("config-replace", "cp .git/config /tmp/c && mv /tmp/c .git/config") +
+        step("config-rm", "rm -f .git/config") +
+        step("hooks-new", "echo x > .git/hooks/pre-commit") +
+        step("hooks-rename", "mv .git/hooks .git/hooks-aside") +
+        step("mv-dot-git", "mv /workspace/.git /workspace/.git-moved") +
+        step("git-status", "git status --porcelain")), ws=ws))
+    got = steps(p.stdout)
+    assert got == {"config-append": "FAIL", "config-git": "FAIL", "config-replace": "FAIL",
+                   "config-rm": "FAIL", "hooks-new": "FAIL", "hooks-rename": "FAIL",
+                   "mv-dot-git": "FAIL", "git-status": "OK"}, p.stdout + p.stderr
+    assert (ws / ".git" / "config").read_bytes() == config
+    assert not (ws / ".git" / "hooks" / "pre-commit").exists()
+    assert not (ws / ".git-moved").exists() and (ws / ".git" / "HEAD").is_file()
+
+
+@pytest.mark.parametrize("then", ["sleep 1", "exit 0"])
+def test_new_repository_inside_a_non_repository_is_reported(rig, then):
+    """(9) Lazaret reports rather than blocks here (docs/git.md, "Not a
+    repository"): the repository is the sandbox's own, and may be what the
+    agent was asked to make. The session is told on stderr; the .git stays.
+    (No host Git runs in it: it would run the planted command, which is
+    exactly what the report warns about.) docs/git.md promises the report "at
+    the end of the session", so also when the command ends right away."""
+    marker = marker_for(rig.lz, "non-repo")
+    rig.config({"bb": {}})
+    p = ok(rig.run("bb", sh(
+        f"set -e\ngit init -q\ngit config core.fsmonitor \"{planted(marker)}\"\n{then}")))
+    assert "Git Sentry" in p.stderr and ".git" in p.stderr, \
+        f"no Git Sentry report on the session's stderr: {p.stderr!r}"
+    assert (rig.ws / ".git" / "config").is_file(), "the sandbox's repository was removed"
+    assert not marker.exists()
+
+
+def test_forbidden_entry_made_twice_in_one_second_is_quarantined(rig):
+    """The quarantine name is "<time in seconds>-<where>-<name>": a second
+    forbidden .git/worktrees within the same second must be moved aside too,
+    not left in place until some later audit."""
+    ws = _plain(rig.lz)
+    rig.config({"bb": {}})
+    s = rig.start("bb", sh(
+        # staged inside .git: a rename, not a copy across the .git mount
+        "mkdir -p .git/s1/a .git/s2/a && echo 1 > .git/s1/a/f && echo 2 > .git/s2/a/f\n"
+        # start at the beginning of a second, so that both land in one
+        "t=$(date +%s); while [ \"$(date +%s)\" = \"$t\" ]; do :; done\n"
+        "mv .git/s1 .git/worktrees && sleep 0.2 && mv .git/s2 .git/worktrees && echo PLANTED\n"
+        "sleep 4"), ws=ws)
+    s.read_until("PLANTED")
+    deadline = time.monotonic() + 2
+    while (ws / ".git" / "worktrees").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    still = (ws / ".git" / "worktrees").exists()
+    moved = sorted(q.name for q in (ws / ".git" / QUARANTINE).iterdir()) \
+        if (ws / ".git" / QUARANTINE).is_dir() else []
+    r = s.finish()
+    if still:
+        pytest.fail(f"2 s after the sandbox made .git/worktrees the second time it is still "
+                    f"there (quarantine: {moved}); the coordinator's log says why\n{r.stderr}",
+                    pytrace=False)
+
+
+# ---- git-ignored paths ------------------------------------------------------------------
+
+def domain_root(rig, ws) -> Path:
+    """<data_root>/domains/<domain id>, as `lazaret config check --json` says."""
+    p = ok(rig.lz.run(["config", "check", "bb", "--workspace", str(ws), "--json"]))
+    c = json.loads(p.stdout)
+    root = Path(c["domain_root"])
+    assert root == Path(c["storage_root"]) / "domains" / c["domain_id"], c
+    return root
+
+
+def _ignored_repo(lz, secret):
+    ws = new_repo(lz, "ws", {"README": "hello\n", ".gitignore": ".env\nnode_modules/\n"})
+    lz.write(ws / ".env", f"SECRET={secret}\n", mode=0o644)
+    assert not (ws / "node_modules").exists()
+    return ws
+
+
+def test_ignored_paths_are_the_domains_own(rig):
+    lz = rig.lz
+    secret = "lzsecret-" + secrets.token_hex(8)
+    ws = _ignored_repo(lz, secret)
+    rig.config({"bb": {}})
+    p = ok(rig.run("bb", sh(
+        "set -e\n"
+        "echo \"env=[$(cat .env)]\"\n"
+        "echo sandbox-env > .env\n"
+        "mkdir -p node_modules/pkg && echo module > node_modules/pkg/index.js\n"
+        "git status --porcelain\n"), ws=ws))
+    assert p.stdout == "env=[]\n", f"inside: {p.stdout!r}"
+    assert secret not in p.stdout
+    assert (ws / ".env").read_text() == f"SECRET={secret}\n", "the sandbox changed the host .env"
+    assert (ws / "node_modules").is_dir(), "no placeholder for node_modules/ on the host"
+    assert list((ws / "node_modules").iterdir()) == [], \
+        f"the sandbox's node_modules reached the host: {list((ws / 'node_modules').rglob('*'))}"
+    assert out(lz, ws, "status", "--porcelain") == ""
+
+    left, _ = wait_torn_down(lz, TEARDOWN_TIMEOUT)
+    assert not left, "the first generation did not end:\n" + "\n".join(left)
+    ignored = domain_root(rig, ws) / "ignored"
+    assert (ignored / ".env").read_text() == "sandbox-env\n", sorted(ignored.rglob("*"))
+    assert (ignored / "node_modules" / "pkg" / "index.js").read_text() == "module\n"
+
+    # A new generation gets the same copies.
+    p = ok(rig.run("bb", sh("cat .env node_modules/pkg/index.js"), ws=ws))
+    assert p.stdout == "sandbox-env\nmodule\n"
+    assert len(rig.generations_started()) == 2, rig.generations_started()
+    assert (ws / ".env").read_text() == f"SECRET={secret}\n"
+    assert list((ws / "node_modules").iterdir()) == []
+
+
+def test_isolate_gitignored_false_shares_ignored_files(rig):
+    secret = "lzsecret-" + secrets.token_hex(8)
+    ws = _ignored_repo(rig.lz, secret)
+    rig.config({"bb": {"isolate_gitignored": False}})
+    p = ok(rig.run("bb", sh("cat .env; mkdir -p node_modules && echo m > node_modules/x"),
+                   ws=ws))
+    assert p.stdout == f"SECRET={secret}\n"
+    assert (ws / "node_modules" / "x").read_text() == "m\n"
