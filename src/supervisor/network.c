@@ -355,6 +355,7 @@ static const char ruleset[] =
     "    type filter hook forward priority filter; policy drop;\n"
     "    iifname \"" SLIRP_IF "\" oifname \"" ROUTER_IF "\" ct state established,related accept\n"
     "    iifname \"" ROUTER_IF "\" ip daddr " SLIRP_DNS " meta l4proto { tcp, udp } th dport 53 accept\n"
+    "    iifname \"" ROUTER_IF "\" ip daddr { " SLIRP_CIDR ", 169.254.0.0/16 } meta l4proto tcp reject with tcp reset\n"
     "    iifname \"" ROUTER_IF "\" ip daddr { " SLIRP_CIDR ", 169.254.0.0/16 } reject with icmp type admin-prohibited\n"
     "    iifname \"" ROUTER_IF "\" oifname \"" SLIRP_IF "\" accept\n"
     "    iifname \"" ROUTER_IF "\" meta l4proto tcp reject with tcp reset\n"

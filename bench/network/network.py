@@ -1,0 +1,422 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Network benchmark: the Network Sidecar against the host's own network
+stack, same client, same server, same run (bench/README.md).
+
+Started by bench/network/run.sh as root. The server is a test host in a
+network namespace of this machine (tests/integration/netlab.py: a veth pair
+from the host, nothing else routed): a TCP source that sends --mib MiB and
+closes, and a TCP echo server. The client is the same Perl script on both
+sides (CLIENT below: sockets, select, sysread; Time::HiRes):
+
+  throughput  connect, then read until the server closes: MiB/s
+  connect     connect(2) of a blocking socket: ms
+  round trip  connect + one line echoed back: ms
+
+Sidecar: inside a sandbox of the Debian test image (it has perl) with
+allow_egress = [the test prefix], the sessions joining a Domain kept alive
+by another session (the join is outside the clock). Host: the same script
+run by the same user on the host. Samples of the two alternate.
+"""
+
+import argparse
+import contextlib
+import datetime
+import fcntl
+import json
+import os
+import platform
+import pwd
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+from decimal import Decimal
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "bench" / "launch"))
+sys.path.insert(0, str(REPO / "tests" / "integration"))
+import launch as L  # noqa: E402  (user, build, image and process helpers)
+import netlab as N  # noqa: E402  (the test host)
+
+DEBIAN_REF = f"oci:{L.IMAGES}/debian:bookworm"
+DOC = L.DOC
+TUN = "/dev/net/tun"
+
+# The client, identical on both sides. It waits for readability before
+# every read: inside the sandbox a blocking read(2) on a socket with no data
+# fails with EAGAIN (runsc 2022, --network=host), and a blocking recv(2)
+# brings the sandbox down (docs/performance.md, "Network").
+CLIENT = r'''
+use strict;
+use warnings;
+use Socket;
+use IO::Select;
+use Time::HiRes qw(time);
+my ($mode, $host, $port, $n) = @ARGV;
+my $addr = pack_sockaddr_in($port, inet_aton($host));
+sub readsome {
+    my ($s, $len) = @_;
+    while (1) {
+        IO::Select->new($s)->can_read(60) or die "no data for 60 s\n";
+        my $r = sysread($s, my $buf, $len);
+        return $buf if defined $r;
+        die "read: $!\n" unless $!{EAGAIN};
+    }
+}
+for my $i (1 .. $n) {
+    socket(my $s, PF_INET, SOCK_STREAM, 0) or die "socket: $!\n";
+    my $t0 = time;
+    connect($s, $addr) or die "connect: $!\n";
+    my $t1 = time;
+    if ($mode eq "tput") {
+        my $total = 0;
+        while (length(my $buf = readsome($s, 1 << 20))) {
+            $total += length($buf);
+        }
+        printf "TPUT %d %.6f %.6f\n", $total, $t0, time;
+    } else {
+        my $line = "x$i\n";
+        syswrite($s, $line) == length($line) or die "write: $!\n";
+        my $reply = "";
+        while ($reply !~ /\n/) {
+            my $buf = readsome($s, 4096);
+            last unless length($buf);
+            $reply .= $buf;
+        }
+        my $t2 = time;
+        print $reply =~ /^lzecho/ ? sprintf("LAT %.6f %.6f %.6f\n", $t0, $t1, $t2)
+                                  : "BAD $reply\n";
+    }
+    close($s);
+}
+'''
+
+
+@contextlib.contextmanager
+def tun_usable():
+    """/dev/net/tun usable by the benchmark user for the run, with the same
+    bookkeeping as tests/integration/conftest.py's tun_usable (a test session
+    running at the same time keeps it open until both are done)."""
+    state = L.STATE_DIR
+    users, saved = state / "tun-users", state / "tun-mode"
+
+    def locked():
+        state.mkdir(mode=0o700, exist_ok=True)
+        fd = os.open(state / "lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW,
+                     0o600)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        return fd
+
+    def prune():
+        for f in users.iterdir():
+            try:
+                os.kill(int(f.name), 0)
+            except (ValueError, ProcessLookupError):
+                f.unlink()
+
+    fd = locked()
+    try:
+        users.mkdir(mode=0o700, exist_ok=True)
+        prune()
+        mode = os.stat(TUN).st_mode & 0o7777
+        if mode & 0o666 != 0o666 and not saved.exists():
+            saved.write_text(f"{mode:o}\n")
+            os.chmod(TUN, mode | 0o666)
+        (users / str(os.getpid())).touch()
+    finally:
+        os.close(fd)
+    try:
+        yield
+    finally:
+        fd = locked()
+        try:
+            (users / str(os.getpid())).unlink(missing_ok=True)
+            prune()
+            if not any(users.iterdir()) and saved.exists():
+                os.chmod(TUN, int(saved.read_text(), 8))
+                saved.unlink()
+        finally:
+            os.close(fd)
+
+
+def debian_usable():
+    return subprocess.run(["umoci", "stat", "--image", f"{L.IMAGES}/debian:bookworm"],
+                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL).returncode == 0
+
+
+def ensure_debian_image():
+    if debian_usable():
+        return
+    script = REPO / "tests" / "images" / "build.sh"
+    L.say(f"building the test images with {script.relative_to(REPO)} (Debian needs the mirror)")
+    subprocess.run(["sh", str(script), str(L.IMAGES)], check=True, stdin=subprocess.DEVNULL)
+    if not debian_usable():
+        L.die(f"{L.IMAGES}/debian:bookworm is not a usable OCI layout")
+
+
+def parse(out: str, what: str) -> list:
+    bad = [line for line in out.splitlines() if line.startswith("BAD")]
+    if bad:
+        L.die(f"{what}: the echo server answered something else: {bad[:3]}")
+    rows = [line.split()[1:] for line in out.splitlines()
+            if line.startswith(("TPUT ", "LAT "))]
+    if not rows:
+        L.die(f"{what}: no samples in the output:\n{out[-2000:]}")
+    return [[Decimal(x) for x in r] for r in rows]
+
+
+def bench(args):
+    binary = L.ensure_binary()
+    L.ensure_image()
+    ensure_debian_image()
+    L.ensure_user(L.BENCH_USER)
+    pw = pwd.getpwnam(L.BENCH_USER)
+    ids = (pw.pw_uid, pw.pw_gid)
+    if L.user_procs(pw.pw_uid):
+        L.die(f"{L.BENCH_USER} already runs processes {L.user_procs(pw.pw_uid)}: is another "
+              "benchmark running? (this one needs the user to itself)")
+    size = args.mib * 1024 * 1024
+
+    root = Path(tempfile.mkdtemp(prefix="lzbench-", dir="/tmp"))
+    os.chmod(root, 0o755)
+    L.say(f"working in {root}")
+    user = L.User(L.BENCH_USER, root / "home", root / "run")
+    net = sleeper = None
+    with tun_usable():
+        try:
+            L.say("creating the test host (waits while a test session holds it)")
+            net = N.TestNet.create()
+            srv = net.serve([("source", N.HOST_A, N.SOURCE_PORT, size),
+                             ("tcp", N.HOST_A, N.TCP_PORT, None)], lifetime=3600)
+            for d, mode in ((user.home, 0o755), (user.runtime, 0o700)):
+                L.mkdir_user(d, mode, ids)
+            for d, mode in ((".config", 0o755), (".config/lazaret", 0o700), ("ws", 0o755),
+                            ("logs", 0o755)):
+                L.mkdir_user(user.home / d, mode, ids)
+            client = user.home / "client.pl"
+            client.write_text(CLIENT)
+            os.chmod(client, 0o644)
+            cfg = user.home / ".config/lazaret/config.toml"
+            cfg.write_text('schema = "lazaret-trusted-host-config-v1"\n'
+                           "[profiles.benchnet]\n"
+                           f'image = "{DEBIAN_REF}"\n'
+                           f'allow_egress = ["{N.ALLOWED_PREFIX}"]\n')
+            os.chown(cfg, *ids)
+            os.chmod(cfg, 0o600)
+            lz = L.Lazaret(binary, user, user.home / "ws", user.home / "logs")
+            # The client script reaches the sandbox through the workspace.
+            shutil.copy(client, user.home / "ws" / "client.pl")
+            os.chown(user.home / "ws" / "client.pl", *ids)
+
+            sleeper, sleeper_log = lz.start("run", "benchnet", "--", "sleep", "3600")
+
+            def inside(*a):
+                _, _, out, _ = lz.run("run", "benchnet", "--", "perl", "/workspace/client.pl",
+                                      *map(str, a), timeout=600)
+                return out
+
+            def host(*a):
+                p = subprocess.run(["perl", str(client), *map(str, a)], cwd=str(user.home),
+                                   env=user.env(), stdin=subprocess.DEVNULL,
+                                   capture_output=True, text=True, timeout=600, **user.creds())
+                if p.returncode != 0:
+                    L.die(f"host client exited {p.returncode}: {p.stderr}")
+                return p.stdout
+
+            L.say("warm-up")
+            parse(inside("lat", N.HOST_A, N.TCP_PORT, 3), "warm-up")
+            coord = L.coordinators(user.uid)
+            res = {"tput": {"sidecar": [], "host": []}, "connect": {"sidecar": [], "host": []},
+                   "rtt": {"sidecar": [], "host": []}}
+            L.say(f"throughput: {args.downloads} downloads of {args.mib} MiB each way")
+            for _ in range(args.downloads):
+                for side, fn in (("sidecar", inside), ("host", host)):
+                    for b, t0, t1 in parse(fn("tput", N.HOST_A, N.SOURCE_PORT, 1), side):
+                        if int(b) != size:
+                            L.die(f"{side}: downloaded {b} bytes, want {size}")
+                        res["tput"][side].append(float(b / (t1 - t0)) / (1024 * 1024))
+            L.say(f"latency: {args.connects} connections each way, in batches of 20")
+            left = args.connects
+            while left > 0:
+                k = min(20, left)
+                left -= k
+                for side, fn in (("sidecar", inside), ("host", host)):
+                    for t0, t1, t2 in parse(fn("lat", N.HOST_A, N.TCP_PORT, k), side):
+                        res["connect"][side].append(float(t1 - t0) * 1000)
+                        res["rtt"][side].append(float(t2 - t0) * 1000)
+            if sleeper.poll() is not None or L.coordinators(user.uid) != coord:
+                L.die("the Domain did not stay up through the samples\n" + lz.diagnose())
+            arrivals = len(srv.lines())
+            res["server_connections"] = arrivals
+            return res, binary
+        finally:
+            if sleeper is not None and sleeper.poll() is None:
+                sleeper.send_signal(signal.SIGTERM)
+                try:
+                    sleeper.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    sleeper.kill()
+                    sleeper.wait()
+            left = L.coordinators(user.uid)
+            if left and L.wait_pids_gone(left, L.TEARDOWN_TIMEOUT) is None:
+                L.say(f"warning: lz-coordinator {left} still running")
+            if net is not None:
+                net.close()
+            if args.keep:
+                L.say(f"kept {root}")
+            else:
+                shutil.rmtree(root, ignore_errors=True)
+
+
+def stats(v):
+    return {"n": len(v), "median": statistics.median(v), "mean": statistics.mean(v),
+            "min": min(v), "max": max(v)}
+
+
+ROWS = [
+    # key, title, unit, ratio label: sidecar/host for times, host/sidecar for rates
+    ("tput", "TCP download", "MiB/s", "slowdown"),
+    ("connect", "Connect", "ms", "slowdown"),
+    ("rtt", "Connect + one echoed line", "ms", "slowdown"),
+]
+
+
+def slowdown(key, sc, ho):
+    return ho / sc if key == "tput" else sc / ho
+
+
+def print_table(res, args):
+    print(f"{'':28} {'sidecar median':>15} {'host median':>12} {'slowdown':>9}")
+    for key, title, unit, _ in ROWS:
+        sc, ho = res[key]["sidecar"]["median"], res[key]["host"]["median"]
+        print(f"{title:28} {sc:9.2f} {unit:5} {ho:8.2f} {unit:5} "
+              f"{slowdown(key, sc, ho):8.2f}x")
+
+
+def network_section(res, meta, args):
+    t = res["tput"]
+    lines = [
+        "## Network",
+        "",
+        f"Measured {meta['date']} on {meta['nproc']} CPUs ({meta['cpu']}), kernel "
+        f"{meta['kernel']}, `{meta['runsc']}`, `{meta['slirp']}`, lazaret {meta['version']} "
+        f"(release build, revision {meta['revision']}). Re-run: `sudo bench/network/run.sh` "
+        f"({t['sidecar']['n']} downloads of {args.mib} MiB and {res['connect']['sidecar']['n']} "
+        "connections each way; sidecar and host samples interleaved).",
+        "",
+        "Server: a test host in a network namespace of this machine (a veth pair from the "
+        "host; `tests/integration/netlab.py`), a TCP source and a TCP echo server in Python. "
+        "Client: the same Perl script on both sides (`bench/network/network.py`: blocking "
+        "`connect`, `select` before every `sysread`, `Time::HiRes`). Sidecar: a sandbox of "
+        "the Debian 12 test image with "
+        f"`allow_egress = [\"{N.ALLOWED_PREFIX}\"]`, joining a running Domain (the join is "
+        "outside the clock): gVisor (`--network=host` in the sandbox's namespace) → veth → "
+        "router namespace (routes, nftables) → slirp4netns → the host's stack. Host: the "
+        "same script, same user, on the host. Slowdown = how many times worse the sidecar "
+        "is (host/sidecar for throughput, sidecar/host for times).",
+        "",
+        "| measure | unit | sidecar median | sidecar mean | host median | host mean "
+        "| slowdown (median) |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    what = {"tput": f"TCP download of {args.mib} MiB",
+            "connect": "connection set-up (`connect`)",
+            "rtt": "connection set-up + one line echoed back"}
+    for key, _, unit, _ in ROWS:
+        sc, ho = res[key]["sidecar"], res[key]["host"]
+        lines.append(f"| {what[key]} | {unit} | {sc['median']:.2f} | {sc['mean']:.2f} | "
+                     f"{ho['median']:.2f} | {ho['mean']:.2f} | "
+                     f"{slowdown(key, sc['median'], ho['median']):.2f}x |")
+    lines += [
+        "",
+        "Reading the numbers:",
+        "",
+        "- Every byte through the sidecar crosses gVisor's host-network syscalls, a veth "
+        "hop, the router's forwarding and NAT, and slirp4netns, which terminates the "
+        "sandbox's TCP connection in user space and carries the data over a second "
+        "connection from the host. The policy itself is a routing lookup and a few "
+        "nftables rules per packet; this benchmark does not separate the parts.",
+        "- A connection through the sidecar is two connections (sandbox to slirp4netns, "
+        "slirp4netns to the server), and the sandbox's connect returns only after "
+        "slirp4netns has answered its SYN.",
+        "- The client waits with `select` before every read because, inside the sandbox "
+        "(this runsc, `--network=host`), a blocking `read(2)` on a socket without data "
+        "fails with EAGAIN and a blocking `recv(2)` brings the sandbox down: `cat`, `wc` "
+        "or bash's `/dev/tcp` fail mid-download there. Those are bugs, not costs, and are "
+        "not measured here.",
+        "- The machine is small and shared with test runs: compare ratios rather than "
+        "absolute numbers, and re-run when mean and median disagree a lot.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def write_doc(section):
+    text = DOC.read_text() if DOC.exists() else L.INTRO
+    m = re.search(r"^## Network\n.*?(?=^## |\Z)", text, re.S | re.M)
+    if m:
+        text = text[:m.start()] + section + ("\n" if m.end() < len(text) else "") + \
+            text[m.end():]
+    else:
+        text = text.rstrip("\n") + "\n\n" + section
+    if "sudo bench/network/run.sh\n" not in text:
+        text = text.replace("sudo bench/launch/run.sh\n```",
+                            "sudo bench/launch/run.sh\nsudo bench/network/run.sh\n```", 1)
+    DOC.write_text(text.rstrip("\n") + "\n")
+
+
+def main():
+    ap = argparse.ArgumentParser(description="Lazaret network benchmark (bench/README.md)")
+    ap.add_argument("--mib", type=int, default=200, help="MiB per download (200)")
+    ap.add_argument("--downloads", type=int, default=5, help="downloads each way (5)")
+    ap.add_argument("--connects", type=int, default=100, help="connections each way (100)")
+    ap.add_argument("--no-write", action="store_true", help="do not touch docs/performance.md")
+    ap.add_argument("--keep", action="store_true", help="keep the /tmp/lzbench-* directory")
+    ap.add_argument("--json", metavar="FILE", help="also write every sample to FILE")
+    args = ap.parse_args()
+    if os.geteuid() != 0:
+        L.die("run as root (sudo bench/network/run.sh): it creates the unprivileged user "
+              f"{L.BENCH_USER} and the test host's network namespace")
+    if args.mib < 1 or args.downloads < 1 or args.connects < 2:
+        L.die("--mib and --downloads need at least 1, --connects at least 2")
+    for tool in ("runsc", "slirp4netns", "nft", "ip", "nsenter", "perl"):
+        if not shutil.which(tool):
+            L.die(f"{tool} is missing: scripts/install-deps.sh")
+
+    raw, binary = bench(args)
+    res = {k: {side: stats(v) for side, v in raw[k].items()} for k, *_ in ROWS}
+    print_table(res, args)
+    rev = L.capture(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"]) or "unknown"
+    if L.capture(["git", "-C", str(REPO), "status", "--porcelain", "--", "src", "meson.build",
+                  "meson_options.txt"]):
+        rev += " + local changes to src"
+    cpu = "unknown CPU"
+    try:
+        m = re.search(r"^model name\s*:\s*(.*)$", Path("/proc/cpuinfo").read_text(), re.M)
+        cpu = m.group(1).strip() if m else cpu
+    except OSError:
+        pass
+    meta = {
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "nproc": os.cpu_count(), "cpu": re.sub(r"\s+", " ", cpu), "kernel": platform.release(),
+        "runsc": L.capture(["runsc", "--version"]).splitlines()[0],
+        "slirp": L.capture(["slirp4netns", "--version"]).splitlines()[0],
+        "version": L.capture([str(binary), "--version"]).replace("lazaret ", "") or "?",
+        "revision": rev,
+    }
+    if args.json:
+        Path(args.json).write_text(json.dumps({"meta": meta, "summary": res, "raw": raw},
+                                              indent=2) + "\n")
+    if not args.no_write:
+        write_doc(network_section(res, meta, args))
+        L.say(f"wrote the Network section of {DOC.relative_to(REPO)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
