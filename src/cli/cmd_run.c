@@ -200,10 +200,12 @@ static attempt_result relay_interactive(int sock, int *status)
         if (n < 0 && errno == ECONNRESET)
             n = lz_wire_recv(sock, buf, NULL, 0, NULL, NULL);
         if (n <= 0) {
+            int e = errno;
             terminal_restore();
             fprintf(stderr, "\r\nlazaret: error: the Session Coordinator ended the session "
-                            "unexpectedly\n  fix: run the command again; the Domain's "
-                            "logs/coordinator.log says why\n");
+                            "unexpectedly%s%s\n  fix: run the command again; the Domain's "
+                            "logs/coordinator.log says why\n",
+                    n < 0 ? ": " : "", n < 0 ? strerror(e) : "");
             break;
         }
         lz_rbuf rb;

@@ -336,18 +336,26 @@ static void session_pty_output(coord *c, session *s)
     lz_wbuf *b = lz_xmalloc(sizeof(*b));
     lz_wbuf_init(b, LZ_MSG_OUTPUT);
     lz_wbuf_bytes(b, data, (size_t) n);
-    int r = lz_wire_try_send(s->sock, b, NULL);
+    lz_error *err = NULL;
+    int r = lz_wire_try_send(s->sock, b, &err);
     if (r == 1)
         s->out_pending = b;
     else
         free(b);
-    if (r < 0)
+    if (r < 0) {
+        log_error(c, "session output", err);
+        lz_error_free(err);
         session_orphan(c, s);
+    }
 }
 
 static void session_flush_output(coord *c, session *s)
 {
-    int r = lz_wire_try_send(s->sock, s->out_pending, NULL);
+    lz_error *err = NULL;
+    int r = lz_wire_try_send(s->sock, s->out_pending, &err);
+    if (r < 0)
+        log_error(c, "session output", err);
+    lz_error_free(err);
     if (r == 1)
         return;
     free(s->out_pending);
@@ -471,7 +479,10 @@ static void session_message(coord *c, session *s)
             refuse_and_close(c, s, LZ_REFUSE_PROTOCOL, "protocol error (RUN)", NULL);
             return;
         }
-        memcpy(s->fds, fds, sizeof(s->fds));
+        /* Interactive sessions send no descriptors: never copy what the
+         * array holds beyond what was received. */
+        for (int i = 0; i < 3; i++)
+            s->fds[i] = (size_t) i < nfds ? fds[i] : -1;
         uint8_t rnd[16];
         if (getrandom(rnd, sizeof(rnd), 0) != sizeof(rnd))
             memset(rnd, 0, sizeof(rnd));
