@@ -17,6 +17,7 @@ for a teardown (~6 s) and starting a new generation.
 """
 
 import os
+import subprocess
 import secrets
 import signal
 import time
@@ -449,3 +450,29 @@ def test_debian_image_ls_stat_and_git(rig, test_images):
     log = rig.lz.run_as_user(["git", "-C", rig.ws, "log", "--format=%s"])
     assert log.returncode == 0, log.stderr
     assert log.stdout == "commit from debian\n"
+
+
+def test_missing_runsc_is_an_actionable_failure(rig, lazaret_bin):
+    """runsc hidden in a private mount namespace (bind /dev/null over it),
+    then Lazaret run as the test user: exit 125, a message naming runsc and
+    the fix, and no Domain left behind."""
+    import shutil
+    runsc = shutil.which("runsc", path="/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
+    assert runsc, "runsc must be installed for this test"
+    others = [p for p in ("/usr/local/sbin/runsc", "/usr/local/bin/runsc", "/usr/sbin/runsc",
+                          "/usr/bin/runsc", "/sbin/runsc", "/bin/runsc")
+              if os.path.exists(p) and os.path.realpath(p) != os.path.realpath(runsc)]
+    assert not others, f"more than one runsc: {others}"
+    rig.config({"bb": {}})
+    lz = rig.lz
+    env = lz.env()
+    user = lz.user
+    argv = ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+            f'mount --bind /dev/null "{os.path.realpath(runsc)}" && exec setpriv '
+            f'--reuid={user.uid} --regid={user.gid} --init-groups env -i '
+            + " ".join(f'"{k}={v}"' for k, v in env.items())
+            + " \"$@\"", "sh"] + [str(lazaret_bin)] + rig.args("bb", ["true"], rig.ws)
+    p = subprocess.run(argv, capture_output=True, text=True, timeout=60, cwd=str(lz.home))
+    assert p.returncode == 125, (p.returncode, p.stderr)
+    assert "runsc" in p.stderr and "fix:" in p.stderr, p.stderr
+    assert "apt-get install runsc" in p.stderr, p.stderr
