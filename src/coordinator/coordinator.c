@@ -869,8 +869,12 @@ void lz_coordinator_main(lz_coordinator_args *a)
             mkdirat(root, "logs", 0700);
             int fd = openat(root, "logs/coordinator.log",
                             O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
-            if (fd >= 0)
+            if (fd >= 0) {
+                /* stderr too: whatever a library or a sanitizer prints
+                 * lands in the log, not in /dev/null. */
+                dup2(fd, STDERR_FILENO);
                 c->log = fdopen(fd, "a");
+            }
             close(root);
         }
     }

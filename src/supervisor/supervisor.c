@@ -524,7 +524,11 @@ static void do_signal(sup *s, uint32_t session_no, uint32_t sig)
                                    (char *) s->sc->container_id, (char *) "KILL", NULL };
             runsc_simple(s, args, "runsc-kill-exec.err", NULL);
         }
-        kill(s->execs[i].pid, SIGKILL);
+        /* runsc_simple() reaps every child that ends meanwhile: the session's
+         * runsc exec may be gone and its slot cleared. Never kill(0, …): that
+         * is the whole process group. */
+        if (s->execs[i].pid > 0)
+            kill(s->execs[i].pid, SIGKILL);
         return;
     }
 }
@@ -738,6 +742,10 @@ static int supervisor_main(spawn_ctx *c)
 static int outer_main(void *arg)
 {
     spawn_ctx *c = arg;
+    /* A session (and process group) of its own: no signal meant for the
+     * supervisor's group can reach the coordinator, and none for the
+     * coordinator's reaches the supervisor. */
+    setsid();
     /* Own mount namespace (overlays live and die with it) and own pid
      * namespace (its init's death kills every runsc process). */
     if (unshare(CLONE_NEWNS | CLONE_NEWPID) < 0)
