@@ -512,6 +512,12 @@ static void do_signal(sup *s, uint32_t session_no, uint32_t sig)
             kill(s->execs[i].pid, (int) sig);
             return;
         }
+        /* The guest command first, by its pid inside the sandbox: `runsc
+         * kill --pid`, started and not waited for (the supervisor never
+         * blocks on one session; the reaper collects it). Then the session's
+         * runsc exec itself, so the session ends now whatever the guest
+         * does; a guest process that survived is the sandbox's until
+         * teardown. */
         char name[64];
         snprintf(name, sizeof(name), "exec-%u.pid", session_no);
         _cleanup_free_ char *line = last_line_of(s->gen_fd, name);
@@ -522,13 +528,9 @@ static void do_signal(sup *s, uint32_t session_no, uint32_t sig)
             snprintf(spid, sizeof(spid), "%ld", guest);
             char *const args[] = { (char *) "kill", (char *) "--pid", spid,
                                    (char *) s->sc->container_id, (char *) "KILL", NULL };
-            runsc_simple(s, args, "runsc-kill-exec.err", NULL);
+            runsc_run(s, args, -1, -1, -1, -1, NULL);
         }
-        /* runsc_simple() reaps every child that ends meanwhile: the session's
-         * runsc exec may be gone and its slot cleared. Never kill(0, …): that
-         * is the whole process group. */
-        if (s->execs[i].pid > 0)
-            kill(s->execs[i].pid, SIGKILL);
+        kill(s->execs[i].pid, SIGKILL); /* pid > 0: checked by the loop above */
         return;
     }
 }
