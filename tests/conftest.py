@@ -15,10 +15,19 @@ must fail instead of hiding in the summary.
 """
 
 import os
+import signal
 import shutil
 from pathlib import Path
 
 import pytest
+
+# The tests send SIGHUP/SIGTERM to Lazaret processes and expect the default
+# reaction. A test run started under nohup (or by a CI runner that ignores
+# hangups) would pass SIG_IGN on to every process it starts; Lazaret, like
+# any program, keeps an inherited "ignore" (that is what nohup is for).
+# Give the processes the tests start the default dispositions.
+signal.signal(signal.SIGHUP, signal.SIG_DFL)
+signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
