@@ -581,3 +581,21 @@ def _cmdline(pid) -> bytes:
         return Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return b""
+
+
+def test_raw_and_packet_sockets_are_refused_inside(rig, test_images):
+    """SR-5: no forged traffic past the router. Sandbox root cannot open a
+    raw IP socket or a packet socket (runsc keeps raw sockets off and the
+    sandbox has no CAP_NET_RAW); an ordinary TCP socket still opens, so the
+    refusal is specific. perl-base is in the Debian image."""
+    rig.config({"deb": {"image": test_images.debian}})
+    script = (
+        "use Socket;"
+        "print socket(my $t, PF_INET, SOCK_STREAM, 0) ? qq(tcp ok\\n) : qq(tcp refused: $!\\n);"
+        "print socket(my $r, PF_INET, SOCK_RAW, 1) ? qq(raw OPENED\\n) : qq(raw refused\\n);"
+        "print socket(my $p, 17, SOCK_RAW, 0) ? qq(packet OPENED\\n) : qq(packet refused\\n);"
+    )
+    p = rig.run("deb", ["perl", "-e", script])
+    assert p.returncode == 0, p.stderr
+    assert "tcp ok" in p.stdout, p.stdout
+    assert "raw refused" in p.stdout and "packet refused" in p.stdout, p.stdout
