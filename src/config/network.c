@@ -13,6 +13,55 @@ const lz_ipv4_prefix lz_rfc1918_prefixes[3] = {
     { { 192, 168, 0, 0 }, 16 },
 };
 
+/* Keep in step with the router (src/supervisor/network.c): 169.254.77.0/30
+ * is the sandbox link and 100.96.0.0/24 slirp4netns's network. */
+const lz_ipv4_reserved lz_ipv4_never_routed[LZ_IPV4_NEVER_ROUTED_COUNT] = {
+    { { { 0, 0, 0, 0 }, 8 }, "'this network' (0.0.0.0 is this host itself)" },
+    { { { 127, 0, 0, 0 }, 8 }, "loopback (the sandbox's own, never the host's)" },
+    { { { 100, 96, 0, 0 }, 24 },
+      "Lazaret's slirp4netns network (the router, the resolver and the host alias)" },
+    { { { 169, 254, 0, 0 }, 16 }, "link-local space, which holds Lazaret's sandbox link "
+                                  "169.254.77.0/30" },
+    { { { 224, 0, 0, 0 }, 4 }, "multicast (only unicast is forwarded)" },
+    { { { 240, 0, 0, 0 }, 4 }, "reserved space and the limited broadcast 255.255.255.255" },
+};
+
+lz_ipv4_prefix lz_ipv4_prefix_make(const uint8_t addr[4], uint8_t len)
+{
+    lz_ipv4_prefix p;
+    p.len = len > 32 ? 32 : len;
+    for (int i = 0; i < 4; i++) {
+        int bits = (int) p.len - 8 * i;
+        uint8_t mask = bits >= 8 ? 0xff : bits <= 0 ? 0 : (uint8_t) (0xff << (8 - bits));
+        p.addr[i] = addr[i] & mask;
+    }
+    return p;
+}
+
+bool lz_ipv4_prefix_within(const lz_ipv4_prefix *inner, const lz_ipv4_prefix *outer)
+{
+    if (inner->len < outer->len)
+        return false;
+    lz_ipv4_prefix cut = lz_ipv4_prefix_make(inner->addr, outer->len);
+    return memcmp(cut.addr, outer->addr, 4) == 0;
+}
+
+bool lz_ipv4_list_covers(const lz_ipv4_prefix_list *list, const lz_ipv4_prefix *p)
+{
+    for (size_t i = 0; i < list->count; i++)
+        if (lz_ipv4_prefix_within(p, &list->items[i]))
+            return true;
+    return false;
+}
+
+const lz_ipv4_reserved *lz_ipv4_never_routed_holding(const lz_ipv4_prefix *p)
+{
+    for (size_t i = 0; i < LZ_IPV4_NEVER_ROUTED_COUNT; i++)
+        if (lz_ipv4_prefix_within(p, &lz_ipv4_never_routed[i].prefix))
+            return &lz_ipv4_never_routed[i];
+    return NULL;
+}
+
 /* A decimal number 0..max with no sign, no leading zero (except "0"), at most
  * three digits. Advances *s. */
 static bool parse_dec(const char **s, unsigned max, unsigned *ret)

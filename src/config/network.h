@@ -44,4 +44,29 @@ void lz_ipv4_list_clear(lz_ipv4_prefix_list *list);
 /* The three RFC 1918 prefixes, always part of the effective deny set. */
 extern const lz_ipv4_prefix lz_rfc1918_prefixes[3];
 
+/* The prefix of length len that holds addr (host bits cleared). */
+lz_ipv4_prefix lz_ipv4_prefix_make(const uint8_t addr[4], uint8_t len);
+
+/* True when every address of inner is in outer. */
+bool lz_ipv4_prefix_within(const lz_ipv4_prefix *inner, const lz_ipv4_prefix *outer);
+
+/* True when some item of the list holds every address of p. */
+bool lz_ipv4_list_covers(const lz_ipv4_prefix_list *list, const lz_ipv4_prefix *p);
+
+/* Ranges a sandbox never reaches, whatever the policy says (docs/network.md,
+ * "Never reachable"): what is there is loopback, this host, Lazaret's own
+ * plumbing, or no unicast destination at all. An allow prefix inside one is
+ * refused when the configuration is loaded; a prefix that contains one is
+ * accepted and the range stays unreachable (the router rejects it). */
+typedef struct lz_ipv4_reserved {
+    lz_ipv4_prefix prefix;
+    const char *what; /* a noun phrase: "loopback", ... */
+} lz_ipv4_reserved;
+
+#define LZ_IPV4_NEVER_ROUTED_COUNT 6
+extern const lz_ipv4_reserved lz_ipv4_never_routed[LZ_IPV4_NEVER_ROUTED_COUNT];
+
+/* The never-routed range that holds every address of p, or NULL. */
+const lz_ipv4_reserved *lz_ipv4_never_routed_holding(const lz_ipv4_prefix *p);
+
 #endif

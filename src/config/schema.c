@@ -128,6 +128,27 @@ static int get_prefix_list(dctx *c, const lz_toml_node *n, const char *keypath,
                         "leading zeros, n from 0 to 32); IPv6 is not supported in v1",
                         "'%s' is not an IPv4 prefix", item->u.string.bytes);
         }
+        /* Only allow lists carry decls. An allow inside a range no sandbox
+         * ever reaches is a mistake, refused here rather than silently
+         * ineffective (or, for Lazaret's own links, a route that would
+         * replace the link's own). A prefix that contains such a range is
+         * fine: the router keeps the range unreachable. Deny lists may name
+         * them: they say what holds anyway. */
+        const lz_ipv4_reserved *nr = decls ? lz_ipv4_never_routed_holding(&p) : NULL;
+        if (nr) {
+            lz_source_pos pos = pos_of(item);
+            char buf[LZ_IPV4_PREFIX_BUFSZ], range[LZ_IPV4_PREFIX_BUFSZ];
+            lz_ipv4_prefix_format(&p, buf);
+            lz_ipv4_prefix_format(&nr->prefix, range);
+            return fail(c, &pos, kp,
+                        "remove it from the list: a sandbox never reaches this range, whatever "
+                        "the policy says, and services on this machine cannot be allowed to a "
+                        "sandbox (docs/network.md, \"Never reachable\")",
+                        "%s is inside %s, %s: no sandbox can reach it%s", buf, range, nr->what,
+                        strncmp(keypath, "network.", 8) == 0 ? " (network.default_allow "
+                                                               "applies to every profile)"
+                                                             : "");
+        }
         lz_ipv4_list_add(ret, &p);
         if (decls) {
             decls->items = lz_xrealloc(decls->items, decls->count + 1, sizeof(*decls->items));

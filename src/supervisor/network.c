@@ -167,6 +167,107 @@ static int route_set(nl *n, uint16_t cmd, uint8_t type, const uint8_t dst[4], ui
     return nl_talk(n, h);
 }
 
+/* ---- the host's own addresses ------------------------------------------ */
+
+/* slirp4netns makes its connections from the supervisor's network namespace
+ * (the host's), where the kernel delivers to a local listener anything
+ * addressed to a local address: not only 127.0.0.0/8 (which
+ * --disable-host-loopback covers for slirp's host alias) but every address
+ * of every interface (eth0, docker0, ...), their broadcast addresses and any
+ * local route (AnyIP). The router denies all of them: they are collected
+ * from the local routes (every table) and the addresses of that namespace
+ * at start, and a watcher adds any that appear later (lz_network_watch). */
+
+static void host_local_add(lz_ipv4_prefix_list *l, const void *addr, uint8_t len)
+{
+    uint8_t a[4];
+    memcpy(a, addr, 4);
+    lz_ipv4_prefix p = lz_ipv4_prefix_make(a, len);
+    lz_ipv4_list_add(l, &p);
+}
+
+/* One rtnetlink message (a dump entry or an event): the host-local prefixes
+ * it names go into the list. RTM_DEL* is ignored on purpose: a prefix once
+ * local stays denied (fail closed; a host address that moves elsewhere is
+ * rarely a destination an agent needs). */
+static int host_local_msg(const struct nlmsghdr *h, void *data)
+{
+    lz_ipv4_prefix_list *out = data;
+    const struct nlattr *attr;
+    if (h->nlmsg_type == RTM_NEWADDR && h->nlmsg_len >= mnl_nlmsg_size(sizeof(struct ifaddrmsg))) {
+        const struct ifaddrmsg *ifa = mnl_nlmsg_get_payload(h);
+        if (ifa->ifa_family != AF_INET)
+            return MNL_CB_OK;
+        /* IFA_ADDRESS is the peer on point-to-point links: not ours. */
+        mnl_attr_for_each(attr, h, sizeof(*ifa)) {
+            uint16_t t = mnl_attr_get_type(attr);
+            if ((t == IFA_LOCAL || t == IFA_BROADCAST) && mnl_attr_get_payload_len(attr) == 4)
+                host_local_add(out, mnl_attr_get_payload(attr), 32);
+        }
+    } else if (h->nlmsg_type == RTM_NEWROUTE &&
+               h->nlmsg_len >= mnl_nlmsg_size(sizeof(struct rtmsg))) {
+        const struct rtmsg *rt = mnl_nlmsg_get_payload(h);
+        if (rt->rtm_family != AF_INET || (rt->rtm_type != RTN_LOCAL &&
+                                          rt->rtm_type != RTN_BROADCAST &&
+                                          rt->rtm_type != RTN_ANYCAST))
+            return MNL_CB_OK;
+        uint8_t dst[4] = { 0, 0, 0, 0 };
+        mnl_attr_for_each(attr, h, sizeof(*rt)) {
+            if (mnl_attr_get_type(attr) == RTA_DST && mnl_attr_get_payload_len(attr) == 4)
+                memcpy(dst, mnl_attr_get_payload(attr), 4);
+        }
+        host_local_add(out, dst, rt->rtm_dst_len);
+    }
+    return MNL_CB_OK;
+}
+
+#define NL_DUMP_BUFSZ 32768
+
+/* Dump every IPv4 address (RTM_GETADDR) or route of every table
+ * (RTM_GETROUTE) of the socket's namespace through host_local_msg. */
+static int nl_dump(struct mnl_socket *sock, uint16_t type, lz_ipv4_prefix_list *out)
+{
+    static char buf[NL_DUMP_BUFSZ];
+    static unsigned seq;
+    struct nlmsghdr *h = mnl_nlmsg_put_header(buf);
+    h->nlmsg_type = type;
+    h->nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
+    h->nlmsg_seq = seq ? ++seq : (seq = (unsigned) time(NULL));
+    if (type == RTM_GETADDR) {
+        struct ifaddrmsg *ifa = mnl_nlmsg_put_extra_header(h, sizeof(*ifa));
+        ifa->ifa_family = AF_INET;
+    } else {
+        struct rtmsg *rt = mnl_nlmsg_put_extra_header(h, sizeof(*rt));
+        rt->rtm_family = AF_INET; /* rtm_table 0: every table */
+    }
+    unsigned s = h->nlmsg_seq, portid = mnl_socket_get_portid(sock);
+    if (mnl_socket_sendto(sock, h, h->nlmsg_len) < 0)
+        return -1;
+    for (;;) {
+        ssize_t n = mnl_socket_recvfrom(sock, buf, sizeof(buf));
+        if (n < 0)
+            return -1;
+        int r = mnl_cb_run(buf, (size_t) n, s, portid, host_local_msg, out);
+        if (r < 0)
+            return -1;
+        if (r == MNL_CB_STOP)
+            return 0;
+    }
+}
+
+/* Every host-local prefix of the socket's namespace. A dump that a
+ * concurrent change interrupted (EINTR) is repeated. */
+static int host_local_scan(struct mnl_socket *sock, lz_ipv4_prefix_list *out)
+{
+    for (int tries = 0; tries < 5; tries++) {
+        if (nl_dump(sock, RTM_GETADDR, out) == 0 && nl_dump(sock, RTM_GETROUTE, out) == 0)
+            return 0;
+        if (errno != EINTR)
+            return -1;
+    }
+    return -1;
+}
+
 /* ---- helpers ----------------------------------------------------------- */
 
 static int write_sysctl(const char *path, const char *value)
@@ -329,12 +430,18 @@ static int router_policy(void *arg, char *why, size_t why_len)
     route_set(&n, RTM_DELROUTE, RTN_UNICAST, any, 0, NULL, 0);
     if (route_set(&n, RTM_NEWROUTE, RTN_UNICAST, any, 0, NULL, deny) < 0)
         FAIL("add the default deny route");
+    /* A prefix inside a never-routed range gets no route: nftables rejects
+     * the range whatever the routes say, and a route there could replace
+     * the router's own link routes (169.254.77.0/30, 100.96.0.0/24). The
+     * configuration refuses such allows; denies there are redundant. */
     for (size_t i = 0; i < a->cfg->deny.count; i++)
-        if (route_set(&n, RTM_NEWROUTE, RTN_UNICAST, a->cfg->deny.items[i].addr,
+        if (!lz_ipv4_never_routed_holding(&a->cfg->deny.items[i]) &&
+            route_set(&n, RTM_NEWROUTE, RTN_UNICAST, a->cfg->deny.items[i].addr,
                       a->cfg->deny.items[i].len, NULL, deny) < 0)
             FAIL("add a deny route");
     for (size_t i = 0; i < a->cfg->allow.count; i++)
-        if (route_set(&n, RTM_NEWROUTE, RTN_UNICAST, a->cfg->allow.items[i].addr,
+        if (!lz_ipv4_never_routed_holding(&a->cfg->allow.items[i]) &&
+            route_set(&n, RTM_NEWROUTE, RTN_UNICAST, a->cfg->allow.items[i].addr,
                       a->cfg->allow.items[i].len, SLIRP_GW, tap) < 0)
             FAIL("add an allow route");
     nl_close(&n);
@@ -343,20 +450,28 @@ static int router_policy(void *arg, char *why, size_t why_len)
 
 /* nftables: forward only what the routing table sends out through slirp
  * (plus the resolver), reject everything else at once, masquerade, and
- * accept nothing addressed to the router itself. */
-static const char ruleset[] =
+ * accept nothing addressed to the router itself. Before anything goes out
+ * through slirp: the never-routed ranges (lz_ipv4_never_routed: loopback,
+ * 0.0.0.0/8, Lazaret's own links, multicast, reserved) and the host_local
+ * set (the host's own addresses, lz_network_watch adds new ones) are
+ * rejected, also inside an allowed prefix such as 0.0.0.0/0. */
+static const char ruleset_head[] =
     "table ip lazaret {\n"
     "  chain prerouting {\n"
     "    type nat hook prerouting priority dstnat; policy accept;\n"
     "    iifname \"" ROUTER_IF "\" ip daddr " ROUTER_ADDR " udp dport 53 dnat to " SLIRP_DNS "\n"
     "    iifname \"" ROUTER_IF "\" ip daddr " ROUTER_ADDR " tcp dport 53 dnat to " SLIRP_DNS "\n"
-    "  }\n"
+    "  }\n";
+
+static const char ruleset_tail[] =
     "  chain forward {\n"
     "    type filter hook forward priority filter; policy drop;\n"
     "    iifname \"" SLIRP_IF "\" oifname \"" ROUTER_IF "\" ct state established,related accept\n"
     "    iifname \"" ROUTER_IF "\" ip daddr " SLIRP_DNS " meta l4proto { tcp, udp } th dport 53 accept\n"
-    "    iifname \"" ROUTER_IF "\" ip daddr { " SLIRP_CIDR ", 169.254.0.0/16 } meta l4proto tcp reject with tcp reset\n"
-    "    iifname \"" ROUTER_IF "\" ip daddr { " SLIRP_CIDR ", 169.254.0.0/16 } reject with icmp type admin-prohibited\n"
+    "    iifname \"" ROUTER_IF "\" ip daddr @never_routed meta l4proto tcp reject with tcp reset\n"
+    "    iifname \"" ROUTER_IF "\" ip daddr @never_routed reject with icmp type admin-prohibited\n"
+    "    iifname \"" ROUTER_IF "\" ip daddr @host_local meta l4proto tcp reject with tcp reset\n"
+    "    iifname \"" ROUTER_IF "\" ip daddr @host_local reject with icmp type admin-prohibited\n"
     "    iifname \"" ROUTER_IF "\" oifname \"" SLIRP_IF "\" accept\n"
     "    iifname \"" ROUTER_IF "\" meta l4proto tcp reject with tcp reset\n"
     "    iifname \"" ROUTER_IF "\" reject with icmp type admin-prohibited\n"
@@ -373,6 +488,52 @@ static const char ruleset[] =
     "    oifname \"" SLIRP_IF "\" masquerade\n"
     "  }\n"
     "}\n";
+
+/* An interval set; auto-merge lets overlapping elements (127.0.0.0/8 and
+ * 127.0.0.1) and later additions of covered ones be accepted. */
+static size_t put_set(char *s, size_t cap, const char *name, const lz_ipv4_prefix *(*item)(
+                          const void *, size_t), const void *items, size_t count)
+{
+    size_t o = (size_t) snprintf(s, cap, "  set %s {\n    type ipv4_addr; flags interval; "
+                                         "auto-merge;\n", name);
+    for (size_t i = 0; i < count && o < cap; i++) {
+        char b[LZ_IPV4_PREFIX_BUFSZ];
+        lz_ipv4_prefix_format(item(items, i), b);
+        o += (size_t) snprintf(s + o, cap - o, "%s%s", i ? ", " : "    elements = { ", b);
+    }
+    if (o < cap)
+        o += (size_t) snprintf(s + o, cap - o, "%s  }\n", count ? " }\n" : "");
+    return o;
+}
+
+static const lz_ipv4_prefix *never_routed_item(const void *items, size_t i)
+{
+    return &((const lz_ipv4_reserved *) items)[i].prefix;
+}
+
+static const lz_ipv4_prefix *list_item(const void *items, size_t i)
+{
+    return &((const lz_ipv4_prefix *) items)[i];
+}
+
+static char *build_ruleset(const lz_ipv4_prefix_list *host_local, size_t *len)
+{
+    size_t cap = sizeof(ruleset_head) + sizeof(ruleset_tail) + 256 +
+                 (LZ_IPV4_PREFIX_BUFSZ + 2) * (LZ_IPV4_NEVER_ROUTED_COUNT + host_local->count);
+    char *s = lz_xmalloc(cap);
+    /* The capacity is computed to fit; the clamps only keep a miscount from
+     * writing past the buffer (nft then refuses the cut ruleset). */
+#define CLAMP(o) ((o) < cap ? (o) : cap - 1)
+    size_t o = CLAMP((size_t) snprintf(s, cap, "%s", ruleset_head));
+    o = CLAMP(o + put_set(s + o, cap - o, "never_routed", never_routed_item,
+                          lz_ipv4_never_routed, LZ_IPV4_NEVER_ROUTED_COUNT));
+    o = CLAMP(o + put_set(s + o, cap - o, "host_local", list_item, host_local->items,
+                          host_local->count));
+    o = CLAMP(o + (size_t) snprintf(s + o, cap - o, "%s", ruleset_tail));
+#undef CLAMP
+    *len = o;
+    return s;
+}
 
 typedef struct nft_args {
     const char *nft;
@@ -400,9 +561,140 @@ static int router_nft(void *arg, char *why, size_t why_len)
     return 0;
 }
 
+/* ---- the watcher -------------------------------------------------------- */
+
+/* Add prefixes to the router's host_local set (the caller is in the router's
+ * namespace). */
+static int nft_add_host_local(const char *nft, const lz_ipv4_prefix *items, size_t count)
+{
+    size_t cap = 64 + (LZ_IPV4_PREFIX_BUFSZ + 2) * count;
+    _cleanup_free_ char *cmd = lz_xmalloc(cap);
+    size_t o = (size_t) snprintf(cmd, cap, "add element ip lazaret host_local {");
+    for (size_t i = 0; i < count && o < cap; i++) {
+        char b[LZ_IPV4_PREFIX_BUFSZ];
+        lz_ipv4_prefix_format(&items[i], b);
+        o += (size_t) snprintf(cmd + o, cap - o, "%s %s", i ? "," : "", b);
+    }
+    if (o >= cap - 2)
+        return -1;
+    snprintf(cmd + o, cap - o, " }");
+    char *const argv[] = { (char *) "nft", cmd, NULL };
+    lz_spawn_options opt = { .merge_stderr = true };
+    lz_spawn_output out = { 0 };
+    int status = lz_spawn_capture(nft, argv, &opt, &out, NULL);
+    lz_spawn_output_free(&out);
+    return status == 0 ? 0 : -1;
+}
+
+/* Something went wrong: host addresses added from now on might not be
+ * denied, so the sandbox loses its egress (every destination joins the set,
+ * and slirp4netns is ended). */
+static _Noreturn void watch_fail_closed(const char *nft, pid_t slirp)
+{
+    lz_ipv4_prefix all = { { 0, 0, 0, 0 }, 0 };
+    nft_add_host_local(nft, &all, 1);
+    kill(slirp, SIGKILL);
+    _exit(1);
+}
+
+/* The watcher's main loop. `events` is subscribed to IPv4 address and route
+ * changes, `dumps` is for re-reading everything; both sockets were opened in
+ * the supervisor's namespace and stay there after setns (a socket belongs
+ * to the namespace it was created in). Events queued since the start-up
+ * scan are read first, so nothing between the scan and now is missed; an
+ * overflowed queue (ENOBUFS) makes it scan again. */
+static _Noreturn void watch_main(struct mnl_socket *events, struct mnl_socket *dumps,
+                                 const char *router_netns, const char *nft,
+                                 lz_ipv4_prefix_list known, pid_t slirp)
+{
+    int fd = open(router_netns, O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || setns(fd, CLONE_NEWNET) < 0)
+        watch_fail_closed(nft, slirp);
+    close(fd);
+    static char buf[NL_DUMP_BUFSZ];
+    for (;;) {
+        lz_ipv4_prefix_list got = { 0 }, fresh = { 0 };
+        ssize_t n = recv(mnl_socket_get_fd(events), buf, sizeof(buf), 0);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && errno == ENOBUFS) {
+            if (host_local_scan(dumps, &got) < 0)
+                watch_fail_closed(nft, slirp);
+        } else if (n <= 0 || mnl_cb_run(buf, (size_t) n, 0, 0, host_local_msg, &got) < 0) {
+            watch_fail_closed(nft, slirp);
+        }
+        for (size_t i = 0; i < got.count; i++)
+            if (!lz_ipv4_list_covers(&known, &got.items[i]))
+                lz_ipv4_list_add(&fresh, &got.items[i]);
+        if (fresh.count && nft_add_host_local(nft, fresh.items, fresh.count) < 0)
+            watch_fail_closed(nft, slirp);
+        for (size_t i = 0; i < fresh.count; i++)
+            lz_ipv4_list_add(&known, &fresh.items[i]);
+        lz_ipv4_list_clear(&got);
+        lz_ipv4_list_clear(&fresh);
+    }
+}
+
+static pid_t watch_start(struct mnl_socket *events, struct mnl_socket *dumps,
+                         const char *router_netns, const char *nft,
+                         const lz_ipv4_prefix_list *known, pid_t slirp)
+{
+    pid_t parent = getpid(); /* the supervisor is often pid 1 of its own pid namespace */
+    pid_t pid = fork();
+    if (pid != 0)
+        return pid;
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    /* Its own name: not taken for the supervisor (ps, tests, lazaret doctor). */
+    prctl(PR_SET_NAME, "lz-netwatch");
+    if (getppid() != parent)
+        _exit(1);
+    /* Keep only the two sockets; stdio to /dev/null. */
+    int ev = mnl_socket_get_fd(events), du = mnl_socket_get_fd(dumps);
+    int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+    for (int i = 0; i < 3; i++)
+        dup2(devnull, i);
+    for (int fd = 3; fd < 1024; fd++)
+        if (fd != ev && fd != du)
+            close(fd);
+    closefrom(1024);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    lz_ipv4_prefix_list copy = { 0 };
+    for (size_t i = 0; i < known->count; i++)
+        lz_ipv4_list_add(&copy, &known->items[i]);
+    watch_main(events, dumps, router_netns, nft, copy, slirp);
+}
+
+bool lz_network_child_exited(lz_network *net, pid_t pid)
+{
+    if (pid <= 0 || pid != net->watch_pid)
+        return false;
+    net->watch_pid = 0;
+    if (net->slirp_pid > 0)
+        kill(net->slirp_pid, SIGKILL);
+    return true;
+}
+
+static struct mnl_socket *nl_socket(unsigned groups)
+{
+    struct mnl_socket *s = mnl_socket_open2(NETLINK_ROUTE, SOCK_CLOEXEC);
+    if (s && mnl_socket_bind(s, groups, MNL_SOCKET_AUTOPID) < 0) {
+        mnl_socket_close(s);
+        s = NULL;
+    }
+    if (s && groups) {
+        /* Room for bursts of events (best effort: capped by rmem_max);
+         * an overflow is noticed (ENOBUFS) and answered by a new scan. */
+        int size = 1 << 20;
+        setsockopt(mnl_socket_get_fd(s), SOL_SOCKET, SO_RCVBUF, &size, sizeof(size));
+    }
+    return s;
+}
+
 /* ---- setup ------------------------------------------------------------- */
 
-static char *describe_policy(const lz_resolved_config *cfg)
+static char *describe_policy(const lz_resolved_config *cfg, size_t host_local)
 {
     size_t cap = 256 + 24 * (cfg->allow.count + cfg->deny.count);
     char *s = lz_xmalloc(cap);
@@ -420,6 +712,9 @@ static char *describe_policy(const lz_resolved_config *cfg)
         lz_ipv4_prefix_format(&cfg->deny.items[i], b);
         o += (size_t) snprintf(s + o, cap - o, " %s", b);
     }
+    if (o < cap)
+        snprintf(s + o, cap - o, "; never: loopback, this host (%zu local prefixes, watched), "
+                                 "link-local, multicast, reserved", host_local);
     return s;
 }
 
@@ -427,7 +722,9 @@ int lz_network_setup(const lz_resolved_config *cfg, const char *gen_dir, int gen
                      lz_network *ret, lz_error **err)
 {
     lz_network net = { 0 };
-    _cleanup_free_ char *slirp = NULL, *nft = NULL, *rules_path = NULL;
+    _cleanup_free_ char *slirp = NULL, *nft = NULL, *rules_path = NULL, *rules = NULL;
+    struct mnl_socket *events = NULL, *dumps = NULL;
+    lz_ipv4_prefix_list host_local = { 0 };
     if (lz_spawn_find_program("slirp4netns", LZ_SPAWN_SYSTEM_PATH, &slirp, err) < 0)
         return lz_error_hint(err, "install it: sudo apt-get install slirp4netns");
     if (lz_spawn_find_program("nft", LZ_SPAWN_SYSTEM_PATH, &nft, err) < 0)
@@ -444,6 +741,17 @@ int lz_network_setup(const lz_resolved_config *cfg, const char *gen_dir, int gen
     }
     net.sandbox_netns = lz_xasprintf("%s/netns/sandbox", gen_dir);
     net.router_netns = lz_xasprintf("%s/netns/router", gen_dir);
+
+    /* The host's own addresses, in this (slirp4netns's) namespace: subscribe
+     * to changes first, then scan, so that nothing added in between is
+     * missed (the watcher reads the queued events). */
+    events = nl_socket(RTMGRP_IPV4_IFADDR | RTMGRP_IPV4_ROUTE);
+    dumps = nl_socket(0);
+    if (!events || !dumps || host_local_scan(dumps, &host_local) < 0) {
+        lz_error_set(err, errno, "network sidecar: cannot read this machine's addresses "
+                                 "(rtnetlink)");
+        goto fail;
+    }
 
     router_args ra = { net.sandbox_netns };
     policy_args pa = { cfg };
@@ -503,9 +811,11 @@ int lz_network_setup(const lz_resolved_config *cfg, const char *gen_dir, int gen
     /* The ruleset holds no secret: a file in the generation directory. */
     rules_path = lz_xasprintf("%s/netns/nftables.conf", gen_dir);
     {
+        size_t rules_len = 0;
+        rules = build_ruleset(&host_local, &rules_len);
         int fd = openat(gen_fd, "netns/nftables.conf",
                         O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-        if (fd < 0 || write(fd, ruleset, sizeof(ruleset) - 1) != (ssize_t) (sizeof(ruleset) - 1)) {
+        if (fd < 0 || write(fd, rules, rules_len) != (ssize_t) rules_len) {
             if (fd >= 0)
                 close(fd);
             lz_error_set(err, errno, "cannot write %s", rules_path);
@@ -517,16 +827,35 @@ int lz_network_setup(const lz_resolved_config *cfg, const char *gen_dir, int gen
     if (in_netns(net.router_netns, false, router_policy, &pa, err) < 0 ||
         in_netns(net.router_netns, false, router_nft, &na, err) < 0)
         goto fail;
-    net.policy_text = describe_policy(cfg);
+    net.watch_pid = watch_start(events, dumps, net.router_netns, nft, &host_local, net.slirp_pid);
+    if (net.watch_pid < 0) {
+        net.watch_pid = 0;
+        lz_error_set(err, errno, "network sidecar: cannot start the address watcher");
+        goto fail;
+    }
+    mnl_socket_close(events);
+    mnl_socket_close(dumps);
+    net.host_local_count = host_local.count;
+    lz_ipv4_list_clear(&host_local);
+    net.policy_text = describe_policy(cfg, net.host_local_count);
     *ret = net;
     return 0;
 fail:
+    if (events)
+        mnl_socket_close(events);
+    if (dumps)
+        mnl_socket_close(dumps);
+    lz_ipv4_list_clear(&host_local);
     lz_network_clear(&net);
     return -1;
 }
 
 void lz_network_clear(lz_network *net)
 {
+    if (net->watch_pid > 0) {
+        kill(net->watch_pid, SIGKILL);
+        waitpid(net->watch_pid, NULL, 0);
+    }
     if (net->slirp_pid > 0) {
         kill(net->slirp_pid, SIGKILL);
         waitpid(net->slirp_pid, NULL, 0);

@@ -23,10 +23,18 @@
  * route to the router's own links, which nftables refuses). RFC 1918 space
  * is never used, so the default deny of 10/8, 172.16/12, 192.168/16 cannot
  * collide with Lazaret's own plumbing.
+ *
+ * The host itself is never reachable: slirp4netns connects from the
+ * supervisor's network namespace, so every address local there (all
+ * interfaces, broadcast, local routes) is put into the router's nftables set
+ * host_local at start and rejected; a watcher process (lz-netwatch) adds
+ * addresses that appear later, and its end ends egress (docs/network.md,
+ * "Never reachable").
  */
 #ifndef LAZARET_SUPERVISOR_NETWORK_H
 #define LAZARET_SUPERVISOR_NETWORK_H
 
+#include <stdbool.h>
 #include <sys/types.h>
 
 #include "common/error.h"
@@ -38,6 +46,10 @@ typedef struct lz_network {
     char *sandbox_netns;   /* pinned path of the sandbox's network namespace */
     char *router_netns;    /* pinned path of the router's network namespace */
     pid_t slirp_pid;
+    /* Watches the supervisor's (slirp4netns's) network namespace for new
+     * local addresses and adds each to the router's host_local set. */
+    pid_t watch_pid;
+    size_t host_local_count; /* host-local prefixes found at start */
     char *policy_text;     /* DerivedNetworkPolicy, human-readable, for the log/store */
 } lz_network;
 
@@ -48,5 +60,10 @@ int lz_network_setup(const lz_resolved_config *cfg, const char *gen_dir, int gen
                      lz_network *ret, lz_error **err);
 
 void lz_network_clear(lz_network *net);
+
+/* The watcher ended (pid == net->watch_pid): host addresses added from now
+ * on would not be denied, so egress ends: slirp4netns is killed (fail
+ * closed). Returns true when pid was the watcher. */
+bool lz_network_child_exited(lz_network *net, pid_t pid);
 
 #endif

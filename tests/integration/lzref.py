@@ -264,10 +264,21 @@ def _boolean(key, v):
     return v
 
 
-def _prefix_list(key, v):
+# Ranges no sandbox ever reaches (docs/network.md, "Never reachable"): an
+# allow inside one is refused; one that contains a range is fine.
+NEVER_ROUTED = ("0.0.0.0/8", "127.0.0.0/8", "100.96.0.0/24", "169.254.0.0/16", "224.0.0.0/4",
+                "240.0.0.0/4")
+
+
+def _prefix_list(key, v, allow=False):
     out = []
     for i, s in enumerate(_list(key, v)):
-        out.append(parse_ipv4_prefix(f"{key}[{i}]", _string(f"{key}[{i}]", s)))
+        p = parse_ipv4_prefix(f"{key}[{i}]", _string(f"{key}[{i}]", s))
+        net = ipaddress.IPv4Network((p[0], p[1]))
+        for r in NEVER_ROUTED if allow else ():
+            if net.subnet_of(ipaddress.IPv4Network(r)):
+                raise Refused(f"{key}[{i}]", f"{format_prefix(p)} is inside {r}")
+        out.append(p)
     return out
 
 
@@ -294,7 +305,8 @@ def decode(text):
         check_host_path("storage.data_root", data_root)
     network = _table("network", doc.get("network", {}))
     _closed("network", network, ("default_allow", "default_deny"))
-    default_allow = _prefix_list("network.default_allow", network.get("default_allow", []))
+    default_allow = _prefix_list("network.default_allow", network.get("default_allow", []),
+                                 allow=True)
     default_deny = _prefix_list("network.default_deny", network.get("default_deny", []))
     if "profiles" not in doc:
         raise Refused("profiles", "missing")
@@ -330,7 +342,7 @@ def _decode_profile(name, p):
                                      _string(f"{key}.persistent_dirs[{i}]", s))
                   for i, s in enumerate(_list(f"{key}.persistent_dirs",
                                               p.get("persistent_dirs", [])))]
-    allow = _prefix_list(f"{key}.allow_egress", p.get("allow_egress", []))
+    allow = _prefix_list(f"{key}.allow_egress", p.get("allow_egress", []), allow=True)
     deny = _prefix_list(f"{key}.deny_egress", p.get("deny_egress", []))
     env = []
     for k, v in _table(f"{key}.env", p.get("env", {})).items():

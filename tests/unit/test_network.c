@@ -259,6 +259,81 @@ static void test_rfc1918(void **state)
     }
 }
 
+/* ---- containment and the never-routed ranges ------------------------- */
+
+static void test_within_and_covers(void **state)
+{
+    (void) state;
+    lz_ipv4_prefix a = P(10, 1, 2, 0, 24), b = P(10, 0, 0, 0, 8), all = P(0, 0, 0, 0, 0);
+    assert_true(lz_ipv4_prefix_within(&a, &b));
+    assert_false(lz_ipv4_prefix_within(&b, &a));
+    assert_true(lz_ipv4_prefix_within(&a, &a));
+    assert_true(lz_ipv4_prefix_within(&b, &all));
+    assert_false(lz_ipv4_prefix_within(&all, &b));
+    lz_ipv4_prefix c = P(11, 0, 0, 0, 24), d = P(10, 0, 0, 0, 7);
+    assert_false(lz_ipv4_prefix_within(&c, &b));
+    assert_true(lz_ipv4_prefix_within(&c, &d)); /* 10.0.0.0/7 holds 11.x */
+
+    uint8_t raw[4] = { 198, 18, 7, 200 };
+    lz_ipv4_prefix m = lz_ipv4_prefix_make(raw, 25);
+    assert_prefix(&m, P(198, 18, 7, 128, 25));
+    m = lz_ipv4_prefix_make(raw, 40); /* clamped to /32 */
+    assert_prefix(&m, P(198, 18, 7, 200, 32));
+
+    lz_ipv4_prefix_list l = { 0 };
+    lz_ipv4_list_add(&l, &b);
+    assert_true(lz_ipv4_list_covers(&l, &a));
+    assert_false(lz_ipv4_list_covers(&l, &c));
+    assert_false(lz_ipv4_list_covers(&l, &all));
+    lz_ipv4_list_clear(&l);
+    assert_false(lz_ipv4_list_covers(&l, &a));
+}
+
+static void test_never_routed(void **state)
+{
+    (void) state;
+    static const char *const want[] = { "0.0.0.0/8",      "127.0.0.0/8", "100.96.0.0/24",
+                                        "169.254.0.0/16", "224.0.0.0/4", "240.0.0.0/4" };
+    assert_int_equal(LZ_IPV4_NEVER_ROUTED_COUNT, sizeof(want) / sizeof(want[0]));
+    for (size_t i = 0; i < LZ_IPV4_NEVER_ROUTED_COUNT; i++) {
+        char buf[32]; /* >= LZ_IPV4_PREFIX_BUFSZ */
+        lz_ipv4_prefix_format(&lz_ipv4_never_routed[i].prefix, buf);
+        assert_string_equal(buf, want[i]);
+        assert_non_null(lz_ipv4_never_routed[i].what);
+    }
+    static const struct {
+        const char *in;
+        const char *range; /* NULL: not inside any */
+    } cases[] = {
+        { "127.0.0.1/32", "127.0.0.0/8" },    { "127.255.0.0/16", "127.0.0.0/8" },
+        { "0.0.0.0/32", "0.0.0.0/8" },        { "0.255.255.255/32", "0.0.0.0/8" },
+        { "169.254.77.0/30", "169.254.0.0/16" }, { "169.254.77.2/32", "169.254.0.0/16" },
+        { "100.96.0.2/32", "100.96.0.0/24" }, { "100.96.0.0/25", "100.96.0.0/24" },
+        { "224.0.0.1/32", "224.0.0.0/4" },    { "239.255.255.255/32", "224.0.0.0/4" },
+        { "255.255.255.255/32", "240.0.0.0/4" }, { "240.0.0.0/4", "240.0.0.0/4" },
+        /* containing or beside a range: not inside one */
+        { "0.0.0.0/0", NULL },   { "0.0.0.0/7", NULL },     { "100.96.0.0/23", NULL },
+        { "100.96.1.0/24", NULL }, { "169.254.0.0/15", NULL }, { "1.0.0.0/8", NULL },
+        { "126.255.255.255/32", NULL }, { "128.0.0.0/8", NULL }, { "223.255.255.255/32", NULL },
+        { "224.0.0.0/3", NULL }, { "198.18.0.1/32", NULL },
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        lz_ipv4_prefix p;
+        assert_true(lz_ipv4_prefix_parse(cases[i].in, &p));
+        const lz_ipv4_reserved *r = lz_ipv4_never_routed_holding(&p);
+        if (!cases[i].range) {
+            if (r)
+                fail_msg("%s: unexpectedly inside a never-routed range", cases[i].in);
+            continue;
+        }
+        if (!r)
+            fail_msg("%s: should be inside %s", cases[i].in, cases[i].range);
+        char buf[32]; /* >= LZ_IPV4_PREFIX_BUFSZ */
+        lz_ipv4_prefix_format(&r->prefix, buf);
+        assert_string_equal(buf, cases[i].range);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -269,6 +344,8 @@ int main(void)
         cmocka_unit_test(test_cmp),
         cmocka_unit_test(test_list_add_sorted_dedup),
         cmocka_unit_test(test_rfc1918),
+        cmocka_unit_test(test_within_and_covers),
+        cmocka_unit_test(test_never_routed),
     };
     return cmocka_run_group_tests_name("network", tests, NULL, NULL);
 }
