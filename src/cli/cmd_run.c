@@ -125,6 +125,22 @@ static ssize_t write_all(int fd, const char *p, size_t n)
 
 typedef enum attempt_result { ATTEMPT_DONE, ATTEMPT_RETRY } attempt_result;
 
+/* Once the session has started, this CLI never bootstraps a coordinator
+ * again (a refusal to retry only comes before STARTED), so the resolved env
+ * values, which only a coordinator we fork would need, are wiped now rather
+ * than held for the session's whole life; so are their copies in our own
+ * environment. docs/runtime.md, "Secrets in memory and core dumps". */
+static bool env_values_forgotten;
+
+static void session_started(lz_resolved_config *cfg)
+{
+    if (env_values_forgotten)
+        return;
+    lz_resolved_config_forget_env_values(cfg);
+    lz_resolved_config_scrub_environ(cfg);
+    env_values_forgotten = true;
+}
+
 static void send_resize(int sock)
 {
     struct winsize ws;
@@ -136,7 +152,7 @@ static void send_resize(int sock)
 }
 
 /* Interactive relay: raw terminal <-> INPUT/OUTPUT messages. */
-static attempt_result relay_interactive(int sock, int *status)
+static attempt_result relay_interactive(lz_resolved_config *cfg, int sock, int *status)
 {
     sigset_t mask;
     sigemptyset(&mask);
@@ -224,6 +240,7 @@ static attempt_result relay_interactive(int sock, int *status)
             free(t);
         } else if (rb.type == LZ_MSG_STARTED) {
             started = true;
+            session_started(cfg);
             terminal_raw();
             send_resize(sock); /* the size may have changed while starting */
         } else if (rb.type == LZ_MSG_EXIT) {
@@ -275,7 +292,7 @@ static char **locale_env(size_t *ret_n)
 }
 
 /* One connection: HELLO, RUN, relay, EXIT. *status gets the exit status. */
-static attempt_result attempt(const lz_resolved_config *cfg, char **argv, size_t argc,
+static attempt_result attempt(lz_resolved_config *cfg, char **argv, size_t argc,
                               bool interactive, int *status)
 {
     lz_error *err = NULL;
@@ -308,7 +325,7 @@ static attempt_result attempt(const lz_resolved_config *cfg, char **argv, size_t
             lz_wire_send(sock, &b, NULL, 0, &err);
         }
         lz_error_free(lz_error_take(&err)); /* a refusal explains itself */
-        r = relay_interactive(sock, status);
+        r = relay_interactive(cfg, sock, status);
         close(sock);
         return r;
     }
@@ -455,6 +472,7 @@ static attempt_result attempt(const lz_resolved_config *cfg, char **argv, size_t
                 free(t);
             } else if (rb.type == LZ_MSG_STARTED) {
                 started = true;
+                session_started(cfg);
             } else if (rb.type == LZ_MSG_EXIT) {
                 uint32_t outcome, code;
                 if (lz_msg_pair_decode(&rb, &outcome, &code))
@@ -544,6 +562,14 @@ int lz_cmd_run(int argc, char **argv, const lz_global_options *g)
     for (int tries = 0; tries < 200; tries++) {
         if (attempt(cfg, cmd, cmdc, interactive, &status) == ATTEMPT_DONE)
             break;
+        if (env_values_forgotten) {
+            /* Not reachable with today's coordinator; never start one
+             * without the profile's environment. */
+            fprintf(stderr, "lazaret: error: the Session Coordinator asked to retry after the "
+                            "session started\n  fix: run the command again\n");
+            status = LZ_EXIT_RUN_LAZARET_FAILED;
+            break;
+        }
         struct timespec d = { 0, 50 * 1000 * 1000 };
         nanosleep(&d, NULL);
     }

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "common/nodump.h"
 #include "lazaret-version.h"
 
 static const lz_command commands[] = {
@@ -68,6 +69,20 @@ int lz_cli_usage_error(const char *cmd, const char *fmt, ...)
 
 int main(int argc, char **argv)
 {
+    /* First of all, before any secret is read (the configuration resolves
+     * the profile's env: values from our environment): no core dump of this
+     * process or of anything it forks (the Session Coordinator, the Runtime
+     * Supervisor) may carry them to disk, and RLIMIT_CORE carries over into
+     * the programs they execute (runsc). docs/runtime.md, "Secrets in
+     * memory and core dumps". */
+    {
+        lz_error *err = NULL;
+        if (lz_nodump_enter(&err) < 0) {
+            lz_error_report(err, stderr);
+            lz_error_free(err);
+            return LZ_EXIT_FAILURE;
+        }
+    }
     lz_global_options g = { 0 };
     int i = 1;
 

@@ -20,6 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/nodump.h"
 #include "common/util.h"
 #include "config/digest.h"
 #include "config/grammar.h"
@@ -110,11 +111,7 @@ void lz_resolved_config_free(lz_resolved_config *cfg)
     for (size_t i = 0; i < cfg->n_env; i++) {
         free(cfg->env[i].sandbox_name);
         free(cfg->env[i].host_name);
-        if (cfg->env[i].value) {
-            /* A secret: wipe before freeing. */
-            explicit_bzero(cfg->env[i].value, strlen(cfg->env[i].value));
-            free(cfg->env[i].value);
-        }
+        lz_secret_free(cfg->env[i].value); /* a secret: wiped before it is freed */
     }
     free(cfg->env);
     for (size_t i = 0; i < cfg->n_volumes; i++) {
@@ -132,6 +129,34 @@ void lz_resolved_config_free(lz_resolved_config *cfg)
     }
     free(cfg->rules);
     free(cfg);
+}
+
+void lz_resolved_config_forget_env_values(lz_resolved_config *cfg)
+{
+    for (size_t i = 0; cfg && i < cfg->n_env; i++) {
+        lz_secret_free(cfg->env[i].value);
+        cfg->env[i].value = NULL;
+    }
+}
+
+/* Host variables Lazaret itself reads after loading (resolve, image
+ * preparation, the Git Sentry's git, the client's TERM and locale): never
+ * secrets, and wiping them would break those readers. */
+static bool lazaret_reads_var(const char *name)
+{
+    static const char *const own[] = { "HOME", "PATH", "TERM", "LANG", "LANGUAGE",
+                                       "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_RUNTIME_DIR" };
+    for (size_t i = 0; i < LZ_ARRAY_SIZE(own); i++)
+        if (strcmp(name, own[i]) == 0)
+            return true;
+    return strncmp(name, "LC_", 3) == 0;
+}
+
+void lz_resolved_config_scrub_environ(const lz_resolved_config *cfg)
+{
+    for (size_t i = 0; cfg && i < cfg->n_env; i++)
+        if (!lazaret_reads_var(cfg->env[i].host_name))
+            lz_environ_scrub(cfg->env[i].host_name);
 }
 
 /* ---- helpers ---------------------------------------------------------- */

@@ -81,6 +81,18 @@ int lz_config_load(const lz_load_request *req, lz_resolved_config **ret, lz_erro
 
 void lz_resolved_config_free(lz_resolved_config *cfg);
 
+/* Wipe (explicit_bzero) and free every resolved env value; each value is
+ * NULL afterwards. For a process that keeps the configuration but has handed
+ * the values on (docs/runtime.md, "Secrets in memory and core dumps"): a
+ * configuration without values must never start a supervisor. */
+void lz_resolved_config_forget_env_values(lz_resolved_config *cfg);
+
+/* Wipe the host environment variables the profile's env references from this
+ * process's own environment (lz_environ_scrub), except those Lazaret itself
+ * reads later (HOME, PATH, TERM, XDG_*, the locale): their values live in
+ * cfg. Not thread-safe. */
+void lz_resolved_config_scrub_environ(const lz_resolved_config *cfg);
+
 /* Lowercase hex of a digest into buf (65 bytes). */
 void lz_digest_hex(const uint8_t d[LZ_DIGEST_LEN], char buf[static 65]);
 

@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/nodump.h"
 #include "common/spawn.h"
 #include "common/util.h"
 #include "coordinator/coordinator.h"
@@ -157,6 +158,12 @@ static int start_coordinator(const lz_resolved_config *cfg, int dirfd, int lock_
         setsid();
         if (fork() != 0)
             _exit(0);
+        /* Inherited from the CLI (main.c); said again for this long-lived
+         * process. Our copy of the CLI's environment still holds the host
+         * variables the profile's env references: their values are in cfg,
+         * so the environment's copies go. */
+        lz_nodump_reassert();
+        lz_resolved_config_scrub_environ(cfg);
         int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
         if (devnull >= 0) {
             dup2(devnull, 0);
