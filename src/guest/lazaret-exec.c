@@ -56,11 +56,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <termios.h>
 #include <unistd.h>
+
+#include "mode-guard.h"
 
 static void say(const char *a, const char *b, const char *c)
 {
@@ -423,6 +427,29 @@ static int run_pty(bool login, char **cmd)
 
 int main(int argc, char **argv)
 {
+    /* Our environment holds the profile's secrets, and in --pty mode this
+     * process relays for the session's whole life: no core of it, nor of
+     * the command, may reach a file (a core lands in the command's working
+     * directory, the host's workspace). Not dumpable (the command's execve
+     * resets that for the command); a core limit of 0, soft and hard, that
+     * the command inherits and cannot raise. docs/runtime.md, "Secrets in
+     * memory and core dumps". */
+    {
+        struct rlimit no_core = { 0, 0 };
+        if (setrlimit(RLIMIT_CORE, &no_core) < 0 || prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0) {
+            say("cannot disable core dumps in the sandbox: ", strerror(errno),
+                "; the session does not run");
+            return 125;
+        }
+    }
+    /* First, before any mode: the setuid/setgid guard (mode-guard.c) is
+     * inherited by everything this process becomes or starts. Without it a
+     * session could leave setuid files on the host, so none runs. */
+    if (lz_mode_guard_install() < 0) {
+        say("cannot install the setuid/setgid guard in the sandbox: ", strerror(errno),
+            "; the session does not run (see docs/limits.md)");
+        return 125;
+    }
     if (argc == 2 && strcmp(argv[1], "--init") == 0)
         return run_init();
 

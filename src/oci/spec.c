@@ -40,6 +40,17 @@ static json_t *caps(void)
     return c;
 }
 
+/* Resource limits gVisor enforces itself inside the sandbox (it takes them
+ * from the container's spec for `runsc exec` processes too). Only the
+ * process count: the memory bound is the sentry's own RLIMIT_FSIZE
+ * (supervisor/limits.h), and a per-process RLIMIT_AS would break runtimes
+ * that reserve address space (V8, Go). */
+static json_t *rlimits(void)
+{
+    return json_pack("[{s:s, s:I, s:I}]", "type", "RLIMIT_NPROC", "soft",
+                     (json_int_t) LZ_SPEC_NPROC, "hard", (json_int_t) LZ_SPEC_NPROC);
+}
+
 static size_t strv_len(char *const *v)
 {
     size_t n = 0;
@@ -72,6 +83,7 @@ json_t *lz_spec_process(char *const *argv, size_t argc, const char *cwd, char *c
     json_object_set_new(p, "cwd", json_string(cwd));
     json_object_set_new(p, "capabilities", caps());
     json_object_set_new(p, "noNewPrivileges", json_false());
+    json_object_set_new(p, "rlimits", rlimits());
     return p;
 }
 
