@@ -25,6 +25,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/vfs.h>
@@ -34,7 +36,10 @@
 
 #include "cli/cli.h"
 #include "common/error.h"
+#include "common/nodump.h"
 #include "common/spawn.h"
+#include "oci/spec.h"
+#include "supervisor/limits.h"
 #include "supervisor/runsc_info.h"
 #include "common/util.h"
 #include "lazaret-version.h"
@@ -48,7 +53,7 @@ const char lz_usage_doctor[] =
     "\n"
     "Checks: runsc (version, network mode, statx fix), cgroups, newuidmap and\n"
     "newgidmap, /etc/subuid and /etc/subgid ranges, user namespaces, id mapping,\n"
-    "slirp4netns, /dev/net/tun, nft, skopeo, umoci, XDG_RUNTIME_DIR.\n"
+    "slirp4netns, /dev/net/tun, nft, skopeo, umoci, XDG_RUNTIME_DIR, core dumps.\n"
     "\n"
     "Exit status: 0 when every required check passed (warnings allowed), 1 when\n"
     "at least one failed, 2 on a usage error.\n";
@@ -253,6 +258,24 @@ static void check_runsc(doctor *d)
                "release %s (before 2023-06) rejects statx(AT_NO_AUTOMOUNT): Lazaret injects a "
                "preload library that clears the flag",
                when);
+}
+
+/* ---- resource limits (docs/limits.md) --------------------------------------- */
+
+/* Which bounds hold for a Domain started now. Without a delegated cgroup
+ * (check above) they are rlimits: the sentry's RLIMIT_FSIZE bounds its
+ * memory file (all guest memory and the in-memory root file system), and
+ * gVisor enforces the spec's RLIMIT_NPROC itself. Both hold with cgroups
+ * too; runsc then adds the cgroup's own limits. */
+static void check_limits(doctor *d)
+{
+    uint64_t mem = lz_limit_memory_effective(), def = lz_limit_memory_default();
+    report(d, ST_OK, "resource limits",
+           mem < def ? "lowered by the RLIMIT_FSIZE (ulimit -f) lazaret was started with" : NULL,
+           NULL,
+           "memory and in-memory root file system: %llu MiB per Domain (runsc's RLIMIT_FSIZE); "
+           "processes: %d per sandbox user (RLIMIT_NPROC, enforced by gVisor)",
+           (unsigned long long) (mem >> 20), LZ_SPEC_NPROC);
 }
 
 /* ---- cgroups -------------------------------------------------------------- */
@@ -758,6 +781,69 @@ static void check_runtime_dir(doctor *d)
 
 /* ---- command -------------------------------------------------------------- */
 
+/* ---- core dumps ----------------------------------------------------------- */
+
+/* Would this host still write a core dump of a process that holds the
+ * profile's secrets? Lazaret's own processes are non-dumpable (main.c): the
+ * kernel skips them whatever kernel.core_pattern and fs.suid_dumpable say.
+ * The programs they execute (runsc, whose exec processes hold a session's
+ * environment) are dumpable again after execve; for those only RLIMIT_CORE
+ * counts, and how much depends on kernel.core_pattern (common/nodump.h,
+ * docs/runtime.md "Secrets in memory and core dumps"). This process went
+ * through the same set-up as `lazaret run`, so its own state is the evidence. */
+static void check_core_dumps(doctor *d)
+{
+    const char *check = "core dumps";
+    struct rlimit rl;
+    int dumpable = prctl(PR_GET_DUMPABLE, 0, 0, 0, 0);
+    if (getrlimit(RLIMIT_CORE, &rl) < 0 || dumpable != 0 || rl.rlim_max > LZ_CORE_LIMIT) {
+        report(d, ST_FAIL, check, "Lazaret makes itself non-dumpable and lowers RLIMIT_CORE "
+                                  "before it reads any secret", NULL,
+               "this process is %s with a core limit of %lld bytes",
+               dumpable == 0 ? "non-dumpable" : "dumpable",
+               rl.rlim_max == RLIM_INFINITY ? -1LL : (long long) rl.rlim_max);
+        return;
+    }
+    char pattern[256] = "";
+    int fd = open("/proc/sys/kernel/core_pattern", O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd >= 0 ? read(fd, pattern, sizeof(pattern) - 1) : -1;
+    if (fd >= 0)
+        close(fd);
+    if (n < 0) {
+        report(d, ST_WARN, check, NULL, NULL, "cannot read /proc/sys/kernel/core_pattern: %s",
+               strerror(errno));
+        return;
+    }
+    pattern[n] = '\0';
+    pattern[strcspn(pattern, "\n")] = '\0';
+    _cleanup_free_ char *shown = printable_line(pattern, 80);
+    long suid = -1;
+    read_long_file("/proc/sys/fs/suid_dumpable", &suid);
+
+    if (pattern[0] == '@') {
+        report(d, ST_WARN, check,
+               "the kernel ignores RLIMIT_CORE for a core-dump socket: a crashing runsc process, "
+               "which holds a session's environment (the profile's secrets), is dumped to the "
+               "service behind it; Lazaret's own processes are non-dumpable and never dumped",
+               "configure that service to drop dumps of runsc, or: sudo sysctl -w "
+               "kernel.core_pattern=core",
+               "kernel.core_pattern hands dumps to a socket (%s)", shown);
+    } else if (pattern[0] == '|' && rl.rlim_max == 0) {
+        report(d, ST_WARN, check,
+               "your hard RLIMIT_CORE is 0, which a piped core_pattern ignores: a crashing runsc "
+               "process (it holds a session's environment) is piped to the handler; a limit of 1 "
+               "would make the kernel refuse it",
+               "allow a hard core limit of at least 1 for your user (limits.conf 'hard core'), "
+               "or: sudo sysctl -w kernel.core_pattern=core",
+               "kernel.core_pattern pipes dumps to %s", shown);
+    } else {
+        report(d, ST_OK, check, NULL, NULL,
+               "no Lazaret process or runsc it starts is dumped (non-dumpable, RLIMIT_CORE %lld; "
+               "core_pattern %s%s; fs.suid_dumpable %ld)",
+               (long long) rl.rlim_max, pattern[0] == '|' ? "pipes to " : "", shown, suid);
+    }
+}
+
 int lz_cmd_doctor(int argc, char **argv, const lz_global_options *g)
 {
     (void) g; /* doctor checks the host, not a configuration */
@@ -786,6 +872,7 @@ int lz_cmd_doctor(int argc, char **argv, const lz_global_options *g)
 
     check_runsc(&d);
     check_cgroups(&d);
+    check_limits(&d);
     check_idmap_tool(&d, "newuidmap", 7 /* CAP_SETUID */, "cap_setuid", &d.newuidmap);
     check_idmap_tool(&d, "newgidmap", 6 /* CAP_SETGID */, "cap_setgid", &d.newgidmap);
     check_subids(&d, &d.subuid, "subuid range", "--add-subuids");
@@ -799,6 +886,7 @@ int lz_cmd_doctor(int argc, char **argv, const lz_global_options *g)
     check_tool(&d, "skopeo", "skopeo", "it fetches and copies container images");
     check_tool(&d, "umoci", "umoci", "it unpacks images into root filesystems without root");
     check_runtime_dir(&d);
+    check_core_dumps(&d);
 
     if (d.failed)
         printf("\n%d check%s failed: run the fix lines above, then 'lazaret doctor' again.\n",

@@ -23,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/nodump.h"
 #include "common/procid.h"
 #include "config/policy.h"
 #include "coordinator/git_sentry.h"
@@ -91,8 +92,8 @@ typedef struct coord {
     uint32_t next_no;
     lz_msg_refused failure;  /* why the start failed */
     struct timespec started;
-    lz_git_plan git;         /* Git Sentry: mounts and the entries to audit */
-    int inotify_fd;          /* watches the Git directories, -1 when none */
+    lz_git_plan git;         /* Git Sentry: mounts, watches and audit state */
+    bool sentry_failed;      /* the audit could not neutralise something: stopping */
 } coord;
 
 static void clog_(coord *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -130,8 +131,9 @@ static int64_t ms_since(const struct timespec *t0)
 
 /* ---- sessions ---------------------------------------------------------- */
 
-static void git_audit(coord *c, const char *when);
+static void git_audit(coord *c, const char *when, bool full);
 static void publish_status(coord *c);
+static void teardown_and_exit(coord *c, int status) __attribute__((noreturn));
 
 static void send_refused(int sock, uint32_t code, const char *msg, const char *hint)
 {
@@ -228,7 +230,7 @@ static int open_pty(session *s, int *ret_slave, lz_error **err)
 
 static void session_exec(coord *c, session *s)
 {
-    git_audit(c, "session start");
+    git_audit(c, "session start", true);
     char *cwd = s->run.cwd[0] ? lz_xasprintf("/workspace/%s", s->run.cwd)
                               : lz_xstrdup("/workspace");
     size_t cap = 2 + s->run.envc;
@@ -312,7 +314,7 @@ static void session_finish_if_done(coord *c, session *s)
     lz_store_session_end(c->a->store, c->generation, s->id,
                          s->exit_outcome ? "terminated" : "exited", (int) s->exit_code, NULL);
     s->id[0] = '\0';
-    git_audit(c, "session end");
+    git_audit(c, "session end", true);
     session_close(c, s);
 }
 
@@ -503,19 +505,53 @@ static void session_message(coord *c, session *s)
     refuse_and_close(c, s, LZ_REFUSE_PROTOCOL, "protocol error: unexpected message", NULL);
 }
 
-/* Git Sentry audit: move forbidden new entries aside and tell every
- * connected session (and the log). */
-static void git_audit(coord *c, const char *when)
+static void tell_sessions(coord *c, const char *line)
 {
-    if (c->git.n_watches == 0)
+    lz_wbuf b;
+    lz_msg_text_encode(&b, LZ_MSG_PROGRESS, line);
+    for (size_t i = 0; i < MAX_SESSIONS; i++)
+        if (c->sessions[i].state != S_FREE && c->sessions[i].sock >= 0)
+            lz_wire_send(c->sessions[i].sock, &b, NULL, 0, NULL);
+}
+
+/* The audit could not neutralise what the sandbox made (or could not audit
+ * at all): fail closed. The sandbox is stopped at once, every session is
+ * told why, and the Domain Root records what was left so that the next
+ * start is refused while it exists (git_sentry.h). */
+static void sentry_failed(coord *c, const char *when, lz_error *err)
+{
+    c->sentry_failed = true;
+    log_error(c, "Git Sentry audit failed", err);
+    lz_error *e2 = NULL;
+    if (lz_git_sentry_mark_unsafe(c->a->cfg, c->git.failed_rel, &e2) < 0)
+        log_error(c, "cannot record the unsafe workspace", e2);
+    lz_error_free(e2);
+    char *line = lz_xasprintf("Git Sentry (%s): %s%s%s. The host's Git could obey what the "
+                              "sandbox made, so the sandbox is stopped now; Lazaret will not "
+                              "start this Domain again while %s exists. Do not run git in %s "
+                              "before you have inspected it.",
+                              when, err ? err->message : "the audit failed",
+                              err && err->errnum ? ": " : "",
+                              err && err->errnum ? strerror(err->errnum) : "",
+                              c->git.failed_rel ? c->git.failed_rel : "it",
+                              c->a->cfg->workspace.label);
+    tell_sessions(c, line);
+    free(line);
+    teardown_and_exit(c, 1);
+}
+
+/* Git Sentry audit: move forbidden new entries aside and tell every
+ * connected session (and the log). full: walk the whole tree; otherwise
+ * handle the pending inotify events. */
+static void git_audit(coord *c, const char *when, bool full)
+{
+    if (c->git.ws_fd < 0 || c->sentry_failed)
         return;
     char *report = NULL;
     lz_error *err = NULL;
-    int n = lz_git_sentry_audit(c->a->cfg, &c->git, &report, &err);
+    int n = lz_git_sentry_audit(&c->git, full, &report, &err);
     if (n < 0) {
-        log_error(c, "Git Sentry audit failed", err);
-        lz_error_free(err);
-        return;
+        sentry_failed(c, when, err); /* does not return */
     }
     if (n == 0)
         return;
@@ -523,11 +559,7 @@ static void git_audit(coord *c, const char *when)
     char *line = lz_xasprintf("Git Sentry: the sandbox created what could make the host's Git run "
                               "its commands; quarantined: %s",
                               report);
-    lz_wbuf b;
-    lz_msg_text_encode(&b, LZ_MSG_PROGRESS, line);
-    for (size_t i = 0; i < MAX_SESSIONS; i++)
-        if (c->sessions[i].state != S_FREE && c->sessions[i].sock >= 0)
-            lz_wire_send(c->sessions[i].sock, &b, NULL, 0, NULL);
+    tell_sessions(c, line);
     free(line);
     free(report);
 }
@@ -780,7 +812,6 @@ static int make_generation_dir(coord *c, char **ret_bin, char **ret_lib, lz_erro
     return 0;
 }
 
-static void teardown_and_exit(coord *c, int status) __attribute__((noreturn));
 static void teardown_and_exit(coord *c, int status)
 {
     lz_domain_store *st = c->a->store;
@@ -796,7 +827,6 @@ static void teardown_and_exit(coord *c, int status)
             refuse_and_close(c, &c->sessions[i], LZ_REFUSE_TEARING_DOWN,
                              "the Domain is shutting down", NULL);
     lz_store_generation_set_state(st, c->generation, "tearing_down", NULL);
-    git_audit(c, "teardown");
 
     if (c->sup_alive) {
         lz_wbuf b;
@@ -826,6 +856,24 @@ static void teardown_and_exit(coord *c, int status)
     }
     if (c->sup.sock >= 0)
         close(c->sup.sock);
+    /* The last audit runs when no sandbox process is left to race it. */
+    if (c->git.ws_fd >= 0 && !c->sentry_failed) {
+        char *report = NULL;
+        lz_error *e = NULL;
+        int n = lz_git_sentry_audit(&c->git, true, &report, &e);
+        if (n < 0) {
+            log_error(c, "Git Sentry audit at teardown failed", e);
+            lz_error *e2 = NULL;
+            if (lz_git_sentry_mark_unsafe(c->a->cfg, c->git.failed_rel, &e2) < 0)
+                log_error(c, "cannot record the unsafe workspace", e2);
+            lz_error_free(e2);
+        } else if (n > 0) {
+            clog_(c, "Git Sentry (teardown): %s", report);
+        }
+        lz_error_free(e);
+        free(report);
+    }
+    lz_git_plan_clear(&c->git);
     lz_error *err = NULL;
     if (lz_remove_tree_at(c->a->runtime_dir_fd, c->gen_name, c->a->cfg->runtime_domain_root.label,
                           &err) == 0)
@@ -848,7 +896,7 @@ void lz_coordinator_main(lz_coordinator_args *a)
     /* On the heap: every session carries a PTY input buffer. */
     coord *c = lz_xcalloc(1, sizeof(*c));
     c->a = a;
-    c->inotify_fd = -1;
+    c->git = (lz_git_plan) LZ_GIT_PLAN_INIT;
     c->sup.sock = -1;
     for (size_t i = 0; i < MAX_SESSIONS; i++) {
         c->sessions[i].sock = -1;
@@ -856,6 +904,7 @@ void lz_coordinator_main(lz_coordinator_args *a)
         c->sessions[i].fds[0] = c->sessions[i].fds[1] = c->sessions[i].fds[2] = -1;
     }
     prctl(PR_SET_NAME, "lz-coordinator");
+    lz_nodump_reassert(); /* inherited already; this process holds the secrets */
     lz_digest_hex(a->cfg->domain_id, c->id_hex);
     lz_digest_hex(a->cfg->fingerprint, c->fp_hex);
     clock_gettime(CLOCK_MONOTONIC, &c->started);
@@ -934,14 +983,23 @@ void lz_coordinator_main(lz_coordinator_args *a)
             lz_error_free(lz_error_take(&err));
             goto started;
         }
+        /* Watches are in place before the sandbox exists: nothing it
+         * makes goes unseen. */
+        {
+            char *report = NULL;
+            int n = lz_git_sentry_watch(&c->git, &report, &err);
+            if (n < 0) {
+                log_error(c, "Git Sentry", err);
+                start_failed(c, err->message, err->hint);
+                lz_error_free(lz_error_take(&err));
+                goto started;
+            }
+            if (n > 0)
+                clog_(c, "Git Sentry (start): %s", report);
+            free(report);
+        }
         clog_(c, "Git Sentry: %zu mounts (%zu ignored paths isolated), %zu watched directories",
               c->git.n_mounts, c->git.n_ignored, c->git.n_watches);
-        c->inotify_fd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
-        for (size_t i = 0; c->inotify_fd >= 0 && i < c->git.n_watches; i++) {
-            char *path = lz_xasprintf("%s/%s", a->cfg->workspace.label, c->git.watches[i].rel);
-            inotify_add_watch(c->inotify_fd, path, IN_CREATE | IN_MOVED_TO | IN_ONLYDIR);
-            free(path);
-        }
         lz_supervisor_config sc = {
             .cfg = a->cfg, .image = a->image, .generation = c->generation,
             .generation_dir = c->gen_label, .container_id = c->container_id, .runsc = a->runsc,
@@ -950,7 +1008,12 @@ void lz_coordinator_main(lz_coordinator_args *a)
         };
         lz_store_participant_intent(a->store, c->generation, LZ_ROLE_SUPERVISOR, NULL, NULL);
         lz_store_participant_intent(a->store, c->generation, LZ_ROLE_SANDBOX, c->container_id, NULL);
-        if (lz_supervisor_spawn(&sc, &c->sup, &err) < 0) {
+        int spawned = lz_supervisor_spawn(&sc, &c->sup, &err);
+        /* The supervisor (forked) has its own copy of the resolved env
+         * values and is the only process that uses them; this generation
+         * never starts another one, so ours are wiped now. */
+        lz_resolved_config_forget_env_values((lz_resolved_config *) a->cfg);
+        if (spawned < 0) {
             log_error(c, "cannot start the supervisor", err);
             start_failed(c, err->message, err->hint);
             lz_error_free(lz_error_take(&err));
@@ -992,7 +1055,7 @@ started:
         p[np] = (struct pollfd) { .fd = c->sup_alive ? c->sup.sock : -1, .events = POLLIN };
         is_master[np] = false;
         owner[np++] = NULL;
-        p[np] = (struct pollfd) { .fd = c->inotify_fd, .events = POLLIN };
+        p[np] = (struct pollfd) { .fd = c->git.inotify_fd, .events = POLLIN };
         is_master[np] = false;
         owner[np++] = NULL;
         for (size_t i = 0; i < MAX_SESSIONS; i++) {
@@ -1072,13 +1135,8 @@ started:
             supervisor_message(c);
         if (p[1].revents & POLLIN)
             accept_session(c);
-        if (p[3].revents & POLLIN) {
-            /* Drain the events; the audit looks at the directories. */
-            char ev[4096];
-            while (read(c->inotify_fd, ev, sizeof(ev)) > 0)
-                ;
-            git_audit(c, "change in the Git directory");
-        }
+        if (p[3].revents & POLLIN)
+            git_audit(c, "change in the workspace", false);
         for (size_t i = 4; i < np; i++) {
             session *s = owner[i];
             if (s->state == S_FREE || !p[i].revents)

@@ -4,45 +4,196 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "common/spawn.h"
 #include "common/util.h"
+#include "fs/confined.h"
 
 #define MAX_IGNORED 256
 #define MAX_MODULE_DEPTH 8
-#define QUARANTINE "lazaret-quarantine"
+#define MAX_TREE_DEPTH 256
+#define MAX_TREE_DIRS 100000
+#define MAX_REPORT 4096
+#define QUARANTINE_NAME "lazaret-quarantine"
+#define UNSAFE_FILE "git-sentry-unsafe"
+#define BASELINE_FILE "git-sentry-baseline"
+#define BASELINE_TMP "git-sentry-baseline.tmp"
+
+/* Names in a Git directory that decide what Git runs or reads as
+ * configuration, and that must not come into existence during a session:
+ * existing ones are read-only binds or bind points (a mount at that path),
+ * new ones are quarantined. config and hooks are here for Git directories
+ * that lack them. remotes/ and branches/ are the legacy remote definitions
+ * Git still reads. */
+static const char *const git_dir_entries[] = { "config",    "hooks",   "commondir",
+                                               "config.worktree", "worktrees", "modules",
+                                               "remotes",   "branches" };
+
+/* Entry names that can turn a directory of the tree into a Git directory. */
+static const char *const bare_entries[] = { "HEAD", "objects", "refs", "commondir" };
+
+/* IN_ATTRIB: a directory the sandbox makes readable (or searchable) again
+ * reveals what it holds without any entry being created. */
+#define WATCH_MASK (IN_CREATE | IN_MOVED_TO | IN_MOVED_FROM | IN_MOVE_SELF | IN_DELETE_SELF | \
+                    IN_ATTRIB | IN_ONLYDIR)
+
+enum { ROLE_TREE = 1, ROLE_GITDIR = 2, ROLE_MODULES = 4 };
+
+/* ---- confined helpers -------------------------------------------------- */
+
+/* "a/b" + "c"; rel "" is the workspace itself. */
+static char *join_rel(const char *rel, const char *name)
+{
+    return (!rel[0] || strcmp(rel, ".") == 0) ? lz_xstrdup(name)
+                                              : lz_xasprintf("%s/%s", rel, name);
+}
+
+/* Open the directory `rel` below dfd ("" or "." is dfd itself), never
+ * following a symlink, never leaving dfd, never crossing a mount. */
+static int open_dir_confined(int dfd, const char *rel, int flags, lz_error **err)
+{
+    return lz_open_confined(dfd, rel[0] ? rel : ".", flags | O_DIRECTORY, 0, rel[0] ? rel : ".",
+                            err);
+}
+
+/* Open the parent directory of `rel` confined and return the last component
+ * in *ret_name (a pointer into rel). */
+static int open_parent(int dfd, const char *rel, const char **ret_name, lz_error **err)
+{
+    const char *slash = strrchr(rel, '/');
+    *ret_name = slash ? slash + 1 : rel;
+    if (!slash)
+        return lz_open_confined(dfd, ".", O_PATH | O_DIRECTORY, 0, ".", err);
+    _cleanup_free_ char *parent = lz_xstrndup(rel, (size_t) (slash - rel));
+    return lz_open_confined(dfd, parent, O_PATH | O_DIRECTORY, 0, parent, err);
+}
+
+/* lstat of `rel` below dfd, every component before the last resolved
+ * confined. Returns 0, or -1 with errno (ENOENT; ELOOP when a parent is a
+ * symlink; EXDEV across a mount). */
+static int lstat_confined(int dfd, const char *rel, struct stat *st)
+{
+    const char *name;
+    int pfd = open_parent(dfd, rel, &name, NULL);
+    if (pfd < 0)
+        return -1;
+    int r = fstatat(pfd, name, st, AT_SYMLINK_NOFOLLOW);
+    int saved = errno;
+    close(pfd);
+    errno = saved;
+    return r;
+}
+
+/* Create every missing directory of rel below dfd, one component at a time,
+ * each opened confined before the next (a symlink planted anywhere on the
+ * way is refused, never followed). Returns an O_PATH fd of the result. */
+static int mkdirs_confined(int dfd, const char *rel, const char *label, lz_error **err)
+{
+    _cleanup_close_ int cur = lz_open_confined(dfd, ".", O_PATH | O_DIRECTORY, 0, label, err);
+    if (cur < 0)
+        return -1;
+    _cleanup_free_ char *copy = lz_xstrdup(rel);
+    for (char *part = copy, *next; part && *part; part = next) {
+        next = strchr(part, '/');
+        if (next)
+            *next++ = '\0';
+        if (mkdirat(cur, part, 0755) < 0 && errno != EEXIST)
+            return lz_error_set(err, errno, "cannot create %s", label);
+        int fd = lz_open_confined(cur, part, O_PATH | O_DIRECTORY, 0, label, err);
+        if (fd < 0)
+            return -1;
+        close(cur);
+        cur = fd;
+    }
+    int r = cur;
+    cur = -1;
+    return r;
+}
+
+/* Lexically normalise the part of absolute `path` below `root` (both
+ * absolute): NULL when path is not below root or ".." climbs out. */
+static char *lexical_rel(const char *root, const char *path)
+{
+    size_t rl = strlen(root);
+    if (strncmp(path, root, rl) != 0 || path[rl] != '/')
+        return NULL;
+    _cleanup_free_ char *copy = lz_xstrdup(path + rl + 1);
+    char *out = lz_xcalloc(strlen(copy) + 2, 1);
+    size_t n = 0;
+    for (char *save = NULL, *part = strtok_r(copy, "/", &save); part;
+         part = strtok_r(NULL, "/", &save)) {
+        if (strcmp(part, ".") == 0)
+            continue;
+        if (strcmp(part, "..") == 0) {
+            if (n == 0) {
+                free(out);
+                return NULL;
+            }
+            while (n > 0 && out[n - 1] != '/')
+                n--;
+            if (n > 0)
+                n--;
+            out[n] = '\0';
+            continue;
+        }
+        if (n)
+            out[n++] = '/';
+        memcpy(out + n, part, strlen(part) + 1);
+        n += strlen(part);
+    }
+    if (n == 0) {
+        free(out);
+        return NULL;
+    }
+    return out;
+}
 
 /* ---- plan building ----------------------------------------------------- */
 
 typedef struct builder {
     lz_git_plan *p;
-    const char *ws;       /* canonical workspace */
+    const lz_resolved_config *cfg;
+    const char *ws;       /* canonical workspace (label) */
     int ws_fd;
 } builder;
 
-static char *own(builder *b, char *s)
+static bool has_mount(const lz_git_plan *p, const char *rel)
 {
-    b->p->owned = lz_xrealloc(b->p->owned, b->p->n_owned + 1, sizeof(char *));
-    b->p->owned[b->p->n_owned++] = s;
-    return s;
+    for (size_t i = 0; i < p->n_mounts; i++)
+        if (strcmp(p->mounts[i].rel, rel) == 0)
+            return true;
+    return false;
 }
 
-static void add_mount(builder *b, const char *rel, const char *source, bool readonly)
+static void add_mount(builder *b, const char *rel, lz_mount_base base, bool readonly, bool dir)
 {
-    for (size_t i = 0; i < b->p->n_mounts; i++)
-        if (strcmp(b->p->mounts[i].destination + strlen("/workspace/"), rel) == 0)
-            return;
-    b->p->mounts = lz_xrealloc(b->p->mounts, b->p->n_mounts + 1, sizeof(lz_spec_mount));
-    lz_spec_mount *m = &b->p->mounts[b->p->n_mounts++];
-    m->destination = own(b, lz_xasprintf("/workspace/%s", rel));
-    m->source = source ? own(b, lz_xstrdup(source)) : own(b, lz_xasprintf("%s/%s", b->ws, rel));
-    m->readonly = readonly;
+    if (has_mount(b->p, rel))
+        return;
+    b->p->mounts = lz_xrealloc(b->p->mounts, b->p->n_mounts + 1, sizeof(lz_workspace_mount));
+    b->p->mounts[b->p->n_mounts++] = (lz_workspace_mount) { lz_xstrdup(rel), base, readonly, dir };
+}
+
+static void add_marker(lz_git_marker **v, size_t *n, const char *rel, const struct stat *st)
+{
+    *v = lz_xrealloc(*v, *n + 1, sizeof(lz_git_marker));
+    (*v)[(*n)++] = (lz_git_marker) { lz_xstrdup(rel), st->st_dev, st->st_ino };
+}
+
+static bool known(const lz_git_marker *v, size_t n, const char *rel, const struct stat *st)
+{
+    for (size_t i = 0; i < n; i++)
+        if (v[i].ino == st->st_ino && v[i].dev == st->st_dev && strcmp(v[i].rel, rel) == 0)
+            return true;
+    return false;
 }
 
 /* Protect an existing path read-only. gVisor lets the sandbox rename a
@@ -50,108 +201,113 @@ static void add_mount(builder *b, const char *rel, const char *source, bool read
  * protected file away with its parent and put its own in the old place; so
  * every ancestor directory below the workspace (and below .git, already a
  * mount point) becomes a read-write bind point too: a mount point cannot be
- * renamed. */
-static void protect_if_exists(builder *b, const char *rel)
+ * renamed. A symlink on the way or at the end refuses the start: the sandbox
+ * could change what it points to. */
+static int protect_if_exists(builder *b, const char *rel, lz_error **err)
 {
     struct stat st;
-    if (fstatat(b->ws_fd, rel, &st, AT_SYMLINK_NOFOLLOW) < 0 || S_ISLNK(st.st_mode))
-        return;
-    char *copy = lz_xstrdup(rel);
+    if (lstat_confined(b->ws_fd, rel, &st) < 0) {
+        if (errno == ENOENT)
+            return 0;
+        lz_error_set(err, errno, "Git Sentry: cannot protect %s/%s", b->ws, rel);
+        if (errno == ELOOP || errno == ENOTDIR)
+            return lz_error_hint(err, "a directory on its path is a symlink, which the sandbox "
+                                      "could point elsewhere; make it a real directory");
+        return -1;
+    }
+    if (S_ISLNK(st.st_mode)) {
+        lz_error_set(err, 0, "Git Sentry: %s/%s is a symlink, and the host's Git reads it", b->ws,
+                     rel);
+        return lz_error_hint(err, "the sandbox could change what it points to: replace the "
+                                  "symlink by the file or directory itself (for hooks, use "
+                                  "'git config core.hooksPath DIR' instead)");
+    }
+    if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode)) {
+        lz_error_set(err, 0, "Git Sentry: %s/%s is a special file", b->ws, rel);
+        return lz_error_hint(err, "remove it; Git reads configuration only from regular files");
+    }
+    _cleanup_free_ char *copy = lz_xstrdup(rel);
     for (char *p = copy; (p = strchr(p, '/')); p++) {
         *p = '\0';
-        if (strcmp(copy, ".git") != 0 && strcmp(copy, ".") != 0 &&
-            fstatat(b->ws_fd, copy, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode))
-            add_mount(b, copy, NULL, false);
+        if (strcmp(copy, ".git") != 0)
+            add_mount(b, copy, LZ_MOUNT_FROM_WORKSPACE, false, true);
         *p = '/';
     }
-    free(copy);
-    add_mount(b, rel, NULL, true);
+    add_mount(b, rel, LZ_MOUNT_FROM_WORKSPACE, true, S_ISDIR(st.st_mode));
+    return 0;
 }
 
-static void add_watch(builder *b, const char *rel, bool dir_members)
+static bool listed(char **v, size_t n, const char *s)
 {
-    b->p->watches = lz_xrealloc(b->p->watches, b->p->n_watches + 1, sizeof(lz_git_watch));
-    lz_git_watch *w = &b->p->watches[b->p->n_watches++];
-    memset(w, 0, sizeof(*w));
-    w->rel = lz_xstrdup(rel);
-    w->dir_members = dir_members;
-    if (!dir_members)
-        return;
-    int fd = openat(b->ws_fd, rel, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-    if (!d) {
-        if (fd >= 0)
-            close(fd);
-        return;
-    }
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-            continue;
-        struct stat st;
-        if (fstatat(fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-            continue;
-        w->known = lz_xrealloc(w->known, w->n_known + 1, sizeof(char *));
-        w->known_ino = lz_xrealloc(w->known_ino, w->n_known + 1, sizeof(*w->known_ino));
-        w->known_ino[w->n_known] = (unsigned long long) st.st_ino;
-        w->known[w->n_known++] = lz_xstrdup(e->d_name);
-    }
-    closedir(d);
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(v[i], s) == 0)
+            return true;
+    return false;
 }
 
-/* "gd/name", or "name" when gd is "." (a bare repository's top level). */
-static char *join_rel(const char *gd, const char *name)
-{
-    return strcmp(gd, ".") == 0 ? lz_xstrdup(name) : lz_xasprintf("%s/%s", gd, name);
-}
-
-/* The places inside one Git directory `gd` (relative to the workspace) that
- * decide what Git executes or how it is configured. */
+/* The places inside one Git directory `gd` (relative to the workspace; "."
+ * for a bare workspace) that decide what Git executes or how it is
+ * configured. */
 static int protect_git_dir(builder *b, const char *gd, int depth, lz_error **err)
 {
-    _cleanup_free_ char *hooks = join_rel(gd, "hooks");
-    struct stat st;
+    if (listed(b->p->git_dirs, b->p->n_git_dirs, gd))
+        return 0;
+    b->p->git_dirs = lz_xrealloc(b->p->git_dirs, b->p->n_git_dirs + 1, sizeof(char *));
+    b->p->git_dirs[b->p->n_git_dirs++] = lz_xstrdup(gd);
+
     /* A missing hooks/ would let the sandbox create one: make it exist so
      * that it can be bound read-only (git init creates it too). */
-    if (fstatat(b->ws_fd, hooks, &st, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT &&
-        mkdirat(b->ws_fd, hooks, 0755) < 0)
-        return lz_error_set(err, errno, "cannot create %s/%s", b->ws, hooks);
-    static const char *const fixed[] = { "config", "hooks", "commondir", "config.worktree",
-                                         "worktrees", "info/attributes" };
+    _cleanup_free_ char *hooks = join_rel(gd, "hooks");
+    {
+        const char *name;
+        _cleanup_close_ int pfd = open_parent(b->ws_fd, hooks, &name, err);
+        if (pfd < 0)
+            return -1;
+        if (mkdirat(pfd, name, 0755) < 0 && errno != EEXIST)
+            return lz_error_set(err, errno, "cannot create %s/%s", b->ws, hooks);
+    }
+    static const char *const fixed[] = { "config",    "hooks",   "commondir", "config.worktree",
+                                         "worktrees", "remotes", "branches",  "info/attributes" };
     for (size_t i = 0; i < LZ_ARRAY_SIZE(fixed); i++) {
         _cleanup_free_ char *rel = join_rel(gd, fixed[i]);
-        protect_if_exists(b, rel);
+        if (protect_if_exists(b, rel, err) < 0)
+            return -1;
     }
-    /* Entries that must not appear later. */
-    add_watch(b, gd, false);
 
     /* Submodule git dirs: modules/<name>[/modules/<name>…]. */
     _cleanup_free_ char *mods = join_rel(gd, "modules");
-    int fd = openat(b->ws_fd, mods, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    int fd = open_dir_confined(b->ws_fd, mods, O_RDONLY, NULL);
     if (fd < 0)
         return 0;
-    add_watch(b, mods, true); /* no new submodule git dirs */
-    if (depth >= MAX_MODULE_DEPTH) {
-        close(fd);
-        return 0;
-    }
     DIR *d = fdopendir(fd);
     if (!d) {
         close(fd);
-        return 0;
+        return lz_error_set(err, errno, "cannot read %s/%s", b->ws, mods);
     }
+    /* modules/ is a bind point: it cannot be renamed or replaced. */
+    add_mount(b, mods, LZ_MOUNT_FROM_WORKSPACE, false, true);
     struct dirent *e;
     int r = 0;
     while (r == 0 && (e = readdir(d))) {
-        if (e->d_name[0] == '.')
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
             continue;
         _cleanup_free_ char *sub = lz_xasprintf("%s/%s", mods, e->d_name);
         _cleanup_free_ char *cfg = lz_xasprintf("%s/config", sub);
-        if (fstatat(b->ws_fd, cfg, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode))
+        struct stat st;
+        if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+            continue;
+        add_marker(&b->p->members, &b->p->n_members, sub, &st);
+        if (!S_ISDIR(st.st_mode)) {
+            r = protect_if_exists(b, sub, err); /* refuses a symlink */
+            continue;
+        }
+        struct stat cst;
+        if (depth < MAX_MODULE_DEPTH && lstat_confined(b->ws_fd, cfg, &cst) == 0 &&
+            S_ISREG(cst.st_mode))
             r = protect_git_dir(b, sub, depth + 1, err);
-        else if (fstatat(b->ws_fd, sub, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode))
-            /* A grouping directory (modules/a/b): protect it wholesale. */
-            add_mount(b, sub, NULL, true);
+        else
+            /* A grouping directory (modules/a/b) or too deep: wholesale. */
+            r = protect_if_exists(b, sub, err);
     }
     closedir(d);
     return r;
@@ -167,8 +323,10 @@ static int host_git(builder *b, char *const *args, lz_spawn_output *out, lz_erro
     while (args[n])
         n++;
     /* The host's Git must not be influenced by anything the sandbox wrote:
-     * no fsmonitor, no hooks, no system configuration; -C the workspace. */
-    char **argv = lz_xcalloc(n + 12, sizeof(char *));
+     * no fsmonitor, no hooks, no system configuration, and no repository
+     * discovery: GIT_DIR and GIT_WORK_TREE name the Git directory that was
+     * validated, so a repository the sandbox made elsewhere is never used. */
+    char **argv = lz_xcalloc(n + 8, sizeof(char *));
     size_t k = 0;
     argv[k++] = (char *) "git";
     argv[k++] = (char *) "-c";
@@ -177,19 +335,54 @@ static int host_git(builder *b, char *const *args, lz_spawn_output *out, lz_erro
     argv[k++] = (char *) "core.hooksPath=/dev/null";
     argv[k++] = (char *) "-c";
     argv[k++] = (char *) "core.untrackedCache=false";
-    argv[k++] = (char *) "-C";
-    argv[k++] = (char *) b->ws;
     for (size_t i = 0; i < n; i++)
         argv[k++] = args[i];
     argv[k] = NULL;
     _cleanup_free_ char *home = getenv("HOME") ? lz_xasprintf("HOME=%s", getenv("HOME")) : NULL;
-    char *env[] = { (char *) "PATH=" LZ_SPAWN_SYSTEM_PATH, (char *) "LC_ALL=C",
-                    (char *) "GIT_CONFIG_NOSYSTEM=1", (char *) "GIT_TERMINAL_PROMPT=0",
-                    (char *) "GIT_OPTIONAL_LOCKS=0", home, NULL };
+    _cleanup_free_ char *gitdir = lz_xasprintf("GIT_DIR=%s/.git", b->ws);
+    _cleanup_free_ char *worktree = lz_xasprintf("GIT_WORK_TREE=%s", b->ws);
+    char *env[] = { (char *) "PATH=" LZ_SPAWN_SYSTEM_PATH,
+                    (char *) "LC_ALL=C",
+                    (char *) "GIT_CONFIG_NOSYSTEM=1",
+                    (char *) "GIT_TERMINAL_PROMPT=0",
+                    (char *) "GIT_OPTIONAL_LOCKS=0",
+                    gitdir,
+                    worktree,
+                    home,
+                    NULL };
     lz_spawn_options opt = { .envp = env, .capture_max = 4 << 20, .timeout_ms = 60000 };
     int status = lz_spawn_capture(git, argv, &opt, out, err);
     free(argv);
     return status;
+}
+
+/* A configuration file Git reads from `abs` (absolute, from Git's own
+ * output): protect it when it lies inside the workspace. Lexically inside
+ * means it must be reachable without a symlink (refused otherwise);
+ * lexically outside but resolving inside (a host symlink into the
+ * workspace) protects the resolved file. create: make a missing file empty
+ * first (an empty configuration file is valid). */
+static int protect_config_file(builder *b, const char *abs, bool create, lz_error **err)
+{
+    _cleanup_free_ char *rel = lexical_rel(b->ws, abs);
+    if (!rel) {
+        _cleanup_free_ char *canon = lz_canonicalize(abs, NULL);
+        if (canon)
+            rel = lexical_rel(b->ws, canon);
+    }
+    if (!rel || strcmp(rel, ".git") == 0)
+        return 0;
+    struct stat st;
+    if (create && lstat_confined(b->ws_fd, rel, &st) < 0 && errno == ENOENT) {
+        const char *name;
+        _cleanup_close_ int pfd = open_parent(b->ws_fd, rel, &name, NULL);
+        if (pfd >= 0) {
+            int fd = openat(pfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+            if (fd >= 0)
+                close(fd);
+        }
+    }
+    return protect_if_exists(b, rel, err);
 }
 
 /* Configuration files that an include pulls in from inside the workspace,
@@ -203,8 +396,8 @@ static int protect_config_sources(builder *b, lz_error **err)
     int status = host_git(b, args, &out, err);
     if (status < 0)
         return -1;
-    size_t wl = strlen(b->ws);
-    for (size_t i = 0; status == 0 && i < out.len;) {
+    int r = 0;
+    for (size_t i = 0; r == 0 && status == 0 && i < out.len;) {
         const char *origin = out.data + i;
         size_t ol = strnlen(origin, out.len - i);
         i += ol + 1;
@@ -215,29 +408,32 @@ static int protect_config_sources(builder *b, lz_error **err)
             const char *path = origin + 5;
             _cleanup_free_ char *abs = path[0] == '/' ? lz_xstrdup(path)
                                                        : lz_xasprintf("%s/%s", b->ws, path);
-            _cleanup_free_ char *canon = realpath(abs, NULL);
-            if (canon && strncmp(canon, b->ws, wl) == 0 && canon[wl] == '/')
-                protect_if_exists(b, canon + wl + 1);
+            r = protect_config_file(b, abs, false, err);
         }
-        if (strncmp(kv, "core.hookspath\n", 15) == 0) {
+        if (r == 0 && strncmp(kv, "core.hookspath\n", 15) == 0) {
             const char *v = kv + 15;
             _cleanup_free_ char *abs = v[0] == '/' ? lz_xstrdup(v) : lz_xasprintf("%s/%s", b->ws, v);
-            _cleanup_free_ char *canon = lz_canonicalize(abs, NULL);
-            if (canon && strncmp(canon, b->ws, wl) == 0 && canon[wl] == '/') {
-                const char *rel = canon + wl + 1;
+            _cleanup_free_ char *rel = lexical_rel(b->ws, abs);
+            if (rel) {
                 struct stat st;
-                if (fstatat(b->ws_fd, rel, &st, AT_SYMLINK_NOFOLLOW) < 0)
-                    mkdirat(b->ws_fd, rel, 0755); /* a single missing component */
-                protect_if_exists(b, rel);
+                if (lstat_confined(b->ws_fd, rel, &st) < 0 && errno == ENOENT) {
+                    const char *name;
+                    _cleanup_close_ int pfd = open_parent(b->ws_fd, rel, &name, NULL);
+                    if (pfd >= 0)
+                        mkdirat(pfd, name, 0755); /* a single missing component */
+                }
+                r = protect_if_exists(b, rel, err);
             }
         }
     }
     lz_spawn_output_free(&out);
+    if (r < 0)
+        return -1;
 
     /* Includes of files that do not exist yet are not listed above, but the
      * host's Git would read them as soon as they appear: create them empty
-     * (an empty configuration file is valid) and protect them. Relative
-     * include paths are relative to the including file, .git/config. */
+     * and protect them. Relative include paths are relative to the
+     * including file, .git/config. */
     char *const inc_args[] = { (char *) "config", (char *) "--local", (char *) "-z",
                                (char *) "--get-regexp",
                                (char *) "^(include|includeif\\..*)\\.path$", NULL };
@@ -245,7 +441,7 @@ static int protect_config_sources(builder *b, lz_error **err)
     status = host_git(b, inc_args, &inc, err);
     if (status < 0)
         return -1;
-    for (size_t i = 0; status == 0 && i < inc.len;) {
+    for (size_t i = 0; r == 0 && status == 0 && i < inc.len;) {
         const char *kv = inc.data + i;
         size_t kl = strnlen(kv, inc.len - i);
         i += kl + 1;
@@ -253,75 +449,10 @@ static int protect_config_sources(builder *b, lz_error **err)
         if (!v || !*++v || v[0] == '~')
             continue;
         _cleanup_free_ char *abs = v[0] == '/' ? lz_xstrdup(v) : lz_xasprintf("%s/.git/%s", b->ws, v);
-        _cleanup_free_ char *canon = lz_canonicalize(abs, NULL);
-        if (!canon || strncmp(canon, b->ws, wl) != 0 || canon[wl] != '/')
-            continue;
-        const char *rel = canon + wl + 1;
-        struct stat st;
-        if (fstatat(b->ws_fd, rel, &st, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT) {
-            int fd = openat(b->ws_fd, rel, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-                            0644);
-            if (fd >= 0)
-                close(fd);
-        }
-        protect_if_exists(b, rel);
+        r = protect_config_file(b, abs, true, err);
     }
     lz_spawn_output_free(&inc);
-    return 0;
-}
-
-/* Gitlinks (submodules, embedded repositories) in the index: the host's
- * `git status` runs Git inside each one that has a .git, with that
- * repository's configuration. */
-static char **list_gitlinks(builder *b, size_t *ret_n, lz_error **err)
-{
-    lz_spawn_output out = { 0 };
-    char *const args[] = { (char *) "ls-files", (char *) "-s", (char *) "-z", NULL };
-    int status = host_git(b, args, &out, err);
-    *ret_n = 0;
-    if (status != 0) {
-        lz_spawn_output_free(&out);
-        return status < 0 ? NULL : lz_xcalloc(1, sizeof(char *));
-    }
-    char **v = lz_xcalloc(1, sizeof(char *));
-    size_t n = 0;
-    for (size_t i = 0; i < out.len;) {
-        const char *e = out.data + i;
-        size_t el = strnlen(e, out.len - i);
-        i += el + 1;
-        const char *tab = memchr(e, '\t', el);
-        if (!tab || strncmp(e, "160000 ", 7) != 0)
-            continue;
-        v = lz_xrealloc(v, n + 2, sizeof(char *));
-        v[n++] = lz_xstrdup(tab + 1);
-        v[n] = NULL;
-    }
-    lz_spawn_output_free(&out);
-    *ret_n = n;
-    return v;
-}
-
-static int protect_gitlinks(builder *b, lz_error **err)
-{
-    size_t n = 0;
-    char **links = list_gitlinks(b, &n, err);
-    if (!links)
-        return -1;
-    b->p->gitlinks = links;
-    b->p->n_gitlinks = n;
-    for (size_t i = 0; i < n; i++) {
-        _cleanup_free_ char *dotgit = lz_xasprintf("%s/.git", links[i]);
-        struct stat st;
-        if (fstatat(b->ws_fd, dotgit, &st, AT_SYMLINK_NOFOLLOW) < 0)
-            continue; /* not checked out: a new .git there is caught by the audit */
-        if (S_ISDIR(st.st_mode)) {
-            if (protect_git_dir(b, dotgit, 1, err) < 0)
-                return -1;
-        } else {
-            protect_if_exists(b, dotgit);
-        }
-    }
-    return 0;
+    return r;
 }
 
 static bool is_literal_pattern(const char *s)
@@ -334,6 +465,56 @@ static bool is_literal_pattern(const char *s)
     return true;
 }
 
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *) a, *(char *const *) b);
+}
+
+/* The Domain's copy of one ignored path: created empty when missing. The
+ * copy lies in a directory the sandbox wrote in earlier sessions: a symlink,
+ * a special file or a type change there refuses the start (never followed,
+ * never bound). */
+static int make_ignored_copy(builder *b, int ign, const char *rel, bool dir, lz_error **err)
+{
+    _cleanup_free_ char *label = lz_xasprintf("%s/ignored/%s", b->cfg->storage_domain_root.label,
+                                              rel);
+    const char *slash = strrchr(rel, '/');
+    const char *name = slash ? slash + 1 : rel;
+    _cleanup_free_ char *parent = slash ? lz_xstrndup(rel, (size_t) (slash - rel)) : NULL;
+    _cleanup_close_ int pfd = parent ? mkdirs_confined(ign, parent, label, err)
+                                     : lz_open_confined(ign, ".", O_PATH | O_DIRECTORY, 0, label,
+                                                        err);
+    if (pfd < 0)
+        goto refuse;
+    if (dir) {
+        if (mkdirat(pfd, name, 0755) < 0 && errno != EEXIST)
+            return lz_error_set(err, errno, "cannot create %s", label);
+    } else {
+        int cf = openat(pfd, name, O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
+        if (cf >= 0)
+            close(cf);
+    }
+    struct stat st;
+    if (fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+        return lz_error_set(err, errno, "cannot create %s", label);
+    if (dir ? S_ISDIR(st.st_mode) : S_ISREG(st.st_mode))
+        return 0;
+    lz_error_set(err, 0, "the Domain's copy of the git-ignored path %s is %s", label,
+                 S_ISLNK(st.st_mode) ? "a symlink"
+                 : S_ISDIR(st.st_mode) || S_ISREG(st.st_mode) ? "of another type than in the "
+                                                                "workspace"
+                                                              : "a special file");
+refuse:
+    lz_error_free(lz_error_take(err));
+    lz_error_set(err, 0,
+                 "the Domain's copy of the git-ignored path %s is not a plain %s (a symlink, "
+                 "special file or mount planted by an earlier session of the sandbox?)",
+                 label, dir ? "directory" : "file");
+    return lz_error_hint(err, "Lazaret will not bind it into the sandbox: inspect and remove %s "
+                              "(or the Domain's whole ignored/ directory), then run again",
+                         label);
+}
+
 /* Ignored paths: the Domain's own copies under <Domain Root>/ignored/,
  * initially empty, bound over the workspace paths. */
 static int isolate_ignored(builder *b, const lz_resolved_config *cfg, lz_error **err)
@@ -344,16 +525,18 @@ static int isolate_ignored(builder *b, const lz_resolved_config *cfg, lz_error *
         return -1;
     if (mkdirat(droot, "ignored", 0700) < 0 && errno != EEXIST)
         return lz_error_set(err, errno, "cannot create %s/ignored", cfg->storage_domain_root.label);
-    _cleanup_close_ int ign = openat(droot, "ignored", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    _cleanup_close_ int ign = lz_open_confined(droot, "ignored", O_PATH | O_DIRECTORY, 0,
+                                               "ignored/ of the Domain Root", err);
     if (ign < 0)
-        return lz_error_set(err, errno, "cannot open %s/ignored", cfg->storage_domain_root.label);
+        return -1;
 
     /* Directory patterns of the top-level .gitignore and info/exclude name
      * paths that do not exist yet (node_modules/, target/): give them an
      * empty placeholder on the host so they can be isolated too. */
     static const char *const pattern_files[] = { ".gitignore", ".git/info/exclude" };
     for (size_t f = 0; f < LZ_ARRAY_SIZE(pattern_files); f++) {
-        int fd = openat(b->ws_fd, pattern_files[f], O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        int fd = lz_open_confined(b->ws_fd, pattern_files[f], O_RDONLY | O_NONBLOCK, 0,
+                                  pattern_files[f], NULL);
         FILE *fp = fd >= 0 ? fdopen(fd, "re") : NULL;
         if (!fp) {
             if (fd >= 0)
@@ -389,64 +572,657 @@ static int isolate_ignored(builder *b, const lz_resolved_config *cfg, lz_error *
         return lz_error_set(err, 0, "git ls-files failed (status %d) in the workspace %s", status,
                             b->ws);
     }
-    for (size_t i = 0; i < out.len;) {
+    int r = 0;
+    for (size_t i = 0; r == 0 && i < out.len;) {
         char *entry = out.data + i;
         size_t n = strnlen(entry, out.len - i);
         i += n + 1;
         if (n == 0)
             continue;
-        bool dir = entry[n - 1] == '/';
-        if (dir)
-            entry[n - 1] = '\0';
+        if (entry[n - 1] == '/')
+            entry[--n] = '\0';
         if (b->p->n_ignored >= MAX_IGNORED) {
-            lz_spawn_output_free(&out);
             lz_error_set(err, 0, "the workspace %s has more than %d ignored paths", b->ws,
                          MAX_IGNORED);
-            return lz_error_hint(err, "ignore whole directories rather than many single files, "
-                                      "or set isolate_gitignored = false in the profile");
+            r = lz_error_hint(err, "ignore whole directories rather than many single files, "
+                                   "or set isolate_gitignored = false in the profile");
+            break;
         }
+        if (!lz_path_is_normalized_rel(entry))
+            continue;
         struct stat st;
-        if (fstatat(b->ws_fd, entry, &st, AT_SYMLINK_NOFOLLOW) < 0 || S_ISLNK(st.st_mode) ||
+        if (lstat_confined(b->ws_fd, entry, &st) < 0 || S_ISLNK(st.st_mode) ||
             (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode)))
             continue; /* symlinks and special files are left as they are */
-        /* The Domain's copy: same relative path beneath ignored/. */
-        char *copy_rel = lz_xstrdup(entry);
-        for (char *p = copy_rel; (p = strchr(p, '/')); p++) {
-            *p = '\0';
-            mkdirat(ign, copy_rel, 0755);
-            *p = '/';
-        }
-        if (S_ISDIR(st.st_mode)) {
-            if (mkdirat(ign, copy_rel, 0755) < 0 && errno != EEXIST) {
-                free(copy_rel);
-                continue;
-            }
-        } else {
-            int cf = openat(ign, copy_rel, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
-            if (cf < 0) {
-                free(copy_rel);
-                continue;
-            }
-            close(cf);
-        }
-        char *src = lz_xasprintf("%s/ignored/%s", cfg->storage_domain_root.label, copy_rel);
-        free(copy_rel);
-        add_mount(b, entry, src, false);
-        free(src);
-        b->p->n_ignored++;
+        bool dir = S_ISDIR(st.st_mode);
+        r = make_ignored_copy(b, ign, entry, dir, err);
+        if (r < 0)
+            break;
+        add_mount(b, entry, LZ_MOUNT_FROM_IGNORED, false, dir);
+        b->p->ignored = lz_xrealloc(b->p->ignored, b->p->n_ignored + 1, sizeof(char *));
+        b->p->ignored[b->p->n_ignored++] = lz_xstrdup(entry);
     }
     lz_spawn_output_free(&out);
+    if (b->p->n_ignored > 1)
+        qsort(b->p->ignored, b->p->n_ignored, sizeof(char *), cmp_str);
+    return r;
+}
+
+/* Is the Git directory `gd` valid the way Git's is_git_directory() decides
+ * (HEAD a ref or an object name, objects/ and refs/, or a commondir)? An
+ * invalid one makes the host's Git look elsewhere: in the workspace itself. */
+static bool valid_git_dir(int ws_fd, const char *gd, char **ret_why)
+{
+    _cleanup_free_ char *head = join_rel(gd, "HEAD");
+    struct stat st;
+    if (lstat_confined(ws_fd, head, &st) < 0) {
+        *ret_why = lz_xasprintf("%s is missing", head);
+        return false;
+    }
+    if (S_ISLNK(st.st_mode)) {
+        *ret_why = lz_xasprintf("%s is a symlink", head);
+        return false;
+    }
+    int fd = lz_open_confined(ws_fd, head, O_RDONLY | O_NONBLOCK, 0, head, NULL);
+    char buf[256] = { 0 };
+    ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+    if (fd >= 0)
+        close(fd);
+    bool ok = false;
+    if (n > 0) {
+        buf[n] = '\0';
+        buf[strcspn(buf, "\n")] = '\0';
+        if (strncmp(buf, "ref: refs/", 10) == 0 && !strstr(buf, "..")) {
+            ok = true;
+        } else {
+            size_t len = strlen(buf);
+            ok = (len == 40 || len == 64) && strspn(buf, "0123456789abcdef") == len;
+        }
+    }
+    if (!ok) {
+        *ret_why = lz_xasprintf("%s is neither a ref nor an object name", head);
+        return false;
+    }
+    _cleanup_free_ char *common = join_rel(gd, "commondir");
+    if (lstat_confined(ws_fd, common, &st) == 0)
+        return true;
+    static const char *const dirs[] = { "objects", "refs" };
+    for (size_t i = 0; i < LZ_ARRAY_SIZE(dirs); i++) {
+        _cleanup_free_ char *rel = join_rel(gd, dirs[i]);
+        if (lstat_confined(ws_fd, rel, &st) < 0 || !S_ISDIR(st.st_mode)) {
+            *ret_why = lz_xasprintf("%s is not a directory", rel);
+            return false;
+        }
+    }
+    return true;
+}
+
+/* ---- the tree walk (plan and audit) ------------------------------------ */
+
+typedef struct walk {
+    lz_git_plan *p;
+    builder *b;          /* plan mode: protections go here; NULL in audit mode */
+    bool watch;          /* add inotify watches to every directory visited */
+    char *report;
+    size_t report_len;
+    int moved;
+    lz_error **err;
+} walk;
+
+static bool is_ignored(const lz_git_plan *p, const char *rel)
+{
+    if (p->n_ignored == 0)
+        return false;
+    char *key = (char *) rel;
+    return bsearch(&key, p->ignored, p->n_ignored, sizeof(char *), cmp_str) != NULL;
+}
+
+static void report_add(walk *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void report_add(walk *w, const char *fmt, ...)
+{
+    if (w->report_len > MAX_REPORT)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    char *line = NULL;
+    if (vasprintf(&line, fmt, ap) < 0)
+        line = NULL;
+    va_end(ap);
+    if (!line)
+        return;
+    char *joined = lz_xasprintf("%s%s%s", w->report ? w->report : "", w->report ? "; " : "",
+                                w->report_len + strlen(line) > MAX_REPORT ? "…" : line);
+    free(line);
+    free(w->report);
+    w->report = joined;
+    w->report_len = strlen(joined);
+}
+
+static void fail_at(walk *w, const char *rel)
+{
+    free(w->p->failed_rel);
+    w->p->failed_rel = lz_xstrdup(rel);
+}
+
+/* Give the developer's own directory dfd (name NULL) or dfd/name (a
+ * directory, reached without following anything) back read, write and search
+ * permission for its owner: the sandbox can take them away from what it made,
+ * to hide it from the audit. Returns 0 when the directory is the developer's
+ * and now u+rwx. */
+static int make_ours_writable(int dfd, const char *name)
+{
+    _cleanup_close_ int fd = name ? lz_open_confined(dfd, name, O_PATH | O_NOFOLLOW | O_DIRECTORY,
+                                                     0, name, NULL)
+                                  : -EBADF;
+    int target = name ? fd : dfd;
+    struct stat st;
+    if (target < 0 || fstat(target, &st) < 0 || !S_ISDIR(st.st_mode) || st.st_uid != getuid())
+        return -1;
+    if ((st.st_mode & S_IRWXU) == S_IRWXU)
+        return 0;
+    /* chmod through the descriptor: an O_PATH one via its magic link,
+     * which names exactly that inode. */
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/self/fd/%d", target);
+    return chmod(path, (st.st_mode & 07777) | S_IRWXU);
+}
+
+/* Can the developer reach inside this directory (search permission), and
+ * list it? A directory the developer cannot search holds nothing the host's
+ * Git, run as the developer, can reach; one that can be searched but not
+ * listed could hide a repository: not auditable. */
+static bool developer_can_search(const struct stat *st)
+{
+    if (st->st_uid == getuid())
+        return st->st_mode & S_IXUSR;
+    gid_t groups[256];
+    int n = getgroups(LZ_ARRAY_SIZE(groups), groups);
+    bool group = st->st_gid == getgid();
+    for (int i = 0; !group && i < n; i++)
+        group = groups[i] == st->st_gid;
+    return st->st_mode & (group ? S_IXGRP : S_IXOTH);
+}
+
+/* Move dir_rel/name (dfd is dir_rel) into the quarantine. */
+static int quarantine(walk *w, int dfd, const char *dir_rel, const char *name)
+{
+    lz_git_plan *p = w->p;
+    _cleanup_free_ char *rel = join_rel(dir_rel, name);
+    char target[NAME_MAX + 1];
+    snprintf(target, sizeof(target), "%lld-%d-%lu-%s-%s", (long long) time(NULL), (int) getpid(),
+             ++p->quarantined, dir_rel[0] ? dir_rel : "top", name);
+    for (char *c = target; *c; c++)
+        if (*c == '/')
+            *c = '_';
+    int r = renameat(dfd, name, p->quarantine_fd, target);
+    if (r < 0 && (errno == EACCES || errno == EPERM)) {
+        /* The sandbox took our write permission away (on the directory, or
+         * on a directory entry, which a rename to another parent needs):
+         * what we own we can give back. What we do not own fails closed. */
+        make_ours_writable(dfd, NULL);
+        make_ours_writable(dfd, name);
+        r = renameat(dfd, name, p->quarantine_fd, target);
+    }
+    if (r < 0) {
+        if (errno == ENOENT)
+            return 0; /* gone already */
+        fail_at(w, rel);
+        lz_error_set(w->err, errno, "Git Sentry: cannot move %s into the quarantine %s", rel,
+                     p->quarantine_rel);
+        return -1;
+    }
+    report_add(w, "%s (moved to %s/%s)", rel, p->quarantine_rel, target);
+    w->moved++;
+    return 1;
+}
+
+static lz_git_dirwatch *watch_by_wd(lz_git_plan *p, int wd)
+{
+    for (size_t i = 0; i < p->n_watches; i++)
+        if (p->watches[i].wd == wd)
+            return &p->watches[i];
+    return NULL;
+}
+
+/* inotify watch on the directory dfd (by its descriptor: /proc/self/fd/N
+ * names exactly that directory, whatever happens to its path). */
+static int add_watch(walk *w, int dfd, const char *rel, unsigned role)
+{
+    lz_git_plan *p = w->p;
+    if (!w->watch || p->inotify_fd < 0)
+        return 0;
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/self/fd/%d", dfd);
+    int wd = inotify_add_watch(p->inotify_fd, path, WATCH_MASK);
+    if (wd < 0) {
+        fail_at(w, rel[0] ? rel : ".");
+        lz_error_set(w->err, errno, "Git Sentry: cannot watch %s",
+                     rel[0] ? rel : "the workspace");
+        if (errno == ENOSPC)
+            return lz_error_hint(w->err, "raise the inotify limit (sudo sysctl "
+                                         "fs.inotify.max_user_watches=1048576)");
+        return -1;
+    }
+    struct stat st;
+    if (fstat(dfd, &st) < 0)
+        return lz_error_set(w->err, errno, "Git Sentry: cannot stat %s", rel);
+    lz_git_dirwatch *dw = watch_by_wd(p, wd);
+    if (!dw) {
+        p->watches = lz_xrealloc(p->watches, p->n_watches + 1, sizeof(lz_git_dirwatch));
+        dw = &p->watches[p->n_watches++];
+        *dw = (lz_git_dirwatch) { .wd = wd };
+    }
+    if ((role & ROLE_TREE) && !(dw->kind & ROLE_TREE))
+        p->n_tree_dirs++;
+    dw->kind |= role;
+    if (!dw->rel || strcmp(dw->rel, rel) != 0) {
+        free(dw->rel);
+        dw->rel = lz_xstrdup(rel);
+    }
+    dw->dev = st.st_dev;
+    dw->ino = st.st_ino;
     return 0;
 }
 
+static int walk_dir(walk *w, int dfd, const char *rel, int depth);
+
+/* A directory of the tree that looks like a Git directory (HEAD beside
+ * objects/ or a commondir): the host's Git would use it as a bare
+ * repository when run inside it. */
+static int check_bare(walk *w, int dfd, const char *rel)
+{
+    lz_git_plan *p = w->p;
+    if (!rel[0] && p->kind == LZ_GIT_BARE)
+        return 0; /* the workspace itself: protected as a Git directory */
+    struct stat hst, st, dst;
+    if (fstatat(dfd, "HEAD", &hst, AT_SYMLINK_NOFOLLOW) < 0) {
+        if (errno == ENOENT)
+            return 0;
+        fail_at(w, rel[0] ? rel : ".");
+        return lz_error_set(w->err, errno, "Git Sentry: cannot audit %s", rel[0] ? rel : ".");
+    }
+    if (fstatat(dfd, "objects", &st, AT_SYMLINK_NOFOLLOW) < 0 &&
+        fstatat(dfd, "commondir", &st, AT_SYMLINK_NOFOLLOW) < 0)
+        return 0;
+    if (fstat(dfd, &dst) < 0)
+        return lz_error_set(w->err, errno, "Git Sentry: cannot stat %s", rel);
+    const char *self = rel[0] ? rel : ".";
+    if (w->b) { /* plan: the developer's own bare repository */
+        add_marker(&p->markers, &p->n_markers, self, &dst);
+        return protect_git_dir(w->b, self, 1, w->err);
+    }
+    if (known(p->markers, p->n_markers, self, &dst))
+        return 0;
+    return quarantine(w, dfd, rel, "HEAD") < 0 ? -1 : 0;
+}
+
+/* A `.git` entry below the workspace's top level. */
+static int check_dot_git(walk *w, int dfd, const char *rel, const struct stat *st)
+{
+    lz_git_plan *p = w->p;
+    _cleanup_free_ char *child = join_rel(rel, ".git");
+    if (w->b) { /* plan: a repository of the developer's */
+        if (S_ISLNK(st->st_mode)) {
+            lz_error_set(w->err, 0, "Git Sentry: %s/%s is a symlink", w->b->ws, child);
+            return lz_error_hint(w->err, "the sandbox could point it at a Git directory of its "
+                                         "own: make it a directory or a gitdir file");
+        }
+        add_marker(&p->markers, &p->n_markers, child, st);
+        if (S_ISDIR(st->st_mode))
+            return protect_git_dir(w->b, child, 1, w->err);
+        return protect_if_exists(w->b, child, w->err);
+    }
+    if (known(p->markers, p->n_markers, child, st))
+        return 0;
+    return quarantine(w, dfd, rel, ".git") < 0 ? -1 : 0;
+}
+
+static bool bare_internal(const char *name)
+{
+    static const char *const internal[] = { "objects", "refs",  "logs",    "hooks",   "info",
+                                            "modules", "worktrees", "remotes", "branches" };
+    for (size_t i = 0; i < LZ_ARRAY_SIZE(internal); i++)
+        if (strcmp(name, internal[i]) == 0)
+            return true;
+    return false;
+}
+
+/* One entry `name` of the tree directory dfd (= rel). */
+static int visit_entry(walk *w, int dfd, const char *rel, const char *name, int depth)
+{
+    lz_git_plan *p = w->p;
+    struct stat st;
+    _cleanup_free_ char *child = join_rel(rel, name);
+    int sr = fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW);
+    if (sr < 0 && errno == EACCES && make_ours_writable(dfd, NULL) == 0)
+        sr = fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW); /* search permission given back */
+    if (sr < 0) {
+        if (errno == ENOENT)
+            return 0; /* gone meanwhile */
+        fail_at(w, child);
+        return lz_error_set(w->err, errno, "Git Sentry: cannot audit %s", child);
+    }
+    if (!rel[0] && strcmp(name, ".git") == 0 && p->kind != LZ_GIT_NONE)
+        return 0; /* the workspace's own: a mount point, protected by the layout */
+    if (!rel[0] && p->quarantine_rel && strcmp(name, p->quarantine_rel) == 0)
+        return 0;
+    if (strcmp(name, ".git") == 0)
+        return check_dot_git(w, dfd, rel, &st);
+    if (is_ignored(p, child) || !S_ISDIR(st.st_mode))
+        return 0;
+    if (!rel[0] && p->kind == LZ_GIT_BARE && bare_internal(name))
+        return 0; /* inside the bare workspace's Git directory (docs/git.md) */
+    if (depth + 1 > MAX_TREE_DEPTH) {
+        /* Deeper than the audit goes: the whole subtree is set aside in
+         * the audit (the developer's own at start: refused). */
+        if (w->b) {
+            fail_at(w, child);
+            lz_error_set(w->err, 0, "Git Sentry: %s/%s is nested deeper than %d directories",
+                         w->b->ws, child, MAX_TREE_DEPTH);
+            return lz_error_hint(w->err, "ignore it in .gitignore, or move it out of the "
+                                         "workspace");
+        }
+        return quarantine(w, dfd, rel, name) < 0 ? -1 : 0;
+    }
+    if (st.st_uid == getuid() && (st.st_mode & S_IRWXU) != S_IRWXU)
+        make_ours_writable(dfd, name); /* taken away by the sandbox? */
+    else if (st.st_uid != getuid() && !developer_can_search(&st))
+        return 0; /* nothing inside is reachable by the developer's git */
+    lz_error *e = NULL;
+    _cleanup_close_ int cfd = lz_open_confined(dfd, name, O_RDONLY | O_DIRECTORY, 0, child, &e);
+    if (cfd < 0) {
+        int en = e ? e->errnum : errno;
+        lz_error_free(e);
+        if (en == ENOENT)
+            return 0;
+        /* Another mount inside the workspace: the sandbox does not see it
+         * (the workspace is bound without its submounts). */
+        if (en == EXDEV)
+            return 0;
+        /* Searchable but not readable by the developer: it could hide a
+         * repository the developer's git can reach. */
+        fail_at(w, child);
+        lz_error_set(w->err, en, "Git Sentry: cannot audit the directory %s", child);
+        return lz_error_hint(w->err, "make it readable (chmod u+rx), or remove it");
+    }
+    return walk_dir(w, cfd, child, depth + 1);
+}
+
+static int walk_dir(walk *w, int dfd, const char *rel, int depth)
+{
+    lz_git_plan *p = w->p;
+    if (add_watch(w, dfd, rel, ROLE_TREE) < 0)
+        return -1;
+    if (w->watch && p->n_tree_dirs > MAX_TREE_DIRS) {
+        fail_at(w, rel);
+        lz_error_set(w->err, 0, "Git Sentry: the workspace has more than %d directories outside "
+                                "git-ignored paths",
+                     MAX_TREE_DIRS);
+        return lz_error_hint(w->err, "ignore generated directories in .gitignore, or choose a "
+                                     "smaller workspace");
+    }
+    int rfd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (rfd < 0 && errno == EACCES && make_ours_writable(dfd, NULL) == 0)
+        rfd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR *d = rfd >= 0 ? fdopendir(rfd) : NULL;
+    if (!d) {
+        if (rfd >= 0)
+            close(rfd);
+        fail_at(w, rel[0] ? rel : ".");
+        return lz_error_set(w->err, errno, "Git Sentry: cannot read %s",
+                            rel[0] ? rel : "the workspace");
+    }
+    /* Names first: the entries are checked (and perhaps renamed away)
+     * after the directory has been read. */
+    char **names = NULL;
+    size_t n = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+            continue;
+        names = lz_xrealloc(names, n + 1, sizeof(char *));
+        names[n++] = lz_xstrdup(e->d_name);
+    }
+    closedir(d);
+    int r = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (r == 0)
+            r = visit_entry(w, dfd, rel, names[i], depth);
+        free(names[i]);
+    }
+    free(names);
+    if (r == 0)
+        r = check_bare(w, dfd, rel);
+    return r;
+}
+
+/* The top level of every protected Git directory: nothing of
+ * git_dir_entries may appear that is not a mount (protected at start); in a
+ * modules/ directory no member may appear that was not there. */
+static int audit_git_dirs(walk *w)
+{
+    lz_git_plan *p = w->p;
+    for (size_t g = 0; g < p->n_git_dirs; g++) {
+        const char *gd = p->git_dirs[g];
+        lz_error *e = NULL;
+        _cleanup_close_ int dfd = open_dir_confined(p->ws_fd, strcmp(gd, ".") ? gd : "",
+                                                    O_RDONLY, &e);
+        if (dfd < 0) {
+            lz_error_free(e);
+            continue; /* a nested Git directory that was quarantined or removed */
+        }
+        if (add_watch(w, dfd, strcmp(gd, ".") ? gd : "", ROLE_GITDIR) < 0)
+            return -1;
+        for (size_t k = 0; k < LZ_ARRAY_SIZE(git_dir_entries); k++) {
+            _cleanup_free_ char *rel = join_rel(gd, git_dir_entries[k]);
+            struct stat st;
+            if (fstatat(dfd, git_dir_entries[k], &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+                has_mount(p, rel))
+                continue;
+            if (quarantine(w, dfd, strcmp(gd, ".") ? gd : "", git_dir_entries[k]) < 0)
+                return -1;
+        }
+        _cleanup_free_ char *mods = join_rel(gd, "modules");
+        if (!has_mount(p, mods))
+            continue;
+        _cleanup_close_ int mfd = open_dir_confined(p->ws_fd, mods, O_RDONLY, NULL);
+        if (mfd < 0)
+            continue;
+        if (add_watch(w, mfd, mods, ROLE_MODULES) < 0)
+            return -1;
+        int rfd = openat(mfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        DIR *d = rfd >= 0 ? fdopendir(rfd) : NULL;
+        if (!d) {
+            if (rfd >= 0)
+                close(rfd);
+            continue;
+        }
+        char **names = NULL;
+        size_t n = 0;
+        struct dirent *de;
+        while ((de = readdir(d))) {
+            if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+                continue;
+            names = lz_xrealloc(names, n + 1, sizeof(char *));
+            names[n++] = lz_xstrdup(de->d_name);
+        }
+        closedir(d);
+        int r = 0;
+        for (size_t i = 0; i < n; i++) {
+            _cleanup_free_ char *member = lz_xasprintf("%s/%s", mods, names[i]);
+            struct stat st;
+            if (r == 0 && fstatat(mfd, names[i], &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+                !known(p->members, p->n_members, member, &st) && quarantine(w, mfd, mods,
+                                                                            names[i]) < 0)
+                r = -1;
+            free(names[i]);
+        }
+        free(names);
+        if (r < 0)
+            return -1;
+    }
+    return 0;
+}
+
+static int finish(walk *w, int r, char **ret_report)
+{
+    if (r < 0) {
+        free(w->report);
+        return -1;
+    }
+    if (ret_report)
+        *ret_report = w->report;
+    else
+        free(w->report);
+    return w->moved;
+}
+
+static int full_audit(lz_git_plan *p, bool watch, char **ret_report, lz_error **err)
+{
+    walk w = { .p = p, .watch = watch, .err = err };
+    /* (A .git the sandbox makes at the top of a workspace that is not a
+     * repository is an entry of the tree like any other.) */
+    _cleanup_close_ int top = open_dir_confined(p->ws_fd, "", O_RDONLY, err);
+    int r = top < 0 ? -1 : walk_dir(&w, top, "", 0);
+    if (r == 0)
+        r = audit_git_dirs(&w);
+    return finish(&w, r, ret_report);
+}
+
+/* ---- plan -------------------------------------------------------------- */
+
+/* Refuse while an entry that an earlier audit could not neutralise exists. */
+static int check_unsafe(builder *b, lz_error **err)
+{
+    _cleanup_close_ int droot = lz_plan_open(&b->cfg->storage_domain_root, O_PATH | O_DIRECTORY,
+                                             true, err);
+    if (droot < 0)
+        return -1;
+    int fd = lz_open_confined(droot, UNSAFE_FILE, O_RDONLY | O_NONBLOCK, 0, UNSAFE_FILE, NULL);
+    if (fd < 0)
+        return 0;
+    FILE *fp = fdopen(fd, "re");
+    if (!fp) {
+        close(fd);
+        return lz_error_set(err, errno, "cannot read %s/%s", b->cfg->storage_domain_root.label,
+                            UNSAFE_FILE);
+    }
+    char line[PATH_MAX];
+    int r = 0;
+    while (r == 0 && fgets(line, sizeof(line), fp)) {
+        line[strcspn(line, "\n")] = '\0';
+        struct stat st;
+        bool whole = strcmp(line, ".") == 0;
+        if (!whole && (!lz_path_is_normalized_rel(line) ||
+                       (lstat_confined(b->ws_fd, line, &st) < 0 && errno == ENOENT)))
+            continue;
+        lz_error_set(err, 0,
+                     "Git Sentry: an earlier session of this Domain made %s%s%s, which Lazaret "
+                     "could not neutralise, and the sandbox was stopped",
+                     whole ? "changes in " : "", whole ? b->ws : line, whole ? "" : "");
+        r = lz_error_hint(err,
+                          "do not run git in %s until it is inspected: it may make the host's Git "
+                          "run a command the sandbox chose. Remove %s%s%s, then run again%s%s/%s",
+                          b->ws, whole ? "" : b->ws, whole ? "what the sandbox made" : "/",
+                          whole ? "" : line, whole ? "; then delete " : "",
+                          whole ? b->cfg->storage_domain_root.label : "", whole ? UNSAFE_FILE : "");
+    }
+    fclose(fp);
+    if (r == 0)
+        unlinkat(droot, UNSAFE_FILE, 0);
+    return r;
+}
+
+int lz_git_sentry_mark_unsafe(const lz_resolved_config *cfg, const char *what, lz_error **err)
+{
+    _cleanup_close_ int droot = lz_plan_open(&cfg->storage_domain_root, O_PATH | O_DIRECTORY,
+                                             true, err);
+    if (droot < 0)
+        return -1;
+    _cleanup_close_ int fd = lz_open_confined(droot, UNSAFE_FILE, O_WRONLY | O_CREAT | O_APPEND,
+                                              0600, UNSAFE_FILE, err);
+    if (fd < 0)
+        return -1;
+    _cleanup_free_ char *line = lz_xasprintf("%s\n", what && *what ? what : ".");
+    if (write(fd, line, strlen(line)) != (ssize_t) strlen(line))
+        return lz_error_set(err, errno, "cannot write %s/%s", cfg->storage_domain_root.label,
+                            UNSAFE_FILE);
+    return 0;
+}
+
+/* The quarantine: a directory Git never reads, created before the sandbox
+ * starts and hidden inside it by an empty read-only mount, so the sandbox
+ * can neither see what was moved there nor put anything in its place. */
+static int make_quarantine(builder *b, lz_error **err)
+{
+    lz_git_plan *p = b->p;
+    p->quarantine_rel = lz_xstrdup(p->kind == LZ_GIT_REPO   ? ".git/" QUARANTINE_NAME
+                                   : p->kind == LZ_GIT_BARE ? QUARANTINE_NAME
+                                                            : "." QUARANTINE_NAME);
+    const char *name;
+    _cleanup_close_ int pfd = open_parent(b->ws_fd, p->quarantine_rel, &name, err);
+    if (pfd < 0)
+        return -1;
+    bool created = mkdirat(pfd, name, 0700) == 0;
+    struct stat st;
+    if (fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(st.st_mode) ||
+        st.st_uid != getuid()) {
+        lz_error_set(err, 0, "the Git Sentry quarantine %s/%s is not a directory of yours", b->ws,
+                     p->quarantine_rel);
+        return lz_error_hint(err, "an earlier session may have planted it: inspect and remove "
+                                  "%s/%s, then run again",
+                             b->ws, p->quarantine_rel);
+    }
+    p->quarantine_fd = lz_open_confined(pfd, name, O_PATH | O_DIRECTORY, 0, p->quarantine_rel, err);
+    if (p->quarantine_fd < 0)
+        return -1;
+    if (created && p->kind != LZ_GIT_REPO && p->kind != LZ_GIT_BARE) {
+        /* Outside a Git directory: keep it out of `git status`. */
+        _cleanup_close_ int dir = lz_open_confined(pfd, name, O_RDONLY | O_DIRECTORY, 0, name,
+                                                   NULL);
+        int gi = dir >= 0 ? openat(dir, ".gitignore", O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW |
+                                                          O_CLOEXEC, 0600)
+                          : -1;
+        if (gi >= 0) {
+            if (write(gi, "*\n", 2) != 2) {
+                /* best effort: only cosmetics in `git status` */
+            }
+            close(gi);
+        }
+    }
+    add_mount(b, p->quarantine_rel, LZ_MOUNT_FROM_EMPTY, true, true);
+    return 0;
+}
+
+/* Mounts in an order where every parent comes before what lies inside it
+ * (stable: fewer path components first). */
+static int cmp_depth(const void *a, const void *b)
+{
+    const lz_workspace_mount *x = a, *y = b;
+    size_t dx = 0, dy = 0;
+    for (const char *c = x->rel; *c; c++)
+        dx += *c == '/';
+    for (const char *c = y->rel; *c; c++)
+        dy += *c == '/';
+    if (dx != dy)
+        return dx < dy ? -1 : 1;
+    return x < y ? -1 : x > y;
+}
+
+static int recover_previous(builder *b, lz_error **err);
+
 int lz_git_sentry_plan(const lz_resolved_config *cfg, lz_git_plan *ret, lz_error **err)
 {
-    lz_git_plan p = { 0 };
-    builder b = { &p, cfg->workspace.label, -1 };
+    lz_git_plan p = LZ_GIT_PLAN_INIT;
+    builder b = { &p, cfg, cfg->workspace.label, -1 };
     int r = -1;
-    b.ws_fd = lz_plan_open(&cfg->workspace, O_RDONLY | O_DIRECTORY, true, err);
-    if (b.ws_fd < 0)
+    p.ws_fd = lz_plan_open(&cfg->workspace, O_PATH | O_DIRECTORY, true, err);
+    if (p.ws_fd < 0)
         return -1;
+    b.ws_fd = p.ws_fd;
+    p.cfg = cfg;
+    if (check_unsafe(&b, err) < 0 || recover_previous(&b, err) < 0)
+        goto out;
     struct stat st;
     if (fstatat(b.ws_fd, ".git", &st, AT_SYMLINK_NOFOLLOW) == 0) {
         if (S_ISDIR(st.st_mode)) {
@@ -466,241 +1242,373 @@ int lz_git_sentry_plan(const lz_resolved_config *cfg, lz_git_plan *ret, lz_error
     }
 
     switch (p.kind) {
-    case LZ_GIT_REPO:
-        p.git_dir = lz_xasprintf("%s/.git", b.ws);
-        if (protect_git_dir(&b, ".git", 0, err) < 0 || protect_config_sources(&b, err) < 0 ||
-            protect_gitlinks(&b, err) < 0)
+    case LZ_GIT_REPO: {
+        _cleanup_free_ char *why = NULL;
+        if (!valid_git_dir(b.ws_fd, ".git", &why)) {
+            lz_error_set(err, 0, "%s/.git is not a valid Git directory: %s", b.ws, why);
+            lz_error_hint(err, "the host's Git would look for another repository — possibly one "
+                               "the sandbox made in the workspace; repair it (e.g. 'git "
+                               "symbolic-ref HEAD refs/heads/main'), then run again");
+            goto out;
+        }
+        if (protect_git_dir(&b, ".git", 0, err) < 0 || protect_config_sources(&b, err) < 0)
             goto out;
         if (cfg->isolate_gitignored && isolate_ignored(&b, cfg, err) < 0)
             goto out;
         break;
+    }
     case LZ_GIT_GITFILE:
         /* The git dir lies outside the workspace (not visible inside); the
          * .git file itself must not be redirected by the sandbox. */
-        add_mount(&b, ".git", NULL, true);
+        add_mount(&b, ".git", LZ_MOUNT_FROM_WORKSPACE, true, false);
         break;
     case LZ_GIT_BARE:
-        p.git_dir = lz_xstrdup(b.ws);
         if (protect_git_dir(&b, ".", 0, err) < 0)
             goto out;
         break;
     case LZ_GIT_NONE:
-        /* A repository the sandbox creates is its own; the audit at the
-         * session's end reports a new .git (see docs/git.md). */
-        add_watch(&b, ".", false);
         break;
     }
+    if (make_quarantine(&b, err) < 0)
+        goto out;
+    /* Every other repository in the tree is the developer's: protect it
+     * like the workspace's own. */
+    {
+        walk w = { .p = &p, .b = &b, .err = err };
+        _cleanup_close_ int top = open_dir_confined(b.ws_fd, "", O_RDONLY, err);
+        if (top < 0 || walk_dir(&w, top, "", 0) < 0) {
+            free(w.report);
+            goto out;
+        }
+        free(w.report);
+    }
+    if (p.n_mounts > 1)
+        qsort(p.mounts, p.n_mounts, sizeof(lz_workspace_mount), cmp_depth);
     *ret = p;
-    p = (lz_git_plan) { 0 };
+    p = (lz_git_plan) LZ_GIT_PLAN_INIT;
     r = 0;
 out:
-    close(b.ws_fd);
     lz_git_plan_clear(&p);
     return r;
 }
 
+/* ---- the baseline, for a generation that ends without its last audit -- */
+
+/* One record a line: a tag, numbers, then a length-prefixed path (names
+ * may hold any byte but '/' and NUL). */
+static void put_rec(FILE *f, char tag, unsigned long long a, unsigned long long b, const char *rel)
+{
+    fprintf(f, "%c %llu %llu %zu ", tag, a, b, strlen(rel));
+    fwrite(rel, 1, strlen(rel), f);
+    fputc('\n', f);
+}
+
+static int save_baseline(lz_git_plan *p, lz_error **err)
+{
+    _cleanup_close_ int droot = lz_plan_open(&p->cfg->storage_domain_root, O_PATH | O_DIRECTORY,
+                                             true, err);
+    if (droot < 0)
+        return -1;
+    unlinkat(droot, BASELINE_TMP, 0);
+    int fd = lz_open_confined(droot, BASELINE_TMP, O_WRONLY | O_CREAT | O_EXCL, 0600,
+                              BASELINE_TMP, err);
+    FILE *f = fd >= 0 ? fdopen(fd, "we") : NULL;
+    if (!f) {
+        if (fd >= 0)
+            close(fd);
+        return lz_error_set(err, errno, "cannot record the Git Sentry baseline in %s",
+                            p->cfg->storage_domain_root.label);
+    }
+    put_rec(f, 'K', (unsigned) p->kind, 0, p->quarantine_rel);
+    for (size_t i = 0; i < p->n_mounts; i++)
+        put_rec(f, 'T', 0, 0, p->mounts[i].rel);
+    for (size_t i = 0; i < p->n_git_dirs; i++)
+        put_rec(f, 'G', 0, 0, p->git_dirs[i]);
+    for (size_t i = 0; i < p->n_markers; i++)
+        put_rec(f, 'M', (unsigned long long) p->markers[i].dev,
+                (unsigned long long) p->markers[i].ino, p->markers[i].rel);
+    for (size_t i = 0; i < p->n_members; i++)
+        put_rec(f, 'N', (unsigned long long) p->members[i].dev,
+                (unsigned long long) p->members[i].ino, p->members[i].rel);
+    for (size_t i = 0; i < p->n_ignored; i++)
+        put_rec(f, 'I', 0, 0, p->ignored[i]);
+    bool ok = fflush(f) == 0 && fsync(fileno(f)) == 0;
+    ok = fclose(f) == 0 && ok;
+    if (!ok || renameat(droot, BASELINE_TMP, droot, BASELINE_FILE) < 0)
+        return lz_error_set(err, errno, "cannot record the Git Sentry baseline in %s",
+                            p->cfg->storage_domain_root.label);
+    return 0;
+}
+
+void lz_git_sentry_done(lz_git_plan *p)
+{
+    if (!p->cfg)
+        return;
+    int droot = lz_plan_open(&p->cfg->storage_domain_root, O_PATH | O_DIRECTORY, true, NULL);
+    if (droot >= 0) {
+        unlinkat(droot, BASELINE_FILE, 0);
+        close(droot);
+    }
+}
+
+static int load_baseline(FILE *f, lz_git_plan *t)
+{
+    for (size_t n = 0; n < 4 * MAX_TREE_DIRS; n++) {
+        char tag;
+        unsigned long long a, b;
+        size_t len;
+        int k = fscanf(f, "%c %llu %llu %zu ", &tag, &a, &b, &len);
+        if (k == EOF)
+            return 0;
+        if (k != 4 || len == 0 || len >= PATH_MAX)
+            return -1;
+        char *rel = lz_xcalloc(len + 1, 1);
+        if (fread(rel, 1, len, f) != len || fgetc(f) != '\n' || strlen(rel) != len) {
+            free(rel);
+            return -1;
+        }
+        struct stat st = { .st_dev = (dev_t) a, .st_ino = (ino_t) b };
+        switch (tag) {
+        case 'K':
+            t->kind = (lz_git_kind) a;
+            free(t->quarantine_rel);
+            t->quarantine_rel = rel;
+            continue;
+        case 'T':
+            t->mounts = lz_xrealloc(t->mounts, t->n_mounts + 1, sizeof(*t->mounts));
+            t->mounts[t->n_mounts++] = (lz_workspace_mount) { rel, LZ_MOUNT_FROM_WORKSPACE,
+                                                              true, true };
+            continue;
+        case 'G':
+            t->git_dirs = lz_xrealloc(t->git_dirs, t->n_git_dirs + 1, sizeof(char *));
+            t->git_dirs[t->n_git_dirs++] = rel;
+            continue;
+        case 'I':
+            t->ignored = lz_xrealloc(t->ignored, t->n_ignored + 1, sizeof(char *));
+            t->ignored[t->n_ignored++] = rel;
+            continue;
+        case 'M':
+            add_marker(&t->markers, &t->n_markers, rel, &st);
+            break;
+        case 'N':
+            add_marker(&t->members, &t->n_members, rel, &st);
+            break;
+        default:
+            free(rel);
+            return -1;
+        }
+        free(rel);
+    }
+    return -1;
+}
+
+/* The previous generation ended without its last audit (its coordinator was
+ * killed): audit the workspace against that generation's baseline before
+ * anything else. */
+static int recover_previous(builder *b, lz_error **err)
+{
+    _cleanup_close_ int droot = lz_plan_open(&b->cfg->storage_domain_root, O_PATH | O_DIRECTORY,
+                                             true, err);
+    if (droot < 0)
+        return -1;
+    int fd = lz_open_confined(droot, BASELINE_FILE, O_RDONLY | O_NONBLOCK, 0, BASELINE_FILE, NULL);
+    if (fd < 0)
+        return 0;
+    FILE *f = fdopen(fd, "re");
+    if (!f) {
+        close(fd);
+        return lz_error_set(err, errno, "cannot read %s/%s", b->cfg->storage_domain_root.label,
+                            BASELINE_FILE);
+    }
+    lz_git_plan t = LZ_GIT_PLAN_INIT;
+    int r = load_baseline(f, &t);
+    fclose(f);
+    if (r == 0 && t.n_ignored > 1)
+        qsort(t.ignored, t.n_ignored, sizeof(char *), cmp_str);
+    if (r == 0 && t.quarantine_rel && lz_path_is_normalized_rel(t.quarantine_rel)) {
+        t.ws_fd = fcntl(b->ws_fd, F_DUPFD_CLOEXEC, 3);
+        t.quarantine_fd = lz_open_confined(b->ws_fd, t.quarantine_rel, O_PATH | O_DIRECTORY, 0,
+                                           t.quarantine_rel, err);
+        r = t.quarantine_fd < 0 ? -1 : full_audit(&t, false, &b->p->start_report, err);
+    } else if (r == 0) {
+        r = -1;
+    }
+    if (r < 0 && !(err && *err))
+        lz_error_set(err, 0, "the Git Sentry baseline %s/%s is damaged",
+                     b->cfg->storage_domain_root.label, BASELINE_FILE);
+    if (r < 0) {
+        lz_error_prefix(err, "the previous generation of this Domain ended without its last Git "
+                             "Sentry audit, and the audit now failed");
+        lz_error_hint(err, "do not run git in %s until you have checked it for repositories the "
+                           "sandbox made; then delete %s/%s and run again",
+                      b->ws, b->cfg->storage_domain_root.label, BASELINE_FILE);
+    } else {
+        unlinkat(droot, BASELINE_FILE, 0);
+    }
+    lz_git_plan_clear(&t);
+    return r < 0 ? -1 : 0;
+}
+
 /* ---- audit ------------------------------------------------------------- */
 
-/* Names that must not appear in a Git directory during a session. */
-static const char *const forbidden_in_git_dir[] = { "commondir", "config.worktree", "worktrees",
-                                                    "modules", "gitdir" };
-
-/* A member is known only with its name AND inode: a renamed original and
- * an impostor under the original name are both new. */
-static bool known_member(const lz_git_watch *w, const char *name, unsigned long long ino)
+int lz_git_sentry_watch(lz_git_plan *p, char **ret_report, lz_error **err)
 {
-    for (size_t i = 0; i < w->n_known; i++)
-        if (strcmp(w->known[i], name) == 0 && w->known_ino[i] == ino)
-            return true;
-    return false;
-}
-
-static int quarantine(int ws_fd, const lz_git_plan *plan, const char *dir_rel, const char *name,
-                      char **report, lz_error **err)
-{
-    _cleanup_free_ char *qrel = plan->kind == LZ_GIT_BARE ? lz_xstrdup(QUARANTINE)
-                                                          : lz_xasprintf(".git/%s", QUARANTINE);
-    if (plan->kind == LZ_GIT_NONE)
-        return 0; /* reported, never moved: see docs/git.md */
-    if (mkdirat(ws_fd, qrel, 0700) < 0 && errno != EEXIST)
-        return lz_error_set(err, errno, "cannot create the Git Sentry quarantine %s", qrel);
-    _cleanup_close_ int q = openat(ws_fd, qrel, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    _cleanup_close_ int d = openat(ws_fd, dir_rel, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (q < 0 || d < 0)
-        return lz_error_set(err, errno, "cannot open the Git Sentry quarantine");
-    static unsigned counter;
-    char target[512];
-    snprintf(target, sizeof(target), "%lld-%d-%u-%s-%s", (long long) time(NULL), (int) getpid(),
-             ++counter, strcmp(dir_rel, ".") == 0 ? "top" : dir_rel, name);
-    for (char *p = target; *p; p++)
-        if (*p == '/')
-            *p = '_';
-    if (renameat(d, name, q, target) < 0)
-        return lz_error_set(err, errno, "cannot quarantine %s/%s", dir_rel, name);
-    char *line = lz_xasprintf("%s%s/%s (moved to %s/%s)", *report ? *report : "",
-                              dir_rel, name, qrel, target);
-    free(*report);
-    *report = line;
-    return 1;
-}
-
-int lz_git_sentry_audit(const lz_resolved_config *cfg, const lz_git_plan *plan, char **ret_report,
-                        lz_error **err)
-{
-    _cleanup_close_ int ws_fd = lz_plan_open(&cfg->workspace, O_RDONLY | O_DIRECTORY, true, err);
-    if (ws_fd < 0)
+    if (p->inotify_fd < 0) {
+        p->inotify_fd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+        if (p->inotify_fd < 0) {
+            lz_error_set(err, errno, "Git Sentry: cannot watch the workspace (inotify)");
+            return lz_error_hint(err, "raise fs.inotify.max_user_instances (sudo sysctl "
+                                      "fs.inotify.max_user_instances=1024)");
+        }
+    }
+    int n = full_audit(p, true, ret_report, err);
+    if (n >= 0 && p->cfg && save_baseline(p, err) < 0)
         return -1;
-    char *report = NULL;
-    int moved = 0;
-    for (size_t i = 0; i < plan->n_watches; i++) {
-        const lz_git_watch *w = &plan->watches[i];
-        if (plan->kind == LZ_GIT_NONE) {
-            struct stat st;
-            if (fstatat(ws_fd, ".git", &st, AT_SYMLINK_NOFOLLOW) == 0 && !report) {
-                report = lz_xstrdup("a new .git appeared in the workspace during the session: it "
-                                    "was made inside the sandbox, so its configuration and hooks "
-                                    "are the sandbox's; review them before running git on the "
-                                    "host");
-                moved++;
-            }
+    return n;
+}
+
+/* Handle the pending inotify events. */
+static int event_audit(lz_git_plan *p, char **ret_report, lz_error **err)
+{
+    walk w = { .p = p, .watch = true, .err = err };
+    bool need_full = false;
+    int r = 0;
+    _Alignas(struct inotify_event) char buf[16384];
+    for (;;) {
+        ssize_t n = read(p->inotify_fd, buf, sizeof(buf));
+        if (n < 0 && errno == EINTR)
             continue;
-        }
-        if (w->dir_members) {
-            int fd = openat(ws_fd, w->rel, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-            DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-            if (!d) {
-                if (fd >= 0)
-                    close(fd);
+        if (n <= 0)
+            break;
+        for (char *ptr = buf; r == 0 && ptr < buf + n;) {
+            const struct inotify_event *ev = (const struct inotify_event *) ptr;
+            ptr += sizeof(*ev) + ev->len;
+            if (ev->mask & IN_Q_OVERFLOW) {
+                need_full = true;
                 continue;
             }
-            char *names[64];
-            size_t nn = 0;
-            struct dirent *e;
-            while ((e = readdir(d)) && nn < LZ_ARRAY_SIZE(names)) {
-                struct stat st;
-                if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0 ||
-                    fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-                    continue;
-                if (!known_member(w, e->d_name, (unsigned long long) st.st_ino))
-                    names[nn++] = lz_xstrdup(e->d_name);
+            lz_git_dirwatch *dw = watch_by_wd(p, ev->wd);
+            if (!dw)
+                continue;
+            if (ev->mask & IN_IGNORED) {
+                if (dw->kind & ROLE_TREE)
+                    p->n_tree_dirs--;
+                free(dw->rel);
+                *dw = p->watches[--p->n_watches];
+                continue;
             }
-            closedir(d);
-            for (size_t k = 0; k < nn; k++) {
-                /* One failure must not stop the audit of the rest. */
-                lz_error *e1 = NULL;
-                int q = quarantine(ws_fd, plan, w->rel, names[k], &report, &e1);
-                if (q < 0) {
-                    char *line = lz_xasprintf("%sFAILED to quarantine %s/%s (%s); ",
-                                              report ? report : "", w->rel, names[k],
-                                              e1 ? e1->message : "?");
-                    free(report);
-                    report = line;
-                    q = 1;
-                    lz_error_free(e1);
-                }
-                free(names[k]);
-                moved += q;
+            /* A directory moved: the paths of everything below it changed. */
+            if (ev->mask & (IN_MOVE_SELF | IN_DELETE_SELF) ||
+                ((ev->mask & IN_MOVED_FROM) && (ev->mask & IN_ISDIR))) {
+                need_full = true;
+                continue;
             }
-        } else {
-            for (size_t k = 0; k < LZ_ARRAY_SIZE(forbidden_in_git_dir); k++) {
-                _cleanup_free_ char *rel = join_rel(w->rel, forbidden_in_git_dir[k]);
-                struct stat st;
-                if (fstatat(ws_fd, rel, &st, AT_SYMLINK_NOFOLLOW) < 0)
-                    continue;
-                /* Protected at start (it existed then): not a new entry. */
-                bool protected_ = false;
-                for (size_t m = 0; m < plan->n_mounts; m++)
-                    if (plan->mounts[m].readonly &&
-                        strcmp(plan->mounts[m].destination + strlen("/workspace/"), rel) == 0)
-                        protected_ = true;
-                if (protected_)
-                    continue;
-                /* modules/ that existed at start is watched member-wise. */
-                bool watched_dir = false;
-                for (size_t m = 0; m < plan->n_watches; m++)
-                    if (plan->watches[m].dir_members && strcmp(plan->watches[m].rel, rel) == 0)
-                        watched_dir = true;
-                if (watched_dir)
-                    continue;
-                lz_error *e1 = NULL;
-                int q = quarantine(ws_fd, plan, w->rel, forbidden_in_git_dir[k], &report, &e1);
-                if (q < 0) {
-                    char *line = lz_xasprintf("%sFAILED to quarantine %s (%s); ",
-                                              report ? report : "", rel,
-                                              e1 ? e1->message : "?");
-                    free(report);
-                    report = line;
-                    moved++;
-                    lz_error_free(e1);
-                    continue;
-                }
-                moved += q;
+            /* The directory's own mode changed: look at all of it again. */
+            if ((ev->mask & IN_ATTRIB) && ev->len == 0) {
+                need_full = true;
+                continue;
             }
-        }
-    }
-    /* Gitlinks: a .git that appeared in a gitlink (a submodule checked out
-     * inside, or an embedded repository the sandbox created and added). */
-    if (plan->kind == LZ_GIT_REPO) {
-        builder b = { (lz_git_plan *) plan, cfg->workspace.label, ws_fd };
-        size_t n = 0;
-        char **now = list_gitlinks(&b, &n, NULL);
-        for (size_t i = 0; now && i < n; i++) {
-            bool known = false;
-            for (size_t k = 0; k < plan->n_gitlinks; k++)
-                if (strcmp(plan->gitlinks[k], now[i]) == 0)
-                    known = true;
-            _cleanup_free_ char *dotgit = lz_xasprintf("%s/.git", now[i]);
+            if (ev->mask & IN_ATTRIB && !(ev->mask & IN_ISDIR))
+                continue; /* a file's mode: nothing Git discovers by */
+            if (!(ev->mask & (IN_CREATE | IN_MOVED_TO | IN_ATTRIB)) || need_full || ev->len == 0)
+                continue;
+            /* Reach the directory again by its path, confined, and require
+             * the same inode: otherwise the layout moved under us. */
+            lz_error *e = NULL;
+            _cleanup_close_ int dfd = open_dir_confined(p->ws_fd, dw->rel, O_RDONLY, &e);
+            lz_error_free(e);
             struct stat st;
-            bool protected_ = false;
-            for (size_t m = 0; m < plan->n_mounts; m++)
-                if (strncmp(plan->mounts[m].destination + strlen("/workspace/"), dotgit,
-                            strlen(dotgit)) == 0)
-                    protected_ = true;
-            if ((known && protected_) || fstatat(ws_fd, dotgit, &st, AT_SYMLINK_NOFOLLOW) < 0)
+            if (dfd < 0 || fstat(dfd, &st) < 0 || st.st_ino != dw->ino || st.st_dev != dw->dev) {
+                need_full = true;
                 continue;
-            /* Move the nested repository's .git aside: its configuration is
-             * the sandbox's, and the host's git status would obey it. */
-            _cleanup_free_ char *parent = lz_xstrdup(now[i]);
-            lz_error *e1 = NULL;
-            int q = quarantine(ws_fd, plan, parent, ".git", &report, &e1);
-            if (q < 0) {
-                char *line = lz_xasprintf("%sFAILED to quarantine %s (%s); ", report ? report : "",
-                                          dotgit, e1 ? e1->message : "?");
-                free(report);
-                report = line;
-                q = 1;
             }
-            lz_error_free(e1);
-            moved += q;
+            /* Copies: visiting may add watches (and move the array). */
+            unsigned kind = dw->kind;
+            _cleanup_free_ char *dir_rel = lz_xstrdup(dw->rel);
+            dw = NULL;
+            if (kind & ROLE_TREE) {
+                int depth = dir_rel[0] ? 1 : 0;
+                for (const char *c = dir_rel; *c; c++)
+                    depth += *c == '/';
+                r = visit_entry(&w, dfd, dir_rel, ev->name, depth);
+                for (size_t k = 0; r == 0 && k < LZ_ARRAY_SIZE(bare_entries); k++)
+                    if (strcmp(ev->name, bare_entries[k]) == 0)
+                        r = check_bare(&w, dfd, dir_rel);
+            }
+            if (r == 0 && (kind & ROLE_GITDIR)) {
+                for (size_t k = 0; r == 0 && k < LZ_ARRAY_SIZE(git_dir_entries); k++) {
+                    if (strcmp(ev->name, git_dir_entries[k]) != 0)
+                        continue;
+                    _cleanup_free_ char *rel = join_rel(dir_rel, ev->name);
+                    if (!has_mount(p, rel) && fstatat(dfd, ev->name, &st, AT_SYMLINK_NOFOLLOW) == 0)
+                        r = quarantine(&w, dfd, dir_rel, ev->name) < 0 ? -1 : 0;
+                }
+            }
+            if (r == 0 && (kind & ROLE_MODULES)) {
+                _cleanup_free_ char *member = join_rel(dir_rel, ev->name);
+                if (fstatat(dfd, ev->name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+                    !known(p->members, p->n_members, member, &st))
+                    r = quarantine(&w, dfd, dir_rel, ev->name) < 0 ? -1 : 0;
+            }
         }
-        for (size_t i = 0; now && i < n; i++)
-            free(now[i]);
-        free(now);
+        if (r < 0)
+            break;
     }
+    if (r == 0 && need_full) {
+        /* (Our own renames into the quarantine are moves too.) */
+        char *more = NULL;
+        int n = full_audit(p, true, &more, err);
+        if (n < 0) {
+            free(w.report);
+            return -1;
+        }
+        if (more)
+            report_add(&w, "%s", more);
+        free(more);
+        w.moved += n;
+    }
+    return finish(&w, r, ret_report);
+}
+
+int lz_git_sentry_audit(lz_git_plan *p, bool full, char **ret_report, lz_error **err)
+{
     if (ret_report)
-        *ret_report = report;
-    else
-        free(report);
-    return moved;
+        *ret_report = NULL;
+    if (p->ws_fd < 0 || p->quarantine_fd < 0)
+        return 0;
+    if (full || p->inotify_fd < 0)
+        return full_audit(p, p->inotify_fd >= 0, ret_report, err);
+    return event_audit(p, ret_report, err);
 }
 
 void lz_git_plan_clear(lz_git_plan *plan)
 {
-    for (size_t i = 0; i < plan->n_owned; i++)
-        free(plan->owned[i]);
-    free(plan->owned);
+    for (size_t i = 0; i < plan->n_mounts; i++)
+        free(plan->mounts[i].rel);
     free(plan->mounts);
-    for (size_t i = 0; i < plan->n_watches; i++) {
+    for (size_t i = 0; i < plan->n_ignored; i++)
+        free(plan->ignored[i]);
+    free(plan->ignored);
+    for (size_t i = 0; i < plan->n_markers; i++)
+        free(plan->markers[i].rel);
+    free(plan->markers);
+    for (size_t i = 0; i < plan->n_members; i++)
+        free(plan->members[i].rel);
+    free(plan->members);
+    for (size_t i = 0; i < plan->n_git_dirs; i++)
+        free(plan->git_dirs[i]);
+    free(plan->git_dirs);
+    for (size_t i = 0; i < plan->n_watches; i++)
         free(plan->watches[i].rel);
-        for (size_t k = 0; k < plan->watches[i].n_known; k++)
-            free(plan->watches[i].known[k]);
-        free(plan->watches[i].known);
-        free(plan->watches[i].known_ino);
-    }
     free(plan->watches);
-    free(plan->git_dir);
-    for (size_t i = 0; i < plan->n_gitlinks; i++)
-        free(plan->gitlinks[i]);
-    free(plan->gitlinks);
-    memset(plan, 0, sizeof(*plan));
+    free(plan->quarantine_rel);
+    free(plan->failed_rel);
+    free(plan->start_report);
+    if (plan->ws_fd >= 0)
+        close(plan->ws_fd);
+    if (plan->quarantine_fd >= 0)
+        close(plan->quarantine_fd);
+    if (plan->inotify_fd >= 0)
+        close(plan->inotify_fd);
+    *plan = (lz_git_plan) LZ_GIT_PLAN_INIT;
 }

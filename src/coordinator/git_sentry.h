@@ -3,31 +3,44 @@
  * Git Sentry (SR-4, read broadly): Git works inside the sandbox on the
  * workspace repository, but the sandbox can never change what the host's Git
  * executes or is configured by. And, with isolate_gitignored, the files Git
- * ignores are the sandbox's own. docs/git.md explains the model.
+ * ignores are the sandbox's own. docs/git.md states the invariant, the model
+ * and what remains out of scope.
+ *
+ * Every filesystem operation here resolves relative to a retained workspace
+ * (or Domain Root) descriptor with openat2(RESOLVE_BENEATH|NO_SYMLINKS|
+ * NO_MAGICLINKS|NO_XDEV): a symlink in any component is never followed, so
+ * neither the plan nor the audit can be led outside the workspace.
  *
  * Two mechanisms:
  *
- *  1. Mount layout, computed on the host before the sandbox starts, from the
- *     host's own view of the repository (Git run with core.fsmonitor and
- *     core.hooksPath neutralised): read-only binds over every existing place
- *     Git reads configuration or executable hooks from — .git/config,
- *     .git/hooks, config.worktree, commondir, worktrees/, each submodule
- *     git dir's config and hooks, every configuration file an include pulls
- *     in from inside the workspace, a core.hooksPath inside the workspace, a
- *     .git *file* — and Domain-scoped directories over ignored paths.
+ *  1. Mount layout (structural), computed on the host before the sandbox
+ *     starts: read-only binds over every existing place Git reads
+ *     configuration or hooks from — in the workspace's Git directory and in
+ *     every other repository found anywhere in the workspace tree (nested
+ *     repositories, submodule checkouts, bare repositories) — every ancestor
+ *     of those as a bind point (so nothing can be renamed away), the
+ *     quarantine shadowed by an empty read-only directory, and the Domain's
+ *     own copies over git-ignored paths. The supervisor pins each source by
+ *     descriptor (src/supervisor/stage.h); read-only ones are read-only in
+ *     the kernel too.
  *
- *  2. An audit of the entries that must not come into existence (a new
- *     commondir, config.worktree, worktrees/, modules/<new>, …): read-only
- *     binds cannot cover a file that does not exist yet. The coordinator runs
- *     the audit when the Git directory changes (inotify), at every session
- *     start and end, and at teardown; a forbidden new entry is moved aside
- *     into .git/lazaret-quarantine/ at once, and the sessions are told.
+ *  2. Audit (watch and react) of what must not come into existence, because
+ *     a read-only bind cannot cover a name that does not exist yet: a new
+ *     `.git` anywhere in the tree, a directory that turns into a bare
+ *     repository, a new commondir/config.worktree/worktrees/modules/remotes/
+ *     branches in a Git directory. inotify watches every directory of the
+ *     tree; a forbidden entry is moved at once into the quarantine, which the
+ *     sandbox cannot see. An entry that cannot be neutralised makes the audit
+ *     fail (-1): the caller stops the sandbox and records the Domain as
+ *     unsafe (lz_git_sentry_mark_unsafe) so that the next start is refused
+ *     until the entry is gone.
  */
 #ifndef LAZARET_COORDINATOR_GIT_SENTRY_H
 #define LAZARET_COORDINATOR_GIT_SENTRY_H
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/types.h>
 
 #include "common/error.h"
 #include "config/resolve.h"
@@ -40,38 +53,91 @@ typedef enum lz_git_kind {
     LZ_GIT_BARE,      /* the workspace is a bare repository */
 } lz_git_kind;
 
-/* One forbidden-to-appear path, relative to the workspace. */
-typedef struct lz_git_watch {
-    char *rel;        /* e.g. ".git/commondir" */
-    bool dir_members; /* watch for new members of this directory instead */
-    char **known;     /* for dir_members: the members that existed at start */
-    unsigned long long *known_ino; /* ... and their inode numbers */
-    size_t n_known;
-} lz_git_watch;
+/* A repository marker that existed when the plan was made (the developer's
+ * own): a `.git` entry or a bare repository's HEAD, known by path AND inode,
+ * so that an impostor under the same name is new. */
+typedef struct lz_git_marker {
+    char *rel;
+    dev_t dev;
+    ino_t ino;
+} lz_git_marker;
+
+/* A watched directory: inotify watch descriptor -> what it is: a directory
+ * of the workspace tree, the top level of a Git directory, a modules/
+ * directory (no new members), or several of these (bits, git_sentry.c). */
+typedef struct lz_git_dirwatch {
+    int wd;
+    unsigned kind;
+    char *rel;          /* "" for the workspace itself */
+    dev_t dev;
+    ino_t ino;
+} lz_git_dirwatch;
 
 typedef struct lz_git_plan {
     lz_git_kind kind;
-    lz_spec_mount *mounts;   /* read-only protections and ignored-path binds, in mount order */
-    char **owned;            /* strings the mounts point to (freed with the plan) */
-    size_t n_mounts, n_owned;
-    lz_git_watch *watches;
+    lz_workspace_mount *mounts; /* in mount order: every parent before what lies in it */
+    size_t n_mounts;
+    size_t n_ignored;       /* how many ignored paths are isolated */
+    char **ignored;         /* their relative paths (sorted), skipped by the tree audit */
+
+    lz_git_marker *markers; /* repository markers present at start */
+    size_t n_markers;
+    char **git_dirs;        /* every Git directory protected (relative; "." for a bare workspace) */
+    size_t n_git_dirs;
+    lz_git_marker *members; /* members of modules/ directories at start (rel = full path) */
+    size_t n_members;
+
+    char *quarantine_rel;   /* where forbidden entries go, relative to the workspace */
+
+    /* Audit state (lz_git_sentry_watch onwards). */
+    int ws_fd;              /* O_PATH of the workspace, -1 before the plan */
+    int quarantine_fd;      /* O_PATH of the quarantine directory */
+    int inotify_fd;         /* -1 until lz_git_sentry_watch */
+    lz_git_dirwatch *watches;
     size_t n_watches;
-    char *git_dir;           /* host path of the Git directory to watch, or NULL */
-    size_t n_ignored;        /* how many ignored paths are isolated */
-    char **gitlinks;         /* gitlink paths (submodules, embedded repositories) at start */
-    size_t n_gitlinks;
+    size_t n_tree_dirs;     /* directories of the tree under watch */
+    unsigned long quarantined; /* entries moved this generation */
+    char *failed_rel;       /* after a failed audit: what could not be neutralised */
+    char *start_report;     /* what the plan neutralised that an earlier generation left */
+    const lz_resolved_config *cfg;
 } lz_git_plan;
 
-/* Compute the plan for the resolved configuration's workspace. Creates the
- * Domain Root's ignored/ tree (and empty placeholders on the host for
- * ignored paths that do not exist yet) and a missing .git/hooks. */
+#define LZ_GIT_PLAN_INIT { .ws_fd = -1, .quarantine_fd = -1, .inotify_fd = -1 }
+
+/* Compute the plan for the resolved configuration's workspace. Refuses when
+ * the Domain was marked unsafe and the entries named then still exist, when
+ * the workspace's .git is a symlink or not a valid Git directory, when a
+ * `.git` anywhere in the tree is a symlink, and when a protected path lies
+ * below a symlink. Creates (on the host) the quarantine directory, a missing
+ * hooks/ of each Git directory, empty files for includes that do not exist,
+ * the Domain Root's ignored/ tree, and empty placeholders for literal
+ * directory patterns of .gitignore. */
 int lz_git_sentry_plan(const lz_resolved_config *cfg, lz_git_plan *ret, lz_error **err);
 
-/* Move every forbidden entry that appeared since the plan was made into
- * <git dir>/lazaret-quarantine/. Returns the number moved (0 when all is
- * well) and, when > 0, a human description in *ret_report. */
-int lz_git_sentry_audit(const lz_resolved_config *cfg, const lz_git_plan *plan, char **ret_report,
-                        lz_error **err);
+/* Start watching: an inotify watch on every directory of the tree and on
+ * every Git directory; plan->inotify_fd becomes readable on changes. Runs a
+ * full audit first. Returns what lz_git_sentry_audit returns. */
+int lz_git_sentry_watch(lz_git_plan *plan, char **ret_report, lz_error **err);
+
+/* Neutralise every forbidden entry that appeared since the plan was made:
+ * move it into the quarantine. full: walk the whole tree; otherwise handle
+ * the pending inotify events (which may still walk subtrees, or the whole
+ * tree after a rename or an event overflow).
+ * Returns the number moved (0 when all is well) with a human description in
+ * *ret_report when > 0; -1 when something could not be neutralised (or the
+ * tree could not be audited), with *err naming it. */
+int lz_git_sentry_audit(lz_git_plan *plan, bool full, char **ret_report, lz_error **err);
+
+/* The last audit of the generation succeeded with no sandbox process left:
+ * forget the baseline recorded for crash recovery. While that record exists
+ * (the coordinator died before its last audit), the next plan first audits
+ * the workspace against it, so nothing made in the last moments of a
+ * crashed generation is taken for the developer's own. */
+void lz_git_sentry_done(lz_git_plan *plan);
+
+/* Record in the Domain Root that the audit failed on `what`: the next plan
+ * refuses to start while any of the named paths exists. */
+int lz_git_sentry_mark_unsafe(const lz_resolved_config *cfg, const char *what, lz_error **err);
 
 void lz_git_plan_clear(lz_git_plan *plan);
 

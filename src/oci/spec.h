@@ -29,11 +29,34 @@
 #define LZ_GUEST_EXEC "/run/lazaret/bin/lazaret-exec"
 #define LZ_GUEST_STATX_FIX "/run/lazaret/lib/lazaret-statx-fix.so"
 
+/* RLIMIT_NPROC of every sandbox process (docs/limits.md): gVisor counts the
+ * tasks of each sandbox uid and refuses fork/clone past it with EAGAIN for
+ * tasks without CAP_SYS_ADMIN/CAP_SYS_RESOURCE, which the sandbox lacks. */
+#define LZ_SPEC_NPROC 1024
+
 typedef struct lz_spec_mount {
     const char *source;       /* host path */
     const char *destination;  /* sandbox path */
     bool readonly;
 } lz_spec_mount;
+
+/* Where the source of a mount inside /workspace lies (the Git Sentry's
+ * layout, coordinator/git_sentry.h). The supervisor opens the source
+ * confined from its base, requires the recorded type, and binds it from the
+ * descriptor (supervisor/stage.h). */
+typedef enum lz_mount_base {
+    LZ_MOUNT_FROM_WORKSPACE, /* the workspace path itself (a protection, a bind point) */
+    LZ_MOUNT_FROM_IGNORED,   /* the same relative path below <Domain Root>/ignored/ */
+    LZ_MOUNT_FROM_EMPTY,     /* an empty read-only directory (hides the quarantine) */
+} lz_mount_base;
+
+/* One mount at /workspace/<rel>. */
+typedef struct lz_workspace_mount {
+    char *rel;          /* normalized, relative to the workspace */
+    lz_mount_base base;
+    bool readonly;
+    bool dir;           /* a directory (else a regular file) */
+} lz_workspace_mount;
 
 typedef struct lz_sandbox_spec {
     const char *rootfs;          /* host path of the prepared root filesystem */

@@ -22,12 +22,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/nodump.h"
 #include "common/spawn.h"
 #include "common/util.h"
 #include "oci/spec.h"
 #include "protocol/messages.h"
 #include "supervisor/network.h"
 #include "supervisor/runsc_info.h"
+#include "supervisor/stage.h"
 #include "supervisor/userns.h"
 
 /* ---- state of the running supervisor ----------------------------------- */
@@ -163,6 +165,12 @@ static int runsc_run_tty(sup *s, char *const *args, int in, int out, int errfd, 
         sigemptyset(&none);
         sigprocmask(SIG_SETMASK, &none, NULL);
         char *const envp[] = { (char *) "PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL };
+        /* execve makes runsc dumpable again (an ordinary binary), and runsc
+         * exec holds the session's environment: the core limit, which
+         * execve keeps, is what stops its dumps (common/nodump.h). Inherited
+         * from the CLI already; set here so that no path can miss it. */
+        if (lz_nodump_limit_core() < 0)
+            _exit(125);
         execve(s->sc->runsc, argv, envp);
         _exit(127);
     }
@@ -342,6 +350,19 @@ static char **session_env(sup *s, char *const *extra, size_t n_extra)
     return env;
 }
 
+/* jansson frees its strings without wiping them: overwrite the process
+ * spec's environment (which holds the profile's secrets) in place first. */
+static void wipe_json_env(json_t *proc)
+{
+    json_t *env = json_object_get(proc, "env");
+    size_t i;
+    json_t *v;
+    json_array_foreach(env, i, v) {
+        if (json_is_string(v))
+            explicit_bzero((char *) json_string_value(v), json_string_length(v));
+    }
+}
+
 static void free_strv(char **v)
 {
     if (!v)
@@ -353,45 +374,212 @@ static void free_strv(char **v)
     free(v);
 }
 
+/* The sandbox's host objects, each pinned by descriptor (stage.h): the
+ * strings below are staging points in the generation directory. */
+typedef struct staged_layout {
+    char *rootfs, *workspace, *git_dir, *guest_bin, *guest_lib;
+    lz_spec_mount *mounts;    /* persistent overlays and volumes */
+    size_t n_mounts;
+    lz_spec_mount *ws_mounts; /* the Git Sentry's, inside /workspace */
+    size_t n_ws_mounts;
+    char **owned;
+    size_t n_owned;
+} staged_layout;
+
+static void staged_layout_clear(staged_layout *l)
+{
+    for (size_t i = 0; i < l->n_owned; i++)
+        free(l->owned[i]);
+    free(l->owned);
+    free(l->mounts);
+    free(l->ws_mounts);
+    *l = (staged_layout) { 0 };
+}
+
+static char *keep(staged_layout *l, char *s)
+{
+    l->owned = lz_xrealloc(l->owned, l->n_owned + 1, sizeof(char *));
+    l->owned[l->n_owned++] = s;
+    return s;
+}
+
+/* Stage fd (closed here) and return the staging point, kept by l. */
+static char *stage(lz_stage *st, staged_layout *l, int fd, bool readonly, const char *what,
+                   lz_error **err)
+{
+    char *path = NULL;
+    int r = fd < 0 ? -1 : lz_stage_fd(st, fd, readonly, what, &path, err);
+    if (fd >= 0)
+        close(fd);
+    return r < 0 ? NULL : keep(l, path);
+}
+
+/* The source of one Git Sentry mount, opened confined from its base, with
+ * the type the plan recorded. The bases are the workspace (a protection or
+ * bind point), the Domain's ignored/ copies — written by the sandbox in
+ * earlier sessions: untrusted, so a symlink, special file or mount there
+ * refuses the start — and an empty directory of the generation. */
+static int open_ws_mount_source(sup *s, int ws, int ignored, int empty,
+                                const lz_workspace_mount *m, lz_error **err)
+{
+    const lz_resolved_config *cfg = s->sc->cfg;
+    if (m->base == LZ_MOUNT_FROM_EMPTY)
+        return fcntl(empty, F_DUPFD_CLOEXEC, 3);
+    _cleanup_free_ char *label = m->base == LZ_MOUNT_FROM_IGNORED
+                                     ? lz_xasprintf("%s/ignored/%s",
+                                                    cfg->storage_domain_root.label, m->rel)
+                                     : lz_xasprintf("%s/%s", cfg->workspace.label, m->rel);
+    int fd = lz_open_confined(m->base == LZ_MOUNT_FROM_IGNORED ? ignored : ws, m->rel,
+                              O_PATH | O_NOFOLLOW, 0, label, err);
+    struct stat sb;
+    if (fd >= 0 && fstat(fd, &sb) < 0) {
+        close(fd);
+        return lz_error_set(err, errno, "cannot stat %s", label);
+    }
+    if (fd >= 0 && (m->dir ? S_ISDIR(sb.st_mode) : S_ISREG(sb.st_mode)))
+        return fd;
+    if (fd >= 0) {
+        close(fd);
+        lz_error_set(err, 0, "%s is no longer a %s", label, m->dir ? "directory" : "regular file");
+    }
+    if (m->base == LZ_MOUNT_FROM_IGNORED)
+        return lz_error_hint(err, "this copy of a git-ignored path belongs to the sandbox, which "
+                                  "may have planted a symlink, special file or mount there in "
+                                  "an earlier session; inspect and remove %s, then run again",
+                             label);
+    return lz_error_hint(err, "the workspace changed while the sandbox was being set up; run "
+                              "again");
+}
+
+static int stage_layout(sup *s, lz_stage *st, staged_layout *l, lz_error **err)
+{
+    const lz_resolved_config *cfg = s->sc->cfg;
+    /* The image, shared by every Domain. Not read-only in the kernel:
+     * runsc 2022's gofer creates missing mount points (/workspace,
+     * /run/lazaret/...) in the root it is given; the sandbox itself writes
+     * to runsc's in-memory overlay only (--overlay2=root:memory). */
+    size_t missing = 0;
+    int fd = lz_walk_nofollow(s->sc->image->rootfs_label, &missing, err);
+    if (fd >= 0 && missing) {
+        close(fd);
+        return lz_error_set(err, ENOENT, "the prepared image %s is missing",
+                            s->sc->image->rootfs_label);
+    }
+    if (!(l->rootfs = stage(st, l, fd, false, s->sc->image->rootfs_label, err)))
+        return -1;
+
+    _cleanup_close_ int ws = lz_plan_open(&cfg->workspace, O_PATH | O_DIRECTORY, true, err);
+    if (ws < 0 || !(l->workspace = stage(st, l, fcntl(ws, F_DUPFD_CLOEXEC, 3), false,
+                                          cfg->workspace.label, err)))
+        return -1;
+    struct stat gst;
+    if (fstatat(ws, ".git", &gst, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(gst.st_mode)) {
+        _cleanup_free_ char *label = join(cfg->workspace.label, ".git");
+        fd = lz_open_confined(ws, ".git", O_PATH | O_DIRECTORY, 0, label, err);
+        if (!(l->git_dir = stage(st, l, fd, false, label, err)))
+            return -1;
+    }
+
+    _cleanup_close_ int guest = openat(s->gen_fd, "guest", O_PATH | O_DIRECTORY | O_NOFOLLOW |
+                                                               O_CLOEXEC);
+    if (guest < 0)
+        return lz_error_set(err, errno, "cannot open %s/guest", s->sc->generation_dir);
+    fd = lz_open_confined(guest, "bin", O_PATH | O_DIRECTORY, 0, "guest/bin", err);
+    if (!(l->guest_bin = stage(st, l, fd, true, "the guest launcher", err)))
+        return -1;
+    if (s->sc->guest_lib_dir) {
+        fd = lz_open_confined(guest, "lib", O_PATH | O_DIRECTORY, 0, "guest/lib", err);
+        if (!(l->guest_lib = stage(st, l, fd, true, "the statx shim", err)))
+            return -1;
+    }
+
+    size_t n = s->n_persist + cfg->n_volumes;
+    l->mounts = lz_xcalloc(n ? n : 1, sizeof(lz_spec_mount));
+    /* Persistent directories are overlays this process mounted from
+     * descriptors (mount_persistent); they are passed as they are. */
+    for (size_t i = 0; i < s->n_persist; i++)
+        l->mounts[l->n_mounts++] = (lz_spec_mount) { s->persist_mounts[i],
+                                                     cfg->persistent_dirs[i], false };
+    for (size_t i = 0; i < cfg->n_volumes; i++) {
+        bool ro = cfg->volumes[i].access == LZ_ACCESS_READ_ONLY;
+        fd = lz_plan_open(&cfg->volumes[i].source, O_PATH, true, err);
+        char *src = stage(st, l, fd, ro, cfg->volumes[i].source.label, err);
+        if (!src)
+            return -1;
+        l->mounts[l->n_mounts++] = (lz_spec_mount) { src, cfg->volumes[i].container, ro };
+    }
+
+    if (s->sc->n_workspace_mounts == 0)
+        return 0;
+    _cleanup_close_ int empty = -1, ignored = -1;
+    if (mkdirat(s->gen_fd, "empty-ro", 0555) < 0 && errno != EEXIST)
+        return lz_error_set(err, errno, "cannot create %s/empty-ro", s->sc->generation_dir);
+    empty = openat(s->gen_fd, "empty-ro", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (empty < 0)
+        return lz_error_set(err, errno, "cannot open %s/empty-ro", s->sc->generation_dir);
+    l->ws_mounts = lz_xcalloc(s->sc->n_workspace_mounts, sizeof(lz_spec_mount));
+    for (size_t i = 0; i < s->sc->n_workspace_mounts; i++) {
+        const lz_workspace_mount *m = &s->sc->workspace_mounts[i];
+        if (m->base == LZ_MOUNT_FROM_IGNORED && ignored < 0) {
+            _cleanup_close_ int droot = lz_plan_open(&cfg->storage_domain_root,
+                                                     O_PATH | O_DIRECTORY, true, err);
+            if (droot < 0)
+                return -1;
+            ignored = lz_open_confined(droot, "ignored", O_PATH | O_DIRECTORY, 0,
+                                       "the Domain's ignored/", err);
+            if (ignored < 0)
+                return -1;
+        }
+        /* The destination too: /workspace/<rel> must be the same kind of
+         * object, reached without a symlink, or the mount would land
+         * elsewhere inside the sandbox. */
+        _cleanup_free_ char *dlabel = join(cfg->workspace.label, m->rel);
+        _cleanup_close_ int dest = lz_open_confined(ws, m->rel, O_PATH | O_NOFOLLOW, 0, dlabel, err);
+        struct stat dsb;
+        if (dest < 0)
+            return lz_error_hint(err, "the workspace changed while the sandbox was being set up; "
+                                      "run again");
+        if (fstat(dest, &dsb) < 0 || (m->dir ? !S_ISDIR(dsb.st_mode) : !S_ISREG(dsb.st_mode)))
+            return lz_error_set(err, 0, "%s is no longer a %s; run again", dlabel,
+                                m->dir ? "directory" : "regular file");
+        fd = open_ws_mount_source(s, ws, ignored, empty, m, err);
+        _cleanup_free_ char *what = m->base == LZ_MOUNT_FROM_IGNORED
+                                        ? lz_xasprintf("the Domain's copy of %s", m->rel)
+                                        : lz_xstrdup(dlabel);
+        char *src = stage(st, l, fd, m->readonly, what, err);
+        if (!src)
+            return -1;
+        l->ws_mounts[l->n_ws_mounts++] = (lz_spec_mount) {
+            src, keep(l, lz_xasprintf("/workspace/%s", m->rel)), m->readonly
+        };
+    }
+    return 0;
+}
+
 static int write_config(sup *s, lz_error **err)
 {
     const lz_resolved_config *cfg = s->sc->cfg;
-    /* Revalidate the workspace and the volume sources right before runsc
-     * opens them by name: a replaced path refuses the start. */
-    _cleanup_close_ int ws = lz_plan_open(&cfg->workspace, O_PATH | O_DIRECTORY, true, err);
-    if (ws < 0)
+    lz_stage st = LZ_STAGE_INIT;
+    staged_layout l = { 0 };
+    if (lz_stage_init(&st, s->gen_fd, s->sc->generation_dir, err) < 0 ||
+        stage_layout(s, &st, &l, err) < 0) {
+        staged_layout_clear(&l);
+        lz_stage_clear(&st);
         return -1;
-    for (size_t i = 0; i < cfg->n_volumes; i++) {
-        int fd = lz_plan_open(&cfg->volumes[i].source, O_PATH, true, err);
-        if (fd < 0)
-            return -1;
-        close(fd);
     }
-    struct stat gst;
-    bool git_dir = fstatat(ws, ".git", &gst, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(gst.st_mode);
-    _cleanup_free_ char *git = git_dir ? join(cfg->workspace.label, ".git") : NULL;
-
-    size_t n = s->n_persist + cfg->n_volumes;
-    lz_spec_mount *mounts = lz_xcalloc(n ? n : 1, sizeof(*mounts));
-    size_t k = 0;
-    for (size_t i = 0; i < s->n_persist; i++)
-        mounts[k++] = (lz_spec_mount) { s->persist_mounts[i], cfg->persistent_dirs[i], false };
-    for (size_t i = 0; i < cfg->n_volumes; i++)
-        mounts[k++] = (lz_spec_mount) { cfg->volumes[i].source.label, cfg->volumes[i].container,
-                                        cfg->volumes[i].access == LZ_ACCESS_READ_ONLY };
-    char **env = session_env(s, NULL, 0);
+    lz_stage_clear(&st);
     _cleanup_free_ char *hostname = lz_xasprintf("lazaret-%s", cfg->profile);
     lz_sandbox_spec spec = {
-        .rootfs = s->sc->image->rootfs_label,
+        .rootfs = l.rootfs,
         .hostname = hostname,
-        .workspace = cfg->workspace.label,
-        .git_dir = git,
-        .mounts = mounts,
-        .n_mounts = k,
-        .workspace_mounts = s->sc->workspace_mounts,
-        .n_workspace_mounts = s->sc->n_workspace_mounts,
-        .guest_bin_dir = s->sc->guest_bin_dir,
-        .guest_lib_dir = s->sc->guest_lib_dir,
+        .workspace = l.workspace,
+        .git_dir = l.git_dir,
+        .mounts = l.mounts,
+        .n_mounts = l.n_mounts,
+        .workspace_mounts = l.ws_mounts,
+        .n_workspace_mounts = l.n_ws_mounts,
+        .guest_bin_dir = l.guest_bin,
+        .guest_lib_dir = l.guest_lib,
         .netns_path = s->net.sandbox_netns,
         .env = NULL,
     };
@@ -401,8 +589,7 @@ static int write_config(sup *s, lz_error **err)
     init_env[0] = lz_xstrdup("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
     spec.env = init_env;
     json_t *j = lz_spec_container(&spec);
-    free(mounts);
-    free_strv(env);
+    staged_layout_clear(&l);
     free_strv(init_env);
 
     if (mkdirat_mode(s->gen_fd, "bundle", 0700, err) < 0) {
@@ -485,6 +672,7 @@ static int do_exec(sup *s, const lz_msg_exec *m, const int *fds, lz_error **err)
      * an anonymous memory file, never through the file system. */
     _cleanup_close_ int mfd = memfd_create("lazaret-process", MFD_CLOEXEC);
     int r = mfd >= 0 ? json_dumpfd(proc, mfd, 0) : -1;
+    wipe_json_env(proc);
     json_decref(proc);
     if (r < 0)
         return lz_error_set(err, errno, "cannot write the process specification");
@@ -553,6 +741,10 @@ static void do_stop(sup *s)
 
 static void child_exited(sup *s, pid_t pid, int status)
 {
+    /* The network's address watcher: without it new host addresses would
+     * not be denied, so the sandbox's egress ends (fail closed). */
+    if (lz_network_child_exited(&s->net, pid))
+        return;
     for (size_t i = 0; i < MAX_EXECS; i++) {
         if (s->execs[i].pid != pid)
             continue;
@@ -673,6 +865,7 @@ static int supervisor_main(spawn_ctx *c)
 {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     prctl(PR_SET_NAME, "lz-supervisor");
+    lz_nodump_reassert(); /* this process keeps the profile's env values */
     sup s = { .sc = c->sc, .sock = c->sock, .gen_fd = -1 };
     /* A /proc of our own pid namespace: runsc re-executes /proc/self/exe
      * from its sandbox child, which fails (EACCES) through the /proc of the
@@ -744,6 +937,11 @@ static int supervisor_main(spawn_ctx *c)
 static int outer_main(void *arg)
 {
     spawn_ctx *c = arg;
+    /* We run after lz_userns_spawn's setresuid/setresgid: a credential
+     * change resets dumpability to fs.suid_dumpable (2 would dump us as
+     * root), so it is said again here, before anything else. */
+    if (lz_nodump_reassert() < 0)
+        return 119;
     /* A session (and process group) of its own: no signal meant for the
      * supervisor's group can reach the coordinator, and none for the
      * coordinator's reaches the supervisor. */

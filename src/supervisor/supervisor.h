@@ -44,7 +44,7 @@ typedef struct lz_supervisor_config {
     const char *guest_bin_dir;   /* host dir with lazaret-exec */
     const char *guest_lib_dir;   /* host dir with lazaret-statx-fix.so */
     const char *log_path;        /* runsc log file, or NULL */
-    const lz_spec_mount *workspace_mounts; /* Git Sentry mounts inside /workspace */
+    const lz_workspace_mount *workspace_mounts; /* Git Sentry mounts inside /workspace */
     size_t n_workspace_mounts;
 } lz_supervisor_config;
 

@@ -19,7 +19,10 @@ lz.home, where ~/.gitconfig gives an identity).
 """
 
 import json
+import os
 import secrets
+import shutil
+import signal
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -66,9 +69,11 @@ def new_repo(lz, rel, files=None, message="initial") -> Path:
     return ws
 
 
-def host_git_problem(lz, dirs, marker: Path):
+def host_git_problem(lz, dirs, marker: Path, may_fail=False):
     """`git status` and `git commit` on the host in each dir: None when both
-    work and neither runs the planted command, else what went wrong."""
+    work and neither runs the planted command, else what went wrong.
+    may_fail: the attack damaged the repository itself (the workspace is the
+    sandbox's to break): only the planted command counts."""
     log = []
     for d in dirs:
         for args in (["status"], ["commit", "-q", "--allow-empty", "-m", "host probe"]):
@@ -77,7 +82,7 @@ def host_git_problem(lz, dirs, marker: Path):
             if marker.exists():
                 return ("the host's Git ran the command the sandbox planted (marker "
                         f"{marker.name} exists):\n" + "\n".join(log))
-            if p.returncode != 0:
+            if p.returncode != 0 and not may_fail:
                 return "the host's Git failed after the attack:\n" + "\n".join(log)
     return None
 
@@ -137,6 +142,7 @@ class Attack:
     blocked: tuple = ()      # steps that must fail inside the sandbox
     quarantined: tuple = ()  # paths relative to the workspace's .git that must be moved aside
     host_dirs: Callable = _ws_only  # host_dirs(lz, ws) -> where the host's git runs
+    host_git_may_fail: bool = False  # the attack breaks the repository itself
 
 
 def _plain(lz):
@@ -364,6 +370,154 @@ ATTACKS = {
 }
 
 
+# ---- issue 9: classes an outside attacker found, and their variations -------------
+
+def worktree_config(marker, worktree=".", bare="false") -> str:
+    """A Git directory's config that is its own work tree (core.worktree
+    relative to the Git directory): the host's `git status` there works, and
+    runs the fsmonitor."""
+    return (f"[core]\n\trepositoryformatversion = 0\n\tbare = {bare}\n\tworktree = {worktree}\n"
+            f"\tfsmonitor = {planted(marker)}\n")
+
+
+def bare_here(label: str, path: str, marker: Path, worktree=".") -> str:
+    """Turn directory `path` into a Git directory (HEAD, objects/, refs/,
+    config) whose config runs the marker."""
+    return (step(f"{label}-dirs", f"mkdir -p {path}/objects {path}/refs/heads && "
+                                  f"echo 'ref: refs/heads/main' > {path}/HEAD") +
+            put(label, f"{path}/config", worktree_config(marker, worktree)))
+
+
+def _preempt_quarantine(marker):
+    # Disable the quarantine with a plain file in its place, then commondir.
+    return (step("preempt", "rm -rf .git/lazaret-quarantine && echo x > .git/lazaret-quarantine")
+            + _commondir(marker))
+
+
+def _broken_head_bare_root(marker):
+    # Break .git (HEAD is writable: Git rewrites it on checkout): the host's
+    # Git falls back to the workspace root as a bare repository whose config
+    # the sandbox wrote.
+    return (bare_here("root-bare", ".", marker) +
+            step("break-head", "echo garbage > .git/HEAD") + "sleep 1\n")
+
+
+def _broken_objects_bare_root(marker):
+    # Same, breaking .git by taking its objects/ away instead of HEAD.
+    return (bare_here("root-bare", ".", marker) +
+            step("break-objects", "mv .git/objects .git/objects-aside") + "sleep 1\n")
+
+
+def _nested_repo(marker):
+    # An untracked repository in a subdirectory: the host's Git run there
+    # uses it, with the sandbox's configuration.
+    return (step("init", "mkdir -p sub && git init -q sub") +
+            put("nested-config", "sub/.git/config", f"[core]\n\tfsmonitor = {planted(marker)}\n",
+                append=True) + "sleep 1\n")
+
+
+def _nested_repo_copied(marker):
+    # Made whole outside the workspace (the sandbox's /tmp), then copied in.
+    return ("tmp=$(mktemp -d)\n" + step("init", "git init -q $tmp/r") +
+            put("nested-config", "$tmp/r/.git/config", f"[core]\n\tfsmonitor = {planted(marker)}\n",
+                append=True) +
+            step("copy", "mkdir -p sub && cp -a $tmp/r/.git sub/.git") + "sleep 1\n")
+
+
+def _nested_repo_deep(marker):
+    d = "a/b/c/d/e/f/g"
+    return (step("init", f"mkdir -p {d} && git init -q {d}") +
+            put("nested-config", f"{d}/.git/config", f"[core]\n\tfsmonitor = {planted(marker)}\n",
+                append=True) + "sleep 1\n")
+
+
+def _nested_repo_renamed_in(marker):
+    # Made in a directory, then the directory renamed: one event for a
+    # whole tree that already holds a repository.
+    return (step("init", "mkdir -p stage/inner && git init -q stage/inner/r") +
+            put("nested-config", "stage/inner/r/.git/config",
+                f"[core]\n\tfsmonitor = {planted(marker)}\n", append=True) +
+            step("rename", "mv stage moved") + "sleep 1\n")
+
+
+def _ignored_repo_ws(lz):
+    return new_repo(lz, "ws", {"README": "hello\n", ".gitignore": "build/\n"})
+
+
+def _repo_from_ignored_dir(marker):
+    # Built where the audit does not look (the Domain's own copy of an
+    # ignored directory), then moved into the workspace.
+    return (step("init", "mkdir -p build && git init -q build/r") +
+            put("nested-config", "build/r/.git/config",
+                f"[core]\n\tfsmonitor = {planted(marker)}\n", append=True) +
+            step("move", "mv build/r sub") + "sleep 1\n")
+
+
+def _bare_in_subdir(marker):
+    return bare_here("sub-bare", "tools/x", marker) + "sleep 1\n"
+
+
+def _gitfile_in_subdir(marker):
+    # A .git *file* in a subdirectory pointing at a Git directory the
+    # sandbox made.
+    return (evil_gitdir("evil-config", "evilgd", marker, "\tworktree = ../sub\n") +
+            step("gitfile", "mkdir -p sub && echo 'gitdir: ../evilgd' > sub/.git") + "sleep 1\n")
+
+
+def _symlink_dot_git_in_subdir(marker):
+    return (evil_gitdir("evil-config", "evilgd", marker, "\tworktree = ../sub\n") +
+            step("symlink", "mkdir -p sub && ln -s ../evilgd sub/.git") + "sleep 1\n")
+
+
+def _hidden_by_mode(marker):
+    # Make the repository, then take the developer's permissions away from
+    # its directory, and give them back later: no entry is created then.
+    # (On the host, where the user cannot write into a 000 directory, the
+    # control copies it in before hiding it.)
+    return ("tmp=$(mktemp -d)\n" + step("init", "git init -q $tmp/r") +
+            put("nested-config", "$tmp/r/.git/config", f"[core]\n\tfsmonitor = {planted(marker)}\n",
+                append=True) +
+            step("hide", "mkdir -p sub && chmod 000 sub") +
+            step("copy", "cp -a $tmp/r sub/r 2>/dev/null || "
+                         "{ chmod 755 sub && cp -a $tmp/r sub/r && chmod 000 sub; }") +
+            "sleep 1\n" + step("reveal", "chmod 755 sub") + "sleep 1\n")
+
+
+def _remotes_ws(lz):
+    return _plain(lz)
+
+
+def _nested_dirs(rel):
+    return lambda lz, ws: [ws / rel]
+
+
+ATTACKS.update({
+    # quarantine pre-empted, then the commondir of PLATFORM attack 2
+    "quarantine-preempted": Attack(_plain, _preempt_quarantine, blocked=("preempt",),
+                                   quarantined=("commondir",)),
+    # .git made invalid: the workspace root as a bare repository
+    "broken-head-bare-root": Attack(_plain, _broken_head_bare_root, host_git_may_fail=True),
+    "broken-objects-bare-root": Attack(_plain, _broken_objects_bare_root,
+                                       host_git_may_fail=True),
+    # untracked nested repositories anywhere in the tree
+    "nested-repository": Attack(_plain, _nested_repo, host_dirs=_nested_dirs("sub")),
+    "nested-repository-copied-in": Attack(_plain, _nested_repo_copied,
+                                          host_dirs=_nested_dirs("sub")),
+    "nested-repository-deep": Attack(_plain, _nested_repo_deep,
+                                     host_dirs=_nested_dirs("a/b/c/d/e/f/g")),
+    "nested-repository-renamed-in": Attack(_plain, _nested_repo_renamed_in,
+                                           host_dirs=_nested_dirs("moved/inner/r")),
+    "repository-from-ignored-dir": Attack(_ignored_repo_ws, _repo_from_ignored_dir,
+                                          host_dirs=_nested_dirs("sub")),
+    "repository-hidden-by-mode": Attack(_plain, _hidden_by_mode, host_dirs=_nested_dirs("sub/r")),
+    # bare repositories and gitfiles below the top
+    "bare-repository-in-subdir": Attack(_plain, _bare_in_subdir, host_dirs=_nested_dirs("tools/x")),
+    "gitfile-in-subdir": Attack(_plain, _gitfile_in_subdir, host_dirs=_nested_dirs("sub")),
+    "symlinked-dot-git-in-subdir": Attack(_plain, _symlink_dot_git_in_subdir,
+                                          host_dirs=_nested_dirs("sub")),
+})
+
+
 def marker_for(lz, name) -> Path:
     return lz.home / f"PLANTED-{name}-{secrets.token_hex(4)}"
 
@@ -424,14 +578,14 @@ def test_attack_is_stopped(rig, name):
     # here), and again once it is gone (the teardown audit has run; the
     # host's Git must work too).
     dirs = a.host_dirs(rig.lz, ws)
-    host = host_git_problem(rig.lz, dirs, marker)
+    host = host_git_problem(rig.lz, dirs, marker, a.host_git_may_fail)
     if host and marker.exists():
         problems.append("right after the session: " + host)
     else:
         left, _ = wait_torn_down(rig.lz, TEARDOWN_TIMEOUT)
         if left:
             problems.append("the Domain did not end:\n" + "\n".join(left))
-        host = host_git_problem(rig.lz, dirs, marker)
+        host = host_git_problem(rig.lz, dirs, marker, a.host_git_may_fail)
         if host:
             problems.append("after the Domain ended: " + host)
     if problems:
@@ -517,24 +671,222 @@ def test_git_config_hooks_and_dot_git_are_protected_inside(rig):
     assert not (ws / ".git-moved").exists() and (ws / ".git" / "HEAD").is_file()
 
 
+NONREPO_QUARANTINE = "." + QUARANTINE
+
+
 @pytest.mark.parametrize("then", ["sleep 1", "exit 0"])
-def test_new_repository_inside_a_non_repository_is_reported(rig, then):
-    """(9) Lazaret reports rather than blocks here (docs/git.md, "Not a
-    repository"): the repository is the sandbox's own, and may be what the
-    agent was asked to make. The session is told on stderr; the .git stays.
-    (No host Git runs in it: it would run the planted command, which is
-    exactly what the report warns about.) docs/git.md promises the report "at
-    the end of the session", so also when the command ends right away."""
+def test_new_repository_inside_a_non_repository_is_quarantined(rig, then):
+    """(issue 9) A workspace that is not a repository: a .git the sandbox
+    makes at its top would be obeyed by the host's Git run there. It is moved
+    into .lazaret-quarantine/ at once (docs/git.md, "Not a repository"), and
+    the session is told."""
     marker = marker_for(rig.lz, "non-repo")
     rig.config({"bb": {}})
-    p = ok(rig.run("bb", sh(
-        f"set -e\ngit init -q\ngit config core.fsmonitor \"{planted(marker)}\"\n{then}")))
+    p = rig.run("bb", sh(
+        f"git init -q; git config core.fsmonitor \"{planted(marker)}\"\n{then}"))
     assert "Git Sentry" in p.stderr and ".git" in p.stderr, \
         f"no Git Sentry report on the session's stderr: {p.stderr!r}"
-    assert (rig.ws / ".git" / "config").is_file(), "the sandbox's repository was removed"
+    assert not (rig.ws / ".git").exists(), "the sandbox's repository stayed in the workspace"
+    q = rig.ws / NONREPO_QUARANTINE
+    assert any(e.name.endswith("-top-.git") for e in q.iterdir()), sorted(q.iterdir())
+    # The host's Git in the workspace finds no repository, and runs nothing.
+    git(rig.lz, rig.ws, "status", check=False)
     assert not marker.exists()
 
 
+def test_control_new_repository_in_a_non_repository_is_obeyed_on_the_host(lz):
+    """Control for the test above: the same repository, made on the host,
+    makes the host's `git status` run the command."""
+    ws = lz.mkdir("ws")
+    marker = marker_for(lz, "non-repo")
+    ok(lz.run_as_user(sh(f"git init -q && git config core.fsmonitor \"{planted(marker)}\""),
+                      cwd=ws))
+    git(lz, ws, "status", check=False)
+    assert marker.exists()
+
+
+def _gitlink_ws(lz):
+    """A repository with a gitlink at vendor/x that is not checked out (its
+    directory is empty): like a submodule nobody initialised."""
+    ws = _plain(lz)
+    head = out(lz, ws, "rev-parse", "HEAD").strip()
+    lz.mkdir(ws / "vendor" / "x")
+    git(lz, ws, "update-index", "--add", "--cacheinfo", f"160000,{head},vendor/x")
+    git(lz, ws, "commit", "-q", "-m", "gitlink")
+    return ws
+
+
+GITLINK_MID_SESSION = ("git init -q vendor/x && {git} -C vendor/x commit -q --allow-empty -m x; "
+                       "git -C vendor/x config core.fsmonitor \"{cmd}\"; echo PLANTED; sleep 4")
+
+
+def test_repository_made_in_a_gitlink_mid_session_is_neutralised_at_once(rig):
+    """(issue 9) A .git made inside a gitlink path while the session goes on:
+    the host's `git status`, run in that moment, recurses into the gitlink
+    and would obey its config. It must be gone within a moment, not at the
+    session's end."""
+    ws = _gitlink_ws(rig.lz)
+    marker = marker_for(rig.lz, "gitlink")
+    rig.config({"bb": {}})
+    s = rig.start("bb", sh(GITLINK_MID_SESSION.format(git=GIT_IN, cmd=planted(marker))), ws=ws)
+    s.read_until("PLANTED")
+    time.sleep(0.5)
+    p = git(rig.lz, ws, "status", check=False)
+    s.finish()
+    assert not marker.exists(), f"the host's git status ran the planted command:\n{p.stdout}"
+    assert not (ws / "vendor" / "x" / ".git").exists()
+
+
+def test_control_repository_in_a_gitlink_is_obeyed_on_the_host(lz):
+    ws = _gitlink_ws(lz)
+    marker = marker_for(lz, "gitlink")
+    lz.run_as_user(sh(GITLINK_MID_SESSION.format(git=GIT_IN, cmd=planted(marker))
+                      .replace("sleep 4", "true")), cwd=ws)
+    git(lz, ws, "status", check=False)
+    assert marker.exists()
+
+
+UNMOVABLE = ("tmp=$(mktemp -d); git init -q $tmp/r; git -C $tmp/r config core.fsmonitor "
+             "\"{cmd}\"; mkdir -p sub/r; {chown}cp -a $tmp/r/.git sub/r/.git; echo PLANTED; "
+             "sleep 3; touch AFTER")
+
+
+def test_what_cannot_be_neutralised_stops_the_sandbox_and_the_next_start(rig):
+    """(issue 9, fail closed) A repository inside a directory the sandbox gave
+    to another uid: the developer cannot move it aside. The sandbox is stopped
+    at once, every session told why, and the next start is refused until the
+    entry is gone."""
+    ws = _plain(rig.lz)
+    marker = marker_for(rig.lz, "unmovable")
+    rig.config({"bb": {}})
+    watcher = rig.start("bb", sh("echo WATCHING; sleep 20"), ws=ws)
+    watcher.read_until("WATCHING")
+    p = rig.run("bb", sh(UNMOVABLE.format(cmd=planted(marker),
+                                           chown="chown 1000:1000 sub/r && ")), ws=ws)
+    w = watcher.finish()
+    assert p.returncode != 0, f"the session went on:\n{p.stdout}{p.stderr}"
+    assert not (ws / "AFTER").exists(), "the sandbox was not stopped"
+    for r in (p, w):
+        assert "Git Sentry" in r.stderr and "sub/r/.git" in r.stderr, \
+            f"a session was not told why the sandbox stopped: {r.stderr!r}"
+    left, _ = wait_torn_down(rig.lz, TEARDOWN_TIMEOUT)
+    assert not left, left
+    again = rig.run("bb", sh("touch STARTED"), ws=ws)
+    assert again.returncode == 125 and not (ws / "STARTED").exists(), \
+        f"the next start was not refused: {again.returncode}\n{again.stderr}"
+    assert "sub/r/.git" in again.stderr, again.stderr
+    # Once the entry is gone, the Domain starts again.
+    shutil.rmtree(ws / "sub")
+    ok(rig.run("bb", sh("touch STARTED"), ws=ws))
+    assert (ws / "STARTED").exists()
+    assert not marker.exists()
+
+
+def test_control_a_movable_repository_does_not_stop_the_sandbox(rig):
+    """Control: the same script without the chown is neutralised (moved
+    aside) and the session runs to its end: the stop above is the fail-closed
+    path, not the attack as such."""
+    ws = _plain(rig.lz)
+    marker = marker_for(rig.lz, "movable")
+    rig.config({"bb": {}})
+    p = rig.run("bb", sh(UNMOVABLE.format(cmd=planted(marker), chown="")), ws=ws)
+    assert (ws / "AFTER").exists(), p.stderr
+    assert "quarantined" in p.stderr and "sub/r/.git" in p.stderr, p.stderr
+    assert not (ws / "sub" / "r" / ".git").exists()
+
+
+def test_coordinator_killed_before_its_audit_is_caught_at_the_next_start(rig):
+    """(issue 9) The coordinator dies (SIGKILL) after the sandbox made a
+    repository but before the audit moved it (here: the coordinator is
+    stopped first, so no audit runs). The next start audits the workspace
+    against the dead generation's baseline and moves it aside, instead of
+    taking it for the developer's own."""
+    ws = _plain(rig.lz)
+    marker = marker_for(rig.lz, "crash")
+    rig.config({"bb": {}})
+    s = rig.start("bb", sh("echo READY; while [ ! -e GO ]; do sleep 0.05; done; "
+                           "mkdir -p sub && git init -q sub && "
+                           f"git -C sub config core.fsmonitor \"{planted(marker)}\" && "
+                           "echo PLANTED; sleep 30"), ws=ws)
+    s.read_until("READY")
+    coords = rig.coordinators()
+    assert len(coords) == 1, coords
+    os.kill(coords[0].pid, signal.SIGSTOP)
+    try:
+        rig.lz.write(ws / "GO", "", mode=0o644)
+        s.read_until("PLANTED")
+    finally:
+        os.kill(coords[0].pid, signal.SIGKILL)
+        os.kill(coords[0].pid, signal.SIGCONT)
+    s.finish(timeout=30)
+    left, _ = wait_torn_down(rig.lz, TEARDOWN_TIMEOUT)
+    assert (ws / "sub" / ".git" / "config").exists(), "no audit was supposed to run"
+    p = ok(rig.run("bb", sh("echo again"), ws=ws))
+    assert not (ws / "sub" / ".git").exists(), f"not neutralised at the next start\n{p.stderr}"
+    git(rig.lz, ws / "sub", "status")
+    assert not marker.exists()
+
+
+def test_control_a_crashed_generations_repository_is_obeyed(lz):
+    """Control: the repository the crashed generation left, as it lies there,
+    makes the host's git status run the command."""
+    ws = _plain(lz)
+    marker = marker_for(lz, "crash")
+    lz.run_as_user(sh("mkdir -p sub && git init -q sub && "
+                      f"git -C sub config core.fsmonitor \"{planted(marker)}\""), cwd=ws)
+    git(lz, ws / "sub", "status")
+    assert marker.exists()
+
+
+def test_audit_never_follows_a_workspace_symlink_out(rig):
+    """(issue 9 item 2) A workspace symlink to a host directory plus an index
+    gitlink below it: the audit must not touch the host directory (the old
+    audit moved <host dir>/x/.git into the workspace)."""
+    lz = rig.lz
+    hostdir = lz.mkdir("hostdir")
+    git(lz, hostdir, "init", "-q", "x")
+    ws = _plain(lz)
+    head = out(lz, ws, "rev-parse", "HEAD").strip()
+    rig.config({"bb": {}})
+    p = rig.run("bb", sh(f"ln -s {hostdir} evil && "
+                         f"git update-index --add --cacheinfo 160000,{head},evil/x; "
+                         "sleep 1; echo done"), ws=ws)
+    assert "done" in p.stdout, p.stderr
+    wait_torn_down(lz, TEARDOWN_TIMEOUT)
+    assert (hostdir / "x" / ".git" / "HEAD").is_file(), \
+        f"the host directory's repository was moved: {list(hostdir.rglob('*'))[:10]}"
+    # Control: the path through the workspace does lead to the host
+    # directory when a symlink is followed.
+    assert os.path.realpath(ws / "evil" / "x" / ".git") == str(hostdir / "x" / ".git")
+
+
+def test_ignored_copy_symlink_is_never_bound(rig):
+    """(issue 9 item 1) The sandbox plants a symlink to a host directory in
+    its own copy of an ignored directory, then changes .gitignore so that a
+    later generation isolates the symlink's path itself: that generation
+    must refuse to start (never bind the host directory read-write)."""
+    lz = rig.lz
+    target = lz.mkdir("private")
+    lz.write(target / "keep", "developer's\n", mode=0o644)
+    ws = new_repo(lz, "ws", {"README": "hello\n", ".gitignore": "d/\n"})
+    rig.config({"bb": {}})
+    # gen 1: d/ is the Domain's copy; plant d/x -> the host directory there
+    ok(rig.run("bb", sh(f"ln -s {target} d/x && printf 'd/x/\\n' > .gitignore"), ws=ws))
+    wait_torn_down(lz, TEARDOWN_TIMEOUT)
+    # gen 2: d/ is the workspace's again; make d/x there so that Git lists it
+    ok(rig.run("bb", sh("mkdir -p d/x"), ws=ws))
+    wait_torn_down(lz, TEARDOWN_TIMEOUT)
+    droot = domain_root(rig, ws)
+    copy = droot / "ignored" / "d" / "x"
+    assert copy.is_symlink(), "the plant did not land in the Domain's copy"
+    # Control: a bind of that copy by its path would be the host directory.
+    assert os.path.realpath(copy) == str(target)
+    # gen 3: d/x is ignored: its copy is the symlink
+    p = rig.run("bb", sh("echo pwned > d/x/PWNED; ls d/x"), ws=ws)
+    assert p.returncode == 125, f"the start was not refused:\n{p.stdout}{p.stderr}"
+    assert "ignored" in p.stderr and "d/x" in p.stderr, p.stderr
+    assert not (target / "PWNED").exists()
+    assert sorted(e.name for e in target.iterdir()) == ["keep"]
 def test_forbidden_entry_made_twice_in_one_second_is_quarantined(rig):
     """The quarantine name is "<time in seconds>-<where>-<name>": a second
     forbidden .git/worktrees within the same second must be moved aside too,

@@ -1,0 +1,77 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include "supervisor/stage.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/util.h"
+
+int lz_stage_init(lz_stage *st, int gen_fd, const char *gen_label, lz_error **err)
+{
+    *st = (lz_stage) LZ_STAGE_INIT;
+    if (mkdirat(gen_fd, "stage", 0700) < 0 && errno != EEXIST)
+        return lz_error_set(err, errno, "cannot create %s/stage", gen_label);
+    st->dir_fd = openat(gen_fd, "stage", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (st->dir_fd < 0)
+        return lz_error_set(err, errno, "cannot open %s/stage", gen_label);
+    st->label = lz_xasprintf("%s/stage", gen_label);
+    return 0;
+}
+
+int lz_stage_fd(lz_stage *st, int obj_fd, bool readonly, const char *what, char **ret_path,
+                lz_error **err)
+{
+    struct stat sb;
+    if (fstat(obj_fd, &sb) < 0)
+        return lz_error_set(err, errno, "cannot stat %s", what);
+    if (!S_ISDIR(sb.st_mode) && !S_ISREG(sb.st_mode))
+        return lz_error_set(err, 0, "%s is neither a directory nor a regular file", what);
+
+    /* A detached copy of exactly this object's mount (no submounts). */
+    _cleanup_close_ int tree = (int) open_tree(obj_fd, "",
+                                               OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
+    if (tree < 0) {
+        lz_error_set(err, errno, "cannot pin %s for the sandbox", what);
+        if (errno == EINVAL)
+            return lz_error_hint(err, "another file system is mounted inside it; Lazaret binds "
+                                      "one file system at a time: unmount it, or move the "
+                                      "mount out of the way");
+        return -1;
+    }
+    struct mount_attr attr = { .attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
+                                           (readonly ? MOUNT_ATTR_RDONLY : 0) };
+    if (mount_setattr(tree, "", AT_EMPTY_PATH, &attr, sizeof(attr)) < 0)
+        return lz_error_set(err, errno, "cannot restrict the mount of %s", what);
+
+    char name[32];
+    snprintf(name, sizeof(name), "%u", st->next++);
+    if (S_ISDIR(sb.st_mode)) {
+        if (mkdirat(st->dir_fd, name, 0700) < 0)
+            return lz_error_set(err, errno, "cannot create %s/%s", st->label, name);
+    } else {
+        int fd = openat(st->dir_fd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                        0600);
+        if (fd < 0)
+            return lz_error_set(err, errno, "cannot create %s/%s", st->label, name);
+        close(fd);
+    }
+    if (move_mount(tree, "", st->dir_fd, name, MOVE_MOUNT_F_EMPTY_PATH) < 0)
+        return lz_error_set(err, errno, "cannot attach the mount of %s at %s/%s", what, st->label,
+                            name);
+    *ret_path = lz_xasprintf("%s/%s", st->label, name);
+    return 0;
+}
+
+void lz_stage_clear(lz_stage *st)
+{
+    if (st->dir_fd >= 0)
+        close(st->dir_fd);
+    free(st->label);
+    *st = (lz_stage) LZ_STAGE_INIT;
+}
