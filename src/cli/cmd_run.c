@@ -81,11 +81,21 @@ static void terminal_raw(void)
         termios_raw = true;
 }
 
+/* Text from the coordinator can carry names the sandbox chose (a
+ * quarantined path, an ignored file): printed with terminal controls
+ * escaped, so no session's terminal can be driven from the sandbox. */
+static void print_remote(const char *prefix, const char *text, const char *suffix)
+{
+    char *safe = lz_text_printable(text);
+    fprintf(stderr, "%s%s%s", prefix, safe, suffix);
+    free(safe);
+}
+
 static void progress(const char *line, void *userdata)
 {
     (void) userdata;
     if (isatty(STDERR_FILENO))
-        fprintf(stderr, "lazaret: %s\n", line);
+        print_remote("lazaret: ", line, "\n");
 }
 
 /* The current directory relative to the workspace, or "" when outside. */
@@ -236,7 +246,7 @@ static attempt_result relay_interactive(lz_resolved_config *cfg, int sock, int *
             if (t && !termios_raw)
                 progress(t, NULL);
             else if (t) /* a notice during the session (Git Sentry) */
-                fprintf(stderr, "\r\nlazaret: %s\r\n", t);
+                print_remote("\r\nlazaret: ", t, "\r\n");
             free(t);
         } else if (rb.type == LZ_MSG_STARTED) {
             started = true;
@@ -256,9 +266,9 @@ static attempt_result relay_interactive(lz_resolved_config *cfg, int sock, int *
                 if (m.code == LZ_REFUSE_TEARING_DOWN) {
                     result = ATTEMPT_RETRY;
                 } else {
-                    fprintf(stderr, "lazaret: error: %s\n", m.message);
+                    print_remote("lazaret: error: ", m.message, "\n");
                     if (m.hint && *m.hint)
-                        fprintf(stderr, "  fix: %s\n", m.hint);
+                        print_remote("  fix: ", m.hint, "\n");
                 }
                 lz_msg_refused_clear(&m);
             }
@@ -466,7 +476,7 @@ static attempt_result attempt(lz_resolved_config *cfg, char **argv, size_t argc,
             if (rb.type == LZ_MSG_PROGRESS) {
                 char *t = lz_msg_text_decode(&rb);
                 if (t && started) /* a notice during the session (Git Sentry) */
-                    fprintf(stderr, "lazaret: %s\n", t);
+                    print_remote("lazaret: ", t, "\n");
                 else if (t)
                     progress(t, NULL);
                 free(t);
@@ -486,9 +496,9 @@ static attempt_result attempt(lz_resolved_config *cfg, char **argv, size_t argc,
                     if (m.code == LZ_REFUSE_TEARING_DOWN) {
                         result = ATTEMPT_RETRY;
                     } else {
-                        fprintf(stderr, "lazaret: error: %s\n", m.message);
+                        print_remote("lazaret: error: ", m.message, "\n");
                         if (m.hint && *m.hint)
-                            fprintf(stderr, "  fix: %s\n", m.hint);
+                            print_remote("  fix: ", m.hint, "\n");
                     }
                     lz_msg_refused_clear(&m);
                 }

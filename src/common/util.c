@@ -110,3 +110,45 @@ bool lz_utf8_valid(const char *buf, size_t len)
     }
     return true;
 }
+
+/* Length of the valid UTF-8 sequence at s (1..4), or 0. */
+static size_t utf8_seq(const unsigned char *s)
+{
+    size_t n = s[0] < 0x80 ? 1 : (s[0] & 0xe0) == 0xc0 ? 2 : (s[0] & 0xf0) == 0xe0 ? 3
+                                 : (s[0] & 0xf8) == 0xf0                     ? 4
+                                                                             : 0;
+    for (size_t i = 1; i < n; i++)
+        if (!s[i])
+            return 0;
+    return n && lz_utf8_valid((const char *) s, n) ? n : 0;
+}
+
+char *lz_text_printable(const char *s)
+{
+    if (!s)
+        return lz_xstrdup("");
+    size_t len = strlen(s);
+    char *out = lz_xmalloc(4 * len + 1);
+    size_t o = 0;
+    const unsigned char *p = (const unsigned char *) s;
+    while (*p) {
+        size_t n = utf8_seq(p);
+        bool c1 = n == 2 && p[0] == 0xc2 && p[1] < 0xa0;
+        if (n == 1 && *p >= 0x20 && *p != 0x7f && *p != '\\') {
+            out[o++] = (char) *p++;
+        } else if (n == 1 && *p == '\\') {
+            out[o++] = '\\';
+            out[o++] = '\\';
+            p++;
+        } else if (n > 1 && !c1) {
+            memcpy(out + o, p, n);
+            o += n;
+            p += n;
+        } else {
+            /* one escaped byte; a C1 sequence is escaped byte by byte */
+            o += (size_t) snprintf(out + o, 5, "\\x%02x", *p++);
+        }
+    }
+    out[o] = '\0';
+    return out;
+}

@@ -52,4 +52,12 @@ char *lz_xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * no overlongs)? */
 bool lz_utf8_valid(const char *buf, size_t len);
 
+/* A copy of s safe to print on a terminal or write to a log line: every
+ * byte that a terminal could act on — C0 controls (ESC, CR, LF, ...), DEL,
+ * the C1 controls U+0080..U+009F, and bytes that are not valid UTF-8 — is
+ * written as \xNN (and a backslash as \\). Names the sandbox chose (file
+ * names in reports and errors) pass through this before they reach a
+ * developer's terminal. */
+char *lz_text_printable(const char *s);
+
 #endif

@@ -109,8 +109,15 @@ static void clog_(coord *c, const char *fmt, ...)
     fprintf(c->log, "%s [%d] ", ts, (int) getpid());
     va_list ap;
     va_start(ap, fmt);
-    vfprintf(c->log, fmt, ap);
+    char *line = NULL;
+    if (vasprintf(&line, fmt, ap) < 0)
+        line = NULL;
     va_end(ap);
+    /* One line per entry, whatever names the sandbox chose. */
+    char *safe = lz_text_printable(line);
+    fputs(safe, c->log);
+    free(safe);
+    free(line);
     fputc('\n', c->log);
     fflush(c->log);
 }
@@ -860,6 +867,7 @@ static void teardown_and_exit(coord *c, int status)
     if (c->git.ws_fd >= 0 && !c->sentry_failed) {
         char *report = NULL;
         lz_error *e = NULL;
+        c->git.final = true;
         int n = lz_git_sentry_audit(&c->git, true, &report, &e);
         if (n < 0) {
             log_error(c, "Git Sentry audit at teardown failed", e);
@@ -870,6 +878,8 @@ static void teardown_and_exit(coord *c, int status)
         } else if (n > 0) {
             clog_(c, "Git Sentry (teardown): %s", report);
         }
+        if (n >= 0)
+            lz_git_sentry_done(&c->git);
         lz_error_free(e);
         free(report);
     }

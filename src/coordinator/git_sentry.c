@@ -46,7 +46,17 @@ static const char *const bare_entries[] = { "HEAD", "objects", "refs", "commondi
 #define WATCH_MASK (IN_CREATE | IN_MOVED_TO | IN_MOVED_FROM | IN_MOVE_SELF | IN_DELETE_SELF | \
                     IN_ATTRIB | IN_ONLYDIR)
 
-enum { ROLE_TREE = 1, ROLE_GITDIR = 2, ROLE_MODULES = 4 };
+enum { ROLE_TREE = 1, ROLE_GITDIR = 2, ROLE_MODULES = 4, ROLE_SEQUENCER = 8 };
+
+/* A rebase, cherry-pick or am that stopped keeps its plan in the Git
+ * directory, and `git rebase --continue` on the host carries it out: an
+ * `exec` line of a todo list the sandbox wrote is a command the host's Git
+ * runs. What exists at start is the developer's; what the sandbox made is
+ * moved aside when its todo list would run a command, and in any case at
+ * the end of the generation (docs/git.md). */
+static const char *const sequencer_dirs[] = { "rebase-merge", "rebase-apply", "sequencer" };
+static const char *const todo_files[] = { "git-rebase-todo", "git-rebase-todo.backup", "todo",
+                                          "done" };
 
 /* ---- confined helpers -------------------------------------------------- */
 
@@ -272,6 +282,15 @@ static int protect_git_dir(builder *b, const char *gd, int depth, lz_error **err
         _cleanup_free_ char *rel = join_rel(gd, fixed[i]);
         if (protect_if_exists(b, rel, err) < 0)
             return -1;
+    }
+
+    /* A rebase or cherry-pick the developer stopped before the start is
+     * theirs (known by inode); one the sandbox makes is not. */
+    for (size_t i = 0; i < LZ_ARRAY_SIZE(sequencer_dirs); i++) {
+        _cleanup_free_ char *rel = join_rel(gd, sequencer_dirs[i]);
+        struct stat st;
+        if (lstat_confined(b->ws_fd, rel, &st) == 0)
+            add_marker(&b->p->markers, &b->p->n_markers, rel, &st);
     }
 
     /* Submodule git dirs: modules/<name>[/modules/<name>…]. */
@@ -690,6 +709,11 @@ static void report_add(walk *w, const char *fmt, ...)
     va_end(ap);
     if (!line)
         return;
+    /* Names here are the sandbox's choice: no terminal controls in a
+     * notice that other sessions print (or in the log). */
+    char *safe = lz_text_printable(line);
+    free(line);
+    line = safe;
     char *joined = lz_xasprintf("%s%s%s", w->report ? w->report : "", w->report ? "; " : "",
                                 w->report_len + strlen(line) > MAX_REPORT ? "…" : line);
     free(line);
@@ -793,7 +817,10 @@ static int add_watch(walk *w, int dfd, const char *rel, unsigned role)
         return 0;
     char path[64];
     snprintf(path, sizeof(path), "/proc/self/fd/%d", dfd);
-    int wd = inotify_add_watch(p->inotify_fd, path, WATCH_MASK);
+    /* Todo lists are rewritten in place (the sequence editor): their
+     * directory's watch also reports writes. */
+    int wd = inotify_add_watch(p->inotify_fd, path,
+                               WATCH_MASK | (role & ROLE_SEQUENCER ? IN_CLOSE_WRITE : 0));
     if (wd < 0) {
         fail_at(w, rel[0] ? rel : ".");
         lz_error_set(w->err, errno, "Git Sentry: cannot watch %s",
@@ -877,6 +904,51 @@ static int check_dot_git(walk *w, int dfd, const char *rel, const struct stat *s
     return quarantine(w, dfd, rel, ".git") < 0 ? -1 : 0;
 }
 
+static bool path_within(const char *path, const char *root)
+{
+    size_t n = strlen(root);
+    return strncmp(path, root, n) == 0 && (path[n] == '/' || path[n] == '\0');
+}
+
+/* Does the symlink dfd/name (in the tree directory rel) point into a host
+ * directory the sandbox can write other than the workspace — a read-write
+ * volume, the Storage Root (ignored copies, persistent uppers)? A host git
+ * run "in the workspace" through it would obey a repository there. Judged
+ * on the lexical target and on the target as the host resolves it. */
+static bool link_into_sandbox_storage(const lz_git_plan *p, int dfd, const char *rel,
+                                      const char *name)
+{
+    const lz_resolved_config *cfg = p->cfg;
+    if (!cfg)
+        return false;
+    char target[PATH_MAX];
+    ssize_t n = readlinkat(dfd, name, target, sizeof(target) - 1);
+    if (n <= 0)
+        return false;
+    target[n] = '\0';
+    _cleanup_free_ char *abs = target[0] == '/' ? lz_xstrdup(target)
+                               : rel[0]       ? lz_xasprintf("%s/%s/%s", cfg->workspace.label, rel,
+                                                             target)
+                                              : lz_xasprintf("%s/%s", cfg->workspace.label, target);
+    /* "/" + the lexically normalised rest */
+    _cleanup_free_ char *lex_rest = lexical_rel("", abs);
+    _cleanup_free_ char *lex = lex_rest ? lz_xasprintf("/%s", lex_rest) : lz_xstrdup("/");
+    _cleanup_free_ char *real = realpath(abs, NULL);
+    const char *forms[] = { lex, real };
+    for (size_t f = 0; f < LZ_ARRAY_SIZE(forms); f++) {
+        if (!forms[f])
+            continue;
+        if (path_within(forms[f], cfg->storage_root.label) ||
+            path_within(forms[f], cfg->runtime_root.label))
+            return true;
+        for (size_t i = 0; i < cfg->n_volumes; i++)
+            if (cfg->volumes[i].access != LZ_ACCESS_READ_ONLY &&
+                path_within(forms[f], cfg->volumes[i].source.label))
+                return true;
+    }
+    return false;
+}
+
 static bool bare_internal(const char *name)
 {
     static const char *const internal[] = { "objects", "refs",  "logs",    "hooks",   "info",
@@ -908,7 +980,21 @@ static int visit_entry(walk *w, int dfd, const char *rel, const char *name, int 
         return 0;
     if (strcmp(name, ".git") == 0)
         return check_dot_git(w, dfd, rel, &st);
-    if (is_ignored(p, child) || !S_ISDIR(st.st_mode))
+    if (is_ignored(p, child))
+        return 0;
+    if (S_ISLNK(st.st_mode) && link_into_sandbox_storage(p, dfd, rel, name)) {
+        if (w->b) {
+            fail_at(w, child);
+            lz_error_set(w->err, 0, "Git Sentry: the workspace symlink %s/%s points into a "
+                                    "directory the sandbox can write outside the workspace",
+                         w->b->ws, child);
+            return lz_error_hint(w->err, "the host's Git run through it would obey what the "
+                                         "sandbox wrote there: remove the symlink, or make the "
+                                         "volume read-only");
+        }
+        return quarantine(w, dfd, rel, name) < 0 ? -1 : 0;
+    }
+    if (!S_ISDIR(st.st_mode))
         return 0;
     if (!rel[0] && p->kind == LZ_GIT_BARE && bare_internal(name))
         return 0; /* inside the bare workspace's Git directory (docs/git.md) */
@@ -996,6 +1082,57 @@ static int walk_dir(walk *w, int dfd, const char *rel, int depth)
     return r;
 }
 
+/* Would the todo lists in dfd (a sequencer directory) make Git run a
+ * command: a line whose first word is `exec` or `x`? */
+static bool todo_executes(int dfd)
+{
+    for (size_t i = 0; i < LZ_ARRAY_SIZE(todo_files); i++) {
+        int fd = lz_open_confined(dfd, todo_files[i], O_RDONLY | O_NONBLOCK, 0, todo_files[i],
+                                  NULL);
+        FILE *f = fd >= 0 ? fdopen(fd, "re") : NULL;
+        if (!f) {
+            if (fd >= 0)
+                close(fd);
+            continue;
+        }
+        char line[4096];
+        bool found = false;
+        for (size_t n = 0; !found && n < 100000 && fgets(line, sizeof(line), f); n++) {
+            const char *c = line + strspn(line, " \t");
+            size_t w = strcspn(c, " \t\r\n");
+            found = (w == 1 && c[0] == 'x') || (w == 4 && strncmp(c, "exec", 4) == 0);
+        }
+        fclose(f);
+        if (found)
+            return true;
+    }
+    return false;
+}
+
+/* The sequencer directories of the Git directory gdfd (= gd). */
+static int audit_sequencer(walk *w, int gdfd, const char *gd)
+{
+    lz_git_plan *p = w->p;
+    for (size_t k = 0; k < LZ_ARRAY_SIZE(sequencer_dirs); k++) {
+        _cleanup_free_ char *rel = join_rel(gd, sequencer_dirs[k]);
+        struct stat st;
+        if (fstatat(gdfd, sequencer_dirs[k], &st, AT_SYMLINK_NOFOLLOW) < 0)
+            continue;
+        bool ours = known(p->markers, p->n_markers, rel, &st);
+        _cleanup_close_ int sfd = S_ISDIR(st.st_mode)
+                                      ? lz_open_confined(gdfd, sequencer_dirs[k],
+                                                         O_RDONLY | O_DIRECTORY, 0, rel, NULL)
+                                      : -EBADF;
+        if (sfd >= 0 && add_watch(w, sfd, rel, ROLE_SEQUENCER) < 0)
+            return -1;
+        if (sfd >= 0 && !todo_executes(sfd) && (ours || !p->final))
+            continue;
+        if (quarantine(w, gdfd, strcmp(gd, ".") ? gd : "", sequencer_dirs[k]) < 0)
+            return -1;
+    }
+    return 0;
+}
+
 /* The top level of every protected Git directory: nothing of
  * git_dir_entries may appear that is not a mount (protected at start); in a
  * modules/ directory no member may appear that was not there. */
@@ -1022,6 +1159,8 @@ static int audit_git_dirs(walk *w)
             if (quarantine(w, dfd, strcmp(gd, ".") ? gd : "", git_dir_entries[k]) < 0)
                 return -1;
         }
+        if (audit_sequencer(w, dfd, gd) < 0)
+            return -1;
         _cleanup_free_ char *mods = join_rel(gd, "modules");
         if (!has_mount(p, mods))
             continue;
@@ -1427,6 +1566,8 @@ static int recover_previous(builder *b, lz_error **err)
         qsort(t.ignored, t.n_ignored, sizeof(char *), cmp_str);
     if (r == 0 && t.quarantine_rel && lz_path_is_normalized_rel(t.quarantine_rel)) {
         t.ws_fd = fcntl(b->ws_fd, F_DUPFD_CLOEXEC, 3);
+        t.cfg = b->cfg;
+        t.final = true; /* that generation's sandbox is gone */
         t.quarantine_fd = lz_open_confined(b->ws_fd, t.quarantine_rel, O_PATH | O_DIRECTORY, 0,
                                            t.quarantine_rel, err);
         r = t.quarantine_fd < 0 ? -1 : full_audit(&t, false, &b->p->start_report, err);
@@ -1510,7 +1651,8 @@ static int event_audit(lz_git_plan *p, char **ret_report, lz_error **err)
             }
             if (ev->mask & IN_ATTRIB && !(ev->mask & IN_ISDIR))
                 continue; /* a file's mode: nothing Git discovers by */
-            if (!(ev->mask & (IN_CREATE | IN_MOVED_TO | IN_ATTRIB)) || need_full || ev->len == 0)
+            if (!(ev->mask & (IN_CREATE | IN_MOVED_TO | IN_ATTRIB | IN_CLOSE_WRITE)) || need_full ||
+                ev->len == 0)
                 continue;
             /* Reach the directory again by its path, confined, and require
              * the same inode: otherwise the layout moved under us. */
@@ -1544,6 +1686,11 @@ static int event_audit(lz_git_plan *p, char **ret_report, lz_error **err)
                         r = quarantine(&w, dfd, dir_rel, ev->name) < 0 ? -1 : 0;
                 }
             }
+            for (size_t k = 0; (kind & ROLE_GITDIR) && k < LZ_ARRAY_SIZE(sequencer_dirs); k++)
+                if (strcmp(ev->name, sequencer_dirs[k]) == 0)
+                    need_full = true; /* a rebase began: watch its todo list */
+            if (kind & ROLE_SEQUENCER)
+                need_full = true; /* its todo list changed */
             if (r == 0 && (kind & ROLE_MODULES)) {
                 _cleanup_free_ char *member = join_rel(dir_rel, ev->name);
                 if (fstatat(dfd, ev->name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&

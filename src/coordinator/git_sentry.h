@@ -98,6 +98,7 @@ typedef struct lz_git_plan {
     size_t n_tree_dirs;     /* directories of the tree under watch */
     unsigned long quarantined; /* entries moved this generation */
     char *failed_rel;       /* after a failed audit: what could not be neutralised */
+    bool final;             /* the last audit: the sandbox is gone (sequencer state) */
     char *start_report;     /* what the plan neutralised that an earlier generation left */
     const lz_resolved_config *cfg;
 } lz_git_plan;

@@ -973,3 +973,105 @@ def test_isolate_gitignored_false_shares_ignored_files(rig):
                    ws=ws))
     assert p.stdout == f"SECRET={secret}\n"
     assert (ws / "node_modules" / "x").read_text() == "m\n"
+
+
+# ---- found by the outside attacker (issue 9, attack round 1) -----------------------------
+
+def _two_commits(lz):
+    ws = _plain(lz)
+    lz.write(ws / "second", "2\n", mode=0o644)
+    git(lz, ws, "add", "second")
+    git(lz, ws, "commit", "-q", "-m", "second")
+    return ws
+
+
+def rebase_exec(marker, extra="") -> str:
+    """Stop an interactive rebase at `break` with an `exec` still to do: the
+    host's `git rebase --continue` runs it."""
+    todo = f"break\\nexec touch {marker}\\n{extra}"
+    return f"GIT_SEQUENCE_EDITOR=\"printf '{todo}' >\" {GIT_IN} rebase -q -i HEAD~1; echo STOPPED\n"
+
+
+def test_rebase_exec_left_by_the_sandbox_is_never_run_by_the_host(rig):
+    """G01: the sandbox's todo list with an `exec` line is moved aside at
+    once; the host's `git rebase --continue` has nothing to continue."""
+    ws = _two_commits(rig.lz)
+    marker = marker_for(rig.lz, "rebase")
+    rig.config({"bb": {}})
+    p = rig.run("bb", sh(rebase_exec(marker) + "sleep 1"), ws=ws)
+    assert "STOPPED" in p.stdout, p.stderr
+    assert "Git Sentry" in p.stderr and "rebase-merge" in p.stderr, p.stderr
+    wait_torn_down(rig.lz, TEARDOWN_TIMEOUT)
+    assert not (ws / ".git" / "rebase-merge").exists()
+    git(rig.lz, ws, "rebase", "--continue", check=False)
+    assert not marker.exists(), "the host's git rebase --continue ran the sandbox's exec"
+
+
+def test_control_rebase_exec_is_run_by_the_host(lz):
+    ws = _two_commits(lz)
+    marker = marker_for(lz, "rebase")
+    lz.run_as_user(sh(rebase_exec(marker)), cwd=ws)
+    assert (ws / ".git" / "rebase-merge").is_dir()
+    git(lz, ws, "rebase", "--continue", check=False)
+    assert marker.exists()
+
+
+def test_rebase_the_sandbox_left_stopped_is_set_aside_at_teardown(rig):
+    """A rebase the sandbox stopped (no exec in it) works inside while the
+    Domain runs, but its plan is the sandbox's: it is moved aside when the
+    Domain ends, so the host never carries it on."""
+    ws = _two_commits(rig.lz)
+    rig.config({"bb": {}})
+    ok(rig.run("bb", sh(f"GIT_SEQUENCE_EDITOR=\"printf 'break\\\\n' >\" {GIT_IN} rebase -q -i "
+                        "HEAD~1; test -d .git/rebase-merge && echo STOPPED"), ws=ws))
+    left, _ = wait_torn_down(rig.lz, TEARDOWN_TIMEOUT)
+    assert not left, left
+    assert not (ws / ".git" / "rebase-merge").exists()
+    assert any(q.name.endswith("-.git-rebase-merge")
+               for q in (ws / ".git" / QUARANTINE).iterdir())
+
+
+def test_symlink_into_a_read_write_volume_repository_is_quarantined(rig):
+    """G03: a repository in a read-write volume (sandbox-written, outside the
+    audited tree) and a workspace symlink to it: the host's git run "in the
+    workspace" through the symlink would obey it. The symlink is moved
+    aside."""
+    lz = rig.lz
+    lz.mkdir("vol")
+    ws = _plain(lz)
+    marker = marker_for(lz, "volume")
+    rig.config({"bb": {"persistent_dirs": ["/root"], "volumes": [
+        {"host": "~/vol", "container": "/root/vol", "kind": "directory",
+         "access": "read-write"}]}})
+    p = rig.run("bb", sh("git init -q /root/vol/r && "
+                         f"git -C /root/vol/r config core.fsmonitor \"{planted(marker)}\" && "
+                         "ln -s ../vol/r docs; sleep 1; echo done"), ws=ws)
+    assert "done" in p.stdout, p.stderr
+    wait_torn_down(lz, TEARDOWN_TIMEOUT)
+    assert not (ws / "docs").is_symlink(), "the symlink into the volume stayed"
+    assert (lz.home / "vol" / "r" / ".git").is_dir(), "(the volume's content is the sandbox's)"
+    # Control: through the symlink's path the volume's repository is obeyed.
+    (ws / "docs").symlink_to("../vol/r")
+    git(lz, ws / "docs", "status", check=False)
+    assert marker.exists(), "control: the repository in the volume was not obeyed"
+
+
+def test_names_in_notices_cannot_drive_another_sessions_terminal(rig):
+    """T01: a quarantined name full of terminal controls (CR, ESC sequences,
+    OSC 52) reaches the other sessions' stderr and the log escaped."""
+    ws = _plain(rig.lz)
+    rig.config({"bb": {}})
+    watcher = rig.start("bb", sh("echo WATCHING; sleep 4"), ws=ws)
+    watcher.read_until("WATCHING")
+    name = "x\\r\\033[2K\\033]52;c;cHduZWQ=\\007\\033[8m"
+    rig.run("bb", sh(f"n=$(printf '{name}'); mkdir -p \"$n\" && git init -q \"$n\"; sleep 1"),
+            ws=ws)
+    w = watcher.finish()
+    assert "Git Sentry" in w.stderr, w.stderr
+    assert "\x1b" not in w.stderr and "\r" not in w.stderr.replace("\r\n", ""), repr(w.stderr)
+    assert "\\x1b" in w.stderr, repr(w.stderr)
+    log = next(rig.lz.root.rglob("logs/coordinator.log")).read_bytes()
+    assert b"\x1b" not in log, "raw escape sequences in the coordinator's log"
+    # Control: the name really holds the controls (on the host).
+    assert any("\x1b" in e.name for e in (ws / ".git" / QUARANTINE).iterdir()) or \
+        any("\x1b" in e.name for e in ws.iterdir())

@@ -237,11 +237,19 @@ def test_lazaret_processes_leave_no_core_and_no_secret(rig, lz, core_dir):
         # it for later sessions; docs/runtime.md).
         asan = b"__asan_init" in lz.bin.read_bytes()
         initial_env = "\0".join(f"{k}={v}" for k, v in lz.env(env).items()).encode()
+        # The sandbox's output reaches the test before the CLI has read the
+        # coordinator's STARTED (when it wipes): allow it a moment.
         for role in ("cli", "coordinator"):
             for p in r.get(role, []):
-                if needle in _read(f"/proc/{p.pid}/environ"):
+                deadline = time.monotonic() + 5
+                while True:
+                    in_env = needle in _read(f"/proc/{p.pid}/environ")
+                    hits = memory_holds(p.pid, needle, initial_env if asan else None)
+                    if not (in_env or hits) or time.monotonic() > deadline:
+                        break
+                    time.sleep(0.1)
+                if in_env:
                     problems.append(f"{p}: the token is in its environment")
-                hits = memory_holds(p.pid, needle, initial_env if asan else None)
                 if hits:
                     problems.append(f"{p}: the token is in its memory: {hits}")
         status = ok(lz.run(["status"]))
