@@ -2,14 +2,14 @@
 """The Git Sentry's audit window (docs/git.md, "Measured window").
 
 How long does a forbidden entry the sandbox makes stay visible to the host
-before the coordinator moves it into the quarantine? The sandbox makes
-`.git` directories in N workspace directories that exist before the start
-(so they are watched), one every --gap seconds. A host observer of its own,
-an inotify instance watching the same directories, timestamps each
-IN_CREATE of `.git` and the IN_MOVED_FROM that takes it away; the window is
-the difference. This is what a host `git` started in that instant could
-see. It is a security measurement, not an overhead ratio: there is no
-baseline to divide by (bench/README.md).
+before the coordinator moves it into the quarantine? The sandbox makes a
+`.git` directory in N workspace directories that exist before the start (so
+they are watched), one every --gap seconds. A host observer busy-polls
+lstat() of the next expected path and records when it first sees the entry
+and when it is gone; the difference is what a host `git` started in that
+instant could see (less one poll, about a microsecond or two). It is a
+security measurement, not an overhead ratio: there is no baseline to divide
+by (bench/README.md).
 
     sudo bench/sentry/run.sh [--count N] [--gap S]
 
@@ -18,14 +18,10 @@ Runs as root and uses the launch benchmark's user, image and build helpers
 """
 
 import argparse
-import ctypes
-import ctypes.util
 import os
 import pwd
-import select
 import shutil
 import statistics
-import struct
 import subprocess
 import sys
 import tempfile
@@ -34,39 +30,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "launch"))
 import launch  # noqa: E402  (the shared benchmark helpers)
-
-IN_CREATE, IN_MOVED_FROM, IN_ISDIR = 0x100, 0x40, 0x40000000
-_libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
-
-
-class Inotify:
-    def __init__(self):
-        self.fd = _libc.inotify_init1(os.O_CLOEXEC | os.O_NONBLOCK)
-        if self.fd < 0:
-            raise OSError(ctypes.get_errno(), "inotify_init1")
-        self.names = {}
-
-    def watch(self, path: Path):
-        wd = _libc.inotify_add_watch(self.fd, str(path).encode(), IN_CREATE | IN_MOVED_FROM)
-        if wd < 0:
-            raise OSError(ctypes.get_errno(), f"inotify_add_watch {path}")
-        self.names[wd] = path.name
-
-    def events(self, timeout):
-        """[(monotonic ns at read, dir name, mask, entry name)]"""
-        ready, _, _ = select.select([self.fd], [], [], timeout)
-        if not ready:
-            return []
-        now = time.monotonic_ns()
-        data = os.read(self.fd, 65536)
-        out, i = [], 0
-        while i < len(data):
-            wd, mask, _, length = struct.unpack_from("iIII", data, i)
-            name = data[i + 16:i + 16 + length].rstrip(b"\0").decode()
-            out.append((now, self.names.get(wd), mask, name))
-            i += 16 + length
-        return out
-
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -97,29 +60,28 @@ def main():
         ws = user.home / "ws"
         env = dict(user.env(), GIT_CONFIG_NOSYSTEM="1")
         subprocess.run(["git", "init", "-q", str(ws)], check=True, env=env, **user.creds())
-        ino = Inotify()
         for i in range(args.count):
             launch.mkdir_user(ws / f"s{i}", 0o755, ids)
-            ino.watch(ws / f"s{i}")
         script = (f"i=0; while [ $i -lt {args.count} ]; do mkdir s$i/.git; i=$((i+1)); "
                   f"sleep {args.gap}; done; sleep 1")
         lz = launch.Lazaret(binary, user, ws, user.home / "logs")
         p, f = lz.start("run", "bench", "--", "sh", "-c", script)
-        created, moved = {}, {}
-        deadline = time.monotonic() + 60 + args.count * (args.gap + 1)
-        while p.poll() is None and time.monotonic() < deadline:
-            for t, d, mask, name in ino.events(0.5):
-                if name != ".git":
-                    continue
-                if mask & IN_CREATE:
-                    created.setdefault(d, t)
-                elif mask & IN_MOVED_FROM:
-                    moved.setdefault(d, t)
-        if p.poll() is None:
-            p.kill()
-        p.wait()
-        windows = sorted((moved[d] - created[d]) / 1e6 for d in created if d in moved)
-        missed = [d for d in created if d not in moved]
+        windows, missed = [], []
+        for i in range(args.count):
+            path = str(ws / f"s{i}" / ".git")
+            deadline = time.monotonic() + 60
+            while not os.path.lexists(path) and time.monotonic() < deadline:
+                pass
+            t0 = time.perf_counter_ns()
+            while os.path.lexists(path) and time.monotonic() < deadline:
+                pass
+            t1 = time.perf_counter_ns()
+            if time.monotonic() >= deadline:
+                missed.append(i)
+            else:
+                windows.append((t1 - t0) / 1e6)
+        p.wait(timeout=60)
+        windows.sort()
         lz.wait_teardown(time.perf_counter_ns())
         if not windows:
             launch.die(f"no window measured (created {len(created)}, moved {len(moved)})")
@@ -128,7 +90,7 @@ def main():
               f"(runsc {launch.capture(['runsc', '--version']).splitlines()[0]}, "
               f"kernel {os.uname().release}):")
         print(f"  median {statistics.median(windows):.2f} ms, p95 {q[18]:.2f} ms, "
-              f"max {windows[-1]:.2f} ms, min {windows[0]:.2f} ms; not moved: {len(missed)}")
+              f"max {windows[-1]:.2f} ms, min {windows[0]:.2f} ms; not seen or not moved within 60 s: {len(missed)}")
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
