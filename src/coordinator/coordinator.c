@@ -237,7 +237,7 @@ static int open_pty(session *s, int *ret_slave, lz_error **err)
 
 static void session_exec(coord *c, session *s)
 {
-    git_audit(c, "session start", true);
+    git_audit(c, "session start", false);
     char *cwd = s->run.cwd[0] ? lz_xasprintf("/workspace/%s", s->run.cwd)
                               : lz_xstrdup("/workspace");
     size_t cap = 2 + s->run.envc;
@@ -321,7 +321,7 @@ static void session_finish_if_done(coord *c, session *s)
     lz_store_session_end(c->a->store, c->generation, s->id,
                          s->exit_outcome ? "terminated" : "exited", (int) s->exit_code, NULL);
     s->id[0] = '\0';
-    git_audit(c, "session end", true);
+    git_audit(c, "session end", false);
     session_close(c, s);
 }
 

@@ -41,7 +41,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import (RUN_TIMEOUT, TEARDOWN_TIMEOUT, _read, by_role, domain_dirs,
+from conftest import (TEARDOWN_TIMEOUT, _read, domain_dirs,
                       domain_processes, files_containing, ok, sh, wait_torn_down)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -475,7 +475,17 @@ def git_init(lz, ws):
         ok(lz.run_as_user(argv))
 
 
-PLANT = ["sub/.gitignore", ".gitignore", ".git/info/exclude", ".git/HEAD"]
+# Finding (see the report): Git run by the Git Sentry blocks opening the FIFO
+# until its 60 s timeout; the start then fails, but the coordinator, having
+# spent more than its 30 s empty-start limit, exits before accepting the
+# waiting CLI, which only says "ended the session unexpectedly".
+_FIFO_HANG = pytest.mark.xfail(strict=True, reason="host git blocks on a FIFO for 60 s; the "
+                               "refusal does not reach the CLI (git_sentry.c host_git, "
+                               "coordinator.c empty-start limit)")
+PLANT = [pytest.param("sub/.gitignore", marks=_FIFO_HANG),
+         pytest.param(".gitignore", marks=_FIFO_HANG),
+         pytest.param(".git/info/exclude", marks=_FIFO_HANG),
+         ".git/HEAD"]
 
 
 @pytest.mark.parametrize("rel", PLANT)
@@ -500,7 +510,8 @@ def test_fifo_planted_for_the_next_start(rig, rel):
     st = host.lstat() if os.path.lexists(host) else None
     print(f"{rel}: inside {plant.stdout.strip()!r}; on the host: "
           f"{stat.filemode(st.st_mode) if st else 'missing'}")
-    assert st is None or not stat.S_ISFIFO(st.st_mode), f"{host}: the sandbox's FIFO reached the host"
+    assert st is None or not stat.S_ISFIFO(st.st_mode), \
+        f"{host}: the sandbox's FIFO reached the host"
     left, _ = wait_torn_down(lz, TEARDOWN_TIMEOUT)
     assert not left, "\n".join(left)
 
@@ -517,7 +528,9 @@ def test_fifo_planted_for_the_next_start(rig, rel):
         pytest.fail(f"{rel}: lazaret run hung for more than {BOUND} s", pytrace=False)
     took = time.monotonic() - t0
     print(f"{rel} (host FIFO): exit {p.returncode} after {took:.1f} s; stderr: {p.stderr.strip()}")
-    assert p.returncode == 0 or (p.returncode == 125 and "lazaret: error:" in p.stderr), \
+    # A refusal must say which file is wrong and what to do (docs/errors.md).
+    assert p.returncode == 0 or (p.returncode == 125 and "lazaret: error:" in p.stderr and
+                                 rel.rsplit("/", 1)[-1] in p.stderr and "fix:" in p.stderr), \
         f"{rel}: exit {p.returncode} after {took:.1f} s: {p.stderr}"
 
 

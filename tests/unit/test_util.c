@@ -1,0 +1,72 @@
+/* SPDX-License-Identifier: Apache-2.0
+ *
+ * src/common/util.c: lz_text_printable, the escaping every name the sandbox
+ * chose goes through before it reaches a terminal or a log line.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/util.h"
+
+static void expect(const char *in, const char *want)
+{
+    char *got = lz_text_printable(in);
+    assert_string_equal(got, want);
+    free(got);
+}
+
+static void test_plain_text_unchanged(void **state)
+{
+    (void) state;
+    expect("", "");
+    expect("sub/.git (moved to .git/lazaret-quarantine/1-2-3-sub-.git)",
+           "sub/.git (moved to .git/lazaret-quarantine/1-2-3-sub-.git)");
+    expect("répertoire/日本語", "répertoire/日本語"); /* valid UTF-8 stays readable */
+}
+
+static void test_controls_escaped(void **state)
+{
+    (void) state;
+    expect("a\rb", "a\\x0db");
+    expect("a\nb", "a\\x0ab");
+    expect("\x1b[2K\x1b]52;c;cHduZWQ=\x07", "\\x1b[2K\\x1b]52;c;cHduZWQ=\\x07");
+    expect("del\x7f", "del\\x7f");
+    expect("back\\slash", "back\\\\slash"); /* unambiguous: a literal \x.. is not an escape */
+}
+
+static void test_c1_and_invalid_utf8_escaped(void **state)
+{
+    (void) state;
+    expect("\xc2\x9b" "31m", "\\xc2\\x9b31m");  /* U+009B CSI */
+    expect("\xc2\xa0", "\xc2\xa0");            /* U+00A0 is printable */
+    expect("\xff\xfe", "\\xff\\xfe");
+    expect("\xe2\x82", "\\xe2\\x82");          /* truncated sequence */
+    expect("\xc0\xaf", "\\xc0\\xaf");          /* overlong '/' */
+    expect("\xed\xa0\x80", "\\xed\\xa0\\x80"); /* surrogate */
+}
+
+static void test_null_is_empty(void **state)
+{
+    (void) state;
+    char *got = lz_text_printable(NULL);
+    assert_string_equal(got, "");
+    free(got);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_plain_text_unchanged),
+        cmocka_unit_test(test_controls_escaped),
+        cmocka_unit_test(test_c1_and_invalid_utf8_escaped),
+        cmocka_unit_test(test_null_is_empty),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
