@@ -152,3 +152,13 @@ char *lz_text_printable(const char *s)
     out[o] = '\0';
     return out;
 }
+
+char *lz_vprintable(const char *fmt, va_list ap)
+{
+    char *line = NULL;
+    if (vasprintf(&line, fmt, ap) < 0)
+        oom();
+    char *safe = lz_text_printable(line);
+    free(line);
+    return safe;
+}

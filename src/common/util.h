@@ -7,6 +7,7 @@
 #define LAZARET_COMMON_UTIL_H
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -59,5 +60,9 @@ bool lz_utf8_valid(const char *buf, size_t len);
  * names in reports and errors) pass through this before they reach a
  * developer's terminal. */
 char *lz_text_printable(const char *s);
+
+/* vasprintf, then lz_text_printable: a line for a log or a terminal whose
+ * arguments may carry names the sandbox chose. */
+char *lz_vprintable(const char *fmt, va_list ap) __attribute__((format(printf, 1, 0)));
 
 #endif

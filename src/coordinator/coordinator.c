@@ -109,14 +109,10 @@ static void clog_(coord *c, const char *fmt, ...)
     fprintf(c->log, "%s [%d] ", ts, (int) getpid());
     va_list ap;
     va_start(ap, fmt);
-    char *line = NULL;
-    if (vasprintf(&line, fmt, ap) < 0)
-        line = NULL;
-    va_end(ap);
     /* One line per entry, whatever names the sandbox chose. */
-    char *safe = lz_text_printable(line);
-    fputs(safe, c->log);
-    free(safe);
+    char *line = lz_vprintable(fmt, ap);
+    va_end(ap);
+    fputs(line, c->log);
     free(line);
     fputc('\n', c->log);
     fflush(c->log);

@@ -696,30 +696,29 @@ static bool is_ignored(const lz_git_plan *p, const char *rel)
     return bsearch(&key, p->ignored, p->n_ignored, sizeof(char *), cmp_str) != NULL;
 }
 
-static void report_add(walk *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void report_add(walk *w, const char *fmt, ...)
+/* Append an already printable line to the report. */
+static void report_append(walk *w, const char *line)
 {
     if (w->report_len > MAX_REPORT)
         return;
-    va_list ap;
-    va_start(ap, fmt);
-    char *line = NULL;
-    if (vasprintf(&line, fmt, ap) < 0)
-        line = NULL;
-    va_end(ap);
-    if (!line)
-        return;
-    /* Names here are the sandbox's choice: no terminal controls in a
-     * notice that other sessions print (or in the log). */
-    char *safe = lz_text_printable(line);
-    free(line);
-    line = safe;
     char *joined = lz_xasprintf("%s%s%s", w->report ? w->report : "", w->report ? "; " : "",
                                 w->report_len + strlen(line) > MAX_REPORT ? "…" : line);
-    free(line);
     free(w->report);
     w->report = joined;
     w->report_len = strlen(joined);
+}
+
+static void report_add(walk *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void report_add(walk *w, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    /* Names here are the sandbox's choice: no terminal controls in a
+     * notice that other sessions print (or in the log). */
+    char *line = lz_vprintable(fmt, ap);
+    va_end(ap);
+    report_append(w, line);
+    free(line);
 }
 
 static void fail_at(walk *w, const char *rel)
@@ -1710,7 +1709,7 @@ static int event_audit(lz_git_plan *p, char **ret_report, lz_error **err)
             return -1;
         }
         if (more)
-            report_add(&w, "%s", more);
+            report_append(&w, more);
         free(more);
         w.moved += n;
     }

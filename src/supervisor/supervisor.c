@@ -28,6 +28,7 @@
 #include "oci/spec.h"
 #include "protocol/messages.h"
 #include "supervisor/network.h"
+#include "supervisor/limits.h"
 #include "supervisor/runsc_info.h"
 #include "supervisor/stage.h"
 #include "supervisor/userns.h"
@@ -876,6 +877,18 @@ static int supervisor_main(spawn_ctx *c)
         send_failed(&s, e);
         lz_error_free(e);
         return 1;
+    }
+    /* The Domain's resource bounds (docs/limits.md), before any runsc runs:
+     * every runsc process, the sandbox and its ptrace stubs inherit them and
+     * cannot raise them again. RLIMIT_NPROC bounds the host tasks of this
+     * Domain whatever uids the sandbox's root switches to inside. */
+    {
+        lz_error *e = NULL;
+        if (lz_limits_apply(NULL, NULL, &e) < 0) {
+            send_failed(&s, e);
+            lz_error_free(e);
+            return 1;
+        }
     }
     s.gen_fd = open(c->sc->generation_dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (s.gen_fd < 0) {
