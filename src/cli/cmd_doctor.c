@@ -270,12 +270,22 @@ static void check_runsc(doctor *d)
 static void check_limits(doctor *d)
 {
     uint64_t mem = lz_limit_memory_effective(), def = lz_limit_memory_default();
-    report(d, ST_OK, "resource limits",
-           mem < def ? "lowered by the RLIMIT_FSIZE (ulimit -f) lazaret was started with" : NULL,
-           NULL,
+    uint64_t tasks = lz_limit_tasks_effective(), tdef = lz_limit_tasks_default();
+    const char *note = NULL;
+    if (mem < def && tasks < tdef)
+        note = "lowered by the RLIMIT_FSIZE (ulimit -f) and RLIMIT_NPROC (ulimit -u) lazaret was "
+               "started with";
+    else if (mem < def)
+        note = "lowered by the RLIMIT_FSIZE (ulimit -f) lazaret was started with";
+    else if (tasks < tdef)
+        note = "lowered by the RLIMIT_NPROC (ulimit -u) lazaret was started with";
+    report(d, ST_OK, "resource limits", note, NULL,
            "memory and in-memory root file system: %llu MiB per Domain (runsc's RLIMIT_FSIZE); "
+           "host tasks (processes and threads, any sandbox uid): %llu per Domain (RLIMIT_NPROC "
+           "of the supervisor and runsc: 1/%d of min(kernel.pid_max, kernel.threads-max)); "
            "processes: %d per sandbox user (RLIMIT_NPROC, enforced by gVisor)",
-           (unsigned long long) (mem >> 20), LZ_SPEC_NPROC);
+           (unsigned long long) (mem >> 20), (unsigned long long) tasks, LZ_LIMIT_TASKS_FRACTION,
+           LZ_SPEC_NPROC);
 }
 
 /* ---- cgroups -------------------------------------------------------------- */

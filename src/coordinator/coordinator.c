@@ -1041,6 +1041,10 @@ void lz_coordinator_main(lz_coordinator_args *a)
 started:
     free(bin);
     free(lib);
+    /* The empty-start limit counts from here: the synchronous start above
+     * (the Git Sentry's plan, say) may take long, and the CLI waiting in
+     * the listen queue must still be accepted and told the outcome. */
+    clock_gettime(CLOCK_MONOTONIC, &c->started);
 
     for (;;) {
         if (c->n_active == 0 &&

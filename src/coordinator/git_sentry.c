@@ -372,6 +372,11 @@ static int host_git(builder *b, char *const *args, lz_spawn_output *out, lz_erro
     lz_spawn_options opt = { .envp = env, .capture_max = 4 << 20, .timeout_ms = 60000 };
     int status = lz_spawn_capture(git, argv, &opt, out, err);
     free(argv);
+    if (status < 0 && err && *err && (*err)->errnum == ETIMEDOUT)
+        lz_error_hint(err, "Git blocked reading the workspace %s: a .gitignore, "
+                           ".git/info/exclude or configuration file there may be a FIFO or lie "
+                           "on a hung file system; replace it by a regular file",
+                      b->ws);
     return status;
 }
 
@@ -577,6 +582,18 @@ static int isolate_ignored(builder *b, const lz_resolved_config *cfg, lz_error *
                 continue;
         }
         fclose(fp);
+    }
+
+    /* Git opens these with a blocking open: a FIFO there would hang it. */
+    static const char *const must_be_files[] = { ".gitignore", ".git/info/exclude" };
+    for (size_t f = 0; f < LZ_ARRAY_SIZE(must_be_files); f++) {
+        struct stat st;
+        if (lstat_confined(b->ws_fd, must_be_files[f], &st) == 0 && !S_ISREG(st.st_mode) &&
+            !S_ISLNK(st.st_mode)) {
+            lz_error_set(err, 0, "%s/%s is not a regular file", b->ws, must_be_files[f]);
+            return lz_error_hint(err, "Git would block reading it; replace it by a regular file "
+                                      "(or remove it)");
+        }
     }
 
     lz_spawn_output out = { 0 };

@@ -66,29 +66,22 @@ uint64_t lz_limit_tasks_effective(void)
     return bound;
 }
 
-int lz_limits_apply(uint64_t *ret_memory, uint64_t *ret_tasks, lz_error **err)
+int lz_limits_apply(uint64_t memory, uint64_t tasks, lz_error **err)
 {
-    uint64_t bound = lz_limit_memory_effective();
-    struct rlimit r = { .rlim_cur = (rlim_t) bound, .rlim_max = (rlim_t) bound };
+    struct rlimit r = { .rlim_cur = (rlim_t) memory, .rlim_max = (rlim_t) memory };
     if (setrlimit(RLIMIT_FSIZE, &r) < 0) {
         lz_error_set(err, errno, "cannot set the Domain memory bound (RLIMIT_FSIZE %llu bytes)",
-                     (unsigned long long) bound);
+                     (unsigned long long) memory);
         return lz_error_hint(err, "see docs/limits.md");
     }
-    /* The host task bound: soft and hard, so that nothing started from
-     * here (runsc, its sandbox, the ptrace stubs) can raise it again; in a
-     * user namespace raising a hard limit needs CAP_SYS_RESOURCE in the
-     * initial namespace. */
-    uint64_t tasks = lz_limit_tasks_effective();
+    /* Soft and hard, so that nothing started from here (runsc, its sandbox,
+     * the ptrace stubs) can raise it again: in a user namespace raising a
+     * hard limit needs CAP_SYS_RESOURCE in the initial one. */
     r = (struct rlimit) { .rlim_cur = (rlim_t) tasks, .rlim_max = (rlim_t) tasks };
     if (setrlimit(RLIMIT_NPROC, &r) < 0) {
         lz_error_set(err, errno, "cannot set the Domain host task bound (RLIMIT_NPROC %llu)",
                      (unsigned long long) tasks);
         return lz_error_hint(err, "see docs/limits.md");
     }
-    if (ret_memory)
-        *ret_memory = bound;
-    if (ret_tasks)
-        *ret_tasks = tasks;
     return 0;
 }

@@ -55,9 +55,12 @@ uint64_t lz_limit_tasks_default(void);
  * (`ulimit -u`). */
 uint64_t lz_limit_tasks_effective(void);
 
-/* Lower this process's RLIMIT_FSIZE (soft and hard) to
- * lz_limit_memory_effective() and its RLIMIT_NPROC (soft and hard) to
- * lz_limit_tasks_effective(). Returns 0, or -1 with `err` set. */
-int lz_limits_apply(uint64_t *ret_memory, uint64_t *ret_tasks, lz_error **err);
+/* Lower this process's RLIMIT_FSIZE (soft and hard) to `memory` and its
+ * RLIMIT_NPROC (soft and hard) to `tasks`, the effective bounds above.
+ * Those are computed before the supervisor enters its own pid namespace:
+ * since Linux 6.14 kernel.pid_max is per pid namespace, and a new one reads
+ * 4194304 while its pids still come from every ancestor's space. Returns 0,
+ * or -1 with `err` set. */
+int lz_limits_apply(uint64_t memory, uint64_t tasks, lz_error **err);
 
 #endif

@@ -27,8 +27,8 @@
 #include "common/util.h"
 #include "oci/spec.h"
 #include "protocol/messages.h"
-#include "supervisor/network.h"
 #include "supervisor/limits.h"
+#include "supervisor/network.h"
 #include "supervisor/runsc_info.h"
 #include "supervisor/stage.h"
 #include "supervisor/userns.h"
@@ -860,6 +860,7 @@ typedef struct spawn_ctx {
     const lz_supervisor_config *sc;
     int sock;
     int pid_pipe;
+    uint64_t memory_bound, task_bound; /* read here, in the caller's pid namespace */
 } spawn_ctx;
 
 static int supervisor_main(spawn_ctx *c)
@@ -884,7 +885,7 @@ static int supervisor_main(spawn_ctx *c)
      * Domain whatever uids the sandbox's root switches to inside. */
     {
         lz_error *e = NULL;
-        if (lz_limits_apply(NULL, NULL, &e) < 0) {
+        if (lz_limits_apply(c->memory_bound, c->task_bound, &e) < 0) {
             send_failed(&s, e);
             lz_error_free(e);
             return 1;
@@ -994,7 +995,7 @@ int lz_supervisor_spawn(const lz_supervisor_config *sc, lz_supervisor_handle *h,
         close(sv[1]);
         return lz_error_set(err, errno, "cannot create a pipe");
     }
-    spawn_ctx c = { sc, sv[1], pp[1] };
+    spawn_ctx c = { sc, sv[1], pp[1], lz_limit_memory_effective(), lz_limit_tasks_effective() };
     pid_t outer;
     int r = lz_userns_spawn(outer_main, &c, &outer, err);
     close(sv[1]);

@@ -32,7 +32,7 @@ from conftest import RUN_TIMEOUT, ok, sh
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 BITS = stat.S_ISUID | stat.S_ISGID
-NPROC = 1024          # LZ_SPEC_NPROC (src/oci/spec.h)
+NPROC = 512           # LZ_SPEC_NPROC (src/oci/spec.h)
 
 
 @pytest.fixture(scope="module")
