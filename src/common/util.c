@@ -123,6 +123,19 @@ static size_t utf8_seq(const unsigned char *s)
     return n && lz_utf8_valid((const char *) s, n) ? n : 0;
 }
 
+/* Unicode format characters that change what a line appears to say: the
+ * bidirectional embeddings, overrides and isolates, zero-width characters,
+ * line/paragraph separators, the byte order mark, the Arabic letter mark. */
+static bool invisible(const unsigned char *p, size_t n)
+{
+    uint32_t cp = n == 2   ? (uint32_t) (p[0] & 0x1f) << 6 | (p[1] & 0x3f)
+                  : n == 3 ? (uint32_t) (p[0] & 0x0f) << 12 | (uint32_t) (p[1] & 0x3f) << 6 |
+                                 (p[2] & 0x3f)
+                           : 0;
+    return cp == 0x061c || (cp >= 0x200b && cp <= 0x200f) || (cp >= 0x2028 && cp <= 0x202e) ||
+           (cp >= 0x2060 && cp <= 0x2069) || cp == 0xfeff;
+}
+
 char *lz_text_printable(const char *s)
 {
     if (!s)
@@ -133,7 +146,7 @@ char *lz_text_printable(const char *s)
     const unsigned char *p = (const unsigned char *) s;
     while (*p) {
         size_t n = utf8_seq(p);
-        bool c1 = n == 2 && p[0] == 0xc2 && p[1] < 0xa0;
+        bool c1 = (n == 2 && p[0] == 0xc2 && p[1] < 0xa0) || invisible(p, n);
         if (n == 1 && *p >= 0x20 && *p != 0x7f && *p != '\\') {
             out[o++] = (char) *p++;
         } else if (n == 1 && *p == '\\') {

@@ -55,7 +55,9 @@ bool lz_utf8_valid(const char *buf, size_t len);
 
 /* A copy of s safe to print on a terminal or write to a log line: every
  * byte that a terminal could act on — C0 controls (ESC, CR, LF, ...), DEL,
- * the C1 controls U+0080..U+009F, and bytes that are not valid UTF-8 — is
+ * the C1 controls U+0080..U+009F, the format characters that reorder or
+ * hide text (bidi overrides and isolates, zero-width characters, U+FEFF),
+ * and bytes that are not valid UTF-8 — is
  * written as \xNN (and a backslash as \\). Names the sandbox chose (file
  * names in reports and errors) pass through this before they reach a
  * developer's terminal. */

@@ -234,6 +234,16 @@ static int open_pty(session *s, int *ret_slave, lz_error **err)
 static void session_exec(coord *c, session *s)
 {
     git_audit(c, "session start", false);
+    if (c->git.start_report && s->sock >= 0) {
+        /* What this generation's start set aside: every session hears it. */
+        char *line = lz_xasprintf("Git Sentry: at this Domain's start, set aside what an earlier "
+                                  "session had left: %s",
+                                  c->git.start_report);
+        lz_wbuf b;
+        lz_msg_text_encode(&b, LZ_MSG_PROGRESS, line);
+        lz_wire_send(s->sock, &b, NULL, 0, NULL);
+        free(line);
+    }
     char *cwd = s->run.cwd[0] ? lz_xasprintf("/workspace/%s", s->run.cwd)
                               : lz_xstrdup("/workspace");
     size_t cap = 2 + s->run.envc;
@@ -989,6 +999,8 @@ void lz_coordinator_main(lz_coordinator_args *a)
             lz_error_free(lz_error_take(&err));
             goto started;
         }
+        if (c->git.start_report)
+            clog_(c, "Git Sentry (start): %s", c->git.start_report);
         /* Watches are in place before the sandbox exists: nothing it
          * makes goes unseen. */
         {

@@ -21,7 +21,7 @@
 #define MAX_IGNORED 256
 #define MAX_MODULE_DEPTH 8
 #define MAX_TREE_DEPTH 256
-#define MAX_TREE_DIRS 100000
+#define MAX_TREE_DIRS 50000 /* of fs.inotify.max_user_watches, shared by the user's Domains */
 #define MAX_REPORT 4096
 #define QUARANTINE_NAME "lazaret-quarantine"
 #define UNSAFE_FILE "git-sentry-unsafe"
@@ -479,6 +479,19 @@ static int protect_config_sources(builder *b, lz_error **err)
     return r;
 }
 
+/* Names of a Git directory's own entries. */
+static bool git_dir_name(const char *name)
+{
+    static const char *const names[] = { "HEAD",      "objects", "refs",     "config",
+                                         "hooks",     "info",    "logs",     "commondir",
+                                         "worktrees", "modules", "remotes",  "branches",
+                                         "index",     "packed-refs" };
+    for (size_t i = 0; i < LZ_ARRAY_SIZE(names); i++)
+        if (strcmp(name, names[i]) == 0)
+            return true;
+    return false;
+}
+
 static bool is_literal_pattern(const char *s)
 {
     if (!*s || s[0] == '#' || s[0] == '!')
@@ -576,8 +589,8 @@ static int isolate_ignored(builder *b, const lz_resolved_config *cfg, lz_error *
             line[n - 1] = '\0';
             const char *rel = line[0] == '/' ? line + 1 : line;
             if (!*rel || strchr(rel, '/') || strcmp(rel, ".git") == 0 || strcmp(rel, "..") == 0 ||
-                strcmp(rel, ".") == 0)
-                continue;
+                strcmp(rel, ".") == 0 || git_dir_name(rel))
+                continue; /* never a name that would help the workspace look like a Git dir */
             if (mkdirat(b->ws_fd, rel, 0755) < 0 && errno != EEXIST)
                 continue;
         }
@@ -635,12 +648,27 @@ static int isolate_ignored(builder *b, const lz_resolved_config *cfg, lz_error *
         if (r < 0)
             break;
         add_mount(b, entry, LZ_MOUNT_FROM_IGNORED, false, dir);
+        /* Its parents become bind points: gVisor lets the sandbox rename a
+         * directory with a mount inside, which would leave a new, writable
+         * directory under the ignored path's name. */
+        _cleanup_free_ char *anc = lz_xstrdup(entry);
+        for (char *c = anc; (c = strchr(c, '/')); c++) {
+            *c = '\0';
+            add_mount(b, anc, LZ_MOUNT_FROM_WORKSPACE, false, true);
+            *c = '/';
+        }
         b->p->ignored = lz_xrealloc(b->p->ignored, b->p->n_ignored + 1, sizeof(char *));
         b->p->ignored[b->p->n_ignored++] = lz_xstrdup(entry);
     }
     lz_spawn_output_free(&out);
     if (b->p->n_ignored > 1)
         qsort(b->p->ignored, b->p->n_ignored, sizeof(char *), cmp_str);
+    b->p->ignored_ids = lz_xcalloc(b->p->n_ignored ? b->p->n_ignored : 1, sizeof(lz_git_marker));
+    for (size_t i = 0; r == 0 && i < b->p->n_ignored; i++) {
+        struct stat st;
+        if (lstat_confined(b->ws_fd, b->p->ignored[i], &st) == 0)
+            b->p->ignored_ids[i] = (lz_git_marker) { NULL, st.st_dev, st.st_ino };
+    }
     return r;
 }
 
@@ -705,12 +733,22 @@ typedef struct walk {
     lz_error **err;
 } walk;
 
-static bool is_ignored(const lz_git_plan *p, const char *rel)
+/* An ignored path is bound over by the Domain's copy: the sandbox never
+ * writes the host's object there, and the audit skips it — but only while it
+ * is still the object the plan bound (a parent renamed inside would leave a
+ * new, writable one under the old name). */
+static bool is_ignored(const lz_git_plan *p, const char *rel, const struct stat *st)
 {
     if (p->n_ignored == 0)
         return false;
     char *key = (char *) rel;
-    return bsearch(&key, p->ignored, p->n_ignored, sizeof(char *), cmp_str) != NULL;
+    char **hit = bsearch(&key, p->ignored, p->n_ignored, sizeof(char *), cmp_str);
+    if (!hit)
+        return false;
+    if (!st || !p->ignored_ids)
+        return true;
+    const lz_git_marker *id = &p->ignored_ids[hit - p->ignored];
+    return id->dev == st->st_dev && id->ino == st->st_ino;
 }
 
 /* Append an already printable line to the report. */
@@ -884,13 +922,24 @@ static int check_bare(walk *w, int dfd, const char *rel)
         fail_at(w, rel[0] ? rel : ".");
         return lz_error_set(w->err, errno, "Git Sentry: cannot audit %s", rel[0] ? rel : ".");
     }
-    if (fstatat(dfd, "objects", &st, AT_SYMLINK_NOFOLLOW) < 0 &&
-        fstatat(dfd, "commondir", &st, AT_SYMLINK_NOFOLLOW) < 0)
+    /* A HEAD beside anything else of a Git directory: a HEAD and a config
+     * the sandbox wrote lack only objects/ and refs/ to be obeyed, and those
+     * are ordinary names a build (or a placeholder) may create later. */
+    static const char *const companions[] = { "objects", "refs", "commondir", "config" };
+    bool companion = false;
+    for (size_t i = 0; !companion && i < LZ_ARRAY_SIZE(companions); i++)
+        companion = fstatat(dfd, companions[i], &st, AT_SYMLINK_NOFOLLOW) == 0;
+    if (!companion)
         return 0;
     if (fstat(dfd, &dst) < 0)
         return lz_error_set(w->err, errno, "Git Sentry: cannot stat %s", rel);
     const char *self = rel[0] ? rel : ".";
-    if (w->b) { /* plan: the developer's own bare repository */
+    /* Plan: a working bare repository below the top is the developer's own
+     * (a test fixture, say). Anything else that has the shape — a partial
+     * one, or one at the top of a repository, where Git would only look if
+     * .git broke — is no repository of the developer's: set aside now. */
+    _cleanup_free_ char *why = NULL;
+    if (w->b && rel[0] && valid_git_dir(p->ws_fd, self, &why)) {
         add_marker(&p->markers, &p->n_markers, self, &dst);
         return protect_git_dir(w->b, self, 1, w->err);
     }
@@ -926,11 +975,12 @@ static bool path_within(const char *path, const char *root)
     return strncmp(path, root, n) == 0 && (path[n] == '/' || path[n] == '\0');
 }
 
-/* Does the symlink dfd/name (in the tree directory rel) point into a host
- * directory the sandbox can write other than the workspace — a read-write
- * volume, the Storage Root (ignored copies, persistent uppers)? A host git
- * run "in the workspace" through it would obey a repository there. Judged
- * on the lexical target and on the target as the host resolves it. */
+/* Does the symlink dfd/name (in the tree directory rel) point where the
+ * sandbox can write but the audit does not look — a read-write volume, the
+ * Storage Root (ignored copies, persistent uppers), the internals of a Git
+ * directory? A host git run "in the workspace" through it would obey a
+ * repository there. Judged on the lexical target and on the target as the
+ * host resolves it. */
 static bool link_into_sandbox_storage(const lz_git_plan *p, int dfd, const char *rel,
                                       const char *name)
 {
@@ -954,6 +1004,12 @@ static bool link_into_sandbox_storage(const lz_git_plan *p, int dfd, const char 
     for (size_t f = 0; f < LZ_ARRAY_SIZE(forms); f++) {
         if (!forms[f])
             continue;
+        /* Inside the workspace, into a Git directory's internals, which the
+         * audit does not walk (a repository built in .git/objects/…). */
+        _cleanup_free_ char *inside = lexical_rel(cfg->workspace.label, forms[f]);
+        for (size_t g = 0; inside && g < p->n_git_dirs; g++)
+            if (strcmp(p->git_dirs[g], ".") == 0 || path_within(inside, p->git_dirs[g]))
+                return true;
         if (path_within(forms[f], cfg->storage_root.label) ||
             path_within(forms[f], cfg->runtime_root.label))
             return true;
@@ -996,7 +1052,7 @@ static int visit_entry(walk *w, int dfd, const char *rel, const char *name, int 
         return 0;
     if (strcmp(name, ".git") == 0)
         return check_dot_git(w, dfd, rel, &st);
-    if (is_ignored(p, child))
+    if (is_ignored(p, child, &st))
         return 0;
     if (S_ISLNK(st.st_mode) && link_into_sandbox_storage(p, dfd, rel, name)) {
         if (w->b) {
@@ -1246,6 +1302,8 @@ static int full_audit(lz_git_plan *p, bool watch, char **ret_report, lz_error **
 
 /* ---- plan -------------------------------------------------------------- */
 
+static void put_rec(FILE *f, char tag, unsigned long long a, unsigned long long b, const char *rel);
+
 /* Refuse while an entry that an earlier audit could not neutralise exists. */
 static int check_unsafe(builder *b, lz_error **err)
 {
@@ -1262,14 +1320,32 @@ static int check_unsafe(builder *b, lz_error **err)
         return lz_error_set(err, errno, "cannot read %s/%s", b->cfg->storage_domain_root.label,
                             UNSAFE_FILE);
     }
-    char line[PATH_MAX];
     int r = 0;
-    while (r == 0 && fgets(line, sizeof(line), fp)) {
-        line[strcspn(line, "\n")] = '\0';
+    for (;;) {
+        char tag;
+        unsigned long long a, bb;
+        size_t len;
+        int k = fscanf(fp, "%c %llu %llu %zu ", &tag, &a, &bb, &len);
+        if (k == EOF)
+            break;
+        _cleanup_free_ char *line = NULL;
+        if (k == 4 && tag == 'U' && len > 0 && len < PATH_MAX) {
+            line = lz_xcalloc(len + 1, 1);
+            if (fread(line, 1, len, fp) != len || fgetc(fp) != '\n' || strlen(line) != len)
+                k = 0;
+        }
+        if (k != 4 || !line) {
+            /* A damaged record refuses like an unsafe one: fail closed. */
+            lz_error_set(err, 0, "the Git Sentry's record %s/%s is damaged",
+                         b->cfg->storage_domain_root.label, UNSAFE_FILE);
+            r = lz_error_hint(err, "check %s for repositories the sandbox made, then delete "
+                                   "that file and run again",
+                              b->ws);
+            break;
+        }
         struct stat st;
-        bool whole = strcmp(line, ".") == 0;
-        if (!whole && (!lz_path_is_normalized_rel(line) ||
-                       (lstat_confined(b->ws_fd, line, &st) < 0 && errno == ENOENT)))
+        bool whole = strcmp(line, ".") == 0 || !lz_path_is_normalized_rel(line);
+        if (!whole && lstat_confined(b->ws_fd, line, &st) < 0 && errno == ENOENT)
             continue;
         lz_error_set(err, 0,
                      "Git Sentry: an earlier session of this Domain made %s%s%s, which Lazaret "
@@ -1281,6 +1357,7 @@ static int check_unsafe(builder *b, lz_error **err)
                           b->ws, whole ? "" : b->ws, whole ? "what the sandbox made" : "/",
                           whole ? "" : line, whole ? "; then delete " : "",
                           whole ? b->cfg->storage_domain_root.label : "", whole ? UNSAFE_FILE : "");
+        break;
     }
     fclose(fp);
     if (r == 0)
@@ -1294,12 +1371,19 @@ int lz_git_sentry_mark_unsafe(const lz_resolved_config *cfg, const char *what, l
                                              true, err);
     if (droot < 0)
         return -1;
-    _cleanup_close_ int fd = lz_open_confined(droot, UNSAFE_FILE, O_WRONLY | O_CREAT | O_APPEND,
-                                              0600, UNSAFE_FILE, err);
-    if (fd < 0)
-        return -1;
-    _cleanup_free_ char *line = lz_xasprintf("%s\n", what && *what ? what : ".");
-    if (write(fd, line, strlen(line)) != (ssize_t) strlen(line))
+    int fd = lz_open_confined(droot, UNSAFE_FILE, O_WRONLY | O_CREAT | O_APPEND, 0600,
+                              UNSAFE_FILE, err);
+    FILE *f = fd >= 0 ? fdopen(fd, "ae") : NULL;
+    if (!f) {
+        if (fd >= 0)
+            close(fd);
+        return lz_error_set(err, errno, "cannot write %s/%s", cfg->storage_domain_root.label,
+                            UNSAFE_FILE);
+    }
+    /* Length-prefixed: the path is the sandbox's choice (any byte but NUL). */
+    put_rec(f, 'U', 0, 0, what && *what ? what : ".");
+    bool ok = fflush(f) == 0 && fsync(fileno(f)) == 0;
+    if (fclose(f) != 0 || !ok)
         return lz_error_set(err, errno, "cannot write %s/%s", cfg->storage_domain_root.label,
                             UNSAFE_FILE);
     return 0;
@@ -1435,7 +1519,13 @@ int lz_git_sentry_plan(const lz_resolved_config *cfg, lz_git_plan *ret, lz_error
             free(w.report);
             goto out;
         }
-        free(w.report);
+        if (w.report) { /* what an earlier generation left, set aside now */
+            char *all = lz_xasprintf("%s%s%s", p.start_report ? p.start_report : "",
+                                     p.start_report ? "; " : "", w.report);
+            free(p.start_report);
+            free(w.report);
+            p.start_report = all;
+        }
     }
     if (p.n_mounts > 1)
         qsort(p.mounts, p.n_mounts, sizeof(lz_workspace_mount), cmp_depth);
@@ -1752,6 +1842,7 @@ void lz_git_plan_clear(lz_git_plan *plan)
     for (size_t i = 0; i < plan->n_ignored; i++)
         free(plan->ignored[i]);
     free(plan->ignored);
+    free(plan->ignored_ids);
     for (size_t i = 0; i < plan->n_markers; i++)
         free(plan->markers[i].rel);
     free(plan->markers);

@@ -79,6 +79,7 @@ typedef struct lz_git_plan {
     size_t n_mounts;
     size_t n_ignored;       /* how many ignored paths are isolated */
     char **ignored;         /* their relative paths (sorted), skipped by the tree audit */
+    lz_git_marker *ignored_ids; /* ... while they are these objects (same order; rel unused) */
 
     lz_git_marker *markers; /* repository markers present at start */
     size_t n_markers;

@@ -1063,15 +1063,120 @@ def test_names_in_notices_cannot_drive_another_sessions_terminal(rig):
     rig.config({"bb": {}})
     watcher = rig.start("bb", sh("echo WATCHING; sleep 4"), ws=ws)
     watcher.read_until("WATCHING")
-    name = "x\\r\\033[2K\\033]52;c;cHduZWQ=\\007\\033[8m"
+    name = "x\\r\\033[2K\\033]52;c;cHduZWQ=\\007\\033[8m\\342\\200\\256"  # ... U+202E
     rig.run("bb", sh(f"n=$(printf '{name}'); mkdir -p \"$n\" && git init -q \"$n\"; sleep 1"),
             ws=ws)
     w = watcher.finish()
     assert "Git Sentry" in w.stderr, w.stderr
     assert "\x1b" not in w.stderr and "\r" not in w.stderr.replace("\r\n", ""), repr(w.stderr)
-    assert "\\x1b" in w.stderr, repr(w.stderr)
+    assert "\\x1b" in w.stderr and "\u202e" not in w.stderr, repr(w.stderr)
     log = next(rig.lz.root.rglob("logs/coordinator.log")).read_bytes()
     assert b"\x1b" not in log, "raw escape sequences in the coordinator's log"
     # Control: the name really holds the controls (on the host).
     assert any("\x1b" in e.name for e in (ws / ".git" / QUARANTINE).iterdir()) or \
         any("\x1b" in e.name for e in ws.iterdir())
+
+
+# ---- found by the outside attacker (issue 9, attack round 2) -----------------------------
+
+def _root_head_and_config(marker):
+    # Half a Git directory at the top (HEAD and a config, no objects/), and
+    # .gitignore patterns naming the other half, for later.
+    return (step("head", "echo 'ref: refs/heads/main' > HEAD") +
+            put("config", "config", worktree_config(marker)) +
+            step("patterns", "printf 'objects/\\nrefs/\\n' >> .gitignore") + "sleep 1\n")
+
+
+def test_half_a_git_directory_at_the_top_is_set_aside(rig):
+    """A01: the sandbox leaves HEAD and a config at the top and .gitignore
+    patterns objects/ and refs/ (which once made Lazaret itself create the
+    rest as placeholders); a later session breaks .git/HEAD. The host's git
+    status in the workspace must not obey the sandbox's config."""
+    ws = _plain(rig.lz)
+    marker = marker_for(rig.lz, "half")
+    rig.config({"bb": {}})
+    rig.run("bb", sh(_root_head_and_config(marker)), ws=ws)
+    wait_torn_down(rig.lz, TEARDOWN_TIMEOUT)
+    rig.run("bb", sh("echo garbage > .git/HEAD; sleep 1"), ws=ws)
+    wait_torn_down(rig.lz, TEARDOWN_TIMEOUT)
+    git(rig.lz, ws, "status", check=False)
+    assert not marker.exists(), "the host's Git obeyed the config the sandbox left at the top"
+    assert not (ws / "objects").exists() or not (ws / "HEAD").exists()
+
+
+def test_control_half_a_git_directory_completed_is_obeyed(lz):
+    ws = _plain(lz)
+    marker = marker_for(lz, "half")
+    lz.run_as_user(sh(_root_head_and_config(marker) + "mkdir -p objects refs/heads; "
+                      "echo garbage > .git/HEAD"), cwd=ws)
+    git(lz, ws, "status", check=False)
+    assert marker.exists()
+
+
+def _ignored_nested(lz):
+    ws = _plain(lz)
+    lz.mkdir(ws / "a" / "b")
+    lz.write(ws / "a" / "b" / "keep", "", mode=0o644)
+    lz.write(ws / ".gitignore", "/a/b/\n", mode=0o644)
+    git(lz, ws, "add", ".gitignore")
+    git(lz, ws, "commit", "-q", "-m", "ignore a/b")
+    return ws
+
+
+def ignored_parent_rename(marker):
+    return (step("rename", "mv a a2") + step("mkdir", "mkdir -p a/b") +
+            step("init", f"git init -q a/b && {GIT_IN} -C a/b commit -q --allow-empty -m x") +
+            step("config", f"git -C a/b config core.fsmonitor \"{planted(marker)}\"") +
+            step("gitlink", "git update-index --add --cacheinfo "
+                            "160000,$(git -C a/b rev-parse HEAD),a/b") + "sleep 1\n")
+
+
+def test_parent_of_an_ignored_path_cannot_be_renamed_away(rig):
+    """C01: the parent of an ignored path (the Domain's copy is mounted
+    there) renamed inside, a new directory under the old name, a repository
+    in it registered as a gitlink: the audit skipped the path by its name.
+    The parent is a bind point now, and the path is skipped only while it is
+    the planned object."""
+    ws = _ignored_nested(rig.lz)
+    marker = marker_for(rig.lz, "ignored-parent")
+    rig.config({"bb": {}})
+    p = rig.run("bb", sh(ignored_parent_rename(marker)), ws=ws)
+    assert steps(p.stdout).get("rename") == "FAIL", p.stdout
+    wait_torn_down(rig.lz, TEARDOWN_TIMEOUT)
+    git(rig.lz, ws, "status", check=False)
+    assert not marker.exists()
+
+
+def test_control_ignored_parent_rename_is_obeyed(lz):
+    ws = _ignored_nested(lz)
+    marker = marker_for(lz, "ignored-parent")
+    p = lz.run_as_user(sh(ignored_parent_rename(marker)), cwd=ws)
+    assert all(v == "OK" for v in steps(p.stdout).values()), p.stdout
+    git(lz, ws, "status", check=False)
+    assert marker.exists()
+
+
+def symlink_into_git_internals(marker):
+    return (step("init", "git init -q .git/objects/zz/r") +
+            step("config", f"git -C .git/objects/zz/r config core.fsmonitor \"{planted(marker)}\"")
+            + step("link", "ln -s .git/objects/zz/r docs") + "sleep 1\n")
+
+
+def test_symlink_into_git_internals_is_quarantined(rig):
+    """B01: a repository built inside .git/objects (which the audit does not
+    walk) and a workspace symlink to it."""
+    ws = _plain(rig.lz)
+    marker = marker_for(rig.lz, "internals")
+    rig.config({"bb": {}})
+    p = rig.run("bb", sh(symlink_into_git_internals(marker)), ws=ws)
+    assert "Git Sentry" in p.stderr and "docs" in p.stderr, p.stderr
+    wait_torn_down(rig.lz, TEARDOWN_TIMEOUT)
+    assert not os.path.lexists(ws / "docs")
+
+
+def test_control_symlink_into_git_internals_is_obeyed(lz):
+    ws = _plain(lz)
+    marker = marker_for(lz, "internals")
+    lz.run_as_user(sh(symlink_into_git_internals(marker)), cwd=ws)
+    git(lz, ws / "docs", "status", check=False)
+    assert marker.exists()

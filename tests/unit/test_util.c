@@ -52,6 +52,17 @@ static void test_c1_and_invalid_utf8_escaped(void **state)
     expect("\xed\xa0\x80", "\\xed\\xa0\\x80"); /* surrogate */
 }
 
+static void test_format_characters_escaped(void **state)
+{
+    (void) state;
+    expect("a\xe2\x80\xae" "b", "a\\xe2\\x80\\xaeb"); /* U+202E RIGHT-TO-LEFT OVERRIDE */
+    expect("\xe2\x80\x8b", "\\xe2\\x80\\x8b");       /* U+200B ZERO WIDTH SPACE */
+    expect("\xe2\x81\xa6", "\\xe2\\x81\\xa6");       /* U+2066 LEFT-TO-RIGHT ISOLATE */
+    expect("\xef\xbb\xbf", "\\xef\\xbb\\xbf");       /* U+FEFF */
+    expect("\xd8\x9c", "\\xd8\\x9c");                  /* U+061C ARABIC LETTER MARK */
+    expect("\xe2\x80\x94", "\xe2\x80\x94");            /* U+2014 EM DASH stays */
+}
+
 static void test_null_is_empty(void **state)
 {
     (void) state;
@@ -66,6 +77,7 @@ int main(void)
         cmocka_unit_test(test_plain_text_unchanged),
         cmocka_unit_test(test_controls_escaped),
         cmocka_unit_test(test_c1_and_invalid_utf8_escaped),
+        cmocka_unit_test(test_format_characters_escaped),
         cmocka_unit_test(test_null_is_empty),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
