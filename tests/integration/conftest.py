@@ -498,8 +498,8 @@ def _read(path: str) -> bytes:
 def domain_processes(root: Path, comm=None) -> list:
     """Host processes of one Lz: those whose command line or environment names
     a path under its directory (the CLI and the coordinator and supervisor it
-    forks carry its XDG_RUNTIME_DIR; every runsc process, the sandbox running
-    as a subordinate uid included, has --root under the runtime dir).
+    forks carry its XDG_RUNTIME_DIR; every runsc process, the sandbox
+    included, has --root under the runtime dir).
     comm: only processes with that name (cheap pre-filter for tight loops)."""
     key = (str(root) + "/").encode()
     me = os.getpid()
