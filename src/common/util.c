@@ -131,9 +131,20 @@ static bool invisible(const unsigned char *p, size_t n)
     uint32_t cp = n == 2   ? (uint32_t) (p[0] & 0x1f) << 6 | (p[1] & 0x3f)
                   : n == 3 ? (uint32_t) (p[0] & 0x0f) << 12 | (uint32_t) (p[1] & 0x3f) << 6 |
                                  (p[2] & 0x3f)
+                  : n == 4 ? (uint32_t) (p[0] & 0x07) << 18 | (uint32_t) (p[1] & 0x3f) << 12 |
+                                 (uint32_t) (p[2] & 0x3f) << 6 | (p[3] & 0x3f)
                            : 0;
-    return cp == 0x061c || (cp >= 0x200b && cp <= 0x200f) || (cp >= 0x2028 && cp <= 0x202e) ||
-           (cp >= 0x2060 && cp <= 0x2069) || cp == 0xfeff;
+    static const uint32_t ranges[][2] = {
+        { 0x00ad, 0x00ad },   { 0x034f, 0x034f },   { 0x061c, 0x061c },  { 0x115f, 0x1160 },
+        { 0x17b4, 0x17b5 },   { 0x180b, 0x180f },   { 0x200b, 0x200f },  { 0x2028, 0x202e },
+        { 0x2060, 0x206f },   { 0x2800, 0x2800 },   { 0x3164, 0x3164 },  { 0xfe00, 0xfe0f },
+        { 0xfeff, 0xfeff },   { 0xffa0, 0xffa0 },   { 0xfff9, 0xfffb },  { 0x1d173, 0x1d17a },
+        { 0xe0000, 0xe007f }, { 0xe0100, 0xe01ef },
+    };
+    for (size_t i = 0; i < sizeof(ranges) / sizeof(ranges[0]); i++)
+        if (cp >= ranges[i][0] && cp <= ranges[i][1])
+            return true;
+    return false;
 }
 
 char *lz_text_printable(const char *s)
@@ -147,12 +158,8 @@ char *lz_text_printable(const char *s)
     while (*p) {
         size_t n = utf8_seq(p);
         bool c1 = (n == 2 && p[0] == 0xc2 && p[1] < 0xa0) || invisible(p, n);
-        if (n == 1 && *p >= 0x20 && *p != 0x7f && *p != '\\') {
+        if (n == 1 && *p >= 0x20 && *p != 0x7f) {
             out[o++] = (char) *p++;
-        } else if (n == 1 && *p == '\\') {
-            out[o++] = '\\';
-            out[o++] = '\\';
-            p++;
         } else if (n > 1 && !c1) {
             memcpy(out + o, p, n);
             o += n;

@@ -58,9 +58,10 @@ bool lz_utf8_valid(const char *buf, size_t len);
  * the C1 controls U+0080..U+009F, the format characters that reorder or
  * hide text (bidi overrides and isolates, zero-width characters, U+FEFF),
  * and bytes that are not valid UTF-8 — is
- * written as \xNN (and a backslash as \\). Names the sandbox chose (file
- * names in reports and errors) pass through this before they reach a
- * developer's terminal. */
+ * written as \xNN. The result is printable ASCII or harmless UTF-8, so
+ * applying this twice changes nothing (a notice the coordinator escaped is
+ * escaped again by the CLI). Names the sandbox chose (file names in reports
+ * and errors) pass through this before they reach a developer's terminal. */
 char *lz_text_printable(const char *s);
 
 /* vasprintf, then lz_text_printable: a line for a log or a terminal whose

@@ -46,7 +46,7 @@ static const char *const bare_entries[] = { "HEAD", "objects", "refs", "commondi
 #define WATCH_MASK (IN_CREATE | IN_MOVED_TO | IN_MOVED_FROM | IN_MOVE_SELF | IN_DELETE_SELF | \
                     IN_ATTRIB | IN_ONLYDIR)
 
-enum { ROLE_TREE = 1, ROLE_GITDIR = 2, ROLE_MODULES = 4, ROLE_SEQUENCER = 8 };
+enum { ROLE_TREE = 1, ROLE_GITDIR = 2, ROLE_MODULES = 4, ROLE_SEQUENCER = 8, ROLE_GITINNER = 16 };
 
 /* A rebase, cherry-pick or am that stopped keeps its plan in the Git
  * directory, and `git rebase --continue` on the host carries it out: an
@@ -55,8 +55,7 @@ enum { ROLE_TREE = 1, ROLE_GITDIR = 2, ROLE_MODULES = 4, ROLE_SEQUENCER = 8 };
  * moved aside when its todo list would run a command, and in any case at
  * the end of the generation (docs/git.md). */
 static const char *const sequencer_dirs[] = { "rebase-merge", "rebase-apply", "sequencer" };
-static const char *const todo_files[] = { "git-rebase-todo", "git-rebase-todo.backup", "todo",
-                                          "done" };
+
 
 /* ---- confined helpers -------------------------------------------------- */
 
@@ -332,7 +331,10 @@ static int protect_git_dir(builder *b, const char *gd, int depth, lz_error **err
     return r;
 }
 
-static int host_git(builder *b, char *const *args, lz_spawn_output *out, lz_error **err)
+/* The host's Git on the Git directory gd with the work tree wt (both
+ * relative to the workspace; wt NULL: none). */
+static int host_git_in(builder *b, const char *gd, const char *wt, char *const *args,
+                       lz_spawn_output *out, lz_error **err)
 {
     static char *git = NULL;
     if (!git && lz_spawn_find_program("git", LZ_SPAWN_SYSTEM_PATH, &git, err) < 0)
@@ -358,16 +360,19 @@ static int host_git(builder *b, char *const *args, lz_spawn_output *out, lz_erro
         argv[k++] = args[i];
     argv[k] = NULL;
     _cleanup_free_ char *home = getenv("HOME") ? lz_xasprintf("HOME=%s", getenv("HOME")) : NULL;
-    _cleanup_free_ char *gitdir = lz_xasprintf("GIT_DIR=%s/.git", b->ws);
-    _cleanup_free_ char *worktree = lz_xasprintf("GIT_WORK_TREE=%s", b->ws);
+    _cleanup_free_ char *gitdir = strcmp(gd, ".") ? lz_xasprintf("GIT_DIR=%s/%s", b->ws, gd)
+                                                  : lz_xasprintf("GIT_DIR=%s", b->ws);
+    _cleanup_free_ char *worktree = !wt    ? NULL
+                                    : *wt ? lz_xasprintf("GIT_WORK_TREE=%s/%s", b->ws, wt)
+                                          : lz_xasprintf("GIT_WORK_TREE=%s", b->ws);
     char *env[] = { (char *) "PATH=" LZ_SPAWN_SYSTEM_PATH,
                     (char *) "LC_ALL=C",
                     (char *) "GIT_CONFIG_NOSYSTEM=1",
                     (char *) "GIT_TERMINAL_PROMPT=0",
                     (char *) "GIT_OPTIONAL_LOCKS=0",
                     gitdir,
-                    worktree,
                     home,
+                    worktree,
                     NULL };
     lz_spawn_options opt = { .envp = env, .capture_max = 4 << 20, .timeout_ms = 60000 };
     int status = lz_spawn_capture(git, argv, &opt, out, err);
@@ -378,6 +383,11 @@ static int host_git(builder *b, char *const *args, lz_spawn_output *out, lz_erro
                            "on a hung file system; replace it by a regular file",
                       b->ws);
     return status;
+}
+
+static int host_git(builder *b, char *const *args, lz_spawn_output *out, lz_error **err)
+{
+    return host_git_in(b, ".git", "", args, out, err);
 }
 
 /* A configuration file Git reads from `abs` (absolute, from Git's own
@@ -412,12 +422,16 @@ static int protect_config_file(builder *b, const char *abs, bool create, lz_erro
 /* Configuration files that an include pulls in from inside the workspace,
  * and core.hooksPath when it points inside: both are sandbox-writable
  * places the host's Git would obey. */
-static int protect_config_sources(builder *b, lz_error **err)
+static int protect_config_sources(builder *b, const char *gd, const char *wt, lz_error **err)
 {
     lz_spawn_output out = { 0 };
     char *const args[] = { (char *) "config", (char *) "--includes", (char *) "--show-origin",
                            (char *) "--list", (char *) "-z", NULL };
-    int status = host_git(b, args, &out, err);
+    /* hooksPath and relative origins are relative to the work tree's top
+     * (the Git directory where there is none). */
+    const char *base = wt ? wt : strcmp(gd, ".") ? gd : "";
+    _cleanup_free_ char *top = *base ? lz_xasprintf("%s/%s", b->ws, base) : lz_xstrdup(b->ws);
+    int status = host_git_in(b, gd, wt, args, &out, err);
     if (status < 0)
         return -1;
     int r = 0;
@@ -431,12 +445,12 @@ static int protect_config_sources(builder *b, lz_error **err)
         if (strncmp(origin, "file:", 5) == 0) {
             const char *path = origin + 5;
             _cleanup_free_ char *abs = path[0] == '/' ? lz_xstrdup(path)
-                                                       : lz_xasprintf("%s/%s", b->ws, path);
+                                                       : lz_xasprintf("%s/%s", top, path);
             r = protect_config_file(b, abs, false, err);
         }
         if (r == 0 && strncmp(kv, "core.hookspath\n", 15) == 0) {
             const char *v = kv + 15;
-            _cleanup_free_ char *abs = v[0] == '/' ? lz_xstrdup(v) : lz_xasprintf("%s/%s", b->ws, v);
+            _cleanup_free_ char *abs = v[0] == '/' ? lz_xstrdup(v) : lz_xasprintf("%s/%s", top, v);
             _cleanup_free_ char *rel = lexical_rel(b->ws, abs);
             if (rel) {
                 struct stat st;
@@ -462,7 +476,7 @@ static int protect_config_sources(builder *b, lz_error **err)
                                (char *) "--get-regexp",
                                (char *) "^(include|includeif\\..*)\\.path$", NULL };
     lz_spawn_output inc = { 0 };
-    status = host_git(b, inc_args, &inc, err);
+    status = host_git_in(b, gd, wt, inc_args, &inc, err);
     if (status < 0)
         return -1;
     for (size_t i = 0; r == 0 && status == 0 && i < inc.len;) {
@@ -472,7 +486,9 @@ static int protect_config_sources(builder *b, lz_error **err)
         const char *v = strchr(kv, '\n');
         if (!v || !*++v || v[0] == '~')
             continue;
-        _cleanup_free_ char *abs = v[0] == '/' ? lz_xstrdup(v) : lz_xasprintf("%s/.git/%s", b->ws, v);
+        _cleanup_free_ char *abs = v[0] == '/'          ? lz_xstrdup(v)
+                                   : strcmp(gd, ".") ? lz_xasprintf("%s/%s/%s", b->ws, gd, v)
+                                                     : lz_xasprintf("%s/%s", b->ws, v);
         r = protect_config_file(b, abs, true, err);
     }
     lz_spawn_output_free(&inc);
@@ -776,10 +792,11 @@ static void report_add(walk *w, const char *fmt, ...)
     free(line);
 }
 
+/* The first thing an audit could not neutralise (what the record names). */
 static void fail_at(walk *w, const char *rel)
 {
-    free(w->p->failed_rel);
-    w->p->failed_rel = lz_xstrdup(rel);
+    if (!w->p->failed_rel)
+        w->p->failed_rel = lz_xstrdup(rel);
 }
 
 /* Give the developer's own directory dfd (name NULL) or dfd/name (a
@@ -873,8 +890,12 @@ static int add_watch(walk *w, int dfd, const char *rel, unsigned role)
     snprintf(path, sizeof(path), "/proc/self/fd/%d", dfd);
     /* Todo lists are rewritten in place (the sequence editor): their
      * directory's watch also reports writes. */
+    /* IN_MASK_ADD: a directory with two roles keeps the events of both.
+     * IN_MODIFY, not IN_CLOSE_WRITE, for todo lists rewritten in place:
+     * gVisor's gofer keeps a file the sandbox wrote open on the host. */
     int wd = inotify_add_watch(p->inotify_fd, path,
-                               WATCH_MASK | (role & ROLE_SEQUENCER ? IN_CLOSE_WRITE : 0));
+                               WATCH_MASK | IN_MASK_ADD |
+                                   (role & ROLE_SEQUENCER ? IN_MODIFY | IN_CLOSE_WRITE : 0));
     if (wd < 0) {
         fail_at(w, rel[0] ? rel : ".");
         lz_error_set(w->err, errno, "Git Sentry: cannot watch %s",
@@ -893,7 +914,7 @@ static int add_watch(walk *w, int dfd, const char *rel, unsigned role)
         dw = &p->watches[p->n_watches++];
         *dw = (lz_git_dirwatch) { .wd = wd };
     }
-    if ((role & ROLE_TREE) && !(dw->kind & ROLE_TREE))
+    if ((role & (ROLE_TREE | ROLE_GITINNER)) && !(dw->kind & (ROLE_TREE | ROLE_GITINNER)))
         p->n_tree_dirs++;
     dw->kind |= role;
     if (!dw->rel || strcmp(dw->rel, rel) != 0) {
@@ -992,6 +1013,10 @@ static bool link_into_sandbox_storage(const lz_git_plan *p, int dfd, const char 
     if (n <= 0)
         return false;
     target[n] = '\0';
+    /* /proc/self/cwd/…, /dev/fd/…: what these name depends on the process
+     * that follows them — on the host, the developer's shell. */
+    if (path_within(target, "/proc") || path_within(target, "/dev"))
+        return true;
     _cleanup_free_ char *abs = target[0] == '/' ? lz_xstrdup(target)
                                : rel[0]       ? lz_xasprintf("%s/%s/%s", cfg->workspace.label, rel,
                                                              target)
@@ -1154,26 +1179,57 @@ static int walk_dir(walk *w, int dfd, const char *rel, int depth)
     return r;
 }
 
-/* Would the todo lists in dfd (a sequencer directory) make Git run a
- * command: a line whose first word is `exec` or `x`? */
-static bool todo_executes(int dfd)
+/* Would the sequencer state in dfd make Git run a command of the sandbox's:
+ * a todo line whose first word is `exec` or `x` (Git skips leading blanks
+ * and has no line length limit: neither has this check), or a merge
+ * strategy other than Git's own (Git runs `git merge-<strategy>`, which a
+ * name with a '/' turns into a path)? Files too large to read are treated
+ * as if they did. */
+static bool sequencer_runs_something(int dfd)
 {
-    for (size_t i = 0; i < LZ_ARRAY_SIZE(todo_files); i++) {
-        int fd = lz_open_confined(dfd, todo_files[i], O_RDONLY | O_NONBLOCK, 0, todo_files[i],
-                                  NULL);
+    static const char *const strategies[] = { "ort", "recursive", "resolve", "octopus", "ours",
+                                              "subtree" };
+    static const char *const files[] = { "git-rebase-todo", "git-rebase-todo.backup", "todo",
+                                         "done", "strategy", "opts" };
+    for (size_t i = 0; i < LZ_ARRAY_SIZE(files); i++) {
+        int fd = lz_open_confined(dfd, files[i], O_RDONLY | O_NONBLOCK, 0, files[i], NULL);
+        struct stat st;
+        if (fd >= 0 && (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size > (64 << 20))) {
+            close(fd);
+            return true;
+        }
         FILE *f = fd >= 0 ? fdopen(fd, "re") : NULL;
         if (!f) {
             if (fd >= 0)
                 close(fd);
             continue;
         }
-        char line[4096];
+        bool is_strategy = strcmp(files[i], "strategy") == 0, is_opts = strcmp(files[i], "opts") == 0;
         bool found = false;
-        for (size_t n = 0; !found && n < 100000 && fgets(line, sizeof(line), f); n++) {
-            const char *c = line + strspn(line, " \t");
-            size_t w = strcspn(c, " \t\r\n");
-            found = (w == 1 && c[0] == 'x') || (w == 4 && strncmp(c, "exec", 4) == 0);
+        char *line = NULL;
+        size_t cap = 0;
+        while (!found && getline(&line, &cap, f) >= 0) {
+            char *c = line + strspn(line, " \t");
+            if (is_opts) {
+                /* sequencer/opts is a config file: options.strategy = X */
+                if (strncmp(c, "strategy", 8) != 0)
+                    continue;
+                c = strchr(c, '=');
+                if (!c)
+                    continue;
+                c += 1 + strspn(c + 1, " \t\"");
+            }
+            size_t w = strcspn(c, " \t\r\n\"");
+            if (is_strategy || is_opts) {
+                bool known = false;
+                for (size_t k = 0; !known && k < LZ_ARRAY_SIZE(strategies); k++)
+                    known = w == strlen(strategies[k]) && strncmp(c, strategies[k], w) == 0;
+                found = w > 0 && !known;
+            } else {
+                found = (w == 1 && c[0] == 'x') || (w == 4 && strncmp(c, "exec", 4) == 0);
+            }
         }
+        free(line);
         fclose(f);
         if (found)
             return true;
@@ -1197,12 +1253,120 @@ static int audit_sequencer(walk *w, int gdfd, const char *gd)
                                       : -EBADF;
         if (sfd >= 0 && add_watch(w, sfd, rel, ROLE_SEQUENCER) < 0)
             return -1;
-        if (sfd >= 0 && !todo_executes(sfd) && (ours || !p->final))
+        if (sfd >= 0 && !sequencer_runs_something(sfd) && (ours || !p->final))
             continue;
         if (quarantine(w, gdfd, strcmp(gd, ".") ? gd : "", sequencer_dirs[k]) < 0)
             return -1;
     }
     return 0;
+}
+
+static bool has_ro_mount(const lz_git_plan *p, const char *rel)
+{
+    for (size_t i = 0; i < p->n_mounts; i++)
+        if (p->mounts[i].readonly && strcmp(p->mounts[i].rel, rel) == 0)
+            return true;
+    return false;
+}
+
+static int walk_git_inner(walk *w, int dfd, const char *rel, int depth);
+
+/* One entry of a Git directory's internals (dfd = rel). The host's Git
+ * writes and reads these files by path and follows symlinks there (the
+ * reflog is appended to, COMMIT_EDITMSG and FETCH_HEAD rewritten, MERGE_MSG
+ * read): no symlink may be in a Git directory, and no repository either
+ * (one built in .git/objects/… is reachable through a link). */
+static int visit_inner_entry(walk *w, int dfd, const char *rel, const char *name, int depth)
+{
+    lz_git_plan *p = w->p;
+    _cleanup_free_ char *child = join_rel(rel, name);
+    if (has_ro_mount(p, child) || listed(p->git_dirs, p->n_git_dirs, child) ||
+        (p->quarantine_rel && strcmp(child, p->quarantine_rel) == 0))
+        return 0; /* read-only, or audited as a Git directory of its own */
+    struct stat st;
+    int sr = fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW);
+    if (sr < 0 && errno == EACCES && make_ours_writable(dfd, NULL) == 0)
+        sr = fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW);
+    if (sr < 0) {
+        if (errno == ENOENT)
+            return 0;
+        fail_at(w, child);
+        return lz_error_set(w->err, errno, "Git Sentry: cannot audit %s", child);
+    }
+    if (S_ISLNK(st.st_mode) || strcmp(name, ".git") == 0)
+        return quarantine(w, dfd, rel, name) < 0 ? -1 : 0;
+    if (!S_ISDIR(st.st_mode))
+        return 0;
+    if (depth + 1 > MAX_TREE_DEPTH)
+        return quarantine(w, dfd, rel, name) < 0 ? -1 : 0;
+    if (st.st_uid == getuid() && (st.st_mode & S_IRWXU) != S_IRWXU)
+        make_ours_writable(dfd, name);
+    lz_error *e = NULL;
+    _cleanup_close_ int cfd = lz_open_confined(dfd, name, O_RDONLY | O_DIRECTORY, 0, child, &e);
+    if (cfd < 0) {
+        int en = e ? e->errnum : errno;
+        lz_error_free(e);
+        if (en == ENOENT || en == EXDEV)
+            return 0;
+        fail_at(w, child);
+        return lz_error_set(w->err, en, "Git Sentry: cannot audit the directory %s", child);
+    }
+    return walk_git_inner(w, cfd, child, depth + 1);
+}
+
+/* HEAD beside objects/, a commondir or a config, below a Git directory's top
+ * level: a Git directory hidden in another (logs/ holds a HEAD beside refs/:
+ * the reflog, not a repository). */
+static int check_inner_bare(walk *w, int dfd, const char *rel)
+{
+    struct stat st;
+    if (fstatat(dfd, "HEAD", &st, AT_SYMLINK_NOFOLLOW) < 0)
+        return 0;
+    static const char *const companions[] = { "objects", "commondir", "config" };
+    for (size_t i = 0; i < LZ_ARRAY_SIZE(companions); i++)
+        if (fstatat(dfd, companions[i], &st, AT_SYMLINK_NOFOLLOW) == 0)
+            return quarantine(w, dfd, rel, "HEAD") < 0 ? -1 : 0;
+    return 0;
+}
+
+static int walk_git_inner(walk *w, int dfd, const char *rel, int depth)
+{
+    if (add_watch(w, dfd, rel, depth ? ROLE_GITINNER : ROLE_GITDIR) < 0)
+        return -1;
+    if (w->watch && w->p->n_tree_dirs > MAX_TREE_DIRS) {
+        fail_at(w, rel);
+        return lz_error_set(w->err, 0, "Git Sentry: the workspace has more than %d directories "
+                                       "to watch",
+                            MAX_TREE_DIRS);
+    }
+    int rfd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR *d = rfd >= 0 ? fdopendir(rfd) : NULL;
+    if (!d) {
+        if (rfd >= 0)
+            close(rfd);
+        fail_at(w, rel);
+        return lz_error_set(w->err, errno, "Git Sentry: cannot read %s", rel);
+    }
+    char **names = NULL;
+    size_t n = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+            continue;
+        names = lz_xrealloc(names, n + 1, sizeof(char *));
+        names[n++] = lz_xstrdup(e->d_name);
+    }
+    closedir(d);
+    int r = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (r == 0)
+            r = visit_inner_entry(w, dfd, rel, names[i], depth);
+        free(names[i]);
+    }
+    free(names);
+    if (r == 0 && depth > 0)
+        r = check_inner_bare(w, dfd, rel);
+    return r;
 }
 
 /* The top level of every protected Git directory: nothing of
@@ -1232,6 +1396,9 @@ static int audit_git_dirs(walk *w)
                 return -1;
         }
         if (audit_sequencer(w, dfd, gd) < 0)
+            return -1;
+        /* Then everything inside it: no symlink, no repository. */
+        if (walk_git_inner(w, dfd, strcmp(gd, ".") ? gd : "", 0) < 0)
             return -1;
         _cleanup_free_ char *mods = join_rel(gd, "modules");
         if (!has_mount(p, mods))
@@ -1295,8 +1462,11 @@ static int full_audit(lz_git_plan *p, bool watch, char **ret_report, lz_error **
      * repository is an entry of the tree like any other.) */
     _cleanup_close_ int top = open_dir_confined(p->ws_fd, "", O_RDONLY, err);
     int r = top < 0 ? -1 : walk_dir(&w, top, "", 0);
-    if (r == 0)
-        r = audit_git_dirs(&w);
+    /* The Git directories are audited even when the tree walk failed: a
+     * fail-closed stop must not leave their state behind (the first error
+     * is the one reported). */
+    if (audit_git_dirs(&w) < 0)
+        r = -1;
     return finish(&w, r, ret_report);
 }
 
@@ -1490,7 +1660,7 @@ int lz_git_sentry_plan(const lz_resolved_config *cfg, lz_git_plan *ret, lz_error
                                "symbolic-ref HEAD refs/heads/main'), then run again");
             goto out;
         }
-        if (protect_git_dir(&b, ".git", 0, err) < 0 || protect_config_sources(&b, err) < 0)
+        if (protect_git_dir(&b, ".git", 0, err) < 0 || protect_config_sources(&b, ".git", "", err) < 0)
             goto out;
         if (cfg->isolate_gitignored && isolate_ignored(&b, cfg, err) < 0)
             goto out;
@@ -1526,6 +1696,20 @@ int lz_git_sentry_plan(const lz_resolved_config *cfg, lz_git_plan *ret, lz_error
             free(w.report);
             p.start_report = all;
         }
+    }
+    /* The configuration of every other repository found (nested ones,
+     * submodule git dirs, bare fixtures) may include files or name a hooks
+     * directory inside the workspace too. */
+    for (size_t g = 0, n = p.n_git_dirs; g < n; g++) {
+        const char *gd = p.git_dirs[g];
+        if (strcmp(gd, ".git") == 0 && p.kind == LZ_GIT_REPO)
+            continue; /* done above */
+        size_t len = strlen(gd);
+        _cleanup_free_ char *wt = NULL;
+        if (len > 5 && strcmp(gd + len - 5, "/.git") == 0)
+            wt = lz_xstrndup(gd, len - 5);
+        if (protect_config_sources(&b, gd, wt, err) < 0)
+            goto out;
     }
     if (p.n_mounts > 1)
         qsort(p.mounts, p.n_mounts, sizeof(lz_workspace_mount), cmp_depth);
@@ -1738,7 +1922,7 @@ static int event_audit(lz_git_plan *p, char **ret_report, lz_error **err)
             if (!dw)
                 continue;
             if (ev->mask & IN_IGNORED) {
-                if (dw->kind & ROLE_TREE)
+                if (dw->kind & (ROLE_TREE | ROLE_GITINNER))
                     p->n_tree_dirs--;
                 free(dw->rel);
                 *dw = p->watches[--p->n_watches];
@@ -1757,8 +1941,8 @@ static int event_audit(lz_git_plan *p, char **ret_report, lz_error **err)
             }
             if (ev->mask & IN_ATTRIB && !(ev->mask & IN_ISDIR))
                 continue; /* a file's mode: nothing Git discovers by */
-            if (!(ev->mask & (IN_CREATE | IN_MOVED_TO | IN_ATTRIB | IN_CLOSE_WRITE)) || need_full ||
-                ev->len == 0)
+            if (!(ev->mask & (IN_CREATE | IN_MOVED_TO | IN_ATTRIB | IN_CLOSE_WRITE | IN_MODIFY)) ||
+                need_full || ev->len == 0)
                 continue;
             /* Reach the directory again by its path, confined, and require
              * the same inode: otherwise the layout moved under us. */
@@ -1782,6 +1966,14 @@ static int event_audit(lz_git_plan *p, char **ret_report, lz_error **err)
                 for (size_t k = 0; r == 0 && k < LZ_ARRAY_SIZE(bare_entries); k++)
                     if (strcmp(ev->name, bare_entries[k]) == 0)
                         r = check_bare(&w, dfd, dir_rel);
+            }
+            if (r == 0 && (kind & (ROLE_GITDIR | ROLE_GITINNER))) {
+                int depth = dir_rel[0] ? 1 : 0;
+                for (const char *c = dir_rel; *c; c++)
+                    depth += *c == '/';
+                r = visit_inner_entry(&w, dfd, dir_rel, ev->name, depth);
+                if (r == 0 && (kind & ROLE_GITINNER) && !(kind & ROLE_GITDIR))
+                    r = check_inner_bare(&w, dfd, dir_rel);
             }
             if (r == 0 && (kind & ROLE_GITDIR)) {
                 for (size_t k = 0; r == 0 && k < LZ_ARRAY_SIZE(git_dir_entries); k++) {

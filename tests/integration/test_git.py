@@ -1180,3 +1180,194 @@ def test_control_symlink_into_git_internals_is_obeyed(lz):
     lz.run_as_user(sh(symlink_into_git_internals(marker)), cwd=ws)
     git(lz, ws / "docs", "status", check=False)
     assert marker.exists()
+
+
+# ---- found by the outside attacker (issue 9, attack round 3) -----------------------------
+
+def _repo_in_internals(marker):
+    return (step("init", "git init -q .git/objects/zz/r") +
+            put("config", ".git/objects/zz/r/.git/config",
+                f"[core]\n\tfsmonitor = {planted(marker)}\n", append=True) + "sleep 1\n")
+
+
+ATTACKS.update({
+    # X07: a repository inside the Git directory's internals (reachable
+    # through a link, or by git -C)
+    "repository-in-git-internals": Attack(_plain, _repo_in_internals,
+                                          host_dirs=_nested_dirs(".git/objects/zz/r")),
+})
+
+
+GIT_SYMLINKS = ("rm -f .git/COMMIT_EDITMSG && ln -s {v1} .git/COMMIT_EDITMSG && "
+                "rm -f .git/logs/HEAD && ln -s {v2} .git/logs/HEAD && "
+                "ln -s {v3} .git/FETCH_HEAD && ln -s {v4} .git/MERGE_MSG; echo PLANTED")
+
+
+def _victims(lz):
+    v = [lz.home / f"VICTIM{i}" for i in range(1, 5)]
+    v[0].write_text("precious\n")
+    v[2].write_text("precious\n")
+    v[3].write_text("secret of the developer\n")
+    return v
+
+
+def _host_after_git_symlinks(lz, ws):
+    lz.write(ws / "more", "1\n", mode=0o644)
+    git(lz, ws, "add", "more")
+    git(lz, ws, "commit", "-q", "-m", "developer commit", check=False)
+    git(lz, ws, "checkout", "-q", "-b", "topic", check=False)
+    git(lz, ws, "fetch", "-q", str(ws), check=False)
+
+
+def test_symlinks_in_the_git_directory_never_lead_host_git_out(rig):
+    """X01, X01b, X02, X08: symlinks the sandbox puts in .git (COMMIT_EDITMSG,
+    the reflog, FETCH_HEAD, MERGE_MSG) to host files: the host's git commit,
+    checkout and fetch would write them (a reflog appended to ~/.bashrc runs
+    code) or read them into a commit. They are moved aside at once."""
+    ws = _plain(rig.lz)
+    v = _victims(rig.lz)
+    rig.config({"bb": {}})
+    p = rig.run("bb", sh(GIT_SYMLINKS.format(v1=v[0], v2=v[1], v3=v[2], v4=v[3]) + "; sleep 1"),
+                ws=ws)
+    assert "PLANTED" in p.stdout, p.stderr
+    wait_torn_down(rig.lz, TEARDOWN_TIMEOUT)
+    for name in ("COMMIT_EDITMSG", "logs/HEAD", "FETCH_HEAD", "MERGE_MSG"):
+        assert not (ws / ".git" / name).is_symlink(), f".git/{name} is still a symlink"
+    _host_after_git_symlinks(rig.lz, ws)
+    assert v[0].read_text() == "precious\n" and v[2].read_text() == "precious\n"
+    assert not v[1].exists(), "the host's reflog went into a file outside the workspace"
+
+
+def test_control_symlinks_in_the_git_directory_lead_host_git_out(lz):
+    ws = _plain(lz)
+    v = _victims(lz)
+    lz.run_as_user(sh(GIT_SYMLINKS.format(v1=v[0], v2=v[1], v3=v[2], v4=v[3])), cwd=ws)
+    _host_after_git_symlinks(lz, ws)
+    assert v[0].read_text() != "precious\n" or v[1].exists() or v[2].read_text() != "precious\n"
+
+
+def test_symlink_through_proc_is_quarantined(rig):
+    """X05: a link through /proc/self/cwd means what the developer's shell
+    makes of it, not the coordinator."""
+    ws = _plain(rig.lz)
+    rig.config({"bb": {}})
+    rig.run("bb", sh("mkdir -p sub && ln -s /proc/self/cwd/../.git/objects/zz/r sub/docs; "
+                     "sleep 1"), ws=ws)
+    wait_torn_down(rig.lz, TEARDOWN_TIMEOUT)
+    assert not os.path.lexists(ws / "sub" / "docs")
+
+
+def _stopped_rebase(lz):
+    """The developer's own rebase, stopped at a `break` before the start."""
+    ws = _two_commits(lz)
+    p = lz.run_as_user(sh(f"GIT_SEQUENCE_EDITOR=\"printf 'break\\\\n' >\" {GIT_IN} "
+                          "rebase -q -i HEAD~1"), cwd=ws)
+    assert (ws / ".git" / "rebase-merge").is_dir(), p.stderr
+    return ws
+
+
+def padded_exec(marker) -> str:
+    # (made inside: a command line that long would not fit a RUN message)
+    return (f"pad=$(printf '%4093s' ''); printf '%sexec touch {marker}\\n' \"$pad\" "
+            ">> .git/rebase-merge/git-rebase-todo; echo PLANTED\n")
+
+
+def test_padded_exec_in_the_developers_own_rebase_is_caught(rig):
+    """X04: an exec line padded so that a fixed-size line read splits the
+    word, added to the developer's own stopped rebase."""
+    ws = _stopped_rebase(rig.lz)
+    marker = marker_for(rig.lz, "padded")
+    rig.config({"bb": {}})
+    p = rig.run("bb", sh(padded_exec(marker) + "sleep 1"), ws=ws)
+    assert "PLANTED" in p.stdout, p.stderr
+    wait_torn_down(rig.lz, TEARDOWN_TIMEOUT)
+    git(rig.lz, ws, "rebase", "--continue", check=False)
+    assert not marker.exists()
+
+
+def test_control_padded_exec_is_run_by_the_host(lz):
+    ws = _stopped_rebase(lz)
+    marker = marker_for(lz, "padded")
+    lz.run_as_user(sh(padded_exec(marker)), cwd=ws)
+    git(lz, ws, "rebase", "--continue", check=False)
+    assert marker.exists()
+
+
+def _nested_with_hooks_path(lz):
+    ws = _plain(lz)
+    sub = new_repo(lz, "ws/sub", {"s": "s\n", ".githooks/README": "hooks\n"})
+    git(lz, sub, "config", "core.hooksPath", ".githooks")
+    git(lz, sub, "config", "include.path", "../shared.gitconfig")
+    lz.write(sub / "shared.gitconfig", "", mode=0o644)
+    return ws
+
+
+def nested_hooks(marker) -> str:
+    return (put_hook("hook", "sub/.githooks/post-checkout", marker) +
+            put("include", "sub/shared.gitconfig", f"[core]\n\tfsmonitor = {planted(marker)}\n"))
+
+
+def test_nested_repositorys_hooks_path_and_include_are_protected(rig):
+    """X10: the developer's nested repository names a hooks directory and an
+    include inside the workspace: both read-only, like the top's."""
+    ws = _nested_with_hooks_path(rig.lz)
+    marker = marker_for(rig.lz, "nested-hooks")
+    rig.config({"bb": {}})
+    p = rig.run("bb", sh(nested_hooks(marker)), ws=ws)
+    got = steps(p.stdout)
+    assert got.get("hook") == "FAIL" and got.get("include") == "FAIL", p.stdout
+    wait_torn_down(rig.lz, TEARDOWN_TIMEOUT)
+    git(rig.lz, ws / "sub", "status", check=False)
+    git(rig.lz, ws / "sub", "checkout", "-q", "-b", "t", check=False)
+    assert not marker.exists()
+
+
+def test_control_nested_repositorys_hooks_path_and_include_are_obeyed(lz):
+    ws = _nested_with_hooks_path(lz)
+    marker = marker_for(lz, "nested-hooks")
+    lz.run_as_user(sh(nested_hooks(marker)), cwd=ws)
+    git(lz, ws / "sub", "status", check=False)
+    git(lz, ws / "sub", "checkout", "-q", "-b", "t", check=False)
+    assert marker.exists()
+
+
+def _three_commits(lz):
+    ws = _two_commits(lz)
+    lz.write(ws / "third", "3\n", mode=0o644)
+    git(lz, ws, "add", "third")
+    git(lz, ws, "commit", "-q", "-m", "third")
+    return ws
+
+
+def strategy_script(marker) -> str:
+    """A rebase stopped at an `edit`, amended (so the next pick is a real
+    merge), whose strategy is "a/x": Git runs `git merge-a/x`, which is the
+    path of a file of the sandbox's."""
+    return (f"GIT_SEQUENCE_EDITOR='sed -i 1s/^pick/edit/' {GIT_IN} rebase -q -i HEAD~2 "
+            f">/dev/null 2>&1; {GIT_IN} commit -q --amend -m amended; "
+            f"mkdir -p git-merge-a && printf '#!/bin/sh\\ntouch {marker}\\nexit 1\\n' > "
+            "git-merge-a/x && chmod +x git-merge-a/x && echo a/x > .git/rebase-merge/strategy "
+            "&& echo PLANTED\n")
+
+
+def test_rebase_with_a_strategy_of_the_sandboxs_is_set_aside(rig):
+    """X03: no exec line, but a merge strategy naming a file the sandbox
+    wrote: set aside at once."""
+    ws = _three_commits(rig.lz)
+    marker = marker_for(rig.lz, "strategy")
+    rig.config({"bb": {}})
+    p = rig.run("bb", sh(strategy_script(marker) + "sleep 1; test -d .git/rebase-merge || "
+                                                    "echo SET-ASIDE"), ws=ws)
+    assert "PLANTED" in p.stdout and "SET-ASIDE" in p.stdout, p.stdout + p.stderr
+    wait_torn_down(rig.lz, TEARDOWN_TIMEOUT)
+    git(rig.lz, ws, "rebase", "--continue", check=False)
+    assert not marker.exists()
+
+
+def test_control_rebase_strategy_runs_a_workspace_file(lz):
+    ws = _three_commits(lz)
+    marker = marker_for(lz, "strategy")
+    p = lz.run_as_user(sh(strategy_script(marker)), cwd=ws)
+    assert "PLANTED" in p.stdout, p.stdout + p.stderr
+    git(lz, ws, "rebase", "--continue", check=False)
+    assert marker.exists()

@@ -38,7 +38,11 @@ static void test_controls_escaped(void **state)
     expect("a\nb", "a\\x0ab");
     expect("\x1b[2K\x1b]52;c;cHduZWQ=\x07", "\\x1b[2K\\x1b]52;c;cHduZWQ=\\x07");
     expect("del\x7f", "del\\x7f");
-    expect("back\\slash", "back\\\\slash"); /* unambiguous: a literal \x.. is not an escape */
+    expect("back\\slash", "back\\slash");
+    /* idempotent: what it returns it returns unchanged */
+    char *once = lz_text_printable("a\x1b[2K\xe2\x80\xae\xff");
+    expect(once, once);
+    free(once);
 }
 
 static void test_c1_and_invalid_utf8_escaped(void **state)
@@ -61,6 +65,9 @@ static void test_format_characters_escaped(void **state)
     expect("\xef\xbb\xbf", "\\xef\\xbb\\xbf");       /* U+FEFF */
     expect("\xd8\x9c", "\\xd8\\x9c");                  /* U+061C ARABIC LETTER MARK */
     expect("\xe2\x80\x94", "\xe2\x80\x94");            /* U+2014 EM DASH stays */
+    expect("\xf3\xa0\x81\x81", "\\xf3\\xa0\\x81\\x81");  /* U+E0041 TAG LATIN CAPITAL A */
+    expect("\xe3\x85\xa4", "\\xe3\\x85\\xa4");       /* U+3164 HANGUL FILLER */
+    expect("\xc2\xad", "\\xc2\\xad");                  /* U+00AD SOFT HYPHEN */
 }
 
 static void test_null_is_empty(void **state)
