@@ -767,6 +767,43 @@ static bool is_ignored(const lz_git_plan *p, const char *rel, const struct stat 
     return id->dev == st->st_dev && id->ino == st->st_ino;
 }
 
+/* The names in directory dfd (without . and ..), read first so that the
+ * entries can be checked — and perhaps renamed away — afterwards. NULL when
+ * the directory cannot be read (errno set). Free with free_names(). */
+static char **list_names(int dfd, size_t *ret_n)
+{
+    *ret_n = 0;
+    int rfd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR *d = rfd >= 0 ? fdopendir(rfd) : NULL;
+    if (!d) {
+        int saved = errno;
+        if (rfd >= 0)
+            close(rfd);
+        errno = saved;
+        return NULL;
+    }
+    char **names = lz_xcalloc(1, sizeof(char *));
+    size_t n = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+            continue;
+        names = lz_xrealloc(names, n + 2, sizeof(char *));
+        names[n++] = lz_xstrdup(e->d_name);
+        names[n] = NULL;
+    }
+    closedir(d);
+    *ret_n = n;
+    return names;
+}
+
+static void free_names(char **names, size_t n)
+{
+    for (size_t i = 0; names && i < n; i++)
+        free(names[i]);
+    free(names);
+}
+
 /* Append an already printable line to the report. */
 static void report_append(walk *w, const char *line)
 {
@@ -1144,36 +1181,19 @@ static int walk_dir(walk *w, int dfd, const char *rel, int depth)
         return lz_error_hint(w->err, "ignore generated directories in .gitignore, or choose a "
                                      "smaller workspace");
     }
-    int rfd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (rfd < 0 && errno == EACCES && make_ours_writable(dfd, NULL) == 0)
-        rfd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    DIR *d = rfd >= 0 ? fdopendir(rfd) : NULL;
-    if (!d) {
-        if (rfd >= 0)
-            close(rfd);
+    size_t n;
+    char **names = list_names(dfd, &n);
+    if (!names && errno == EACCES && make_ours_writable(dfd, NULL) == 0)
+        names = list_names(dfd, &n);
+    if (!names) {
         fail_at(w, rel[0] ? rel : ".");
         return lz_error_set(w->err, errno, "Git Sentry: cannot read %s",
                             rel[0] ? rel : "the workspace");
     }
-    /* Names first: the entries are checked (and perhaps renamed away)
-     * after the directory has been read. */
-    char **names = NULL;
-    size_t n = 0;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-            continue;
-        names = lz_xrealloc(names, n + 1, sizeof(char *));
-        names[n++] = lz_xstrdup(e->d_name);
-    }
-    closedir(d);
     int r = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (r == 0)
-            r = visit_entry(w, dfd, rel, names[i], depth);
-        free(names[i]);
-    }
-    free(names);
+    for (size_t i = 0; r == 0 && i < n; i++)
+        r = visit_entry(w, dfd, rel, names[i], depth);
+    free_names(names, n);
     if (r == 0)
         r = check_bare(w, dfd, rel);
     return r;
@@ -1339,31 +1359,16 @@ static int walk_git_inner(walk *w, int dfd, const char *rel, int depth)
                                        "to watch",
                             MAX_TREE_DIRS);
     }
-    int rfd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    DIR *d = rfd >= 0 ? fdopendir(rfd) : NULL;
-    if (!d) {
-        if (rfd >= 0)
-            close(rfd);
+    size_t n;
+    char **names = list_names(dfd, &n);
+    if (!names) {
         fail_at(w, rel);
         return lz_error_set(w->err, errno, "Git Sentry: cannot read %s", rel);
     }
-    char **names = NULL;
-    size_t n = 0;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-            continue;
-        names = lz_xrealloc(names, n + 1, sizeof(char *));
-        names[n++] = lz_xstrdup(e->d_name);
-    }
-    closedir(d);
     int r = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (r == 0)
-            r = visit_inner_entry(w, dfd, rel, names[i], depth);
-        free(names[i]);
-    }
-    free(names);
+    for (size_t i = 0; r == 0 && i < n; i++)
+        r = visit_inner_entry(w, dfd, rel, names[i], depth);
+    free_names(names, n);
     if (r == 0 && depth > 0)
         r = check_inner_bare(w, dfd, rel);
     return r;
@@ -1408,34 +1413,18 @@ static int audit_git_dirs(walk *w)
             continue;
         if (add_watch(w, mfd, mods, ROLE_MODULES) < 0)
             return -1;
-        int rfd = openat(mfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        DIR *d = rfd >= 0 ? fdopendir(rfd) : NULL;
-        if (!d) {
-            if (rfd >= 0)
-                close(rfd);
-            continue;
-        }
-        char **names = NULL;
-        size_t n = 0;
-        struct dirent *de;
-        while ((de = readdir(d))) {
-            if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-                continue;
-            names = lz_xrealloc(names, n + 1, sizeof(char *));
-            names[n++] = lz_xstrdup(de->d_name);
-        }
-        closedir(d);
+        size_t n;
+        char **names = list_names(mfd, &n);
         int r = 0;
-        for (size_t i = 0; i < n; i++) {
+        for (size_t i = 0; r == 0 && names && i < n; i++) {
             _cleanup_free_ char *member = lz_xasprintf("%s/%s", mods, names[i]);
             struct stat st;
-            if (r == 0 && fstatat(mfd, names[i], &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-                !known(p->members, p->n_members, member, &st) && quarantine(w, mfd, mods,
-                                                                            names[i]) < 0)
+            if (fstatat(mfd, names[i], &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+                !known(p->members, p->n_members, member, &st) &&
+                quarantine(w, mfd, mods, names[i]) < 0)
                 r = -1;
-            free(names[i]);
         }
-        free(names);
+        free_names(names, n);
         if (r < 0)
             return -1;
     }
@@ -1474,37 +1463,63 @@ static int full_audit(lz_git_plan *p, bool watch, char **ret_report, lz_error **
 
 static void put_rec(FILE *f, char tag, unsigned long long a, unsigned long long b, const char *rel);
 
+/* Read one record written by put_rec: 1 with *ret_rel (free it), 0 at the
+ * end, -1 when the record is damaged. */
+static int read_rec(FILE *f, char *ret_tag, unsigned long long *ret_a, unsigned long long *ret_b,
+                    char **ret_rel)
+{
+    size_t len;
+    int k = fscanf(f, "%c %llu %llu %zu ", ret_tag, ret_a, ret_b, &len);
+    if (k == EOF)
+        return 0;
+    if (k != 4 || len == 0 || len >= PATH_MAX)
+        return -1;
+    char *rel = lz_xcalloc(len + 1, 1);
+    if (fread(rel, 1, len, f) != len || fgetc(f) != '\n' || strlen(rel) != len) {
+        free(rel);
+        return -1;
+    }
+    *ret_rel = rel;
+    return 1;
+}
+
+/* Open the Domain Root's record `name` for reading: NULL (errno ENOENT)
+ * when there is none. *ret_droot receives the Domain Root's descriptor. */
+static FILE *open_record(const lz_resolved_config *cfg, const char *name, int *ret_droot,
+                         lz_error **err)
+{
+    *ret_droot = lz_plan_open(&cfg->storage_domain_root, O_PATH | O_DIRECTORY, true, err);
+    if (*ret_droot < 0)
+        return NULL;
+    int fd = lz_open_confined(*ret_droot, name, O_RDONLY | O_NONBLOCK, 0, name, NULL);
+    if (fd < 0) {
+        errno = ENOENT;
+        return NULL;
+    }
+    FILE *f = fdopen(fd, "re");
+    if (!f) {
+        close(fd);
+        lz_error_set(err, errno, "cannot read %s/%s", cfg->storage_domain_root.label, name);
+    }
+    return f;
+}
+
 /* Refuse while an entry that an earlier audit could not neutralise exists. */
 static int check_unsafe(builder *b, lz_error **err)
 {
-    _cleanup_close_ int droot = lz_plan_open(&b->cfg->storage_domain_root, O_PATH | O_DIRECTORY,
-                                             true, err);
-    if (droot < 0)
-        return -1;
-    int fd = lz_open_confined(droot, UNSAFE_FILE, O_RDONLY | O_NONBLOCK, 0, UNSAFE_FILE, NULL);
-    if (fd < 0)
-        return 0;
-    FILE *fp = fdopen(fd, "re");
-    if (!fp) {
-        close(fd);
-        return lz_error_set(err, errno, "cannot read %s/%s", b->cfg->storage_domain_root.label,
-                            UNSAFE_FILE);
-    }
+    _cleanup_close_ int droot = -1;
+    FILE *fp = open_record(b->cfg, UNSAFE_FILE, &droot, err);
+    if (!fp)
+        return err && *err ? -1 : 0;
     int r = 0;
     for (;;) {
         char tag;
         unsigned long long a, bb;
-        size_t len;
-        int k = fscanf(fp, "%c %llu %llu %zu ", &tag, &a, &bb, &len);
-        if (k == EOF)
-            break;
         _cleanup_free_ char *line = NULL;
-        if (k == 4 && tag == 'U' && len > 0 && len < PATH_MAX) {
-            line = lz_xcalloc(len + 1, 1);
-            if (fread(line, 1, len, fp) != len || fgetc(fp) != '\n' || strlen(line) != len)
-                k = 0;
-        }
-        if (k != 4 || !line) {
+        int k = read_rec(fp, &tag, &a, &bb, &line);
+        if (k == 0)
+            break;
+        if (k < 0 || tag != 'U') {
             /* A damaged record refuses like an unsafe one: fail closed. */
             lz_error_set(err, 0, "the Git Sentry's record %s/%s is damaged",
                          b->cfg->storage_domain_root.label, UNSAFE_FILE);
@@ -1785,17 +1800,10 @@ static int load_baseline(FILE *f, lz_git_plan *t)
     for (size_t n = 0; n < 4 * MAX_TREE_DIRS; n++) {
         char tag;
         unsigned long long a, b;
-        size_t len;
-        int k = fscanf(f, "%c %llu %llu %zu ", &tag, &a, &b, &len);
-        if (k == EOF)
-            return 0;
-        if (k != 4 || len == 0 || len >= PATH_MAX)
-            return -1;
-        char *rel = lz_xcalloc(len + 1, 1);
-        if (fread(rel, 1, len, f) != len || fgetc(f) != '\n' || strlen(rel) != len) {
-            free(rel);
-            return -1;
-        }
+        char *rel = NULL;
+        int k = read_rec(f, &tag, &a, &b, &rel);
+        if (k <= 0)
+            return k;
         struct stat st = { .st_dev = (dev_t) a, .st_ino = (ino_t) b };
         switch (tag) {
         case 'K':
@@ -1836,19 +1844,10 @@ static int load_baseline(FILE *f, lz_git_plan *t)
  * anything else. */
 static int recover_previous(builder *b, lz_error **err)
 {
-    _cleanup_close_ int droot = lz_plan_open(&b->cfg->storage_domain_root, O_PATH | O_DIRECTORY,
-                                             true, err);
-    if (droot < 0)
-        return -1;
-    int fd = lz_open_confined(droot, BASELINE_FILE, O_RDONLY | O_NONBLOCK, 0, BASELINE_FILE, NULL);
-    if (fd < 0)
-        return 0;
-    FILE *f = fdopen(fd, "re");
-    if (!f) {
-        close(fd);
-        return lz_error_set(err, errno, "cannot read %s/%s", b->cfg->storage_domain_root.label,
-                            BASELINE_FILE);
-    }
+    _cleanup_close_ int droot = -1;
+    FILE *f = open_record(b->cfg, BASELINE_FILE, &droot, err);
+    if (!f)
+        return err && *err ? -1 : 0;
     lz_git_plan t = LZ_GIT_PLAN_INIT;
     int r = load_baseline(f, &t);
     fclose(f);
