@@ -161,6 +161,14 @@ static void send_resize(int sock)
     lz_wire_send(sock, &b, NULL, 0, NULL);
 }
 
+/* RELAY_WIPE: the session's bytes (its output, the developer's input) can
+ * hold a secret — a command that prints its environment prints the profile's
+ * env values, a password typed or piped in — and this process lives as long
+ * as the session. Each relay buffer is wiped (explicit_bzero) as soon as its
+ * bytes are forwarded, so after session_started() this CLI holds no copy of
+ * a value, not even in its last chunk of output. docs/runtime.md, "Secrets in
+ * memory and core dumps". */
+
 /* Interactive relay: raw terminal <-> INPUT/OUTPUT messages. */
 static attempt_result relay_interactive(lz_resolved_config *cfg, int sock, int *status)
 {
@@ -217,6 +225,9 @@ static attempt_result relay_interactive(lz_resolved_config *cfg, int sock, int *
                 lz_wbuf_init(&b, LZ_MSG_INPUT);
                 lz_wbuf_bytes(&b, data, (size_t) n);
                 lz_wire_send(sock, &b, NULL, 0, NULL);
+                /* Keystrokes (a password typed into the session): RELAY_WIPE. */
+                explicit_bzero(b.data, b.len);
+                explicit_bzero(data, (size_t) n);
             }
         }
         if (!(p[0].revents & (POLLIN | POLLHUP | POLLERR)))
@@ -241,6 +252,7 @@ static attempt_result relay_interactive(lz_resolved_config *cfg, int sock, int *
             size_t len;
             if (lz_rbuf_bytes(&rb, &d, &len, LZ_MSG_MAX_DATA) && lz_rbuf_done(&rb))
                 write_all(STDOUT_FILENO, (const char *) d, len);
+            explicit_bzero(buf, (size_t) n); /* the session's output: RELAY_WIPE */
         } else if (rb.type == LZ_MSG_PROGRESS) {
             char *t = lz_msg_text_decode(&rb);
             if (t && !termios_raw)
@@ -434,6 +446,7 @@ static attempt_result attempt(lz_resolved_config *cfg, char **argv, size_t argc,
             ssize_t w = write(in_w, pending, pending_len);
             if (w < 0 && errno != EAGAIN && errno != EINTR) {
                 /* The command stopped reading its stdin. */
+                explicit_bzero(pending, pending_len);
                 pending_len = 0;
                 stdin_open = false;
                 close(in_w);
@@ -441,6 +454,7 @@ static attempt_result attempt(lz_resolved_config *cfg, char **argv, size_t argc,
             } else if (w > 0) {
                 memmove(pending, pending + w, pending_len - (size_t) w);
                 pending_len -= (size_t) w;
+                explicit_bzero(pending + pending_len, (size_t) w); /* the tail memmove left */
             }
         }
         for (int k = 0; k < 2; k++) {
@@ -456,6 +470,7 @@ static attempt_result attempt(lz_resolved_config *cfg, char **argv, size_t argc,
                     err_open = false;
             } else {
                 write_all(k == 0 ? STDOUT_FILENO : STDERR_FILENO, data, (size_t) n);
+                explicit_bzero(data, (size_t) n); /* session bytes: see RELAY_WIPE */
             }
         }
         if (i_sock >= 0 && (p[i_sock].revents & (POLLIN | POLLHUP | POLLERR))) {
@@ -511,6 +526,7 @@ static attempt_result attempt(lz_resolved_config *cfg, char **argv, size_t argc,
             }
         }
     }
+    explicit_bzero(pending, pending_len); /* stdin the command never read */
     if (in_w >= 0)
         close(in_w);
     close(out[0]);

@@ -408,13 +408,19 @@ static int protect_config_file(builder *b, const char *abs, bool create, lz_erro
         return 0;
     struct stat st;
     if (create && lstat_confined(b->ws_fd, rel, &st) < 0 && errno == ENOENT) {
-        const char *name;
-        _cleanup_close_ int pfd = open_parent(b->ws_fd, rel, &name, NULL);
-        if (pfd >= 0) {
-            int fd = openat(pfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-            if (fd >= 0)
-                close(fd);
-        }
+        /* The file and every missing directory above it: the sandbox must
+         * not be the one to make them. */
+        const char *slash = strrchr(rel, '/');
+        _cleanup_free_ char *parent = slash ? lz_xstrndup(rel, (size_t) (slash - rel)) : NULL;
+        _cleanup_close_ int pfd = parent ? mkdirs_confined(b->ws_fd, parent, parent, err)
+                                         : lz_open_confined(b->ws_fd, ".", O_PATH | O_DIRECTORY,
+                                                            0, ".", err);
+        if (pfd < 0)
+            return -1;
+        int fd = openat(pfd, slash ? slash + 1 : rel,
+                        O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+        if (fd >= 0)
+            close(fd);
     }
     return protect_if_exists(b, rel, err);
 }
@@ -455,12 +461,15 @@ static int protect_config_sources(builder *b, const char *gd, const char *wt, lz
             if (rel) {
                 struct stat st;
                 if (lstat_confined(b->ws_fd, rel, &st) < 0 && errno == ENOENT) {
-                    const char *name;
-                    _cleanup_close_ int pfd = open_parent(b->ws_fd, rel, &name, NULL);
-                    if (pfd >= 0)
-                        mkdirat(pfd, name, 0755); /* a single missing component */
+                    /* Every missing level: the sandbox must not make them. */
+                    int fd = mkdirs_confined(b->ws_fd, rel, rel, err);
+                    if (fd < 0)
+                        r = -1;
+                    else
+                        close(fd);
                 }
-                r = protect_if_exists(b, rel, err);
+                if (r == 0)
+                    r = protect_if_exists(b, rel, err);
             }
         }
     }
@@ -1083,6 +1092,43 @@ static bool link_into_sandbox_storage(const lz_git_plan *p, int dfd, const char 
     return false;
 }
 
+/* A symlink the sandbox made that points outside the workspace to a place
+ * the developer owns (on the host): another profile's volume, another
+ * workspace — trees the sandbox (or another Domain's) may write and this
+ * audit does not walk. Links to the system's files (not the developer's)
+ * stay: inside the sandbox they name the image's own. */
+static bool link_to_developers_own(const lz_git_plan *p, int dfd, const char *rel,
+                                   const char *name)
+{
+    char target[PATH_MAX];
+    ssize_t n = readlinkat(dfd, name, target, sizeof(target) - 1);
+    if (n <= 0)
+        return false;
+    target[n] = '\0';
+    _cleanup_free_ char *abs = target[0] == '/' ? lz_xstrdup(target)
+                               : rel[0]         ? lz_xasprintf("%s/%s/%s", p->cfg->workspace.label,
+                                                               rel, target)
+                                                : lz_xasprintf("%s/%s", p->cfg->workspace.label,
+                                                               target);
+    _cleanup_free_ char *lex_rest = lexical_rel("", abs);
+    _cleanup_free_ char *lex = lex_rest ? lz_xasprintf("/%s", lex_rest) : lz_xstrdup("/");
+    _cleanup_free_ char *real = realpath(abs, NULL);
+    const char *where = real ? real : lex;
+    if (path_within(where, p->cfg->workspace.label))
+        return false;
+    /* The deepest existing ancestor decides whose place it is. */
+    _cleanup_free_ char *probe = lz_xstrdup(where);
+    for (;;) {
+        struct stat st;
+        if (lstat(probe, &st) == 0)
+            return st.st_uid == getuid();
+        char *slash = strrchr(probe, '/');
+        if (!slash || slash == probe)
+            return false;
+        *slash = '\0';
+    }
+}
+
 static bool bare_internal(const char *name)
 {
     static const char *const internal[] = { "objects", "refs",  "logs",    "hooks",   "info",
@@ -1116,7 +1162,8 @@ static int visit_entry(walk *w, int dfd, const char *rel, const char *name, int 
         return check_dot_git(w, dfd, rel, &st);
     if (is_ignored(p, child, &st))
         return 0;
-    if (S_ISLNK(st.st_mode) && link_into_sandbox_storage(p, dfd, rel, name)) {
+    if (S_ISLNK(st.st_mode) && (link_into_sandbox_storage(p, dfd, rel, name) ||
+                                (!w->b && link_to_developers_own(p, dfd, rel, name)))) {
         if (w->b) {
             fail_at(w, child);
             lz_error_set(w->err, 0, "Git Sentry: the workspace symlink %s/%s points into a "
@@ -1230,22 +1277,35 @@ static bool sequencer_runs_something(int dfd)
         size_t cap = 0;
         while (!found && getline(&line, &cap, f) >= 0) {
             char *c = line + strspn(line, " \t");
-            if (is_opts) {
-                /* sequencer/opts is a config file: options.strategy = X */
-                if (strncmp(c, "strategy", 8) != 0)
-                    continue;
-                c = strchr(c, '=');
-                if (!c)
-                    continue;
-                c += 1 + strspn(c + 1, " \t\"");
-            }
-            size_t w = strcspn(c, " \t\r\n\"");
             if (is_strategy || is_opts) {
+                /* `strategy`: Git takes the whole line. `opts` is a config
+                 * file (keys in any case, values maybe quoted): any line
+                 * naming a strategy must name exactly one of Git's own. */
+                if (is_opts) {
+                    if (strncasecmp(c, "strategy", 8) != 0)
+                        continue;
+                    c += 8;
+                    c += strspn(c, " \t");
+                    if (*c != '=') {
+                        found = true; /* not a plain key = value: refuse */
+                        continue;
+                    }
+                    c++;
+                    c += strspn(c, " \t");
+                }
+                size_t w = strlen(c);
+                while (w && strchr(" \t\r\n", c[w - 1]))
+                    w--;
+                if (is_opts && w >= 2 && c[0] == '"' && c[w - 1] == '"') {
+                    c++;
+                    w -= 2;
+                }
                 bool known = false;
                 for (size_t k = 0; !known && k < LZ_ARRAY_SIZE(strategies); k++)
                     known = w == strlen(strategies[k]) && strncmp(c, strategies[k], w) == 0;
-                found = w > 0 && !known;
+                found = !known && (w > 0 || is_strategy);
             } else {
+                size_t w = strcspn(c, " \t\r\n");
                 found = (w == 1 && c[0] == 'x') || (w == 4 && strncmp(c, "exec", 4) == 0);
             }
         }

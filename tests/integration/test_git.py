@@ -855,9 +855,15 @@ def test_audit_never_follows_a_workspace_symlink_out(rig):
     wait_torn_down(lz, TEARDOWN_TIMEOUT)
     assert (hostdir / "x" / ".git" / "HEAD").is_file(), \
         f"the host directory's repository was moved: {list(hostdir.rglob('*'))[:10]}"
-    # Control: the path through the workspace does lead to the host
-    # directory when a symlink is followed.
-    assert os.path.realpath(ws / "evil" / "x" / ".git") == str(hostdir / "x" / ".git")
+    # Control: the sandbox's link led to the host directory when followed
+    # (it has been moved aside since: a link out of the workspace to the
+    # developer's own directory is quarantined too).
+    link = ws / "evil"
+    if not os.path.lexists(link):
+        moved = [e for e in (ws / ".git" / QUARANTINE).iterdir() if e.name.endswith("-top-evil")]
+        assert moved, "the link is neither in place nor in the quarantine"
+        link = moved[0]
+    assert os.path.realpath(link / "x" / ".git") == str(hostdir / "x" / ".git")
 
 
 def test_ignored_copy_symlink_is_never_bound(rig):
@@ -1370,4 +1376,101 @@ def test_control_rebase_strategy_runs_a_workspace_file(lz):
     p = lz.run_as_user(sh(strategy_script(marker)), cwd=ws)
     assert "PLANTED" in p.stdout, p.stdout + p.stderr
     git(lz, ws, "rebase", "--continue", check=False)
+    assert marker.exists()
+
+
+# ---- found by the outside attacker (issue 9, attack round 4) -----------------------------
+
+def spaced_strategy(marker) -> str:
+    """A strategy whose first word is Git's own: Git runs `git merge-ort a/x
+    <base> -- ...`, here /bin/sh on a script named after the base commit."""
+    return (f"GIT_SEQUENCE_EDITOR='sed -i 1s/^pick/edit/' {GIT_IN} rebase -q -i HEAD~2 "
+            f">/dev/null 2>&1; {GIT_IN} commit -q --amend -m amended; "
+            "n=$(awk '/^pick/{print $2; exit}' .git/rebase-merge/git-rebase-todo); "
+            "b=$(git rev-parse $n^); mkdir -p 'git-merge-ort a' && "
+            "ln -sf /bin/sh 'git-merge-ort a/x' && "
+            f"printf 'touch {marker}\\nexit 1\\n' > $b && "
+            "echo 'ort a/x' > .git/rebase-merge/strategy && echo PLANTED\n")
+
+
+def test_strategy_with_a_space_is_set_aside(rig):
+    """Y01: "ort a/x" — the first word is Git's, the whole line is a path."""
+    ws = _three_commits(rig.lz)
+    marker = marker_for(rig.lz, "spaced")
+    rig.config({"bb": {}})
+    p = rig.run("bb", sh(spaced_strategy(marker) + "sleep 1"), ws=ws)
+    assert "PLANTED" in p.stdout, p.stdout + p.stderr
+    wait_torn_down(rig.lz, TEARDOWN_TIMEOUT)
+    git(rig.lz, ws, "rebase", "--continue", check=False)
+    assert not marker.exists()
+
+
+def test_control_strategy_with_a_space_runs_a_workspace_file(lz):
+    ws = _three_commits(lz)
+    marker = marker_for(lz, "spaced")
+    p = lz.run_as_user(sh(spaced_strategy(marker)), cwd=ws)
+    assert "PLANTED" in p.stdout, p.stdout + p.stderr
+    git(lz, ws, "rebase", "--continue", check=False)
+    assert marker.exists()
+
+
+def _deep_missing_config_targets(lz):
+    ws = _plain(lz)
+    git(lz, ws, "config", "core.hooksPath", ".github/hooks")
+    git(lz, ws, "config", "include.path", "../conf/git/extra")
+    assert not (ws / ".github").exists() and not (ws / "conf").exists()
+    return ws
+
+
+def deep_missing(marker) -> str:
+    return (step("hook", "mkdir -p .github/hooks && cat > .github/hooks/post-checkout <<'LZEOF' "
+                         f"&& chmod +x .github/hooks/post-checkout\n{hook(marker)}LZEOF") +
+            step("include", "mkdir -p conf/git && cat > conf/git/extra <<'LZEOF'\n"
+                            f"[core]\n\tfsmonitor = {planted(marker)}\nLZEOF"))
+
+
+def test_hooks_path_and_include_below_missing_directories_are_protected(rig):
+    """Y04, Y06: a hooks directory or an include several missing levels
+    deep: every level is made (and protected) before the start."""
+    ws = _deep_missing_config_targets(rig.lz)
+    marker = marker_for(rig.lz, "deep-missing")
+    rig.config({"bb": {}})
+    p = rig.run("bb", sh(deep_missing(marker)), ws=ws)
+    got = steps(p.stdout)
+    assert got.get("hook") == "FAIL" and got.get("include") == "FAIL", p.stdout + p.stderr
+    wait_torn_down(rig.lz, TEARDOWN_TIMEOUT)
+    git(rig.lz, ws, "status", check=False)
+    git(rig.lz, ws, "checkout", "-q", "-b", "t", check=False)
+    assert not marker.exists()
+
+
+def test_control_hooks_path_and_include_below_missing_directories_are_obeyed(lz):
+    ws = _deep_missing_config_targets(lz)
+    marker = marker_for(lz, "deep-missing")
+    lz.run_as_user(sh(deep_missing(marker)), cwd=ws)
+    git(lz, ws, "status", check=False)
+    git(lz, ws, "checkout", "-q", "-b", "t", check=False)
+    assert marker.exists()
+
+
+def test_symlink_to_another_profiles_volume_is_quarantined(rig):
+    """Y03: profile vol writes a repository into its read-write volume; a
+    session of another profile, in another workspace, links to it."""
+    lz = rig.lz
+    lz.mkdir("cachevol")
+    marker = marker_for(lz, "other-volume")
+    ws_a = _plain(lz)
+    ws_b = new_repo(lz, "wsb")
+    rig.config({"vol": {"persistent_dirs": ["/root"], "volumes": [
+        {"host": "~/cachevol", "container": "/root/vol", "kind": "directory",
+         "access": "read-write"}]}, "bb": {}})
+    ok(rig.run("vol", sh("git init -q /root/vol/r && "
+                         f"git -C /root/vol/r config core.fsmonitor \"{planted(marker)}\""),
+               ws=ws_a))
+    rig.run("bb", sh(f"ln -s {lz.home / 'cachevol' / 'r'} docs; sleep 1"), ws=ws_b)
+    wait_torn_down(lz, TEARDOWN_TIMEOUT)
+    assert not (ws_b / "docs").is_symlink(), "the link to the other profile's volume stayed"
+    # Control: through such a link the volume's repository is obeyed.
+    (ws_b / "docs2").symlink_to(lz.home / "cachevol" / "r")
+    git(lz, ws_b / "docs2", "status", check=False)
     assert marker.exists()
