@@ -390,6 +390,22 @@ static int host_git(builder *b, char *const *args, lz_spawn_output *out, lz_erro
     return host_git_in(b, ".git", "", args, out, err);
 }
 
+/* A path value of Git's configuration made absolute the way Git does: `~/`
+ * is the developer's home, a relative one is relative to `base`. NULL for
+ * `~user/` (another user's home: not ours to protect). */
+static char *expand_git_path(const char *v, const char *base)
+{
+    if (v[0] == '/')
+        return lz_xstrdup(v);
+    if (v[0] == '~') {
+        const char *home = getenv("HOME");
+        if (v[1] != '/' || !home || home[0] != '/')
+            return NULL;
+        return lz_xasprintf("%s%s", home, v + 1);
+    }
+    return lz_xasprintf("%s/%s", base, v);
+}
+
 /* A configuration file Git reads from `abs` (absolute, from Git's own
  * output): protect it when it lies inside the workspace. Lexically inside
  * means it must be reachable without a symlink (refused otherwise);
@@ -456,8 +472,13 @@ static int protect_config_sources(builder *b, const char *gd, const char *wt, lz
         }
         if (r == 0 && strncmp(kv, "core.hookspath\n", 15) == 0) {
             const char *v = kv + 15;
-            _cleanup_free_ char *abs = v[0] == '/' ? lz_xstrdup(v) : lz_xasprintf("%s/%s", top, v);
-            _cleanup_free_ char *rel = lexical_rel(b->ws, abs);
+            _cleanup_free_ char *abs = expand_git_path(v, top);
+            _cleanup_free_ char *rel = abs ? lexical_rel(b->ws, abs) : NULL;
+            if (!rel && abs) { /* through a host symlink into the workspace */
+                _cleanup_free_ char *canon = lz_canonicalize(abs, NULL);
+                if (canon)
+                    rel = lexical_rel(b->ws, canon);
+            }
             if (rel) {
                 struct stat st;
                 if (lstat_confined(b->ws_fd, rel, &st) < 0 && errno == ENOENT) {
@@ -481,24 +502,35 @@ static int protect_config_sources(builder *b, const char *gd, const char *wt, lz
      * host's Git would read them as soon as they appear: create them empty
      * and protect them. Relative include paths are relative to the
      * including file, .git/config. */
-    char *const inc_args[] = { (char *) "config", (char *) "--local", (char *) "-z",
-                               (char *) "--get-regexp",
+    /* Every scope (the developer's global configuration may include a file
+     * inside the workspace too), and includes named by included files;
+     * each relative to the file that names it, `~/` expanded. */
+    char *const inc_args[] = { (char *) "config", (char *) "--includes", (char *) "--show-origin",
+                               (char *) "-z", (char *) "--get-regexp",
                                (char *) "^(include|includeif\\..*)\\.path$", NULL };
     lz_spawn_output inc = { 0 };
     status = host_git_in(b, gd, wt, inc_args, &inc, err);
     if (status < 0)
         return -1;
     for (size_t i = 0; r == 0 && status == 0 && i < inc.len;) {
-        const char *kv = inc.data + i;
-        size_t kl = strnlen(kv, inc.len - i);
+        const char *origin = inc.data + i;
+        size_t ol = strnlen(origin, inc.len - i);
+        i += ol + 1;
+        const char *kv = i < inc.len ? inc.data + i : "";
+        size_t kl = i < inc.len ? strnlen(kv, inc.len - i) : 0;
         i += kl + 1;
         const char *v = strchr(kv, '\n');
-        if (!v || !*++v || v[0] == '~')
+        if (!v || !*++v || strncmp(origin, "file:", 5) != 0)
             continue;
-        _cleanup_free_ char *abs = v[0] == '/'          ? lz_xstrdup(v)
-                                   : strcmp(gd, ".") ? lz_xasprintf("%s/%s/%s", b->ws, gd, v)
-                                                     : lz_xasprintf("%s/%s", b->ws, v);
-        r = protect_config_file(b, abs, true, err);
+        const char *file = origin + 5;
+        _cleanup_free_ char *file_abs = file[0] == '/' ? lz_xstrdup(file)
+                                                        : lz_xasprintf("%s/%s", top, file);
+        char *slash = strrchr(file_abs, '/');
+        if (slash)
+            *slash = '\0';
+        _cleanup_free_ char *abs = expand_git_path(v, file_abs);
+        if (abs)
+            r = protect_config_file(b, abs, true, err);
     }
     lz_spawn_output_free(&inc);
     return r;
@@ -1116,12 +1148,17 @@ static bool link_to_developers_own(const lz_git_plan *p, int dfd, const char *re
     const char *where = real ? real : lex;
     if (path_within(where, p->cfg->workspace.label))
         return false;
-    /* The deepest existing ancestor decides whose place it is. */
+    /* Whose place is it? The developer's home, or any existing ancestor
+     * the developer owns: a directory the sandbox chowned to another uid
+     * inside a volume still lies in the developer's tree. */
+    const char *home = getenv("HOME");
+    if (home && home[0] == '/' && strcmp(home, "/") != 0 && path_within(where, home))
+        return true;
     _cleanup_free_ char *probe = lz_xstrdup(where);
     for (;;) {
         struct stat st;
-        if (lstat(probe, &st) == 0)
-            return st.st_uid == getuid();
+        if (lstat(probe, &st) == 0 && st.st_uid == getuid())
+            return true;
         char *slash = strrchr(probe, '/');
         if (!slash || slash == probe)
             return false;
@@ -1162,8 +1199,14 @@ static int visit_entry(walk *w, int dfd, const char *rel, const char *name, int 
         return check_dot_git(w, dfd, rel, &st);
     if (is_ignored(p, child, &st))
         return 0;
-    if (S_ISLNK(st.st_mode) && (link_into_sandbox_storage(p, dfd, rel, name) ||
-                                (!w->b && link_to_developers_own(p, dfd, rel, name)))) {
+    /* The developer's own links (there at start, known by inode) may point
+     * anywhere of theirs; one the sandbox makes may not. */
+    if (S_ISLNK(st.st_mode) && w->b)
+        add_marker(&p->markers, &p->n_markers, child, &st);
+    if (S_ISLNK(st.st_mode) &&
+        (link_into_sandbox_storage(p, dfd, rel, name) ||
+         (!w->b && !known(p->markers, p->n_markers, child, &st) &&
+          link_to_developers_own(p, dfd, rel, name)))) {
         if (w->b) {
             fail_at(w, child);
             lz_error_set(w->err, 0, "Git Sentry: the workspace symlink %s/%s points into a "
@@ -1282,9 +1325,12 @@ static bool sequencer_runs_something(int dfd)
                  * file (keys in any case, values maybe quoted): any line
                  * naming a strategy must name exactly one of Git's own. */
                 if (is_opts) {
-                    if (strncasecmp(c, "strategy", 8) != 0)
+                    /* anywhere on the line: `[options] strategy = x` is
+                     * valid Git configuration too */
+                    char *k = strcasestr(c, "strategy");
+                    if (!k)
                         continue;
-                    c += 8;
+                    c = k + 8;
                     c += strspn(c, " \t");
                     if (*c != '=') {
                         found = true; /* not a plain key = value: refuse */

@@ -1474,3 +1474,60 @@ def test_symlink_to_another_profiles_volume_is_quarantined(rig):
     (ws_b / "docs2").symlink_to(lz.home / "cachevol" / "r")
     git(lz, ws_b / "docs2", "status", check=False)
     assert marker.exists()
+
+
+# ---- attack round 5 (short), and what its fixes must not break ---------------------------
+
+def test_the_developers_own_links_out_of_the_workspace_stay(rig):
+    """A link the developer made (there before the start) to a directory of
+    theirs outside the workspace is theirs: it stays. One the sandbox makes
+    the same way is moved aside."""
+    lz = rig.lz
+    shared = lz.mkdir("shared-docs")
+    ws = _plain(lz)
+    (ws / "docs").symlink_to("../shared-docs")
+    rig.config({"bb": {}})
+    ok(rig.run("bb", sh("ln -s ../shared-docs docs2; sleep 1"), ws=ws))
+    wait_torn_down(lz, TEARDOWN_TIMEOUT)
+    assert (ws / "docs").is_symlink() and os.path.realpath(ws / "docs") == str(shared)
+    assert not os.path.lexists(ws / "docs2")
+
+
+def _tilde_config_targets(lz):
+    ws = _plain(lz)
+    git(lz, ws, "config", "core.hooksPath", "~/ws/.hooks2")
+    lz.write(".gitconfig", "[user]\n\tname = Host\n\temail = host@lazaret.invalid\n"
+             "[init]\n\tdefaultBranch = main\n"
+             f"[includeIf \"gitdir:{ws}/\"]\n\tpath = ~/ws/local.gitconfig\n", mode=0o644)
+    assert not (ws / ".hooks2").exists() and not (ws / "local.gitconfig").exists()
+    return ws
+
+
+def tilde_targets(marker) -> str:
+    return (step("hook", "mkdir -p .hooks2 && cat > .hooks2/post-checkout <<'LZEOF' "
+                         f"&& chmod +x .hooks2/post-checkout\n{hook(marker)}LZEOF") +
+            put("include", "local.gitconfig", f"[core]\n\tfsmonitor = {planted(marker)}\n"))
+
+
+def test_hooks_path_and_global_include_given_with_a_tilde_are_protected(rig):
+    """Z02, Z03, Z04: core.hooksPath as ~/…, and an include of the developer's
+    global configuration naming a missing file inside the workspace."""
+    ws = _tilde_config_targets(rig.lz)
+    marker = marker_for(rig.lz, "tilde")
+    rig.config({"bb": {}})
+    p = rig.run("bb", sh(tilde_targets(marker)), ws=ws)
+    got = steps(p.stdout)
+    assert got.get("hook") == "FAIL" and got.get("include") == "FAIL", p.stdout + p.stderr
+    wait_torn_down(rig.lz, TEARDOWN_TIMEOUT)
+    git(rig.lz, ws, "status", check=False)
+    git(rig.lz, ws, "checkout", "-q", "-b", "t", check=False)
+    assert not marker.exists()
+
+
+def test_control_hooks_path_and_global_include_given_with_a_tilde_are_obeyed(lz):
+    ws = _tilde_config_targets(lz)
+    marker = marker_for(lz, "tilde")
+    lz.run_as_user(sh(tilde_targets(marker)), cwd=ws)
+    git(lz, ws, "status", check=False)
+    git(lz, ws, "checkout", "-q", "-b", "t", check=False)
+    assert marker.exists()
