@@ -1414,6 +1414,34 @@ def test_control_strategy_with_a_space_runs_a_workspace_file(lz):
     assert marker.exists()
 
 
+def config_target_attack_is_blocked(rig, setup, script, name):
+    """The developer's configuration names a hooks directory and an include
+    inside the workspace (setup); the sandbox writes a hook and the include
+    (script, steps "hook" and "include"): both must fail inside, and the
+    host's git status and checkout run nothing."""
+    ws = setup(rig.lz)
+    marker = marker_for(rig.lz, name)
+    rig.config({"bb": {}})
+    p = rig.run("bb", sh(script(marker)), ws=ws)
+    got = steps(p.stdout)
+    assert got.get("hook") == "FAIL" and got.get("include") == "FAIL", p.stdout + p.stderr
+    wait_torn_down(rig.lz, TEARDOWN_TIMEOUT)
+    git(rig.lz, ws, "status", check=False)
+    git(rig.lz, ws, "checkout", "-q", "-b", "t", check=False)
+    assert not marker.exists()
+
+
+def config_target_attack_works_on_the_host(lz, setup, script, name):
+    """Control of config_target_attack_is_blocked: on the host, the same
+    script makes git status or checkout run the planted command."""
+    ws = setup(lz)
+    marker = marker_for(lz, name)
+    lz.run_as_user(sh(script(marker)), cwd=ws)
+    git(lz, ws, "status", check=False)
+    git(lz, ws, "checkout", "-q", "-b", "t", check=False)
+    assert marker.exists()
+
+
 def _deep_missing_config_targets(lz):
     ws = _plain(lz)
     git(lz, ws, "config", "core.hooksPath", ".github/hooks")
@@ -1432,25 +1460,11 @@ def deep_missing(marker) -> str:
 def test_hooks_path_and_include_below_missing_directories_are_protected(rig):
     """Y04, Y06: a hooks directory or an include several missing levels
     deep: every level is made (and protected) before the start."""
-    ws = _deep_missing_config_targets(rig.lz)
-    marker = marker_for(rig.lz, "deep-missing")
-    rig.config({"bb": {}})
-    p = rig.run("bb", sh(deep_missing(marker)), ws=ws)
-    got = steps(p.stdout)
-    assert got.get("hook") == "FAIL" and got.get("include") == "FAIL", p.stdout + p.stderr
-    wait_torn_down(rig.lz, TEARDOWN_TIMEOUT)
-    git(rig.lz, ws, "status", check=False)
-    git(rig.lz, ws, "checkout", "-q", "-b", "t", check=False)
-    assert not marker.exists()
+    config_target_attack_is_blocked(rig, _deep_missing_config_targets, deep_missing, "deep-missing")
 
 
 def test_control_hooks_path_and_include_below_missing_directories_are_obeyed(lz):
-    ws = _deep_missing_config_targets(lz)
-    marker = marker_for(lz, "deep-missing")
-    lz.run_as_user(sh(deep_missing(marker)), cwd=ws)
-    git(lz, ws, "status", check=False)
-    git(lz, ws, "checkout", "-q", "-b", "t", check=False)
-    assert marker.exists()
+    config_target_attack_works_on_the_host(lz, _deep_missing_config_targets, deep_missing, "deep-missing")
 
 
 def test_symlink_to_another_profiles_volume_is_quarantined(rig):
@@ -1512,22 +1526,8 @@ def tilde_targets(marker) -> str:
 def test_hooks_path_and_global_include_given_with_a_tilde_are_protected(rig):
     """Z02, Z03, Z04: core.hooksPath as ~/…, and an include of the developer's
     global configuration naming a missing file inside the workspace."""
-    ws = _tilde_config_targets(rig.lz)
-    marker = marker_for(rig.lz, "tilde")
-    rig.config({"bb": {}})
-    p = rig.run("bb", sh(tilde_targets(marker)), ws=ws)
-    got = steps(p.stdout)
-    assert got.get("hook") == "FAIL" and got.get("include") == "FAIL", p.stdout + p.stderr
-    wait_torn_down(rig.lz, TEARDOWN_TIMEOUT)
-    git(rig.lz, ws, "status", check=False)
-    git(rig.lz, ws, "checkout", "-q", "-b", "t", check=False)
-    assert not marker.exists()
+    config_target_attack_is_blocked(rig, _tilde_config_targets, tilde_targets, "tilde")
 
 
 def test_control_hooks_path_and_global_include_given_with_a_tilde_are_obeyed(lz):
-    ws = _tilde_config_targets(lz)
-    marker = marker_for(lz, "tilde")
-    lz.run_as_user(sh(tilde_targets(marker)), cwd=ws)
-    git(lz, ws, "status", check=False)
-    git(lz, ws, "checkout", "-q", "-b", "t", check=False)
-    assert marker.exists()
+    config_target_attack_works_on_the_host(lz, _tilde_config_targets, tilde_targets, "tilde")
