@@ -297,3 +297,34 @@ int lz_spawn_find_program(const char *name, const char *search_path, char **ret_
     }
     return lz_error_set(err, ENOENT, "program %s not found", name);
 }
+
+int lz_close_fds_except(const int *keep, size_t n)
+{
+    /* Sorted, positive, unique copy: the gaps between kept fds are closed
+     * with one close_range each. No allocation (callers are fresh forks). */
+    enum { KEEP_MAX = 256 };
+    unsigned int k[KEEP_MAX];
+    size_t nk = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (keep[i] < 0)
+            continue;
+        if (nk == KEEP_MAX) {
+            errno = E2BIG;
+            return -1;
+        }
+        unsigned int v = (unsigned int) keep[i];
+        size_t j = nk++;
+        while (j > 0 && k[j - 1] > v) {
+            k[j] = k[j - 1];
+            j--;
+        }
+        k[j] = v;
+    }
+    unsigned int lo = 0;
+    for (size_t i = 0; i < nk; i++) {
+        if (k[i] > lo && close_range(lo, k[i] - 1, 0) < 0)
+            return -1;
+        lo = k[i] + 1;
+    }
+    return close_range(lo, ~0U, 0);
+}

@@ -98,4 +98,12 @@ void lz_spawn_output_free(lz_spawn_output *out);
 int lz_spawn_find_program(const char *name, const char *search_path, char **ret_path,
                           lz_error **err);
 
+/* Close every descriptor of the calling process except those in keep[0..n)
+ * (any order, duplicates and negative values allowed). For a forked child
+ * that runs on without exec: O_CLOEXEC protects only exec, so a fork that
+ * keeps running holds every socket, pipe and inotify fd of its parent until
+ * it drops them here. Returns 0, or -1 with errno set (nothing was kept
+ * open that should not be: on error the caller must exit). */
+int lz_close_fds_except(const int *keep, size_t n);
+
 #endif

@@ -948,6 +948,39 @@ static int supervisor_main(spawn_ctx *c)
     return supervisor_loop(&s);
 }
 
+/* The descriptors the supervisor inherits on purpose: stdio (the Domain's
+ * log), its channel, the pid pipe and the plans' retained directories. The
+ * rest of the coordinator's descriptors (its listening socket, sessions,
+ * Git Sentry watches) must not live on here: a supervisor outliving a
+ * killed coordinator by a few milliseconds would otherwise still hold the
+ * listening socket, and a CLI connecting then would be queued on a socket
+ * nobody accepts, then reset. */
+static int drop_inherited_fds(const spawn_ctx *c)
+{
+    const lz_resolved_config *cfg = c->sc->cfg;
+    size_t n = 0, max = 16 + cfg->n_volumes + cfg->n_rules;
+    int *keep = lz_xcalloc(max, sizeof(int));
+    keep[n++] = STDIN_FILENO;
+    keep[n++] = STDOUT_FILENO;
+    keep[n++] = STDERR_FILENO;
+    keep[n++] = c->sock;
+    keep[n++] = c->pid_pipe;
+    const lz_path_plan *plans[] = {
+        &cfg->config_file, &cfg->workspace, &cfg->storage_root, &cfg->runtime_root,
+        &cfg->profile_dir, &cfg->storage_domain_root, &cfg->runtime_domain_root,
+        &c->sc->image->bundle,
+    };
+    for (size_t i = 0; i < sizeof(plans) / sizeof(plans[0]); i++)
+        keep[n++] = plans[i]->ancestor_fd;
+    for (size_t i = 0; i < cfg->n_volumes; i++)
+        keep[n++] = cfg->volumes[i].source.ancestor_fd;
+    for (size_t i = 0; i < cfg->n_rules; i++)
+        keep[n++] = cfg->rules[i].executable.ancestor_fd;
+    int r = lz_close_fds_except(keep, n);
+    free(keep);
+    return r;
+}
+
 static int outer_main(void *arg)
 {
     spawn_ctx *c = arg;
@@ -956,6 +989,8 @@ static int outer_main(void *arg)
      * root), so it is said again here, before anything else. */
     if (lz_nodump_reassert() < 0)
         return 119;
+    if (drop_inherited_fds(c) < 0)
+        return 118;
     /* A session (and process group) of its own: no signal meant for the
      * supervisor's group can reach the coordinator, and none for the
      * coordinator's reaches the supervisor. */

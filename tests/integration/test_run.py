@@ -291,6 +291,44 @@ def test_coordinator_killed_at_startup(rig, point):
     _next_run_works(rig)
 
 
+def _socket_inodes(pid: int) -> set:
+    found = set()
+    fd_dir = f"/proc/{pid}/fd"
+    for fd in os.listdir(fd_dir):
+        try:
+            target = os.readlink(f"{fd_dir}/{fd}")
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            found.add(target)
+    return found
+
+
+def test_no_other_process_holds_the_coordinators_sockets(rig):
+    """The supervisor is a fork of the coordinator that runs on without exec:
+    unless it drops them, it holds the coordinator's listening socket and
+    session sockets. Then a CLI connecting in the moment after a coordinator
+    crash is queued on a socket nobody accepts, and reset (it used to make
+    test_coordinator_killed_at_startup fail now and then). Control: the
+    coordinator's own sockets are found, so an empty intersection means
+    something."""
+    rig.config({"bb": {}})
+    s = rig.start("bb", sh("echo started; exec sleep 30"))
+    s.read_until("started")
+    coordinator = rig.coordinators()
+    assert len(coordinator) == 1, coordinator
+    mine = _socket_inodes(coordinator[0].pid)
+    assert len(mine) >= 3, f"the coordinator holds too few sockets to test: {mine}"
+    others = [p for p in domain_processes(rig.lz.root)
+              if p.role not in ("coordinator", "cli") and p.pid != coordinator[0].pid]
+    assert any(p.role == "supervisor" for p in others), others
+    shared = {f"{p.role} {p.pid}": sorted(mine & _socket_inodes(p.pid)) for p in others}
+    shared = {k: v for k, v in shared.items() if v}
+    assert not shared, f"processes other than the coordinator hold its sockets: {shared}"
+    s.proc.kill()
+    s.finish(timeout=30)
+
+
 # ---- isolation ---------------------------------------------------------------------------
 
 def test_sandbox_cannot_see_host_files_or_the_configuration(rig):
