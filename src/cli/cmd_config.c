@@ -6,11 +6,13 @@
  * selected profile with its Domain ID and configuration fingerprint.
  * Environment values are never printed: only names and their sources.
  */
+#include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "cli/cli.h"
+#include "common/error.h"
 #include "common/util.h"
 #include "config/resolve.h"
 #include "oci/layout.h"
@@ -211,16 +213,23 @@ static int config_check(int argc, char **argv, const lz_global_options *g)
         return LZ_EXIT_FAILURE;
     }
     int status = LZ_EXIT_OK;
-    if (json) {
-        if (print_json(cfg) < 0) {
-            fprintf(stderr, "lazaret: error: cannot write the JSON output\n");
-            status = LZ_EXIT_FAILURE;
-        }
-    } else {
+    errno = 0;
+    int wrote = 0;
+    if (json)
+        wrote = print_json(cfg);
+    else
         print_text(cfg);
-    }
-    if (fflush(stdout) != 0)
+    if (fflush(stdout) != 0 || ferror(stdout) || wrote < 0) {
+        /* errno of the failed write (EPIPE, ENOSPC), 0 when jansson failed. */
+        lz_error_set(&err, errno, "cannot write the %s of profile %s to standard output",
+                     json ? "JSON description" : "description", cfg->profile);
+        lz_error_hint(&err, "write it to a file or a pipe that reads all of it (lazaret config "
+                            "check %s%s > FILE)",
+                      cfg->profile, json ? " --json" : "");
+        lz_error_report(err, stderr);
+        lz_error_free(err);
         status = LZ_EXIT_FAILURE;
+    }
     lz_resolved_config_free(cfg);
     return status;
 }

@@ -14,7 +14,6 @@
  * it changes nothing on the host. Values of environment variables are not
  * printed (common/error.h); fixes refer to them by name instead.
  */
-#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/magic.h>
@@ -41,6 +40,7 @@
 #include "oci/spec.h"
 #include "supervisor/limits.h"
 #include "supervisor/runsc_info.h"
+#include "supervisor/userns.h"
 #include "common/util.h"
 #include "lazaret-version.h"
 
@@ -58,42 +58,24 @@ const char lz_usage_doctor[] =
     "Exit status: 0 when every required check passed (warnings allowed), 1 when\n"
     "at least one failed, 2 on a usage error.\n";
 
-/* Sandboxes get 65536 subordinate ids: the uid/gid space of a normal Linux
- * image (0..65535, nobody = 65534). */
-#define SUBID_NEEDED 65536ULL
-/* useradd's default SUB_UID_MIN: where a suggested range starts. */
-#define SUBID_FIRST 100000ULL
 /* runsc --version answers at once; a hang is a broken install. */
 #define PROBE_TIMEOUT_MS 5000
-/* Release dates (YYYYMMDD) at which runsc behaviour changed (PLATFORM.md). */
+/* Release dates (YYYYMMDD) at which runsc behaviour changed (docs/platform.md
+ * "runsc releases"). */
 #define RUNSC_NETSTACK_OK_FROM LZ_RUNSC_NETSTACK_OK_FROM
 #define RUNSC_STATX_OK_FROM 20230601L
 
 typedef enum { ST_OK, ST_WARN, ST_FAIL } check_status;
 
-typedef struct subid_range {
-    char *owner; /* name or decimal uid, as written in the file */
-    unsigned long long start, count;
-} subid_range;
-
-typedef struct subid_file {
-    const char *path;
-    subid_range *r;
-    size_t n;
-    bool readable;
-    int errnum;               /* why not readable */
-    const subid_range *best;  /* the user's largest range, or NULL */
-} subid_file;
-
 typedef struct doctor {
     uid_t uid;
     gid_t gid;
     char *user;        /* login name, or the uid as text without a passwd entry */
-    char *user_word;   /* user, quoted for a shell command line when needed */
     char *search_path; /* caller's PATH (absolute entries only are used), then system dirs */
     int failed;
     int warned;
-    subid_file subuid, subgid;
+    lz_subid_range subuid, subgid; /* what `lazaret run` maps, when found */
+    bool subuid_ok, subgid_ok;
     char *newuidmap, *newgidmap; /* found and usable, else NULL */
     bool userns_ok;
 } doctor;
@@ -118,34 +100,6 @@ static void report(doctor *d, check_status s, const char *check, const char *not
         d->failed++;
     else if (s == ST_WARN)
         d->warned++;
-}
-
-/* s as one shell word: unchanged when it has only safe characters, else in
- * single quotes. Fix lines are meant to be pasted into a shell. */
-static char *shell_word(const char *s)
-{
-    bool plain = s[0] != '\0';
-    for (const char *p = s; *p; p++)
-        if (!isalnum((unsigned char) *p) && !strchr("._-+=:,/@%", *p))
-            plain = false;
-    if (plain)
-        return lz_xstrdup(s);
-    size_t n = 2;
-    for (const char *p = s; *p; p++)
-        n += *p == '\'' ? 4 : 1;
-    char *q = lz_xmalloc(n + 1), *w = q;
-    *w++ = '\'';
-    for (const char *p = s; *p; p++) {
-        if (*p == '\'') {
-            memcpy(w, "'\\''", 4);
-            w += 4;
-        } else {
-            *w++ = *p;
-        }
-    }
-    *w++ = '\'';
-    *w = '\0';
-    return q;
 }
 
 /* Program output is untrusted text: keep printable ASCII only, one line,
@@ -391,97 +345,31 @@ static void check_idmap_tool(doctor *d, const char *name, int cap, const char *c
 
 /* ---- /etc/subuid, /etc/subgid --------------------------------------------- */
 
-static void subid_file_load(subid_file *f, const doctor *d)
+/* The very lookup `lazaret run` makes (supervisor/userns.h): doctor passes
+ * exactly the ranges run accepts, and its fix is the hint run prints. */
+static void check_subids(doctor *d, lz_subid_kind kind, const char *check,
+                         lz_subid_range *ret, bool *ret_ok)
 {
-    FILE *fp = fopen(f->path, "re");
-    if (!fp) {
-        f->errnum = errno;
+    const char *file = kind == LZ_SUBID_UID ? "/etc/subuid" : "/etc/subgid";
+    lz_subid_range r;
+    lz_error *e = NULL;
+    if (lz_subid_lookup(kind, d->uid, d->gid, &r, &e) < 0) {
+        report(d, ST_FAIL, check,
+               "the sandbox runs as a range of subordinate ids, mapped by newuidmap/newgidmap",
+               e->hint, "%s%s%s", e->message, e->errnum ? ": " : "",
+               e->errnum ? strerror(e->errnum) : "");
+        lz_error_free(e);
         return;
     }
-    f->readable = true;
-    _cleanup_free_ char *line = NULL;
-    _cleanup_free_ char *uid_text = lz_xasprintf("%u", (unsigned) d->uid);
-    size_t cap = 0;
-    while (getline(&line, &cap, fp) > 0) {
-        /* "owner:start:count"; shadow's own parser skips anything else too. */
-        char *owner = line, *s = strchr(owner, ':'), *c, *end1, *end2;
-        if (!s || line[0] == '#')
-            continue;
-        *s++ = '\0';
-        c = strchr(s, ':');
-        if (!c)
-            continue;
-        *c++ = '\0';
-        errno = 0;
-        unsigned long long start = strtoull(s, &end1, 10);
-        unsigned long long count = strtoull(c, &end2, 10);
-        if (errno || end1 == s || *end1 || end2 == c || (*end2 && *end2 != '\n') || !owner[0] ||
-            s[0] == '-' || c[0] == '-')
-            continue;
-        f->r = lz_xrealloc(f->r, f->n + 1, sizeof(*f->r));
-        f->r[f->n++] = (subid_range) { lz_xstrdup(owner), start, count };
-    }
-    fclose(fp);
-    /* Pick the user's largest range by name or by uid, as newuidmap does. */
-    for (size_t i = 0; i < f->n; i++) {
-        const subid_range *r = &f->r[i];
-        if (strcmp(r->owner, d->user) != 0 && strcmp(r->owner, uid_text) != 0)
-            continue;
-        if (!f->best || r->count > f->best->count)
-            f->best = r;
-    }
-}
-
-static void subid_file_free(subid_file *f)
-{
-    for (size_t i = 0; i < f->n; i++)
-        free(f->r[i].owner);
-    free(f->r);
-    f->r = NULL;
-    f->n = 0;
-    f->best = NULL;
-}
-
-/* The first start >= SUBID_FIRST where SUBID_NEEDED ids overlap no range of
- * either file: a suggestion that cannot collide with another user's ids. */
-static unsigned long long free_subid_start(const doctor *d)
-{
-    unsigned long long s = SUBID_FIRST;
-    const subid_file *files[] = { &d->subuid, &d->subgid };
-    bool moved = true;
-    while (moved) {
-        moved = false;
-        for (size_t k = 0; k < LZ_ARRAY_SIZE(files); k++) {
-            for (size_t i = 0; i < files[k]->n; i++) {
-                const subid_range *r = &files[k]->r[i];
-                if (r->start < s + SUBID_NEEDED && s < r->start + r->count) {
-                    s = r->start + r->count;
-                    moved = true;
-                }
-            }
-        }
-    }
-    return s;
-}
-
-static void check_subids(doctor *d, const subid_file *f, const char *check, const char *opt)
-{
-    unsigned long long s = free_subid_start(d);
-    _cleanup_free_ char *fix = lz_xasprintf("sudo usermod %s %llu-%llu %s", opt, s,
-                                            s + SUBID_NEEDED - 1, d->user_word);
-    const char *why = "the sandbox runs as a range of subordinate ids, mapped by newuidmap/newgidmap";
-    if (!f->readable)
-        report(d, ST_FAIL, check, why, fix, "cannot read %s: %s", f->path, strerror(f->errnum));
-    else if (!f->best)
-        report(d, ST_FAIL, check, why, fix, "no range for %s (uid %u) in %s", d->user,
-               (unsigned) d->uid, f->path);
-    else if (f->best->count < SUBID_NEEDED)
-        report(d, ST_FAIL, check, why, fix,
-               "the largest range for %s in %s has %llu ids; at least %llu are needed", d->user,
-               f->path, f->best->count, SUBID_NEEDED);
+    if (r.range_count == r.count)
+        report(d, ST_OK, check, NULL, NULL, "%s: %lu-%lu (%u ids) for %s", file,
+               (unsigned long) r.start, (unsigned long) r.start + r.count - 1, r.count, d->user);
     else
-        report(d, ST_OK, check, NULL, NULL, "%s: %llu-%llu (%llu ids) for %s", f->path,
-               f->best->start, f->best->start + f->best->count - 1, f->best->count, d->user);
+        report(d, ST_OK, check, NULL, NULL, "%s range %lu-%lu: %lu-%lu (%u ids) for %s", file,
+               (unsigned long) r.start, (unsigned long) r.start + r.range_count - 1,
+               (unsigned long) r.start, (unsigned long) r.start + r.count - 1, r.count, d->user);
+    *ret = r;
+    *ret_ok = true;
 }
 
 /* ---- user namespaces ------------------------------------------------------ */
@@ -576,9 +464,7 @@ static void check_userns(doctor *d)
 static void check_idmapping(doctor *d)
 {
     const char *check = "id mapping";
-    if (!d->newuidmap || !d->newgidmap || !d->userns_ok || !d->subuid.best ||
-        !d->subgid.best || d->subuid.best->count < SUBID_NEEDED ||
-        d->subgid.best->count < SUBID_NEEDED) {
+    if (!d->newuidmap || !d->newgidmap || !d->userns_ok || !d->subuid_ok || !d->subgid_ok) {
         report(d, ST_WARN, check, NULL, NULL, "not tried: it needs the checks above to pass");
         return;
     }
@@ -627,17 +513,17 @@ static void check_idmapping(doctor *d)
         struct {
             const char *path, *name;
             uid_t own;
-            const subid_range *r;
+            const lz_subid_range *r;
         } maps[] = {
-            { d->newuidmap, "newuidmap", d->uid, d->subuid.best },
-            { d->newgidmap, "newgidmap", d->gid, d->subgid.best },
+            { d->newuidmap, "newuidmap", d->uid, &d->subuid },
+            { d->newgidmap, "newgidmap", d->gid, &d->subgid },
         };
         for (size_t i = 0; i < LZ_ARRAY_SIZE(maps) && !detail; i++) {
             char pid_s[24], own_s[24], start_s[24], count_s[24];
             snprintf(pid_s, sizeof(pid_s), "%d", (int) pid);
             snprintf(own_s, sizeof(own_s), "%u", (unsigned) maps[i].own);
-            snprintf(start_s, sizeof(start_s), "%llu", maps[i].r->start);
-            snprintf(count_s, sizeof(count_s), "%llu", SUBID_NEEDED);
+            snprintf(start_s, sizeof(start_s), "%u", (unsigned) maps[i].r->start);
+            snprintf(count_s, sizeof(count_s), "%u", (unsigned) maps[i].r->count);
             char *argv[] = { (char *) maps[i].name, pid_s, (char *) "0", own_s, (char *) "1",
                              (char *) "1", start_s, count_s, NULL };
             lz_spawn_options opt = { .timeout_ms = PROBE_TIMEOUT_MS, .capture_max = 1024,
@@ -667,8 +553,8 @@ static void check_idmapping(doctor *d)
         return;
     }
     report(d, ST_OK, check, NULL, NULL,
-           "newuidmap and newgidmap map %s and %llu subordinate ids into a user namespace",
-           d->user, SUBID_NEEDED);
+           "newuidmap and newgidmap map %s and %u subordinate ids into a user namespace",
+           d->user, LZ_SUBID_COUNT);
 }
 
 /* ---- plain tools ---------------------------------------------------------- */
@@ -863,12 +749,9 @@ int lz_cmd_doctor(int argc, char **argv, const lz_global_options *g)
     doctor d = {
         .uid = getuid(),
         .gid = getgid(),
-        .subuid = { .path = "/etc/subuid" },
-        .subgid = { .path = "/etc/subgid" },
     };
     struct passwd *pw = getpwuid(d.uid);
     d.user = pw ? lz_xstrdup(pw->pw_name) : lz_xasprintf("%u", (unsigned) d.uid);
-    d.user_word = shell_word(d.user);
     /* The user's PATH first (their choice of runsc), then the system
      * directories, which ordinary users' PATHs often lack. */
     const char *path = getenv("PATH");
@@ -877,16 +760,13 @@ int lz_cmd_doctor(int argc, char **argv, const lz_global_options *g)
     printf("lazaret %s doctor: checking prerequisites for %s (uid %u)\n", LAZARET_VERSION,
            d.user, (unsigned) d.uid);
 
-    subid_file_load(&d.subuid, &d);
-    subid_file_load(&d.subgid, &d);
-
     check_runsc(&d);
     check_cgroups(&d);
     check_limits(&d);
     check_idmap_tool(&d, "newuidmap", 7 /* CAP_SETUID */, "cap_setuid", &d.newuidmap);
     check_idmap_tool(&d, "newgidmap", 6 /* CAP_SETGID */, "cap_setgid", &d.newgidmap);
-    check_subids(&d, &d.subuid, "subuid range", "--add-subuids");
-    check_subids(&d, &d.subgid, "subgid range", "--add-subgids");
+    check_subids(&d, LZ_SUBID_UID, "subuid range", &d.subuid, &d.subuid_ok);
+    check_subids(&d, LZ_SUBID_GID, "subgid range", &d.subgid, &d.subgid_ok);
     check_userns(&d);
     check_idmapping(&d);
     check_tool(&d, "slirp4netns", "slirp4netns",
@@ -907,12 +787,9 @@ int lz_cmd_doctor(int argc, char **argv, const lz_global_options *g)
     fflush(stdout);
 
     int status = d.failed ? LZ_EXIT_FAILURE : LZ_EXIT_OK;
-    subid_file_free(&d.subuid);
-    subid_file_free(&d.subgid);
     free(d.newuidmap);
     free(d.newgidmap);
     free(d.search_path);
-    free(d.user_word);
     free(d.user);
     return status;
 }

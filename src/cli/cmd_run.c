@@ -36,7 +36,9 @@
 #include "config/resolve.h"
 #include "coordinator/bootstrap.h"
 #include "oci/layout.h"
+#include "protocol/io.h"
 #include "protocol/messages.h"
+#include "protocol/table.h"
 
 const char lz_usage_run[] =
     "Usage: lazaret [--config FILE] run PROFILE [--workspace DIR] [-- COMMAND [ARG...]]\n"
@@ -118,21 +120,6 @@ static char *relative_cwd(const char *workspace)
     return rel;
 }
 
-static ssize_t write_all(int fd, const char *p, size_t n)
-{
-    size_t done = 0;
-    while (done < n) {
-        ssize_t w = write(fd, p + done, n - done);
-        if (w < 0) {
-            if (errno == EINTR)
-                continue;
-            return -1;
-        }
-        done += (size_t) w;
-    }
-    return (ssize_t) done;
-}
-
 typedef enum attempt_result { ATTEMPT_DONE, ATTEMPT_RETRY } attempt_result;
 
 /* Once the session has started, this CLI never bootstraps a coordinator
@@ -158,7 +145,7 @@ static void send_resize(int sock)
         return;
     lz_wbuf b;
     lz_msg_pair_encode(&b, LZ_MSG_RESIZE, ws.ws_row, ws.ws_col);
-    lz_wire_send(sock, &b, NULL, 0, NULL);
+    lz_wire_post(sock, &b);
 }
 
 /* RELAY_WIPE: the session's bytes (its output, the developer's input) can
@@ -168,6 +155,146 @@ static void send_resize(int sock)
  * bytes are forwarded, so after session_started() this CLI holds no copy of
  * a value, not even in its last chunk of output. docs/runtime.md, "Secrets in
  * memory and core dumps". */
+
+/* The coordinator's messages to this session, admitted by the protocol
+ * table (protocol/table.h) in the session's state and handled below. */
+typedef struct client {
+    lz_resolved_config *cfg;
+    int sock;
+    bool interactive;
+    bool started;      /* STARTED arrived */
+    bool exited;       /* EXIT arrived: *status holds the command's status */
+    bool ended;        /* EXIT or REFUSED arrived, or the connection ended */
+    int *status;
+    attempt_result result;
+} client;
+
+static int on_progress(void *ctx, lz_proto_msg *m)
+{
+    client *cl = ctx;
+    char *t = lz_msg_text_decode(&m->r);
+    if (!t)
+        return -1;
+    /* After the start, a notice during the session (Git Sentry). */
+    if (cl->interactive ? termios_raw : cl->started)
+        print_remote(termios_raw ? "\r\nlazaret: " : "lazaret: ", t, termios_raw ? "\r\n" : "\n");
+    else
+        progress(t, NULL);
+    free(t);
+    return 0;
+}
+
+static int on_started(void *ctx, lz_proto_msg *m)
+{
+    client *cl = ctx;
+    char *id = lz_msg_started_decode(&m->r);
+    if (!id)
+        return -1;
+    free(id);
+    cl->started = true;
+    session_started(cl->cfg);
+    if (cl->interactive) {
+        terminal_raw();
+        send_resize(cl->sock); /* the size may have changed while starting */
+    }
+    return 0;
+}
+
+static int on_output(void *ctx, lz_proto_msg *m)
+{
+    (void) ctx;
+    const uint8_t *d;
+    size_t len;
+    if (!lz_msg_data_decode(&m->r, &d, &len))
+        return -1;
+    lz_write_all(STDOUT_FILENO, d, len);
+    return 0;
+}
+
+static int on_exit_msg(void *ctx, lz_proto_msg *m)
+{
+    client *cl = ctx;
+    uint32_t outcome, code;
+    if (!lz_msg_pair_decode(&m->r, &outcome, &code))
+        return -1;
+    *cl->status = (int) (code & 0xff);
+    cl->exited = cl->ended = true;
+    if (cl->interactive)
+        terminal_restore();
+    return 0;
+}
+
+static int on_refused(void *ctx, lz_proto_msg *m)
+{
+    client *cl = ctx;
+    lz_msg_refused r;
+    if (!lz_msg_refused_decode(&m->r, &r))
+        return -1;
+    terminal_restore();
+    if (r.code == LZ_REFUSE_TEARING_DOWN) {
+        cl->result = ATTEMPT_RETRY;
+    } else {
+        print_remote("lazaret: error: ", r.message, "\n");
+        if (r.hint && *r.hint)
+            print_remote("  fix: ", r.hint, "\n");
+    }
+    lz_msg_refused_clear(&r);
+    cl->ended = true;
+    return 0;
+}
+
+static const lz_proto_handler_row client_handlers[] = {
+    { LZ_MSG_PROGRESS, on_progress }, { LZ_MSG_STARTED, on_started },
+    { LZ_MSG_OUTPUT, on_output },     { LZ_MSG_EXIT, on_exit_msg },
+    { LZ_MSG_REFUSED, on_refused },
+};
+
+/* The socket is readable: receive and handle one message. Sets cl->ended
+ * when the session is over for this connection (with a message on stderr
+ * when that was not an EXIT or a REFUSED). */
+static void client_receive(client *cl)
+{
+    static lz_proto_msg m;
+    unsigned state = !cl->started ? LZ_PS_CLIENT_WAITING
+                     : cl->interactive ? LZ_PS_CLIENT_RUNNING_TTY
+                                       : LZ_PS_CLIENT_RUNNING_PIPES;
+    lz_error *err = NULL;
+    int r = lz_proto_recv(cl->sock, LZ_DIR_COORDINATOR_TO_CLI, state, &m, &err);
+    /* ECONNRESET: the coordinator closed with our RUN unread; its REFUSED
+     * is still queued. */
+    if (r < 0 && err->errnum == ECONNRESET) {
+        lz_error_free(lz_error_take(&err));
+        r = lz_proto_recv(cl->sock, LZ_DIR_COORDINATOR_TO_CLI, state, &m, &err);
+    }
+    uint16_t type = r > 0 ? m.r.type : 0;
+    bool malformed = r > 0 &&
+                     lz_proto_dispatch(client_handlers, LZ_ARRAY_SIZE(client_handlers), cl, &m) < 0;
+    if (r > 0)
+        explicit_bzero(m.buf, m.len); /* the session's output: RELAY_WIPE */
+    if (r > 0 && !malformed) {
+        lz_proto_msg_clear(&m);
+        return;
+    }
+    lz_proto_msg_clear(&m);
+    cl->ended = true;
+    terminal_restore();
+    lz_error *e = NULL;
+    if (malformed || (r < 0 && err->errnum == EPROTO)) {
+        lz_error_set(&e, 0, "the Session Coordinator sent what this Lazaret does not accept (%s%s)",
+                     malformed ? "malformed " : "", malformed ? lz_proto_name(type) : err->message);
+        lz_error_hint(&e, "use the same Lazaret version for every terminal of a Domain; the "
+                          "Domain's logs/coordinator.log may say more");
+    } else {
+        lz_error_set(&e, r < 0 ? err->errnum : 0,
+                     "the Session Coordinator ended the session unexpectedly");
+        lz_error_hint(&e, "run the command again; the Domain's logs/coordinator.log says why");
+    }
+    if (cl->interactive)
+        fputs("\r\n", stderr);
+    lz_error_report(e, stderr);
+    lz_error_free(e);
+    lz_error_free(err);
+}
 
 /* Interactive relay: raw terminal <-> INPUT/OUTPUT messages. */
 static attempt_result relay_interactive(lz_resolved_config *cfg, int sock, int *status)
@@ -181,15 +308,15 @@ static attempt_result relay_interactive(lz_resolved_config *cfg, int sock, int *
     sigaddset(&mask, SIGQUIT);
     sigprocmask(SIG_BLOCK, &mask, NULL);
     int sfd = signalfd(-1, &mask, SFD_CLOEXEC);
-    static uint8_t buf[LZ_WIRE_MAX];
-    bool started = false, stdin_open = true;
-    attempt_result result = ATTEMPT_DONE;
+    bool stdin_open = true;
     *status = LZ_EXIT_RUN_LAZARET_FAILED;
+    client cl = { .cfg = cfg, .sock = sock, .interactive = true, .status = status,
+                  .result = ATTEMPT_DONE };
 
     for (;;) {
         struct pollfd p[3] = {
             { .fd = sock, .events = POLLIN },
-            { .fd = started && stdin_open ? STDIN_FILENO : -1, .events = POLLIN },
+            { .fd = cl.started && stdin_open ? STDIN_FILENO : -1, .events = POLLIN },
             { .fd = sfd, .events = POLLIN },
         };
         if (poll(p, 3, -1) < 0) {
@@ -201,14 +328,14 @@ static attempt_result relay_interactive(lz_resolved_config *cfg, int sock, int *
             struct signalfd_siginfo si;
             if (read(sfd, &si, sizeof(si)) == sizeof(si)) {
                 if (si.ssi_signo == SIGWINCH) {
-                    if (started)
+                    if (cl.started)
                         send_resize(sock);
                 } else {
                     /* The terminal went away or we were asked to stop: end
                      * the session; the coordinator hangs up the command. */
                     lz_wbuf b;
-                    lz_wbuf_init(&b, LZ_MSG_CLOSE);
-                    lz_wire_send(sock, &b, NULL, 0, NULL);
+                    lz_msg_empty_encode(&b, LZ_MSG_CLOSE);
+                    lz_wire_post(sock, &b);
                     terminal_restore();
                     *status = 128 + (int) si.ssi_signo;
                     break;
@@ -222,9 +349,8 @@ static attempt_result relay_interactive(lz_resolved_config *cfg, int sock, int *
                 stdin_open = false;
             } else {
                 lz_wbuf b;
-                lz_wbuf_init(&b, LZ_MSG_INPUT);
-                lz_wbuf_bytes(&b, data, (size_t) n);
-                lz_wire_send(sock, &b, NULL, 0, NULL);
+                lz_msg_data_encode(&b, LZ_MSG_INPUT, data, (size_t) n);
+                lz_wire_post(sock, &b);
                 /* Keystrokes (a password typed into the session): RELAY_WIPE. */
                 explicit_bzero(b.data, b.len);
                 explicit_bzero(data, (size_t) n);
@@ -232,70 +358,15 @@ static attempt_result relay_interactive(lz_resolved_config *cfg, int sock, int *
         }
         if (!(p[0].revents & (POLLIN | POLLHUP | POLLERR)))
             continue;
-        ssize_t n = lz_wire_recv(sock, buf, NULL, 0, NULL, NULL);
-        /* ECONNRESET: the coordinator closed with our RUN unread; its REFUSED is still queued. */
-        if (n < 0 && errno == ECONNRESET)
-            n = lz_wire_recv(sock, buf, NULL, 0, NULL, NULL);
-        if (n <= 0) {
-            int e = errno;
-            terminal_restore();
-            fprintf(stderr, "\r\nlazaret: error: the Session Coordinator ended the session "
-                            "unexpectedly%s%s\n  fix: run the command again; the Domain's "
-                            "logs/coordinator.log says why\n",
-                    n < 0 ? ": " : "", n < 0 ? strerror(e) : "");
+        client_receive(&cl);
+        if (cl.ended)
             break;
-        }
-        lz_rbuf rb;
-        lz_rbuf_init(&rb, buf, (size_t) n);
-        if (rb.type == LZ_MSG_OUTPUT) {
-            const uint8_t *d;
-            size_t len;
-            if (lz_rbuf_bytes(&rb, &d, &len, LZ_MSG_MAX_DATA) && lz_rbuf_done(&rb))
-                write_all(STDOUT_FILENO, (const char *) d, len);
-            explicit_bzero(buf, (size_t) n); /* the session's output: RELAY_WIPE */
-        } else if (rb.type == LZ_MSG_PROGRESS) {
-            char *t = lz_msg_text_decode(&rb);
-            if (t && !termios_raw)
-                progress(t, NULL);
-            else if (t) /* a notice during the session (Git Sentry) */
-                print_remote("\r\nlazaret: ", t, "\r\n");
-            free(t);
-        } else if (rb.type == LZ_MSG_STARTED) {
-            started = true;
-            session_started(cfg);
-            terminal_raw();
-            send_resize(sock); /* the size may have changed while starting */
-        } else if (rb.type == LZ_MSG_EXIT) {
-            uint32_t outcome, code;
-            if (lz_msg_pair_decode(&rb, &outcome, &code))
-                *status = (int) (code & 0xff);
-            terminal_restore();
-            break;
-        } else if (rb.type == LZ_MSG_REFUSED) {
-            terminal_restore();
-            lz_msg_refused m;
-            if (lz_msg_refused_decode(&rb, &m)) {
-                if (m.code == LZ_REFUSE_TEARING_DOWN) {
-                    result = ATTEMPT_RETRY;
-                } else {
-                    print_remote("lazaret: error: ", m.message, "\n");
-                    if (m.hint && *m.hint)
-                        print_remote("  fix: ", m.hint, "\n");
-                }
-                lz_msg_refused_clear(&m);
-            }
-            break;
-        } else {
-            terminal_restore();
-            fprintf(stderr, "lazaret: error: unexpected message from the coordinator\n");
-            break;
-        }
     }
     terminal_restore();
     if (sfd >= 0)
         close(sfd);
     sigprocmask(SIG_UNBLOCK, &mask, NULL);
-    return result;
+    return cl.result;
 }
 
 /* The client's locale, passed through to interactive sessions. */
@@ -344,7 +415,7 @@ static attempt_result attempt(lz_resolved_config *cfg, char **argv, size_t argc,
         attempt_result r = ATTEMPT_DONE;
         if (lz_wire_send(sock, &b, NULL, 0, &err) == 0) {
             lz_msg_run_encode(&b, &run);
-            lz_wire_send(sock, &b, NULL, 0, &err);
+            lz_best_effort(lz_wire_send(sock, &b, NULL, 0, &err));
         }
         lz_error_free(lz_error_take(&err)); /* a refusal explains itself */
         r = relay_interactive(cfg, sock, status);
@@ -353,7 +424,10 @@ static attempt_result attempt(lz_resolved_config *cfg, char **argv, size_t argc,
     }
     int in[2], out[2], errp[2];
     if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0) {
-        perror("lazaret: error: cannot create pipes");
+        lz_error_set(&err, errno, "cannot create the pipes for the session's stdio");
+        lz_error_hint(&err, "the process or system descriptor limit may be reached (ulimit -n)");
+        lz_error_report(err, stderr);
+        lz_error_free(err);
         close(sock);
         *status = LZ_EXIT_RUN_LAZARET_FAILED;
         return ATTEMPT_DONE;
@@ -375,24 +449,23 @@ static attempt_result attempt(lz_resolved_config *cfg, char **argv, size_t argc,
 
     int in_w = in[1];
     fcntl(in_w, F_SETFL, O_NONBLOCK);
-    bool stdin_open = true, out_open = true, err_open = true, sock_open = true;
-    bool exited = false, started = false;
+    bool stdin_open = true, out_open = true, err_open = true;
     char pending[65536];
     size_t pending_len = 0;
     struct timespec exit_at = { 0, 0 };
-    attempt_result result = ATTEMPT_DONE;
     *status = LZ_EXIT_RUN_LAZARET_FAILED;
-    static uint8_t buf[LZ_WIRE_MAX];
+    client cl = { .cfg = cfg, .sock = sock, .interactive = false, .status = status,
+                  .result = ATTEMPT_DONE };
 
     for (;;) {
-        if (exited && !out_open && !err_open)
+        if (cl.exited && !out_open && !err_open)
             break;
-        if (!sock_open && !exited)
+        if (cl.ended && !cl.exited)
             break;
         struct pollfd p[5];
         int np = 0;
         int i_stdin = -1, i_inw = -1, i_out = -1, i_err = -1, i_sock = -1;
-        if (stdin_open && pending_len == 0 && started) {
+        if (stdin_open && pending_len == 0 && cl.started) {
             i_stdin = np;
             p[np++] = (struct pollfd) { .fd = STDIN_FILENO, .events = POLLIN };
         }
@@ -408,14 +481,14 @@ static attempt_result attempt(lz_resolved_config *cfg, char **argv, size_t argc,
             i_err = np;
             p[np++] = (struct pollfd) { .fd = errp[0], .events = POLLIN };
         }
-        if (sock_open) {
+        if (!cl.ended) {
             i_sock = np;
             p[np++] = (struct pollfd) { .fd = sock, .events = POLLIN };
         }
         /* After EXIT, drain what the command wrote; a background process
          * that keeps the pipes open does not keep us waiting for long. */
         int timeout = -1;
-        if (exited) {
+        if (cl.exited) {
             struct timespec now;
             clock_gettime(CLOCK_MONOTONIC, &now);
             int64_t ms = (now.tv_sec - exit_at.tv_sec) * 1000 +
@@ -469,61 +542,15 @@ static attempt_result attempt(lz_resolved_config *cfg, char **argv, size_t argc,
                 else
                     err_open = false;
             } else {
-                write_all(k == 0 ? STDOUT_FILENO : STDERR_FILENO, data, (size_t) n);
+                lz_write_all(k == 0 ? STDOUT_FILENO : STDERR_FILENO, data, (size_t) n);
                 explicit_bzero(data, (size_t) n); /* session bytes: see RELAY_WIPE */
             }
         }
         if (i_sock >= 0 && (p[i_sock].revents & (POLLIN | POLLHUP | POLLERR))) {
-            ssize_t n = lz_wire_recv(sock, buf, NULL, 0, NULL, NULL);
-            /* ECONNRESET: the coordinator closed with our RUN unread; its REFUSED is still queued. */
-            if (n < 0 && errno == ECONNRESET)
-                n = lz_wire_recv(sock, buf, NULL, 0, NULL, NULL);
-            if (n <= 0) {
-                sock_open = false;
-                if (!exited)
-                    fprintf(stderr, "lazaret: error: the Session Coordinator ended the session "
-                                    "unexpectedly\n  fix: run the command again; the Domain's "
-                                    "logs/coordinator.log says why\n");
-                continue;
-            }
-            lz_rbuf rb;
-            lz_rbuf_init(&rb, buf, (size_t) n);
-            if (rb.type == LZ_MSG_PROGRESS) {
-                char *t = lz_msg_text_decode(&rb);
-                if (t && started) /* a notice during the session (Git Sentry) */
-                    print_remote("lazaret: ", t, "\n");
-                else if (t)
-                    progress(t, NULL);
-                free(t);
-            } else if (rb.type == LZ_MSG_STARTED) {
-                started = true;
-                session_started(cfg);
-            } else if (rb.type == LZ_MSG_EXIT) {
-                uint32_t outcome, code;
-                if (lz_msg_pair_decode(&rb, &outcome, &code))
-                    *status = (int) (code & 0xff);
-                exited = true;
+            bool was_exited = cl.exited;
+            client_receive(&cl);
+            if (!was_exited && cl.exited)
                 clock_gettime(CLOCK_MONOTONIC, &exit_at);
-                sock_open = false;
-            } else if (rb.type == LZ_MSG_REFUSED) {
-                lz_msg_refused m;
-                if (lz_msg_refused_decode(&rb, &m)) {
-                    if (m.code == LZ_REFUSE_TEARING_DOWN) {
-                        result = ATTEMPT_RETRY;
-                    } else {
-                        print_remote("lazaret: error: ", m.message, "\n");
-                        if (m.hint && *m.hint)
-                            print_remote("  fix: ", m.hint, "\n");
-                    }
-                    lz_msg_refused_clear(&m);
-                }
-                sock_open = false;
-                break;
-            } else {
-                fprintf(stderr, "lazaret: error: unexpected message from the coordinator\n");
-                sock_open = false;
-                break;
-            }
         }
     }
     explicit_bzero(pending, pending_len); /* stdin the command never read */
@@ -532,7 +559,7 @@ static attempt_result attempt(lz_resolved_config *cfg, char **argv, size_t argc,
     close(out[0]);
     close(errp[0]);
     close(sock);
-    return result;
+    return cl.result;
 }
 
 int lz_cmd_run(int argc, char **argv, const lz_global_options *g)
@@ -591,8 +618,11 @@ int lz_cmd_run(int argc, char **argv, const lz_global_options *g)
         if (env_values_forgotten) {
             /* Not reachable with today's coordinator; never start one
              * without the profile's environment. */
-            fprintf(stderr, "lazaret: error: the Session Coordinator asked to retry after the "
-                            "session started\n  fix: run the command again\n");
+            lz_error_set(&err, 0, "the Session Coordinator asked to retry after the session "
+                                  "started");
+            lz_error_hint(&err, "run the command again");
+            lz_error_report(err, stderr);
+            lz_error_free(lz_error_take(&err));
             status = LZ_EXIT_RUN_LAZARET_FAILED;
             break;
         }

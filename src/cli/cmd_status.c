@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "common/error.h"
 #include "common/util.h"
 #include "config/source.h"
 
@@ -84,8 +85,11 @@ int lz_cmd_status(int argc, char **argv, const lz_global_options *g)
     const char *what = NULL;
     _cleanup_free_ char *norm = rt && *rt ? lz_env_path_normalize(rt, &what) : NULL;
     if (!norm) {
-        fprintf(stderr, "lazaret: error: XDG_RUNTIME_DIR is not set or not an absolute path\n"
-                        "  fix: export XDG_RUNTIME_DIR=/run/user/$(id -u)\n");
+        lz_error *err = NULL;
+        lz_error_set(&err, 0, "XDG_RUNTIME_DIR is not set or not an absolute path");
+        lz_error_hint(&err, "export XDG_RUNTIME_DIR=/run/user/$(id -u)");
+        lz_error_report(err, stderr);
+        lz_error_free(err);
         return LZ_EXIT_FAILURE;
     }
     _cleanup_free_ char *domains = lz_xasprintf("%s/lazaret/domains", norm);

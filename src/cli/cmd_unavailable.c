@@ -6,6 +6,7 @@
 #include <stdio.h>
 
 #include "cli/cli.h"
+#include "common/error.h"
 
 const char lz_usage_state[] =
     "Usage: lazaret [--config FILE] state list|inspect|verify|reset ...\n"
@@ -16,10 +17,11 @@ const char lz_usage_state[] =
 
 static int unavailable(const char *name, int status)
 {
-    fprintf(stderr,
-            "lazaret: error: 'lazaret %s' is not available yet in this version\n"
-            "  fix: the Domain's state lives in <data_root>/domains/<id>/ (docs/runtime.md)\n",
-            name);
+    lz_error *err = NULL;
+    lz_error_set(&err, 0, "'lazaret %s' is not available yet in this version", name);
+    lz_error_hint(&err, "the Domain's state lives in <data_root>/domains/<id>/ (docs/runtime.md)");
+    lz_error_report(err, stderr);
+    lz_error_free(err);
     return status;
 }
 

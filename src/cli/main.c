@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "common/error.h"
 #include "common/nodump.h"
 #include "lazaret-version.h"
 
@@ -128,9 +129,12 @@ int main(int argc, char **argv)
     /* SR-1: agent processes never receive host root authority. Lazaret itself
      * refuses to run as root so that nothing it starts inherits root. */
     if (geteuid() == 0 || getuid() == 0) {
-        fprintf(stderr,
-                "lazaret: error: refusing to run as root (uid 0)\n"
-                "  fix: run lazaret as your normal, unprivileged user; it needs no root rights\n");
+        lz_error *err = NULL;
+        lz_error_set(&err, 0, "refusing to run as root (uid 0)");
+        lz_error_hint(&err, "run lazaret as your normal, unprivileged user; it needs no root "
+                            "rights");
+        lz_error_report(err, stderr);
+        lz_error_free(err);
         return cmd->failure_status;
     }
 

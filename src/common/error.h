@@ -20,6 +20,14 @@
 #include <stdarg.h>
 #include <stdio.h>
 
+/* On every fallible function's declaration: a result nobody looks at is an
+ * error the build refuses (-Werror=unused-result). Where a failure really
+ * does not matter (best-effort cleanup), say so with lz_best_effort(). */
+#define LZ_MUST_CHECK __attribute__((warn_unused_result))
+
+/* Discard the result of a fallible call on purpose. */
+static inline void lz_best_effort(int result) { (void) result; }
+
 typedef struct lz_error {
     int errnum;     /* errno at the failure, 0 when not a system error */
     char *message;  /* what failed, on which object (never NULL) */

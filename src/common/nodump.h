@@ -36,6 +36,7 @@
  * to LZ_CORE_LIMIT (to 0 when the hard limit already is 0: an unprivileged
  * process cannot raise it). Call it first thing, before any secret is read.
  * Returns 0, or -1 with *err set. */
+LZ_MUST_CHECK
 int lz_nodump_enter(lz_error **err);
 
 /* Only PR_SET_DUMPABLE 0 again, for use after a credential change and at the

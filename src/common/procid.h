@@ -26,9 +26,11 @@ typedef struct lz_process_identity {
 } lz_process_identity;
 
 /* The identity of process `pid` now. */
+LZ_MUST_CHECK
 int lz_process_identity_of(pid_t pid, lz_process_identity *ret, lz_error **err);
 
 /* This boot's id. */
+LZ_MUST_CHECK
 int lz_boot_id(char out[37], lz_error **err);
 
 typedef enum lz_process_match {
@@ -40,6 +42,7 @@ typedef enum lz_process_match {
 /* Open a pidfd for the recorded process and verify (after opening, so that
  * the pid cannot be recycled in between) that it is still the same process.
  * On LZ_PROCESS_SAME stores the pidfd (O_CLOEXEC) in *ret_pidfd. */
+LZ_MUST_CHECK
 int lz_process_verify(const lz_process_identity *id, lz_process_match *ret_match, int *ret_pidfd,
                       lz_error **err);
 
@@ -47,6 +50,7 @@ int lz_process_verify(const lz_process_identity *id, lz_process_match *ret_match
  * wait (up to timeout_ms) until it is gone. Returns 0 when it is gone or was
  * never there, 1 when the pid belongs to a stranger (left alone), -1 on
  * error. */
+LZ_MUST_CHECK
 int lz_process_kill_verified(const lz_process_identity *id, int timeout_ms, lz_error **err);
 
 #endif

@@ -4,16 +4,31 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "common/nodump.h"
 #include "common/util.h"
+
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
+#ifndef SYS_pidfd_send_signal
+#define SYS_pidfd_send_signal 424
+#endif
+#ifndef SYS_clone3
+#define SYS_clone3 435
+#endif
 
 char *const lz_spawn_default_env[] = {
     (char *) "PATH=" LZ_SPAWN_SYSTEM_PATH,
@@ -327,4 +342,369 @@ int lz_close_fds_except(const int *keep, size_t n)
         lo = k[i] + 1;
     }
     return close_range(lo, ~0U, 0);
+}
+
+/* ---- the asynchronous launcher ----------------------------------------- */
+
+/* What the child reports through the error pipe when a step before or at
+ * exec fails. Written in one write() of less than PIPE_BUF: atomic. */
+enum start_step {
+    STEP_PDEATHSIG = 1,
+    STEP_FD,
+    STEP_DEVNULL,
+    STEP_DUP,
+    STEP_CLOSE,
+    STEP_SETSID,
+    STEP_CTTY,
+    STEP_CORE,
+    STEP_SIGMASK,
+    STEP_EXEC,
+};
+
+typedef struct start_report {
+    int32_t step;
+    int32_t errnum;
+    int32_t index; /* STEP_FD / STEP_DUP: which entry of opt->fds */
+} start_report;
+
+/* Everything the child needs, checked and prepared by the parent: the child
+ * only makes async-signal-safe calls on memory that already exists. */
+typedef struct start_plan {
+    const char *path;
+    char *const *argv;
+    char *const *envp;
+    lz_spawn_fd fds[LZ_SPAWN_FDS_MAX];
+    size_t n_fds;
+    bool need_null[3]; /* stdio numbers not listed: /dev/null */
+    int above;         /* every child_fd is below this */
+    int pdeathsig;     /* 0: none */
+    bool setsid;
+    bool ctty;
+    pid_t parent;
+} start_plan;
+
+static _Noreturn void child_fail(int ep, int step, int index)
+{
+    start_report r = { step, errno, index };
+    (void) !write(ep, &r, sizeof(r));
+    _exit(127);
+}
+
+/* The child between fork and exec. Every signal is blocked on entry (the
+ * parent blocked them before the fork), so none of the caller's handlers can
+ * run here; they are reset to SIG_DFL before anything else, and the mask is
+ * emptied only at the last moment. */
+static _Noreturn void child_start(const start_plan *p, int ep)
+{
+    for (int sig = 1; sig < NSIG; sig++) {
+        if (sig == SIGKILL || sig == SIGSTOP)
+            continue;
+        /* SIG_IGN survives execve, handlers do not: only the former would
+         * otherwise reach the program. EINVAL for the signals glibc keeps
+         * for itself is fine. */
+        struct sigaction sa = { .sa_handler = SIG_DFL };
+        (void) sigaction(sig, &sa, NULL);
+    }
+
+    if (p->pdeathsig > 0) {
+        if (prctl(PR_SET_PDEATHSIG, p->pdeathsig) < 0)
+            child_fail(ep, STEP_PDEATHSIG, 0);
+        /* The parent may have died between fork and prctl: then nobody
+         * sends the signal, and nobody wants the child. */
+        if (getppid() != p->parent)
+            _exit(127);
+    }
+
+    /* Descriptors: first copy every source above every target number (and
+     * the error pipe too), so that no dup2 below can clobber a source that is
+     * still needed; then place the copies; then close the rest. */
+    int epc = fcntl(ep, F_DUPFD_CLOEXEC, p->above);
+    if (epc < 0)
+        child_fail(ep, STEP_CLOSE, 0);
+    ep = epc;
+    int tmp[LZ_SPAWN_FDS_MAX];
+    for (size_t i = 0; i < p->n_fds; i++) {
+        tmp[i] = fcntl(p->fds[i].fd, F_DUPFD_CLOEXEC, p->above);
+        if (tmp[i] < 0)
+            child_fail(ep, STEP_FD, (int) i);
+    }
+    int null = -1;
+    if (p->need_null[0] || p->need_null[1] || p->need_null[2]) {
+        int fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+        if (fd < 0)
+            child_fail(ep, STEP_DEVNULL, 0);
+        null = fcntl(fd, F_DUPFD_CLOEXEC, p->above);
+        if (null < 0)
+            child_fail(ep, STEP_DEVNULL, 0);
+    }
+    int keep[LZ_SPAWN_FDS_MAX + 4];
+    size_t nk = 0;
+    for (size_t i = 0; i < p->n_fds; i++) {
+        /* dup2 onto a different number: the copy has no O_CLOEXEC. */
+        if (dup2(tmp[i], p->fds[i].child_fd) < 0)
+            child_fail(ep, STEP_DUP, (int) i);
+        keep[nk++] = p->fds[i].child_fd;
+    }
+    for (int i = 0; i < 3; i++) {
+        if (!p->need_null[i])
+            continue;
+        if (dup2(null, i) < 0)
+            child_fail(ep, STEP_DEVNULL, 0);
+        keep[nk++] = i;
+    }
+    keep[nk++] = ep; /* O_CLOEXEC: closes itself at a successful exec */
+    if (lz_close_fds_except(keep, nk) < 0)
+        child_fail(ep, STEP_CLOSE, 0);
+
+    if ((p->setsid || p->ctty) && setsid() < 0)
+        child_fail(ep, STEP_SETSID, 0);
+    if (p->ctty && ioctl(STDIN_FILENO, TIOCSCTTY, 0) < 0)
+        child_fail(ep, STEP_CTTY, 0);
+    /* execve makes the program dumpable again (an ordinary binary), and
+     * runsc exec holds a session's environment: the core limit, which
+     * execve keeps, is what stops its dumps. Usually inherited already; set
+     * here so that no start can miss it. */
+    if (lz_nodump_limit_core() < 0)
+        child_fail(ep, STEP_CORE, 0);
+
+    sigset_t none;
+    sigemptyset(&none);
+    if (sigprocmask(SIG_SETMASK, &none, NULL) < 0)
+        child_fail(ep, STEP_SIGMASK, 0);
+    execve(p->path, p->argv, p->envp);
+    child_fail(ep, STEP_EXEC, 0);
+}
+
+/* clone3's argument block, version 0 (Linux 5.3), spelled out here because
+ * <linux/sched.h> clashes with glibc's <sched.h>. */
+struct start_clone_args {
+    uint64_t flags;
+    uint64_t pidfd;
+    uint64_t child_tid;
+    uint64_t parent_tid;
+    uint64_t exit_signal;
+    uint64_t stack;
+    uint64_t stack_size;
+    uint64_t tls;
+};
+
+/* fork() that also yields a pidfd. clone3(CLONE_PIDFD) makes the pidfd in
+ * the same step as the child, so it can never name another process; the
+ * fallback, pidfd_open() right after fork(), is as safe as long as nobody
+ * reaps the child first (a SIGCHLD set to SIG_IGN auto-reaps: then the
+ * pidfd_open fails with ESRCH and the start fails). Both pidfds are
+ * O_CLOEXEC. Returns the pid in the parent (pidfd in *ret_pidfd), 0 in the
+ * child, -1 with errno on failure (no child left). */
+static pid_t fork_pidfd(int *ret_pidfd)
+{
+    int pidfd = -1;
+    struct start_clone_args a = {
+        .flags = CLONE_PIDFD,
+        .pidfd = (uint64_t) (uintptr_t) &pidfd,
+        .exit_signal = SIGCHLD,
+    };
+    long r = syscall(SYS_clone3, &a, sizeof(a));
+    if (r >= 0) {
+        if (r > 0)
+            *ret_pidfd = pidfd;
+        return (pid_t) r;
+    }
+    if (errno != ENOSYS)
+        return -1;
+    pid_t pid = fork();
+    if (pid <= 0)
+        return pid;
+    pidfd = (int) syscall(SYS_pidfd_open, pid, 0);
+    if (pidfd < 0) {
+        int e = errno;
+        kill(pid, SIGKILL);
+        while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+            ;
+        errno = e;
+        return -1;
+    }
+    *ret_pidfd = pidfd;
+    return pid;
+}
+
+static int plan_start(const char *path, char *const argv[], const lz_spawn_async *opt,
+                      start_plan *p, lz_error **err)
+{
+    if (!path || path[0] != '/' || !argv || !argv[0])
+        return lz_error_set(err, EINVAL, "cannot run '%s': not an absolute program path",
+                            path ? path : "(null)");
+    p->path = path;
+    p->argv = argv;
+    p->envp = opt->envp ? opt->envp : lz_spawn_default_env;
+    if (opt->n_fds > LZ_SPAWN_FDS_MAX || (opt->n_fds && !opt->fds))
+        return lz_error_set(err, EINVAL, "cannot run %s: more than %d descriptors to hand over",
+                            path, LZ_SPAWN_FDS_MAX);
+    p->n_fds = opt->n_fds;
+    p->need_null[0] = p->need_null[1] = p->need_null[2] = true;
+    p->above = STDERR_FILENO + 1;
+    for (size_t i = 0; i < opt->n_fds; i++) {
+        lz_spawn_fd f = opt->fds[i];
+        if (f.fd < 0 || f.child_fd < 0 || f.child_fd > 1 << 20)
+            return lz_error_set(err, f.fd < 0 ? EBADF : EINVAL,
+                                "cannot run %s: descriptor %d cannot be handed over as %d", path,
+                                f.fd, f.child_fd);
+        for (size_t j = 0; j < i; j++)
+            if (opt->fds[j].child_fd == f.child_fd)
+                return lz_error_set(err, EINVAL,
+                                    "cannot run %s: two descriptors to hand over as %d", path,
+                                    f.child_fd);
+        p->fds[i] = f;
+        if (f.child_fd <= STDERR_FILENO)
+            p->need_null[f.child_fd] = false;
+        if (f.child_fd >= p->above)
+            p->above = f.child_fd + 1;
+    }
+    if (opt->pdeathsig < -1 || opt->pdeathsig >= NSIG)
+        return lz_error_set(err, EINVAL, "cannot run %s: %d is not a signal", path,
+                            opt->pdeathsig);
+    p->pdeathsig = opt->pdeathsig == 0 ? SIGKILL : opt->pdeathsig < 0 ? 0 : opt->pdeathsig;
+    p->setsid = opt->new_session;
+    p->ctty = opt->ctty;
+    p->parent = getpid();
+    return 0;
+}
+
+static int report_failure(const start_plan *p, const start_report *r, lz_error **err)
+{
+    int e = r->errnum;
+    const char *path = p->path;
+    size_t i = r->index >= 0 && (size_t) r->index < p->n_fds ? (size_t) r->index : 0;
+    switch (r->step) {
+    case STEP_EXEC:
+        return lz_error_set(err, e, "cannot run %s", path);
+    case STEP_FD:
+    case STEP_DUP:
+        return lz_error_set(err, e, "cannot run %s: cannot hand descriptor %d over as %d", path,
+                            p->fds[i].fd, p->fds[i].child_fd);
+    case STEP_DEVNULL:
+        return lz_error_set(err, e, "cannot run %s: cannot open /dev/null for its stdio", path);
+    case STEP_CLOSE:
+        return lz_error_set(err, e, "cannot run %s: cannot close the descriptors it must not get",
+                            path);
+    case STEP_SETSID:
+        return lz_error_set(err, e, "cannot run %s: cannot give it a session of its own", path);
+    case STEP_CTTY:
+        return lz_error_set(err, e,
+                            "cannot run %s: cannot make its stdin its controlling terminal",
+                            path);
+    case STEP_PDEATHSIG:
+        return lz_error_set(err, e, "cannot run %s: cannot set its parent-death signal", path);
+    case STEP_CORE:
+        return lz_error_set(err, e, "cannot run %s: cannot limit its core dumps", path);
+    case STEP_SIGMASK:
+        return lz_error_set(err, e, "cannot run %s: cannot clear its signal mask", path);
+    default:
+        return lz_error_set(err, EIO, "cannot run %s: its start-up failed", path);
+    }
+}
+
+int lz_spawn_start(const char *path, char *const argv[], const lz_spawn_async *opt,
+                   lz_child *ret, lz_error **err)
+{
+    static const lz_spawn_async defaults = { 0 };
+    start_plan plan = { 0 };
+    if (plan_start(path, argv, opt ? opt : &defaults, &plan, err) < 0)
+        return -1;
+
+    /* The error pipe: the child writes a start_report when a step fails;
+     * its write end closes at a successful exec (O_CLOEXEC), so EOF without
+     * data means the program runs. */
+    int ep[2];
+    if (pipe2(ep, O_CLOEXEC) < 0)
+        return lz_error_set(err, errno, "cannot create a pipe to run %s", path);
+
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int pidfd = -1;
+    pid_t pid = fork_pidfd(&pidfd);
+    if (pid == 0) {
+        close(ep[0]);
+        child_start(&plan, ep[1]);
+    }
+    int fork_errno = errno;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    close(ep[1]);
+    if (pid < 0) {
+        close(ep[0]);
+        return lz_error_set(err, fork_errno, "cannot start a process to run %s", path);
+    }
+
+    start_report r;
+    ssize_t n;
+    do
+        n = read(ep[0], &r, sizeof(r));
+    while (n < 0 && errno == EINTR);
+    close(ep[0]);
+    if (n == 0) {
+        ret->pid = pid;
+        ret->pidfd = pidfd;
+        return 0;
+    }
+    /* The child failed before running the program (and has exited, or is
+     * about to): reap it so that no zombie remains. */
+    while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+        ;
+    close(pidfd);
+    if (n != (ssize_t) sizeof(r))
+        r = (start_report) { 0, EIO, 0 };
+    return report_failure(&plan, &r, err);
+}
+
+int lz_child_kill(const lz_child *c, int sig, lz_error **err)
+{
+    if (!c || c->pid <= 0)
+        return lz_error_set(err, ESRCH, "cannot signal a child that is not running");
+    if (syscall(SYS_pidfd_send_signal, c->pidfd, sig, NULL, 0) < 0)
+        return lz_error_set(err, errno, "cannot send signal %d to process %d", sig,
+                            (int) c->pid);
+    return 0;
+}
+
+pid_t lz_child_release(lz_child *c)
+{
+    if (!c || c->pid <= 0)
+        return 0;
+    pid_t pid = c->pid;
+    close(c->pidfd);
+    c->pid = 0;
+    c->pidfd = 0;
+    return pid;
+}
+
+int lz_child_wait(lz_child *c, int timeout_ms, lz_error **err)
+{
+    if (!c || c->pid <= 0)
+        return lz_error_set(err, ECHILD, "cannot wait for a child that is not running");
+    /* A pidfd polls readable once the process has exited (zombie or gone). */
+    int64_t deadline = timeout_ms < 0 ? -1 : now_ms() + timeout_ms;
+    for (;;) {
+        struct pollfd p = { .fd = c->pidfd, .events = POLLIN };
+        int n = poll(&p, 1, remaining_ms(deadline));
+        if (n > 0)
+            break;
+        if (n == 0)
+            return lz_error_set(err, ETIMEDOUT, "process %d did not end within %d ms",
+                                (int) c->pid, timeout_ms);
+        if (errno != EINTR)
+            return lz_error_set(err, errno, "cannot wait for process %d", (int) c->pid);
+    }
+    siginfo_t si;
+    memset(&si, 0, sizeof(si));
+    int r;
+    do
+        r = waitid(P_PIDFD, (id_t) c->pidfd, &si, WEXITED);
+    while (r < 0 && errno == EINTR);
+    int e = errno;
+    pid_t pid = lz_child_release(c);
+    if (r < 0)
+        return lz_error_set(err, e, "cannot wait for process %d", (int) pid);
+    if (si.si_code == CLD_EXITED)
+        return si.si_status & 0xff;
+    return 128 + si.si_status; /* CLD_KILLED, CLD_DUMPED */
 }

@@ -14,10 +14,12 @@
 struct lz_resolved_config;
 
 /* SHA-256("lazaret-domain-id-v1\0" || bytes(profile) || bytes(workspace)). */
+LZ_MUST_CHECK
 int lz_domain_id_v1(const char *profile, const char *canonical_workspace, uint8_t out[32],
                     lz_error **err);
 
 /* The fingerprint of a resolved configuration (every field but env values). */
+LZ_MUST_CHECK
 int lz_configuration_fingerprint_v1(const struct lz_resolved_config *cfg, uint8_t out[32],
                                     lz_error **err);
 

@@ -193,8 +193,9 @@ static char *expand_host_path(const char *decl, bool allow_profile_dir, const ch
         return join(profile_dir, suffix);
     case LZ_HOST_ABSOLUTE:
         return lz_xstrdup(suffix);
+    default:
+        return NULL;
     }
-    return NULL;
 }
 
 /* A retained object with its description, for the identity checks. */

@@ -77,6 +77,7 @@ typedef struct lz_load_request {
  * lz_resolved_config_free(). Reads XDG_CONFIG_HOME, XDG_DATA_HOME, HOME,
  * XDG_RUNTIME_DIR and the selected profile's env references from the process
  * environment. Creates missing Lazaret-owned roots (mode 0700). */
+LZ_MUST_CHECK
 int lz_config_load(const lz_load_request *req, lz_resolved_config **ret, lz_error **err);
 
 void lz_resolved_config_free(lz_resolved_config *cfg);

@@ -97,6 +97,7 @@ typedef struct lz_config_doc {
  * nor the environment; the first violation refuses the whole document with a
  * message "LABEL:LINE:COL: KEY.PATH: what was expected" and a hint.
  * This is the entry point the fuzzer drives. */
+LZ_MUST_CHECK
 int lz_config_doc_parse(const char *buf, size_t len, const char *label, lz_config_doc **ret,
                         lz_error **err);
 

@@ -32,6 +32,7 @@ char *lz_env_path_normalize(const char *value, const char **what);
 char *lz_config_source_select(const char *explicit_path, const char *home, lz_error **err);
 
 /* Open, check and read the source at absolute path `path`. */
+LZ_MUST_CHECK
 int lz_config_source_read(const char *path, lz_config_source *ret, lz_error **err);
 
 void lz_config_source_clear(lz_config_source *src);

@@ -121,8 +121,8 @@ static int start_coordinator(const lz_resolved_config *cfg, int dirfd, int lock_
     /* Fail here, on the user's terminal, rather than in the coordinator. */
     {
         lz_subid_range range;
-        if (lz_subid_lookup("/etc/subuid", getuid(), 65536, &range, err) < 0 ||
-            lz_subid_lookup("/etc/subgid", getuid(), 65536, &range, err) < 0)
+        if (lz_subid_lookup(LZ_SUBID_UID, getuid(), getgid(), &range, err) < 0 ||
+            lz_subid_lookup(LZ_SUBID_GID, getuid(), getgid(), &range, err) < 0)
             goto out;
     }
     if (lz_domain_recover(cfg, dirfd, err) < 0)

@@ -26,6 +26,7 @@
 #include "oci/image.h"
 
 /* Returns a connected session socket (SOCK_SEQPACKET, O_CLOEXEC). */
+LZ_MUST_CHECK
 int lz_domain_connect(const lz_resolved_config *cfg, lz_progress_fn progress, void *userdata,
                       lz_error **err);
 
@@ -33,6 +34,7 @@ int lz_domain_connect(const lz_resolved_config *cfg, lz_progress_fn progress, vo
  * kill only processes whose recorded identity still matches, remove the
  * runtime files, mark everything released. Never touches what it cannot
  * prove is its own. */
+LZ_MUST_CHECK
 int lz_domain_recover(const lz_resolved_config *cfg, int runtime_dir_fd, lz_error **err);
 
 #endif

@@ -813,7 +813,6 @@ static bool is_ignored(const lz_git_plan *p, const char *rel, const struct stat 
  * the directory cannot be read (errno set). Free with free_names(). */
 static char **list_names(int dfd, size_t *ret_n)
 {
-    *ret_n = 0;
     int rfd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     DIR *d = rfd >= 0 ? fdopendir(rfd) : NULL;
     if (!d) {
@@ -1594,19 +1593,24 @@ static int read_rec(FILE *f, char *ret_tag, unsigned long long *ret_a, unsigned 
 static FILE *open_record(const lz_resolved_config *cfg, const char *name, int *ret_droot,
                          lz_error **err)
 {
-    *ret_droot = lz_plan_open(&cfg->storage_domain_root, O_PATH | O_DIRECTORY, true, err);
-    if (*ret_droot < 0)
+    /* *ret_droot only on success (docs/errors.md): a failed open closes
+     * what it opened. */
+    _cleanup_close_ int droot =
+        lz_plan_open(&cfg->storage_domain_root, O_PATH | O_DIRECTORY, true, err);
+    if (droot < 0)
         return NULL;
-    int fd = lz_open_confined(*ret_droot, name, O_RDONLY | O_NONBLOCK, 0, name, NULL);
+    int fd = lz_open_confined(droot, name, O_RDONLY | O_NONBLOCK, 0, name, NULL);
     if (fd < 0) {
         errno = ENOENT;
         return NULL;
     }
     FILE *f = fdopen(fd, "re");
     if (!f) {
-        close(fd);
         lz_error_set(err, errno, "cannot read %s/%s", cfg->storage_domain_root.label, name);
+        close(fd);
+        return NULL;
     }
+    *ret_droot = TAKE_FD(droot);
     return f;
 }
 
@@ -1797,6 +1801,7 @@ int lz_git_sentry_plan(const lz_resolved_config *cfg, lz_git_plan *ret, lz_error
             goto out;
         break;
     case LZ_GIT_NONE:
+    default:
         break;
     }
     if (make_quarantine(&b, err) < 0)

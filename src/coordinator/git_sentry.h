@@ -114,11 +114,13 @@ typedef struct lz_git_plan {
  * hooks/ of each Git directory, empty files for includes that do not exist,
  * the Domain Root's ignored/ tree, and empty placeholders for literal
  * directory patterns of .gitignore. */
+LZ_MUST_CHECK
 int lz_git_sentry_plan(const lz_resolved_config *cfg, lz_git_plan *ret, lz_error **err);
 
 /* Start watching: an inotify watch on every directory of the tree and on
  * every Git directory; plan->inotify_fd becomes readable on changes. Runs a
  * full audit first. Returns what lz_git_sentry_audit returns. */
+LZ_MUST_CHECK
 int lz_git_sentry_watch(lz_git_plan *plan, char **ret_report, lz_error **err);
 
 /* Neutralise every forbidden entry that appeared since the plan was made:
@@ -128,6 +130,7 @@ int lz_git_sentry_watch(lz_git_plan *plan, char **ret_report, lz_error **err);
  * Returns the number moved (0 when all is well) with a human description in
  * *ret_report when > 0; -1 when something could not be neutralised (or the
  * tree could not be audited), with *err naming it. */
+LZ_MUST_CHECK
 int lz_git_sentry_audit(lz_git_plan *plan, bool full, char **ret_report, lz_error **err);
 
 /* The last audit of the generation succeeded with no sandbox process left:
@@ -139,6 +142,7 @@ void lz_git_sentry_done(lz_git_plan *plan);
 
 /* Record in the Domain Root that the audit failed on `what`: the next plan
  * refuses to start while any of the named paths exists. */
+LZ_MUST_CHECK
 int lz_git_sentry_mark_unsafe(const lz_resolved_config *cfg, const char *what, lz_error **err);
 
 void lz_git_plan_clear(lz_git_plan *plan);

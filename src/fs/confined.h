@@ -36,6 +36,7 @@ typedef struct lz_identity {
 } lz_identity;
 
 /* Read the identity of fd (any kind, O_PATH included). */
+LZ_MUST_CHECK
 int lz_identity_of(int fd, lz_identity *ret, lz_error **err);
 
 /* Same object (dev, ino) and same mount? */
@@ -49,6 +50,7 @@ bool lz_identity_same_object(const lz_identity *a, const lz_identity *b);
  * ELOOP — including a trailing symlink opened with O_PATH|O_NOFOLLOW, which
  * the kernel would hand out and this function refuses.
  * Returns the fd, or -1 with *err naming `label` (the human path). */
+LZ_MUST_CHECK
 int lz_open_confined(int dirfd, const char *relpath, int flags, mode_t mode, const char *label,
                      lz_error **err);
 
@@ -69,6 +71,7 @@ bool lz_path_is_normalized_rel(const char *path);
  * of the deepest existing ancestor and stores in *ret_missing the index (in
  * bytes, into path) where the first missing component starts; when the whole
  * path exists *ret_missing is set to 0. */
+LZ_MUST_CHECK
 int lz_walk_nofollow(const char *abs_path, size_t *ret_missing, lz_error **err);
 
 /* Canonicalize an absolute path: resolve symlinks (once) in the longest
@@ -114,6 +117,7 @@ typedef struct lz_path_plan {
  * confined open from the parent cannot cross into it; the plan then retains
  * the target directory itself as the ancestor with suffix ".". A
  * non-directory mount point is refused (EXDEV). */
+LZ_MUST_CHECK
 int lz_plan_existing(const char *canonical, lz_path_plan *ret, lz_error **err);
 
 /* Reopen the plan's target with the confined flags (O_CLOEXEC added), check
@@ -128,12 +132,14 @@ int lz_plan_existing(const char *canonical, lz_path_plan *ret, lz_error **err);
  * recorded file type even when expect_same is false. Identity changes fail
  * with ESTALE. O_CREAT and O_TMPFILE are refused (EINVAL): a plan names an
  * existing object; create through lz_open_confined on the ancestor. */
+LZ_MUST_CHECK
 int lz_plan_open(const lz_path_plan *plan, int flags, bool expect_same, lz_error **err);
 
 /* After entering a new mount namespace every mount has a new id, and the
  * descriptors retained before still point into the old namespace. Re-walk
  * the plan in the current namespace, require the same ancestor and target
  * objects (device and inode), and adopt the new descriptor and mount ids. */
+LZ_MUST_CHECK
 int lz_plan_rebase(lz_path_plan *plan, lz_error **err);
 
 /* Release the plan's descriptor and strings; leaves an empty plan. */
@@ -152,6 +158,7 @@ void lz_plan_clear(lz_path_plan *plan);
  * the path may replace it with lz_error_hint(). Components created before a
  * failure are left in place. On success fills *ret with a plan to the root:
  * ancestor = the root's parent, suffix = its last component. */
+LZ_MUST_CHECK
 int lz_ensure_owned_root(const char *canonical, lz_path_plan *ret, lz_error **err);
 
 /* Ensure `rel` (a normalized relative path of one or more components) exists
@@ -160,6 +167,7 @@ int lz_ensure_owned_root(const char *canonical, lz_path_plan *ret, lz_error **er
  * a plan to the result (ancestor = the result's parent, label =
  * root->label + "/" + rel). The root is first revalidated with lz_plan_open
  * (expect_same) and must still be Lazaret-owned. */
+LZ_MUST_CHECK
 int lz_ensure_owned_child(const lz_path_plan *root, const char *rel, lz_path_plan *ret,
                           lz_error **err);
 

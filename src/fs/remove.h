@@ -11,6 +11,7 @@
 
 /* Remove `name` (a single component) beneath the directory dirfd,
  * recursively. A missing entry is success. `label` names dirfd in errors. */
+LZ_MUST_CHECK
 int lz_remove_tree_at(int dirfd, const char *name, const char *label, lz_error **err);
 
 #endif

@@ -65,6 +65,7 @@
 #include <unistd.h>
 
 #include "mode-guard.h"
+#include "protocol/io.h"
 
 static void say(const char *a, const char *b, const char *c)
 {
@@ -177,28 +178,13 @@ static void copy_winsize(int from, int to)
         ioctl(to, TIOCSWINSZ, &ws);
 }
 
-static ssize_t write_all(int fd, const char *p, size_t n)
-{
-    size_t done = 0;
-    while (done < n) {
-        ssize_t w = write(fd, p + done, n - done);
-        if (w < 0) {
-            if (errno == EINTR)
-                continue;
-            return -1;
-        }
-        done += (size_t) w;
-    }
-    return (ssize_t) done;
-}
-
 /* Forward typed bytes to the inner terminal, turning its signal characters
  * into requests to the session keeper (see the header comment). */
 static void forward_input(int master, int ctl, const char *buf, size_t n)
 {
     struct termios t;
     if (tcgetattr(master, &t) < 0 || !(t.c_lflag & ISIG)) {
-        write_all(master, buf, n);
+        lz_write_all(master, buf, n);
         return;
     }
     size_t start = 0;
@@ -214,18 +200,18 @@ static void forward_input(int master, int ctl, const char *buf, size_t n)
         if (!sig)
             continue;
         if (i > start)
-            write_all(master, buf + start, i - start);
+            lz_write_all(master, buf + start, i - start);
         start = i + 1;
         if ((t.c_lflag & ECHO) && (t.c_lflag & ECHOCTL)) {
             char echo[2] = { '^', (char) (ch ^ 0x40) };
-            write_all(STDOUT_FILENO, echo, 2);
+            lz_write_all(STDOUT_FILENO, echo, 2);
         }
         if (!(t.c_lflag & NOFLSH))
             tcflush(master, TCIFLUSH);
-        write_all(ctl, (const char *) &sig, 1);
+        lz_write_all(ctl, (const char *) &sig, 1);
     }
     if (n > start)
-        write_all(master, buf + start, n - start);
+        lz_write_all(master, buf + start, n - start);
 }
 
 /* The session keeper: leader of the command's session, with the inner
@@ -384,12 +370,12 @@ static int run_pty(bool login, char **cmd)
                         status = status_of(st);
                 } else if (sig == SIGWINCH) {
                     copy_winsize(STDIN_FILENO, master);
-                    write_all(ctl[1], (const char *) &sig, 1);
+                    lz_write_all(ctl[1], (const char *) &sig, 1);
                 } else {
                     /* Hung up or terminated (runsc forwards what the host
                      * sends us): the whole session gets SIGHUP. */
                     sig = SIGHUP;
-                    write_all(ctl[1], (const char *) &sig, 1);
+                    lz_write_all(ctl[1], (const char *) &sig, 1);
                 }
             }
         }
@@ -411,7 +397,7 @@ static int run_pty(bool login, char **cmd)
                 }
                 break;
             }
-            write_all(STDOUT_FILENO, buf, (size_t) n);
+            lz_write_all(STDOUT_FILENO, buf, (size_t) n);
         }
     }
     close(ctl[1]);

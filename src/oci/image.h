@@ -36,6 +36,7 @@ char *lz_image_source(const char *reference);
 
 /* Prepare `reference` beneath the Storage Root. progress (may be NULL)
  * receives human-readable lines while slow work happens. */
+LZ_MUST_CHECK
 int lz_image_prepare(const lz_path_plan *storage_root, const char *reference,
                      lz_progress_fn progress, void *userdata, lz_prepared_image *ret,
                      lz_error **err);

@@ -127,7 +127,7 @@ json_t *lz_spec_container(const lz_sandbox_spec *s)
                   s->mounts[i].readonly ? ro_bind : rw_bind);
     add_mount(mounts, "/workspace", "bind", s->workspace, rw_bind);
     /* .git as its own mount point: the sandbox cannot rename or replace it
-     * (PLATFORM.md, Git Sentry attack 1). */
+     * (docs/platform.md "Git in a bind-mounted workspace", attack 1). */
     if (s->git_dir)
         add_mount(mounts, "/workspace/.git", "bind", s->git_dir, rw_bind);
     /* Git Sentry: read-only protections and Domain-scoped ignored paths,

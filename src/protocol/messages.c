@@ -223,3 +223,63 @@ bool lz_msg_pair_decode(lz_rbuf *r, uint32_t *a, uint32_t *c)
     *c = lz_rbuf_u32(r);
     return lz_rbuf_done(r);
 }
+
+void lz_msg_empty_encode(lz_wbuf *b, uint16_t type)
+{
+    lz_wbuf_init(b, type);
+}
+
+bool lz_msg_empty_decode(lz_rbuf *r)
+{
+    return lz_rbuf_done(r);
+}
+
+void lz_msg_data_encode(lz_wbuf *b, uint16_t type, const void *data, size_t n)
+{
+    lz_wbuf_init(b, type);
+    lz_wbuf_bytes(b, data, n);
+}
+
+bool lz_msg_data_decode(lz_rbuf *r, const uint8_t **ret, size_t *ret_len)
+{
+    const uint8_t *p;
+    size_t n;
+    if (!lz_rbuf_bytes(r, &p, &n, LZ_MSG_MAX_DATA) || !lz_rbuf_done(r))
+        return false;
+    *ret = p;
+    *ret_len = n;
+    return true;
+}
+
+void lz_msg_started_encode(lz_wbuf *b, const char *session_id)
+{
+    lz_wbuf_init(b, LZ_MSG_STARTED);
+    lz_wbuf_str(b, session_id);
+}
+
+char *lz_msg_started_decode(lz_rbuf *r)
+{
+    char *id = lz_rbuf_str(r, 64);
+    bool ok = id && lz_rbuf_done(r) && strlen(id) == 32 &&
+              strspn(id, "0123456789abcdef") == 32;
+    if (!ok) {
+        free(id);
+        return NULL;
+    }
+    return id;
+}
+
+void lz_msg_sup_started_encode(lz_wbuf *b, bool statx_fix)
+{
+    lz_wbuf_init(b, LZ_SUP_STARTED);
+    lz_wbuf_u32(b, statx_fix ? 1 : 0);
+}
+
+bool lz_msg_sup_started_decode(lz_rbuf *r, bool *ret_statx_fix)
+{
+    uint32_t v = lz_rbuf_u32(r);
+    if (!lz_rbuf_done(r) || v > 1)
+        return false;
+    *ret_statx_fix = v == 1;
+    return true;
+}

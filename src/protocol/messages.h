@@ -148,6 +148,24 @@ void lz_msg_exec_clear(lz_msg_exec *m);
 void lz_msg_text_encode(lz_wbuf *b, uint16_t type, const char *text);
 char *lz_msg_text_decode(lz_rbuf *r);
 
+/* Messages without fields: CLOSE, SUP_START, SUP_STOP, SUP_STOPPED. */
+void lz_msg_empty_encode(lz_wbuf *b, uint16_t type);
+bool lz_msg_empty_decode(lz_rbuf *r);
+
+/* INPUT and OUTPUT: terminal bytes (at most LZ_MSG_MAX_DATA); *ret points
+ * into the message. */
+void lz_msg_data_encode(lz_wbuf *b, uint16_t type, const void *data, size_t n);
+bool lz_msg_data_decode(lz_rbuf *r, const uint8_t **ret, size_t *ret_len);
+
+/* STARTED: the session id (32 lowercase hex digits). Newly allocated or
+ * NULL when malformed. */
+void lz_msg_started_encode(lz_wbuf *b, const char *session_id);
+char *lz_msg_started_decode(lz_rbuf *r);
+
+/* SUP_STARTED: whether sessions get the statx shim preloaded. */
+void lz_msg_sup_started_encode(lz_wbuf *b, bool statx_fix);
+bool lz_msg_sup_started_decode(lz_rbuf *r, bool *ret_statx_fix);
+
 /* Two-u32 messages (EXIT: outcome, code; SUP_EXEC_EXITED: session, status;
  * SUP_SIGNAL: session, signal). */
 void lz_msg_pair_encode(lz_wbuf *b, uint16_t type, uint32_t a, uint32_t c);

@@ -193,3 +193,8 @@ ssize_t lz_wire_recv(int sock, void *buf, int *fds, size_t max_fds, size_t *ret_
         *ret_n_fds = got;
     return n;
 }
+
+void lz_wire_post(int sock, const lz_wbuf *b)
+{
+    lz_best_effort(lz_wire_send(sock, b, NULL, 0, NULL));
+}

@@ -56,10 +56,17 @@ bool lz_rbuf_done(const lz_rbuf *r);
 
 /* Send one message with up to LZ_WIRE_MAX_FDS descriptors. Retries EINTR.
  * Returns 0, or -1 with *err (EPIPE/ECONNRESET when the peer is gone). */
+LZ_MUST_CHECK
 int lz_wire_send(int sock, const lz_wbuf *b, const int *fds, size_t n_fds, lz_error **err);
+
+/* Send without descriptors where a failure needs no handling at the call:
+ * the peer is gone, which is noticed (and handled) where its socket is
+ * read. */
+void lz_wire_post(int sock, const lz_wbuf *b);
 
 /* Like lz_wire_send without descriptors, but never blocks: returns 0 when
  * sent, 1 when the socket's buffer is full (nothing was sent), -1 on error. */
+LZ_MUST_CHECK
 int lz_wire_try_send(int sock, const lz_wbuf *b, lz_error **err);
 
 /* Receive one message into buf (LZ_WIRE_MAX bytes). Received descriptors
@@ -67,6 +74,7 @@ int lz_wire_try_send(int sock, const lz_wbuf *b, lz_error **err);
  * unexpected extra descriptors are closed and the message refused.
  * Returns the message length, 0 on orderly shutdown, -1 on error
  * (truncated messages are errors). */
+LZ_MUST_CHECK
 ssize_t lz_wire_recv(int sock, void *buf, int *fds, size_t max_fds, size_t *ret_n_fds,
                      lz_error **err);
 

@@ -81,9 +81,17 @@ static const char schema_sql[] =
     "  PRIMARY KEY (generation_id, session_id)"
     ") STRICT;";
 
+/* A refused statement: SQLite's message, and the errno of an I/O failure
+ * (a full disk, EIO) so that the report says it. Call it before the
+ * statement is finalized, while the message is the statement's. */
 static int db_fail(lz_domain_store *s, lz_error **err, const char *what)
 {
-    lz_error_set(err, 0, "Domain Store %s: %s: %s", s->label, what, sqlite3_errmsg(s->db));
+    int rc = sqlite3_extended_errcode(s->db);
+    int e = (rc & 0xff) == SQLITE_IOERR || (rc & 0xff) == SQLITE_FULL ||
+                    (rc & 0xff) == SQLITE_CANTOPEN
+                ? sqlite3_system_errno(s->db)
+                : 0;
+    lz_error_set(err, e, "Domain Store %s: %s: %s", s->label, what, sqlite3_errmsg(s->db));
     return lz_error_hint(err, "if the file is damaged, end every session of this Domain and "
                               "remove %s (it holds only runtime bookkeeping)", s->label);
 }
@@ -117,8 +125,11 @@ int lz_domain_store_open(int domain_root_fd, const char *domain_id_hex, const ch
     snprintf(link, sizeof(link), "/proc/self/fd/%d", domain_root_fd);
     ssize_t tn = readlink(link, target, sizeof(target) - 1);
     if (tn <= 0 || target[0] != '/') {
+        int e = tn < 0 ? errno : 0;
         free(s);
-        return lz_error_set(err, errno, "cannot locate the Domain Root");
+        lz_error_set(err, e, "cannot locate the Domain Root (descriptor %d) to open its store",
+                     domain_root_fd);
+        return lz_error_hint(err, "/proc must be mounted; run the command again");
     }
     target[tn] = '\0';
     s->label = lz_xasprintf("%s/store.db", target);
@@ -188,14 +199,16 @@ int lz_domain_store_open(int domain_root_fd, const char *domain_id_hex, const ch
             db_fail(s, err, "cannot write metadata");
             goto fail_rollback;
         }
-        sqlite3_bind_text(st, 1, LZ_DOMAIN_STORE_SCHEMA_ID, -1, SQLITE_STATIC);
-        sqlite3_bind_int(st, 2, LZ_DOMAIN_STORE_SCHEMA_VERSION);
-        rc = sqlite3_step(st);
-        sqlite3_finalize(st);
-        if (rc != SQLITE_DONE) {
+        rc = sqlite3_bind_text(st, 1, LZ_DOMAIN_STORE_SCHEMA_ID, -1, SQLITE_STATIC);
+        if (rc == SQLITE_OK)
+            rc = sqlite3_bind_int(st, 2, LZ_DOMAIN_STORE_SCHEMA_VERSION);
+        if (rc == SQLITE_OK)
+            rc = sqlite3_step(st);
+        if (rc != SQLITE_DONE)
             db_fail(s, err, "cannot write metadata");
+        sqlite3_finalize(st);
+        if (rc != SQLITE_DONE)
             goto fail_rollback;
-        }
     }
     st = NULL;
     if (sqlite3_prepare_v2(s->db, "INSERT OR IGNORE INTO domain VALUES (?, ?, ?)", -1, &st, NULL) !=
@@ -203,15 +216,18 @@ int lz_domain_store_open(int domain_root_fd, const char *domain_id_hex, const ch
         db_fail(s, err, "cannot write the Domain");
         goto fail_rollback;
     }
-    sqlite3_bind_text(st, 1, domain_id_hex, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 2, profile, -1, SQLITE_STATIC);
-    sqlite3_bind_blob(st, 3, workspace, (int) strlen(workspace), SQLITE_STATIC);
-    rc = sqlite3_step(st);
-    sqlite3_finalize(st);
-    if (rc != SQLITE_DONE) {
+    rc = sqlite3_bind_text(st, 1, domain_id_hex, -1, SQLITE_STATIC);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_bind_text(st, 2, profile, -1, SQLITE_STATIC);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_bind_blob(st, 3, workspace, (int) strlen(workspace), SQLITE_STATIC);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_step(st);
+    if (rc != SQLITE_DONE)
         db_fail(s, err, "cannot write the Domain");
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE)
         goto fail_rollback;
-    }
     if (exec_sql(s, "COMMIT;", err) < 0)
         goto fail;
     *ret = s;
@@ -234,9 +250,16 @@ void lz_domain_store_close(lz_domain_store *s)
     free(s);
 }
 
-/* Run one statement with bound values described by fmt: 'i' int64, 't'
- * text (NULL allowed). */
-static int run(lz_domain_store *s, lz_error **err, const char *what, const char *sql,
+/* How many rows a write must change to have recorded what it says. */
+enum { ANY_ROWS = -1, ONE_ROW = 1 };
+
+/* Run one write statement with bound values described by fmt: 'i' int64,
+ * 't' text (NULL allowed). It fails when SQLite refuses to prepare, bind or
+ * run it, and when it changed a number of rows other than `rows`: an UPDATE
+ * of a row that is not there (a participant without its Intent, an unknown
+ * generation) records nothing, which the caller must not take for a
+ * record. */
+static int run(lz_domain_store *s, lz_error **err, const char *what, int rows, const char *sql,
                const char *fmt, ...)
 {
     sqlite3_stmt *st = NULL;
@@ -244,29 +267,41 @@ static int run(lz_domain_store *s, lz_error **err, const char *what, const char 
         return db_fail(s, err, what);
     va_list ap;
     va_start(ap, fmt);
-    for (int i = 0; fmt[i]; i++) {
+    int rc = SQLITE_OK;
+    for (int i = 0; fmt[i] && rc == SQLITE_OK; i++) {
         if (fmt[i] == 'i') {
-            sqlite3_bind_int64(st, i + 1, va_arg(ap, int64_t));
+            rc = sqlite3_bind_int64(st, i + 1, va_arg(ap, int64_t));
         } else {
             const char *t = va_arg(ap, const char *);
-            if (t)
-                sqlite3_bind_text(st, i + 1, t, -1, SQLITE_TRANSIENT);
-            else
-                sqlite3_bind_null(st, i + 1);
+            rc = t ? sqlite3_bind_text(st, i + 1, t, -1, SQLITE_TRANSIENT)
+                   : sqlite3_bind_null(st, i + 1);
         }
     }
     va_end(ap);
-    int rc = sqlite3_step(st);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_step(st);
+    if (rc != SQLITE_DONE) {
+        /* SQLITE_ROW included: no write here returns rows. */
+        db_fail(s, err, what);
+        sqlite3_finalize(st);
+        return -1;
+    }
     sqlite3_finalize(st);
-    if (rc != SQLITE_DONE && rc != SQLITE_ROW)
-        return db_fail(s, err, what);
+    int changed = sqlite3_changes(s->db);
+    if (rows != ANY_ROWS && changed != rows) {
+        lz_error_set(err, 0, "Domain Store %s: %s: %d rows changed, expected %d", s->label, what,
+                     changed, rows);
+        return lz_error_hint(err, "the store does not match this generation (it was changed "
+                                  "or removed while the Domain ran): end every session of this "
+                                  "Domain and run again");
+    }
     return 0;
 }
 
 int lz_store_generation_begin(lz_domain_store *s, const char *fingerprint_hex,
                               int64_t *ret_generation, lz_error **err)
 {
-    if (run(s, err, "cannot start a generation",
+    if (run(s, err, "cannot start a generation", ONE_ROW,
             "INSERT INTO generation (domain_id, configuration_fingerprint, state, started_at) "
             "SELECT domain_id, ?, 'starting', ? FROM domain LIMIT 1",
             "ti", fingerprint_hex, now()) < 0)
@@ -279,17 +314,17 @@ int lz_store_generation_set_state(lz_domain_store *s, int64_t generation, const 
                                   lz_error **err)
 {
     if (strcmp(state, "ended") == 0 || strcmp(state, "recovered") == 0)
-        return run(s, err, "cannot update a generation",
+        return run(s, err, "cannot update a generation", ONE_ROW,
                    "UPDATE generation SET state = ?, ended_at = ? WHERE generation_id = ?", "tii",
                    state, now(), generation);
-    return run(s, err, "cannot update a generation",
+    return run(s, err, "cannot update a generation", ONE_ROW,
                "UPDATE generation SET state = ? WHERE generation_id = ?", "ti", state, generation);
 }
 
 int lz_store_participant_intent(lz_domain_store *s, int64_t generation, lz_role role,
                                 const char *resource, lz_error **err)
 {
-    return run(s, err, "cannot record a participant intent",
+    return run(s, err, "cannot record a participant intent", ONE_ROW,
                "INSERT INTO participant (generation_id, role, state, resource, updated_at) "
                "VALUES (?, ?, 'Intent', ?, ?) ON CONFLICT (generation_id, role) DO UPDATE SET "
                "state = 'Intent', resource = excluded.resource, updated_at = excluded.updated_at",
@@ -300,11 +335,11 @@ int lz_store_participant_held(lz_domain_store *s, int64_t generation, lz_role ro
                               const lz_process_identity *p, lz_error **err)
 {
     if (!p)
-        return run(s, err, "cannot record a participant",
+        return run(s, err, "cannot record a participant", ONE_ROW,
                    "UPDATE participant SET state = 'LeaseHeld', updated_at = ? WHERE "
                    "generation_id = ? AND role = ?",
                    "iit", now(), generation, lz_role_name(role));
-    return run(s, err, "cannot record a participant",
+    return run(s, err, "cannot record a participant", ONE_ROW,
                "UPDATE participant SET state = 'LeaseHeld', boot_id = ?, host_pid = ?, "
                "start_time_ticks = ?, pidfs_dev = ?, pidfs_ino = ?, updated_at = ? WHERE "
                "generation_id = ? AND role = ?",
@@ -316,7 +351,7 @@ int lz_store_participant_held(lz_domain_store *s, int64_t generation, lz_role ro
 int lz_store_participant_released(lz_domain_store *s, int64_t generation, lz_role role,
                                   lz_error **err)
 {
-    return run(s, err, "cannot record a participant release",
+    return run(s, err, "cannot record a participant release", ONE_ROW,
                "UPDATE participant SET state = 'Released', updated_at = ? WHERE generation_id = ? "
                "AND role = ?",
                "iit", now(), generation, lz_role_name(role));
@@ -359,11 +394,13 @@ int lz_store_unreleased(lz_domain_store *s, lz_participant **ret, size_t *ret_co
             p->process.pidfs_ino = (uint64_t) sqlite3_column_int64(st, 8);
         }
     }
-    sqlite3_finalize(st);
     if (rc != SQLITE_DONE) {
+        db_fail(s, err, "cannot read participants");
+        sqlite3_finalize(st);
         lz_participants_free(out, n);
-        return db_fail(s, err, "cannot read participants");
+        return -1;
     }
+    sqlite3_finalize(st);
     *ret = out;
     *ret_count = n;
     return 0;
@@ -378,12 +415,12 @@ void lz_participants_free(lz_participant *p, size_t n)
 
 int lz_store_generations_mark_recovered(lz_domain_store *s, lz_error **err)
 {
-    if (run(s, err, "cannot mark generations recovered",
+    if (run(s, err, "cannot mark generations recovered", ANY_ROWS,
             "UPDATE generation SET state = 'recovered', ended_at = ? WHERE state NOT IN "
             "('ended','recovered')",
             "i", now()) < 0)
         return -1;
-    return run(s, err, "cannot close stale sessions",
+    return run(s, err, "cannot close stale sessions", ANY_ROWS,
                "UPDATE session SET state = 'ended', ended_at = ?, outcome = 'lost' WHERE state = "
                "'running'",
                "i", now());
@@ -392,14 +429,14 @@ int lz_store_generations_mark_recovered(lz_domain_store *s, lz_error **err)
 int lz_store_network_policy(lz_domain_store *s, int64_t generation, const char *policy_json,
                             lz_error **err)
 {
-    return run(s, err, "cannot record the network policy",
+    return run(s, err, "cannot record the network policy", ONE_ROW,
                "INSERT OR REPLACE INTO network_policy VALUES (?, ?)", "it", generation, policy_json);
 }
 
 int lz_store_session_begin(lz_domain_store *s, int64_t generation, const char *session_id,
                            pid_t cli_pid, bool interactive, lz_error **err)
 {
-    return run(s, err, "cannot record a session",
+    return run(s, err, "cannot record a session", ONE_ROW,
                "INSERT INTO session (generation_id, session_id, cli_pid, interactive, state, "
                "started_at) VALUES (?, ?, ?, ?, 'running', ?)",
                "itiii", generation, session_id, (int64_t) cli_pid, (int64_t) interactive, now());
@@ -408,7 +445,7 @@ int lz_store_session_begin(lz_domain_store *s, int64_t generation, const char *s
 int lz_store_session_end(lz_domain_store *s, int64_t generation, const char *session_id,
                          const char *outcome, int code, lz_error **err)
 {
-    return run(s, err, "cannot record a session end",
+    return run(s, err, "cannot record a session end", ONE_ROW,
                "UPDATE session SET state = 'ended', ended_at = ?, outcome = ?, exit_code = ? "
                "WHERE generation_id = ? AND session_id = ?",
                "itiit", now(), outcome, (int64_t) code, generation, session_id);

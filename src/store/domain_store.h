@@ -56,22 +56,28 @@ typedef struct lz_participant {
 
 /* Open (creating if needed) <domain_root>/store.db through the retained
  * descriptor of the Domain Root. */
+LZ_MUST_CHECK
 int lz_domain_store_open(int domain_root_fd, const char *domain_id_hex, const char *profile,
                          const char *workspace, lz_domain_store **ret, lz_error **err);
 void lz_domain_store_close(lz_domain_store *store);
 
 /* Start a new generation in state 'starting'. */
+LZ_MUST_CHECK
 int lz_store_generation_begin(lz_domain_store *s, const char *fingerprint_hex,
                               int64_t *ret_generation, lz_error **err);
 /* Set a generation's state: "starting", "running", "tearing_down", "ended",
  * "recovered". */
+LZ_MUST_CHECK
 int lz_store_generation_set_state(lz_domain_store *s, int64_t generation, const char *state,
                                   lz_error **err);
 
+LZ_MUST_CHECK
 int lz_store_participant_intent(lz_domain_store *s, int64_t generation, lz_role role,
                                 const char *resource, lz_error **err);
+LZ_MUST_CHECK
 int lz_store_participant_held(lz_domain_store *s, int64_t generation, lz_role role,
                               const lz_process_identity *process, lz_error **err);
+LZ_MUST_CHECK
 int lz_store_participant_released(lz_domain_store *s, int64_t generation, lz_role role,
                                   lz_error **err);
 
@@ -79,20 +85,25 @@ int lz_store_participant_released(lz_domain_store *s, int64_t generation, lz_rol
  * included: what its teardown could not release, recovery finishes), oldest
  * first. *ret is an array of *ret_count entries; free with
  * lz_participants_free(). */
+LZ_MUST_CHECK
 int lz_store_unreleased(lz_domain_store *s, lz_participant **ret, size_t *ret_count,
                         lz_error **err);
 void lz_participants_free(lz_participant *p, size_t n);
 
 /* Mark every generation that is not 'ended' as 'recovered'. */
+LZ_MUST_CHECK
 int lz_store_generations_mark_recovered(lz_domain_store *s, lz_error **err);
 
 /* The generation's DerivedNetworkPolicy (JSON). */
+LZ_MUST_CHECK
 int lz_store_network_policy(lz_domain_store *s, int64_t generation, const char *policy_json,
                             lz_error **err);
 
 /* Sessions. */
+LZ_MUST_CHECK
 int lz_store_session_begin(lz_domain_store *s, int64_t generation, const char *session_id,
                            pid_t cli_pid, bool interactive, lz_error **err);
+LZ_MUST_CHECK
 int lz_store_session_end(lz_domain_store *s, int64_t generation, const char *session_id,
                          const char *outcome, int code, lz_error **err);
 

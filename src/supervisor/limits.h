@@ -61,6 +61,7 @@ uint64_t lz_limit_tasks_effective(void);
  * since Linux 6.14 kernel.pid_max is per pid namespace, and a new one reads
  * 4194304 while its pids still come from every ancestor's space. Returns 0,
  * or -1 with `err` set. */
+LZ_MUST_CHECK
 int lz_limits_apply(uint64_t memory, uint64_t tasks, lz_error **err);
 
 #endif

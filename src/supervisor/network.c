@@ -653,10 +653,10 @@ static pid_t watch_start(struct mnl_socket *events, struct mnl_socket *dumps,
     int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
     for (int i = 0; i < 3; i++)
         dup2(devnull, i);
-    for (int fd = 3; fd < 1024; fd++)
-        if (fd != ev && fd != du)
-            close(fd);
-    closefrom(1024);
+    /* A fork without exec: O_CLOEXEC does not help, close the rest. */
+    const int keep[] = { 0, 1, 2, ev, du };
+    if (lz_close_fds_except(keep, LZ_ARRAY_SIZE(keep)) < 0)
+        watch_fail_closed(nft, slirp);
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
@@ -671,8 +671,7 @@ bool lz_network_child_exited(lz_network *net, pid_t pid)
     if (pid <= 0 || pid != net->watch_pid)
         return false;
     net->watch_pid = 0;
-    if (net->slirp_pid > 0)
-        kill(net->slirp_pid, SIGKILL);
+    lz_best_effort(lz_child_kill(&net->slirp, SIGKILL, NULL)); /* by pidfd: never a recycled pid */
     return true;
 }
 
@@ -768,24 +767,8 @@ int lz_network_setup(const lz_resolved_config *cfg, const char *gen_dir, int gen
         lz_error_set(err, errno, "cannot create a pipe");
         goto fail;
     }
-    pid_t pid = fork();
-    if (pid < 0) {
-        lz_error_set(err, errno, "cannot start slirp4netns");
-        close(ready[0]);
-        close(ready[1]);
-        goto fail;
-    }
-    if (pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        int devnull = open("/dev/null", O_RDWR);
-        dup2(devnull, 0);
-        dup2(devnull, 1);
-        dup2(devnull, 2);
-        dup2(ready[1], 3);
-        closefrom(4);
-        sigset_t none;
-        sigemptyset(&none);
-        sigprocmask(SIG_SETMASK, &none, NULL);
+    {
+        /* The ready pipe's write end as fd 3, stdio on /dev/null. */
         char *const argv[] = { (char *) "slirp4netns", (char *) "--configure",
                                (char *) "--mtu=65520", (char *) "--disable-host-loopback",
                                (char *) "--cidr=" SLIRP_CIDR, (char *) "--enable-sandbox",
@@ -793,11 +776,16 @@ int lz_network_setup(const lz_resolved_config *cfg, const char *gen_dir, int gen
                                (char *) "--netns-type=path", net.router_netns,
                                (char *) SLIRP_IF, NULL };
         char *const envp[] = { (char *) "PATH=" LZ_SPAWN_SYSTEM_PATH, NULL };
-        execve(slirp, argv, envp);
-        _exit(127);
+        const lz_spawn_fd handed[] = { { ready[1], 3 } };
+        const lz_spawn_async opt = { .envp = envp, .fds = handed, .n_fds = 1 };
+        int r = lz_spawn_start(slirp, argv, &opt, &net.slirp, err);
+        close(ready[1]);
+        if (r < 0) {
+            close(ready[0]);
+            lz_error_prefix(err, "network sidecar");
+            goto fail;
+        }
     }
-    close(ready[1]);
-    net.slirp_pid = pid;
     struct pollfd p = { .fd = ready[0], .events = POLLIN };
     char c;
     int pr = poll(&p, 1, 15000);
@@ -827,7 +815,7 @@ int lz_network_setup(const lz_resolved_config *cfg, const char *gen_dir, int gen
     if (in_netns(net.router_netns, false, router_policy, &pa, err) < 0 ||
         in_netns(net.router_netns, false, router_nft, &na, err) < 0)
         goto fail;
-    net.watch_pid = watch_start(events, dumps, net.router_netns, nft, &host_local, net.slirp_pid);
+    net.watch_pid = watch_start(events, dumps, net.router_netns, nft, &host_local, net.slirp.pid);
     if (net.watch_pid < 0) {
         net.watch_pid = 0;
         lz_error_set(err, errno, "network sidecar: cannot start the address watcher");
@@ -856,9 +844,13 @@ void lz_network_clear(lz_network *net)
         kill(net->watch_pid, SIGKILL);
         waitpid(net->watch_pid, NULL, 0);
     }
-    if (net->slirp_pid > 0) {
-        kill(net->slirp_pid, SIGKILL);
-        waitpid(net->slirp_pid, NULL, 0);
+    if (net->slirp.pid > 0) {
+        /* The supervisor's reaper may have collected a slirp4netns that
+         * died: the pidfd then refuses the signal and the wait (ECHILD)
+         * instead of reaching a recycled pid. */
+        /* Teardown: gone already is fine. */
+        lz_best_effort(lz_child_kill(&net->slirp, SIGKILL, NULL));
+        lz_best_effort(lz_child_wait(&net->slirp, -1, NULL));
     }
     if (net->sandbox_netns)
         umount2(net->sandbox_netns, MNT_DETACH);

@@ -38,6 +38,7 @@
 #include <sys/types.h>
 
 #include "common/error.h"
+#include "common/spawn.h"
 #include "config/resolve.h"
 
 #define LZ_NET_RESOLVER "169.254.77.1"
@@ -45,7 +46,10 @@
 typedef struct lz_network {
     char *sandbox_netns;   /* pinned path of the sandbox's network namespace */
     char *router_netns;    /* pinned path of the router's network namespace */
-    pid_t slirp_pid;
+    /* slirp4netns, with a pidfd: signalled through it, so a slirp4netns
+     * that died and was reaped by the supervisor's waitpid(-1) loop is never
+     * confused with a process that got its pid later. */
+    lz_child slirp;
     /* Watches the supervisor's (slirp4netns's) network namespace for new
      * local addresses and adds each to the router's host_local set. */
     pid_t watch_pid;
@@ -55,7 +59,9 @@ typedef struct lz_network {
 
 /* Create both namespaces under gen_dir (which must be in the caller's own
  * mount namespace), program the router from the effective policy, start
- * slirp4netns, and wait until it is ready. The caller reaps slirp_pid. */
+ * slirp4netns, and wait until it is ready. lz_network_clear() kills and
+ * reaps slirp4netns (unless the caller's reaper got it first). */
+LZ_MUST_CHECK
 int lz_network_setup(const lz_resolved_config *cfg, const char *gen_dir, int gen_fd,
                      lz_network *ret, lz_error **err);
 

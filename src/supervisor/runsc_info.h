@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0
  *
  * What the installed runsc can do. Lazaret probes rather than assumes
- * (PLATFORM.md): the release date decides between runsc's own network stack
+ * (docs/platform.md "runsc releases"): the release date decides between runsc's own network stack
  * and host networking inside a dedicated namespace; the statx behaviour is
  * probed in the running sandbox itself (supervisor.c).
  */

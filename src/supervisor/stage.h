@@ -32,6 +32,7 @@ typedef struct lz_stage {
 #define LZ_STAGE_INIT { .dir_fd = -1 }
 
 /* Create <gen_label>/stage (gen_fd is the generation directory). */
+LZ_MUST_CHECK
 int lz_stage_init(lz_stage *st, int gen_fd, const char *gen_label, lz_error **err);
 
 /* Bind the object obj_fd refers to (a directory or a regular file; any
@@ -39,6 +40,7 @@ int lz_stage_init(lz_stage *st, int gen_fd, const char *gen_label, lz_error **er
  * path (free it). `what` names the object in messages. Refuses other file
  * types, and an object with other mounts below it (EINVAL from the kernel:
  * the sandbox gets one filesystem per bind, never a submount). */
+LZ_MUST_CHECK
 int lz_stage_fd(lz_stage *st, int obj_fd, bool readonly, const char *what, char **ret_path,
                 lz_error **err);
 

@@ -32,6 +32,7 @@
 #include "supervisor/runsc_info.h"
 #include "supervisor/stage.h"
 #include "supervisor/userns.h"
+#include "protocol/table.h"
 
 /* ---- state of the running supervisor ----------------------------------- */
 
@@ -49,6 +50,7 @@ typedef struct sup {
     char **runsc_globals;       /* runsc global flags, NULL-terminated */
     size_t n_globals;
     bool started;
+    bool stopped;               /* SUP_STOP done: the loop ends */
     bool statx_fix;             /* preload the statx shim into sessions */
     lz_network net;             /* the Network Sidecar */
     char **persist_mounts;      /* host mount points of the persistent overlays */
@@ -69,7 +71,7 @@ static void send_failed(sup *s, lz_error *e)
         m.message = full;
     }
     lz_msg_refused_encode(&b, LZ_SUP_FAILED, &m);
-    lz_wire_send(s->sock, &b, NULL, 0, NULL);
+    lz_wire_post(s->sock, &b);
     free(full);
 }
 
@@ -112,7 +114,10 @@ static int open_dir_at(int dirfd, const char *name, lz_error **err)
 }
 
 /* Run runsc with the global flags and `args`, stdio as given (-1 for
- * /dev/null), and wait. Returns the wait status, or -1. */
+ * /dev/null) and extra_fd (-1: none) as its fd 3 (the process spec), and
+ * return its pid without waiting; the caller reaps it (wait_status or the
+ * message loop's reaper), so the pidfd is not kept. Returns -1 with *err
+ * set when runsc could not be started (an exec failure included). */
 /* ctty: make fd 0 (a terminal) the controlling terminal of the runsc
  * process, in a new session: the kernel then sends it SIGWINCH when the
  * coordinator resizes the PTY, and runsc passes the new size into the
@@ -132,7 +137,7 @@ static int runsc_run_tty(sup *s, char *const *args, int in, int out, int errfd, 
     size_t n = 0;
     while (args[n])
         n++;
-    char **argv = lz_xcalloc(1 + s->n_globals + n + 1, sizeof(char *));
+    _cleanup_free_ char **argv = lz_xcalloc(1 + s->n_globals + n + 1, sizeof(char *));
     size_t k = 0;
     argv[k++] = (char *) "runsc";
     for (size_t i = 0; i < s->n_globals; i++)
@@ -141,42 +146,23 @@ static int runsc_run_tty(sup *s, char *const *args, int in, int out, int errfd, 
         argv[k++] = args[i];
     argv[k] = NULL;
 
-    pid_t pid = fork();
-    if (pid < 0) {
-        free(argv);
-        return lz_error_set(err, errno, "cannot fork runsc");
-    }
-    if (pid == 0) {
-        int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
-        int fds[3] = { in >= 0 ? in : devnull, out >= 0 ? out : devnull,
-                       errfd >= 0 ? errfd : devnull };
-        /* Move the sources above 3 first so dup2 cannot clobber them. */
-        for (int i = 0; i < 3; i++)
-            fds[i] = fcntl(fds[i], F_DUPFD_CLOEXEC, 10);
-        int extra = extra_fd >= 0 ? fcntl(extra_fd, F_DUPFD_CLOEXEC, 10) : -1;
-        for (int i = 0; i < 3; i++)
-            if (dup2(fds[i], i) < 0)
-                _exit(125);
-        if (extra >= 0 && dup2(extra, 3) < 0)
-            _exit(125);
-        closefrom(extra >= 0 ? 4 : 3);
-        if (ctty && (setsid() < 0 || ioctl(0, TIOCSCTTY, 0) < 0))
-            _exit(125);
-        sigset_t none;
-        sigemptyset(&none);
-        sigprocmask(SIG_SETMASK, &none, NULL);
-        char *const envp[] = { (char *) "PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL };
-        /* execve makes runsc dumpable again (an ordinary binary), and runsc
-         * exec holds the session's environment: the core limit, which
-         * execve keeps, is what stops its dumps (common/nodump.h). Inherited
-         * from the CLI already; set here so that no path can miss it. */
-        if (lz_nodump_limit_core() < 0)
-            _exit(125);
-        execve(s->sc->runsc, argv, envp);
-        _exit(127);
-    }
-    free(argv);
-    return pid;
+    lz_spawn_fd fds[4];
+    size_t nfds = 0;
+    const int std[3] = { in, out, errfd };
+    for (int i = 0; i < 3; i++)
+        if (std[i] >= 0)
+            fds[nfds++] = (lz_spawn_fd) { std[i], i };
+    if (extra_fd >= 0)
+        fds[nfds++] = (lz_spawn_fd) { extra_fd, 3 };
+    char *const envp[] = { (char *) "PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL };
+    /* PR_SET_PDEATHSIG(SIGKILL), the launcher's default, changes nothing
+     * here: the supervisor is pid 1 of the pid namespace runsc runs in, and
+     * its end kills the namespace. */
+    const lz_spawn_async opt = { .envp = envp, .fds = fds, .n_fds = nfds, .ctty = ctty };
+    lz_child child;
+    if (lz_spawn_start(s->sc->runsc, argv, &opt, &child, err) < 0)
+        return -1;
+    return (int) lz_child_release(&child);
 }
 
 static void child_exited(sup *s, pid_t pid, int status);
@@ -697,29 +683,34 @@ static void do_signal(sup *s, uint32_t session_no, uint32_t sig)
     for (size_t i = 0; i < MAX_EXECS; i++) {
         if (s->execs[i].pid == 0 || s->execs[i].session_no != session_no)
             continue;
-        if (sig != SIGKILL) {
-            kill(s->execs[i].pid, (int) sig);
-            return;
-        }
-        /* The guest command first, by its pid inside the sandbox: `runsc
-         * kill --pid`, started and not waited for (the supervisor never
-         * blocks on one session; the reaper collects it). Then the session's
-         * runsc exec itself, so the session ends now whatever the guest
-         * does; a guest process that survived is the sandbox's until
-         * teardown. */
+        /* The guest command, by its pid inside the sandbox: `runsc kill
+         * --pid`, started and not waited for (the supervisor never blocks
+         * on one session; the reaper collects it). Every signal goes this
+         * way: runsc 20221219's `runsc exec` does not forward SIGHUP to a
+         * non-interactive command, it dies of it, and the command ran on
+         * unseen in the sandbox with its session already reported ended
+         * (tests/integration/test_protocol.py, the running-session case). */
+        const char *sname = sig == SIGHUP ? "HUP" : sig == SIGTERM ? "TERM"
+                          : sig == SIGINT ? "INT" : "KILL";
         char name[64];
         snprintf(name, sizeof(name), "exec-%u.pid", session_no);
         _cleanup_free_ char *line = last_line_of(s->gen_fd, name);
         char *end = NULL;
         long guest = line ? strtol(line, &end, 10) : 0;
+        bool sent = false;
         if (guest > 0 && end && *end == '\0') {
             char spid[32];
             snprintf(spid, sizeof(spid), "%ld", guest);
             char *const args[] = { (char *) "kill", (char *) "--pid", spid,
-                                   (char *) s->sc->container_id, (char *) "KILL", NULL };
-            runsc_run(s, args, -1, -1, -1, -1, NULL);
+                                   (char *) s->sc->container_id, (char *) sname, NULL };
+            sent = runsc_run(s, args, -1, -1, -1, -1, NULL) > 0;
         }
-        kill(s->execs[i].pid, SIGKILL); /* pid > 0: checked by the loop above */
+        /* SIGKILL: the session's runsc exec too, so the session ends now
+         * whatever the guest does; a guest process that survived is the
+         * sandbox's until teardown. Another signal reaches runsc exec only
+         * when the guest pid is not known (yet). */
+        if (sig == SIGKILL || !sent)
+            kill(s->execs[i].pid, (int) sig); /* pid > 0: checked by the loop above */
         return;
     }
 }
@@ -751,7 +742,7 @@ static void child_exited(sup *s, pid_t pid, int status)
             continue;
         lz_wbuf b;
         lz_msg_pair_encode(&b, LZ_SUP_EXEC_EXITED, s->execs[i].session_no, (uint32_t) status);
-        lz_wire_send(s->sock, &b, NULL, 0, NULL);
+        lz_wire_post(s->sock, &b);
         s->execs[i].pid = 0;
         char name[64];
         snprintf(name, sizeof(name), "exec-%u.pid", s->execs[i].session_no);
@@ -767,6 +758,80 @@ static void reap(sup *s)
         child_exited(s, pid, status);
 }
 
+/* ---- the supervisor channel (protocol/table.h) ------------------------- */
+
+/* Handlers return -1 for a malformed message: a protocol violation from
+ * the coordinator, which ends the channel (the sandbox is stopped). */
+static int on_start(void *ctx, lz_proto_msg *m)
+{
+    sup *s = ctx;
+    if (!lz_msg_empty_decode(&m->r))
+        return -1;
+    lz_error *err = NULL;
+    lz_wbuf b;
+    if (do_start(s, &err) < 0) {
+        send_failed(s, err);
+        lz_error_free(err);
+    } else {
+        lz_msg_sup_started_encode(&b, s->statx_fix);
+        lz_wire_post(s->sock, &b);
+    }
+    return 0;
+}
+
+static int on_exec(void *ctx, lz_proto_msg *m)
+{
+    sup *s = ctx;
+    lz_msg_exec e;
+    if (!lz_msg_exec_decode(&m->r, &e))
+        return -1;
+    lz_error *err = NULL;
+    if (do_exec(s, &e, m->fds, &err) < 0) {
+        /* Report as an immediate exit with status 125 << 8. */
+        lz_wbuf b;
+        lz_msg_pair_encode(&b, LZ_SUP_EXEC_EXITED, e.session_no, 125u << 8);
+        lz_wire_post(s->sock, &b);
+        lz_error_free(err);
+    }
+    lz_msg_exec_clear(&e);
+    return 0;
+}
+
+static int on_signal_msg(void *ctx, lz_proto_msg *m)
+{
+    uint32_t no, sig;
+    if (!lz_msg_pair_decode(&m->r, &no, &sig) ||
+        (sig != SIGHUP && sig != SIGTERM && sig != SIGINT && sig != SIGKILL))
+        return -1;
+    do_signal(ctx, no, sig);
+    return 0;
+}
+
+static int on_stop(void *ctx, lz_proto_msg *m)
+{
+    sup *s = ctx;
+    if (!lz_msg_empty_decode(&m->r))
+        return -1;
+    do_stop(s);
+    lz_wbuf b;
+    lz_msg_empty_encode(&b, LZ_SUP_STOPPED);
+    lz_wire_post(s->sock, &b);
+    s->stopped = true;
+    return 0;
+}
+
+const lz_proto_handler_row lz_supervisor_handlers[] = {
+    { LZ_SUP_START, on_start },
+    { LZ_SUP_EXEC, on_exec },
+    { LZ_SUP_SIGNAL, on_signal_msg },
+    { LZ_SUP_STOP, on_stop },
+};
+const size_t lz_supervisor_handlers_len =
+    sizeof(lz_supervisor_handlers) / sizeof(lz_supervisor_handlers[0]);
+
+/* Serve the channel until SUP_STOP (returns 0), the coordinator's end, a
+ * violation or a signal (stops the sandbox, returns 1). Violations are
+ * logged to stderr, which is the Domain's coordinator.log. */
 static int supervisor_loop(sup *s)
 {
     sigset_t mask;
@@ -780,7 +845,7 @@ static int supervisor_loop(sup *s)
     if (sfd < 0)
         return 1;
 
-    static uint8_t buf[LZ_WIRE_MAX];
+    static lz_proto_msg m;
     for (;;) {
         struct pollfd p[2] = { { .fd = s->sock, .events = POLLIN }, { .fd = sfd, .events = POLLIN } };
         if (poll(p, 2, -1) < 0) {
@@ -799,56 +864,26 @@ static int supervisor_loop(sup *s)
         }
         if (!(p[0].revents & (POLLIN | POLLHUP | POLLERR)))
             continue;
-        int fds[LZ_WIRE_MAX_FDS];
-        size_t nfds = 0;
-        ssize_t n = lz_wire_recv(s->sock, buf, fds, LZ_WIRE_MAX_FDS, &nfds, NULL);
-        if (n <= 0)
-            break; /* the coordinator is gone: stop */
-        lz_rbuf r;
-        lz_rbuf_init(&r, buf, (size_t) n);
         lz_error *err = NULL;
-        lz_wbuf b;
-        if (r.type == LZ_SUP_START && lz_rbuf_done(&r) && nfds == 0 && !s->started) {
-            if (do_start(s, &err) < 0) {
-                send_failed(s, err);
-                lz_error_free(err);
-            } else {
-                lz_wbuf_init(&b, LZ_SUP_STARTED);
-                lz_wbuf_u32(&b, s->statx_fix ? 1 : 0);
-                lz_wire_send(s->sock, &b, NULL, 0, NULL);
-            }
-        } else if (r.type == LZ_SUP_EXEC && nfds == 3 && s->started) {
-            lz_msg_exec m;
-            if (!lz_msg_exec_decode(&r, &m)) {
-                for (size_t i = 0; i < nfds; i++)
-                    close(fds[i]);
-                break; /* protocol violation from the coordinator: fatal */
-            }
-            if (do_exec(s, &m, fds, &err) < 0) {
-                /* Report as an immediate exit with status 125 << 8. */
-                lz_msg_pair_encode(&b, LZ_SUP_EXEC_EXITED, m.session_no, 125u << 8);
-                lz_wire_send(s->sock, &b, NULL, 0, NULL);
-                lz_error_free(err);
-            }
-            lz_msg_exec_clear(&m);
-        } else if (r.type == LZ_SUP_SIGNAL && nfds == 0) {
-            uint32_t no, sig;
-            if (!lz_msg_pair_decode(&r, &no, &sig) ||
-                (sig != SIGHUP && sig != SIGTERM && sig != SIGINT && sig != SIGKILL))
-                break; /* protocol violation: fatal */
-            do_signal(s, no, sig);
-        } else if (r.type == LZ_SUP_STOP && lz_rbuf_done(&r) && nfds == 0) {
-            do_stop(s);
-            lz_wbuf_init(&b, LZ_SUP_STOPPED);
-            lz_wire_send(s->sock, &b, NULL, 0, NULL);
-            return 0;
-        } else {
-            for (size_t i = 0; i < nfds; i++)
-                close(fds[i]);
-            break; /* anything else is a protocol violation: fatal */
+        unsigned state = s->started ? LZ_PS_SUPERVISOR_RUNNING : LZ_PS_SUPERVISOR_IDLE;
+        int r = lz_proto_recv(s->sock, LZ_DIR_COORDINATOR_TO_SUPERVISOR, state, &m, &err);
+        if (r <= 0) {
+            /* The coordinator is gone, or broke the protocol: stop. */
+            if (r < 0 && err->errnum == EPROTO)
+                fprintf(stderr, "lz-supervisor: %s; stopping the sandbox\n", err->message);
+            lz_error_free(err);
+            break;
         }
-        for (size_t i = 0; i < nfds; i++)
-            close(fds[i]);
+        uint16_t type = m.r.type;
+        int h = lz_proto_dispatch(lz_supervisor_handlers, lz_supervisor_handlers_len, s, &m);
+        lz_proto_msg_clear(&m);
+        if (h < 0) {
+            fprintf(stderr, "lz-supervisor: protocol violation: malformed %s; stopping the "
+                            "sandbox\n", lz_proto_name(type));
+            break;
+        }
+        if (s->stopped)
+            return 0;
     }
     do_stop(s);
     return 1;

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0
  *
  * The Runtime Supervisor: the one long-lived process that holds the
- * Domain's user namespace and runs every runsc command (PLATFORM.md: runsc
- * commands for a container must all come from the user-namespace instance
- * that created it).
+ * Domain's user namespace and runs every runsc command (docs/platform.md
+ * "runsc as an unprivileged user": runsc commands for a container must all
+ * come from the user-namespace instance that created it).
  *
  * Process shape:
  *
@@ -19,7 +19,8 @@
  * runsc process nor a mount (FR-7).
  *
  * It performs only the operations of the supervisor channel
- * (protocol/messages.h): start the generation's sandbox, exec a session
+ * (protocol/messages.h), admitted through the protocol table
+ * (protocol/table.h): start the generation's sandbox, exec a session
  * command in it, stop it. Every host path it uses comes from the resolved
  * configuration it inherited at fork, never from a message.
  */
@@ -33,6 +34,7 @@
 #include "config/resolve.h"
 #include "oci/image.h"
 #include "oci/spec.h"
+#include "protocol/table.h"
 
 typedef struct lz_supervisor_config {
     const lz_resolved_config *cfg;
@@ -55,6 +57,12 @@ typedef struct lz_supervisor_handle {
 } lz_supervisor_handle;
 
 /* Start the supervisor. On success the caller owns h->sock. */
+LZ_MUST_CHECK
 int lz_supervisor_spawn(const lz_supervisor_config *sc, lz_supervisor_handle *h, lz_error **err);
+
+/* The supervisor channel's handlers, one per message the coordinator may
+ * send (protocol/table.h); exported for the protocol tests. */
+extern const lz_proto_handler_row lz_supervisor_handlers[];
+extern const size_t lz_supervisor_handlers_len;
 
 #endif

@@ -14,53 +14,202 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <shadow/subid.h>
+
 #include "common/spawn.h"
 #include "common/util.h"
 
-int lz_subid_lookup(const char *file, uid_t uid, uint32_t min_count, lz_subid_range *ret,
-                    lz_error **err)
+/* ---- subordinate ids: shadow's libsubid --------------------------------------------- */
+
+/* libsubid writes its diagnostics to a FILE of the caller's choice (stderr by
+ * default). Library code does not print (docs/errors.md): each call writes
+ * into a memory stream (no descriptor), and what it wrote becomes part of
+ * the error. Lazaret has no threads, so the library's global log stream is
+ * only ever ours while a call runs. */
+static int subid_ranges(lz_subid_kind kind, const char *owner, struct subid_range **ret,
+                        char **ret_log)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *log = open_memstream(&buf, &len);
+    if (log)
+        subid_init(NULL, log); /* NULL progname: "(libsubid)", nothing allocated */
+    errno = 0;
+    int n = kind == LZ_SUBID_UID ? subid_get_uid_ranges(owner, ret)
+                                 : subid_get_gid_ranges(owner, ret);
+    int saved = errno;
+    if (log) {
+        subid_init(NULL, stderr); /* the library's own default again, before log goes */
+        fclose(log);
+    }
+    /* Untrusted text (an NSS module's): printable ASCII, one line. */
+    for (size_t i = 0; buf && i < len; i++)
+        if (buf[i] < 0x20 || buf[i] >= 0x7f)
+            buf[i] = ' ';
+    while (len && buf[len - 1] == ' ')
+        buf[--len] = '\0';
+    if (ret_log && buf && len)
+        *ret_log = TAKE_PTR(buf);
+    free(buf);
+    errno = saved;
+    return n;
+}
+
+static const char *subid_file(lz_subid_kind kind)
+{
+    return kind == LZ_SUBID_UID ? "/etc/subuid" : "/etc/subgid";
+}
+
+/* The user's login name, or the uid as text without a passwd entry: the
+ * owner libsubid (and newuidmap) look ranges up by. */
+static char *owner_name(uid_t uid)
 {
     struct passwd *pw = getpwuid(uid);
-    char uidbuf[32];
-    snprintf(uidbuf, sizeof(uidbuf), "%u", (unsigned)uid);
-    FILE *f = fopen(file, "re");
-    if (!f) {
-        lz_error_set(err, errno, "cannot read %s", file);
-        return lz_error_hint(err,
-                             "install the uidmap package and give your user a range: sudo "
-                             "usermod --add-subuids 100000-165535 --add-subgids "
-                             "100000-165535 %s",
-                             pw ? pw->pw_name : uidbuf);
+    return pw ? lz_xstrdup(pw->pw_name) : lz_xasprintf("%u", (unsigned) uid);
+}
+
+/* s as one shell word, for a fix line to paste: unchanged when it has only
+ * safe characters, else in single quotes. */
+static char *shell_word(const char *s)
+{
+    bool plain = s[0] != '\0';
+    for (const char *p = s; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+              strchr("._-+=:,/@%", *p)))
+            plain = false;
+    if (plain)
+        return lz_xstrdup(s);
+    size_t n = 3;
+    for (const char *p = s; *p; p++)
+        n += *p == '\'' ? 4 : 1;
+    char *q = lz_xmalloc(n), *w = q;
+    *w++ = '\'';
+    for (const char *p = s; *p; p++) {
+        if (*p == '\'') {
+            memcpy(w, "'\\''", 4);
+            w += 4;
+        } else {
+            *w++ = *p;
+        }
     }
-    char line[512];
-    int found = -1;
-    while (fgets(line, sizeof(line), f)) {
-        char *name = strtok(line, ":\n");
-        char *start = strtok(NULL, ":\n");
-        char *count = strtok(NULL, ":\n");
-        if (!name || !start || !count)
-            continue;
-        if (strcmp(name, uidbuf) != 0 && !(pw && strcmp(name, pw->pw_name) == 0))
-            continue;
-        char *e1, *e2;
-        unsigned long s = strtoul(start, &e1, 10), c = strtoul(count, &e2, 10);
-        if (*e1 || *e2 || s == 0 || c < min_count || s > UINT32_MAX || c > UINT32_MAX)
-            continue;
-        ret->start = (uint32_t)s;
-        ret->count = (uint32_t)c;
-        found = 0;
-        break;
+    *w++ = '\'';
+    *w = '\0';
+    return q;
+}
+
+typedef struct id_interval {
+    unsigned long long start, count;
+} id_interval;
+
+/* The first start >= LZ_SUBID_SUGGEST_FIRST where LZ_SUBID_COUNT ids overlap
+ * no subordinate uid or gid range of any user of the user database, as
+ * libsubid reports them: a range to suggest that cannot collide with another
+ * user's ids. libsubid has no call that lists every range, so ranges whose
+ * owner is not a user (a deleted account's line) are not seen; usermod
+ * --add-subuids does not check overlaps either (docs/runtime.md
+ * "Subordinate ids"). Only computed for an error's hint. */
+static unsigned long long free_subid_start(void)
+{
+    char **names = NULL;
+    size_t nnames = 0;
+    setpwent();
+    for (struct passwd *pw; (pw = getpwent());) {
+        names = lz_xrealloc(names, nnames + 1, sizeof(*names));
+        names[nnames++] = lz_xstrdup(pw->pw_name);
     }
-    fclose(f);
-    if (found < 0) {
-        lz_error_set(err, 0, "%s has no range of at least %u ids for %s", file, min_count,
-                     pw ? pw->pw_name : uidbuf);
-        return lz_error_hint(err,
-                             "sudo usermod --add-subuids 100000-165535 --add-subgids "
-                             "100000-165535 %s",
-                             pw ? pw->pw_name : uidbuf);
+    endpwent();
+    id_interval *taken = NULL;
+    size_t ntaken = 0;
+    for (size_t i = 0; i < nnames; i++) {
+        for (int k = 0; k < 2; k++) {
+            struct subid_range *r = NULL;
+            int n = subid_ranges(k ? LZ_SUBID_GID : LZ_SUBID_UID, names[i], &r, NULL);
+            for (int j = 0; j < n; j++) {
+                taken = lz_xrealloc(taken, ntaken + 1, sizeof(*taken));
+                taken[ntaken++] = (id_interval) { r[j].start, r[j].count };
+            }
+            free(r);
+        }
+        free(names[i]);
     }
-    return 0;
+    free(names);
+    unsigned long long s = LZ_SUBID_SUGGEST_FIRST;
+    for (bool moved = true; moved;) {
+        moved = false;
+        for (size_t i = 0; i < ntaken; i++) {
+            if (taken[i].start < s + LZ_SUBID_COUNT && s < taken[i].start + taken[i].count) {
+                s = taken[i].start + taken[i].count;
+                moved = true;
+            }
+        }
+    }
+    free(taken);
+    return s;
+}
+
+/* Why a range cannot be used for a Domain, or NULL when it can. */
+static const char *range_unusable(unsigned long start, unsigned long count, unsigned long own)
+{
+    if (count < LZ_SUBID_COUNT)
+        return "too few ids";
+    if (start == 0)
+        return "it starts at 0: it would map the host's root into the sandbox";
+    /* Ids are 32-bit; (uint32_t)-1 is no id (the kernel's "no mapping"). */
+    if (start > UINT32_MAX - LZ_SUBID_COUNT)
+        return "it ends beyond the largest 32-bit id";
+    /* Your own id is mapped to 0 already; the kernel refuses a map whose
+     * extents overlap. */
+    if (own >= start && own - start < LZ_SUBID_COUNT)
+        return "its first 65536 ids contain your own id";
+    return NULL;
+}
+
+int lz_subid_lookup(lz_subid_kind kind, uid_t uid, gid_t gid, lz_subid_range *ret, lz_error **err)
+{
+    const char *file = subid_file(kind);
+    const char *what = kind == LZ_SUBID_UID ? "uid" : "gid";
+    _cleanup_free_ char *owner = owner_name(uid);
+    _cleanup_free_ char *log = NULL;
+    struct subid_range *r = NULL;
+    int n = subid_ranges(kind, owner, &r, &log);
+    if (n < 0) {
+        lz_error_set(err, errno, "cannot read the subordinate %s ranges of %s from %s (or the "
+                     "'subid:' source of /etc/nsswitch.conf)%s%s",
+                     what, owner, file, log ? ": " : "", log ? log : "");
+    } else {
+        unsigned long own = kind == LZ_SUBID_UID ? (unsigned long) uid : (unsigned long) gid;
+        for (int i = 0; i < n; i++) {
+            if (!range_unusable(r[i].start, r[i].count, own)) {
+                *ret = (lz_subid_range) { .start = (uint32_t) r[i].start,
+                                          .count = LZ_SUBID_COUNT,
+                                          .range_count = r[i].count };
+                free(r);
+                return 0;
+            }
+        }
+        if (n == 0) {
+            lz_error_set(err, 0, "no range for %s (uid %u) in %s", owner, (unsigned) uid, file);
+        } else {
+            /* Say why each of the user's ranges was refused (the first few). */
+            _cleanup_free_ char *why = lz_xstrdup("");
+            for (int i = 0; i < n && i < 4; i++) {
+                char *next = lz_xasprintf("%s%s%lu-%lu (%lu ids): %s", why, i ? "; " : "",
+                                          r[i].start, r[i].start + r[i].count - 1, r[i].count,
+                                          range_unusable(r[i].start, r[i].count, own));
+                free(why);
+                why = next;
+            }
+            lz_error_set(err, 0,
+                         "no usable range for %s in %s: a Domain needs %u subordinate %ss "
+                         "starting above 0; %s%s",
+                         owner, file, LZ_SUBID_COUNT, what, why, n > 4 ? "; …" : "");
+        }
+    }
+    free(r);
+    unsigned long long s = free_subid_start();
+    _cleanup_free_ char *word = shell_word(owner);
+    return lz_error_hint(err, "sudo usermod --add-sub%ss %llu-%llu %s", what, s,
+                         s + LZ_SUBID_COUNT - 1, word);
 }
 
 static int write_map(const char *tool, pid_t pid, unsigned id, const lz_subid_range *r,
@@ -98,8 +247,8 @@ static int write_map(const char *tool, pid_t pid, unsigned id, const lz_subid_ra
 int lz_userns_spawn(int (*fn)(void *arg), void *arg, pid_t *ret_pid, lz_error **err)
 {
     lz_subid_range uids, gids;
-    if (lz_subid_lookup("/etc/subuid", getuid(), 65536, &uids, err) < 0 ||
-        lz_subid_lookup("/etc/subgid", getuid(), 65536, &gids, err) < 0)
+    if (lz_subid_lookup(LZ_SUBID_UID, getuid(), getgid(), &uids, err) < 0 ||
+        lz_subid_lookup(LZ_SUBID_GID, getuid(), getgid(), &gids, err) < 0)
         return -1;
 
     int to_parent[2], to_child[2];

@@ -80,6 +80,12 @@ static void check_node(const lz_toml_node *n)
         CHECK(n->u.string.bytes[n->u.string.len] == '\0');
         CHECK(lz_utf8_valid(n->u.string.bytes, n->u.string.len));
         break;
+    case LZ_TOML_INTEGER:
+    case LZ_TOML_FLOAT:
+    case LZ_TOML_BOOLEAN:
+    case LZ_TOML_DATE:
+    case LZ_TOML_TIME:
+    case LZ_TOML_DATETIME:
     default:
         break;
     }

@@ -33,10 +33,9 @@ SCHEMA_ID = "lazaret-trusted-host-config-v1"
 SECRET = "lzS3cr3t-VALUE-9d2f61c7-must-never-print"
 SECRET2 = "lzS3cr3t-OTHER-0b7e4a55-must-never-print"
 HEX64 = re.compile(r"[0-9a-f]{64}")
-# SandboxLayoutV1's protected destinations: /workspace is fixed by the spec;
-# the rest are the product-owned ones the design names (ARCHITECTURE.md:
-# "/workspace, the escalation client and its credentials, the mailbox, /proc,
-# /sys, /dev, /run/lazaret").
+# SandboxLayoutV1's protected destinations (docs/configuration.md
+# "Decisions", SandboxLayoutV1): /workspace, /proc, /sys, /dev and /run/lazaret, which
+# holds what Lazaret puts into a sandbox.
 PROTECTED = ("/dev", "/proc", "/run/lazaret", "/sys", "/workspace")
 JSON_KEYS = {"profile", "workspace", "domain_id", "configuration_fingerprint", "storage_root",
              "runtime_root", "profile_dir", "config_file", "image", "isolate_gitignored",

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """The Git Sentry and git-ignored isolation with the real runsc (issue 5,
-item 4; docs/git.md, PLATFORM.md "Git Sentry pitfalls").
+item 4; docs/git.md, docs/platform.md "Git in a bind-mounted workspace").
 
 Git works inside on the workspace repository and every change is visible on
 the host at once; the sandbox can never change what the host's Git executes
@@ -150,7 +150,7 @@ def _plain(lz):
 
 
 def _rename_git(marker):
-    # PLATFORM.md attack 1: rename .git, recreate it with a pre-commit hook.
+    # docs/platform.md "Git in a bind-mounted workspace", attack 1: rename .git, recreate it with a pre-commit hook.
     return (step("rename", "mv .git .git-moved") +
             "[ -d .git/objects ] || { mkdir -p .git && cp -R .git-moved/. .git/; }\n" +
             put_hook("hook", ".git/hooks/pre-commit", marker))

@@ -657,6 +657,39 @@ static void test_session_begin_end(void **state)
     lz_domain_store_close(s);
 }
 
+/* A write that records nothing is a failure, and a failed write leaves its
+ * outputs untouched (docs/errors.md). Before, an UPDATE of a missing row
+ * "succeeded", and generation_begin with no Domain row returned a stale
+ * rowid as the new generation. */
+static void test_writes_that_record_nothing_fail(void **state)
+{
+    fixture *f = *state;
+    lz_error *err = NULL;
+    lz_domain_store *s = open_store(f);
+    int64_t g = 0;
+    assert_int_equal(lz_store_generation_begin(s, FINGERPRINT, &g, &err), 0);
+    expect_ok(&err);
+    /* No Intent row for these roles: nothing to update. */
+    assert_int_equal(lz_store_participant_held(s, g, LZ_ROLE_SANDBOX, NULL, &err), -1);
+    expect_error(&err, "0 rows changed");
+    assert_int_equal(lz_store_participant_released(s, g, LZ_ROLE_SUPERVISOR, &err), -1);
+    expect_error(&err, "participant release");
+    assert_int_equal(lz_store_generation_set_state(s, g + 100, "running", &err), -1);
+    expect_error(&err, "generation");
+    assert_int_equal(lz_store_session_end(s, g, "nosuch", "exited", 0, &err), -1);
+    expect_error(&err, "session end");
+    /* The Domain row gone (another writer): no generation can be started,
+     * and the output keeps its value. */
+    sqlite3 *db = inspect(f, true);
+    exec_ok(db, "PRAGMA foreign_keys=OFF; DELETE FROM domain;");
+    sqlite3_close(db);
+    int64_t g2 = -7;
+    assert_int_equal(lz_store_generation_begin(s, FINGERPRINT, &g2, &err), -1);
+    expect_error(&err, "cannot start a generation");
+    assert_int_equal(g2, -7);
+    lz_domain_store_close(s);
+}
+
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
 
 int main(void)
@@ -676,6 +709,7 @@ int main(void)
         T(test_unreleased_includes_ended_generations),
         T(test_mark_recovered),
         T(test_session_begin_end),
+        T(test_writes_that_record_nothing_fail),
     };
     return cmocka_run_group_tests_name("test_store", tests, NULL, NULL);
 }

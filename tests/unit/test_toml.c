@@ -393,6 +393,12 @@ static void check_tree(const lz_toml_node *n)
         assert_non_null(n->u.string.bytes);
         assert_int_equal(strlen(n->u.string.bytes), n->u.string.len);
         break;
+    case LZ_TOML_INTEGER:
+    case LZ_TOML_FLOAT:
+    case LZ_TOML_BOOLEAN:
+    case LZ_TOML_DATETIME:
+    case LZ_TOML_DATE:
+    case LZ_TOML_TIME:
     default:
         break;
     }

@@ -1,0 +1,107 @@
+/* SPDX-License-Identifier: Apache-2.0
+ *
+ * The coordinator's state of one running Domain generation, shared by the
+ * files of src/coordinator/ (internal: nothing outside this directory
+ * includes it). Who changes what:
+ *
+ *   coordinator.c  startup and the event loop (lz_coordinator_main)
+ *   session.c      sessions: accept, the per-session state machine, the
+ *                  CLI messages' handlers (protocol/table.h)
+ *   relay.c        the PTY relay of interactive sessions
+ *   generation.c   the generation: its directory, the Runtime Supervisor
+ *                  and its messages, start failure, teardown
+ *   status.c       status.json
+ *   git_audit.c    the glue between events and the Git Sentry
+ *                  (git_sentry.c does the auditing)
+ *   escalation.h   where host escalation will live (the mailbox)
+ *   log.c          the Domain's logs/coordinator.log
+ *
+ * Single-threaded: every function runs from the event loop's callbacks.
+ */
+#ifndef LAZARET_COORDINATOR_DOMAIN_H
+#define LAZARET_COORDINATOR_DOMAIN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <time.h>
+
+#include "common/loop.h"
+#include "coordinator/coordinator.h"
+#include "coordinator/git_sentry.h"
+#include "protocol/messages.h"
+#include "supervisor/supervisor.h"
+
+#define MAX_SESSIONS 128
+/* A generation nobody joins (its bootstrapping CLI died) ends after this. */
+#define EMPTY_START_TIMEOUT_MS 30000
+#define STOP_TIMEOUT_MS 30000
+/* A command whose client left gets SIGHUP (as a closed terminal would
+ * send), then SIGKILL after this long. */
+#define ORPHAN_GRACE_MS 3000
+/* After an interactive command ends, output still in the PTY is forwarded
+ * for at most this long (a background process may keep the slave open). */
+#define DRAIN_MS 1000
+
+typedef enum session_state {
+    S_FREE = 0,
+    S_HELLO,      /* connected; HELLO expected */
+    S_RUN,        /* HELLO accepted; RUN expected */
+    S_QUEUED,     /* RUN received; waiting for the sandbox */
+    S_RUNNING,    /* command running */
+} session_state;
+
+typedef struct coord coord;
+
+typedef struct session {
+    coord *c;
+    session_state state;
+    int sock;                /* -1 once the CLI is gone */
+    lz_loop_source *sock_src;
+    uint32_t no;
+    char id[33];
+    pid_t cli_pid;
+    lz_msg_run run;
+    int fds[3];
+    lz_loop_source *orphan_timer; /* SIGKILL when the grace after SIGHUP ends */
+    bool killed;               /* SIGKILL already requested */
+    /* Interactive sessions: the coordinator owns the PTY master; the slave
+     * is the guest side of the session's runsc exec. */
+    int master;                /* -1 when none or drained */
+    lz_loop_source *master_src;
+    lz_wbuf *out_pending;      /* an OUTPUT the client could not take yet */
+    char in_pending[LZ_MSG_MAX_DATA];
+    size_t in_pending_len;     /* typed bytes the PTY could not take yet */
+    bool exited;               /* the command ended; EXIT follows the drain */
+    uint32_t exit_outcome, exit_code;
+    lz_loop_source *drain_timer;
+} session;
+
+typedef enum gen_state { G_STARTING, G_RUNNING, G_FAILED, G_TEARDOWN } gen_state;
+
+struct coord {
+    lz_coordinator_args *a;
+    lz_loop *loop;
+    FILE *log;
+    char id_hex[65], fp_hex[65];
+    int64_t generation;
+    char gen_name[32];
+    char *gen_label;
+    char container_id[64];
+    lz_supervisor_handle sup;
+    bool sup_alive;
+    bool sup_stopped;        /* SUP_STOPPED arrived (teardown) */
+    lz_loop_source *sup_src;
+    gen_state state;
+    session sessions[MAX_SESSIONS];
+    size_t n_active;         /* sessions not FREE */
+    size_t n_ever;           /* sessions accepted so far */
+    uint32_t next_no;
+    lz_msg_refused failure;  /* why the start failed */
+    bool empty_start_over;   /* nobody joined within EMPTY_START_TIMEOUT_MS */
+    lz_git_plan git;         /* Git Sentry: mounts, watches and audit state */
+    lz_loop_source *git_src;
+    bool sentry_failed;      /* the audit could not neutralise something: stopping */
+};
+
+#endif

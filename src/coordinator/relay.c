@@ -1,0 +1,161 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include "coordinator/relay.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include "common/util.h"
+#include "coordinator/log.h"
+#include "coordinator/session.h"
+
+static void pty_input(session *s)
+{
+    ssize_t w = write(s->master, s->in_pending, s->in_pending_len);
+    if (w > 0) {
+        memmove(s->in_pending, s->in_pending + w, s->in_pending_len - (size_t) w);
+        s->in_pending_len -= (size_t) w;
+    } else if (w < 0 && errno != EAGAIN && errno != EINTR) {
+        s->in_pending_len = 0; /* the terminal is gone; EXIT will follow */
+    }
+}
+
+/* Master readable: forward one chunk as OUTPUT (kept when the client
+ * cannot take it now). */
+static void pty_output(coord *c, session *s)
+{
+    static uint8_t data[LZ_MSG_MAX_DATA];
+    ssize_t n = read(s->master, data, sizeof(data));
+    if (n < 0 && (errno == EAGAIN || errno == EINTR))
+        return;
+    if (n <= 0) {
+        /* EIO: every slave holder is gone. */
+        relay_close(s);
+        session_finish_if_done(c, s);
+        return;
+    }
+    if (s->sock < 0)
+        return; /* nobody to show it to */
+    lz_wbuf *b = lz_xmalloc(sizeof(*b));
+    lz_msg_data_encode(b, LZ_MSG_OUTPUT, data, (size_t) n);
+    lz_error *err = NULL;
+    int r = lz_wire_try_send(s->sock, b, &err);
+    if (r == 1)
+        s->out_pending = b;
+    else
+        free(b);
+    if (r < 0) {
+        log_error(c, "session output", err);
+        lz_error_free(err);
+        session_orphan(c, s);
+    }
+}
+
+static void on_master(lz_loop *loop, lz_loop_source *src, int fd, short revents, void *data)
+{
+    (void) loop, (void) src, (void) fd;
+    session *s = data;
+    if (revents & POLLOUT)
+        pty_input(s);
+    if (s->master >= 0 && (revents & (POLLIN | POLLHUP | POLLERR)) && !s->out_pending)
+        pty_output(s->c, s);
+}
+
+int relay_open_pty(session *s, int *ret_slave, lz_error **err)
+{
+    int m = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+    if (m < 0)
+        return lz_error_set(err, errno, "cannot allocate a pseudo-terminal");
+    char name[128];
+    int sl = -1;
+    if (grantpt(m) == 0 && unlockpt(m) == 0 && ptsname_r(m, name, sizeof(name)) == 0)
+        sl = open(name, O_RDWR | O_NOCTTY | O_CLOEXEC);
+    if (sl < 0) {
+        int e = errno;
+        close(m);
+        return lz_error_set(err, e, "cannot open a pseudo-terminal");
+    }
+    /* The host side is a transparent pipe for bytes: raw, so that Ctrl-C
+     * and friends reach the sandbox as bytes, where the session's own
+     * pseudo-terminal interprets them. */
+    struct termios t;
+    if (tcgetattr(sl, &t) == 0) {
+        cfmakeraw(&t);
+        tcsetattr(sl, TCSANOW, &t);
+    }
+    struct winsize ws = { .ws_row = (unsigned short) (s->run.rows ? s->run.rows : 24),
+                          .ws_col = (unsigned short) (s->run.cols ? s->run.cols : 80) };
+    ioctl(m, TIOCSWINSZ, &ws);
+    fcntl(m, F_SETFL, fcntl(m, F_GETFL) | O_NONBLOCK);
+    s->master = m;
+    s->master_src = lz_loop_add_fd(s->c->loop, m, POLLIN, on_master, s);
+    *ret_slave = sl;
+    return 0;
+}
+
+void relay_update_events(session *s)
+{
+    short ev = 0;
+    /* While typed bytes wait for the PTY, read no more input. */
+    if (s->in_pending_len == 0)
+        ev |= POLLIN;
+    if (s->out_pending)
+        ev |= POLLOUT;
+    lz_loop_set_events(s->sock_src, ev);
+    ev = 0;
+    if (!s->out_pending)
+        ev |= POLLIN;
+    if (s->in_pending_len)
+        ev |= POLLOUT;
+    lz_loop_set_events(s->master_src, ev);
+}
+
+bool relay_input(session *s, const uint8_t *p, size_t n)
+{
+    if (s->in_pending_len + n > sizeof(s->in_pending))
+        return false;
+    if (s->master >= 0 && !s->exited) {
+        memcpy(s->in_pending + s->in_pending_len, p, n);
+        s->in_pending_len += n;
+        pty_input(s);
+    }
+    return true;
+}
+
+void relay_resize(session *s, uint32_t rows, uint32_t cols)
+{
+    struct winsize ws = { .ws_row = (unsigned short) rows, .ws_col = (unsigned short) cols };
+    if (s->master >= 0)
+        ioctl(s->master, TIOCSWINSZ, &ws); /* the guest gets SIGWINCH */
+}
+
+void relay_flush_output(coord *c, session *s)
+{
+    lz_error *err = NULL;
+    int r = lz_wire_try_send(s->sock, s->out_pending, &err);
+    if (r < 0)
+        log_error(c, "session output", err);
+    lz_error_free(err);
+    if (r == 1)
+        return;
+    free(s->out_pending);
+    s->out_pending = NULL;
+    if (r < 0)
+        session_orphan(c, s);
+    else
+        session_finish_if_done(c, s);
+}
+
+void relay_close(session *s)
+{
+    lz_loop_remove(s->master_src);
+    s->master_src = NULL;
+    if (s->master >= 0)
+        close(s->master);
+    s->master = -1;
+}

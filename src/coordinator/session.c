@@ -1,0 +1,486 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include "coordinator/session.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/util.h"
+#include "coordinator/git_audit.h"
+#include "coordinator/log.h"
+#include "coordinator/record.h"
+#include "coordinator/relay.h"
+#include "coordinator/status.h"
+
+static void reset_slot(session *s, coord *c)
+{
+    memset(s, 0, sizeof(*s));
+    s->c = c;
+    s->sock = -1;
+    s->master = -1;
+    s->fds[0] = s->fds[1] = s->fds[2] = -1;
+    s->state = S_FREE;
+}
+
+void sessions_init(coord *c)
+{
+    for (size_t i = 0; i < MAX_SESSIONS; i++)
+        reset_slot(&c->sessions[i], c);
+}
+
+unsigned session_proto_state(const session *s)
+{
+    switch (s->state) {
+    case S_HELLO: return LZ_PS_SESSION_HELLO;
+    case S_RUN: return LZ_PS_SESSION_RUN;
+    case S_QUEUED: return LZ_PS_SESSION_QUEUED;
+    case S_RUNNING:
+        return s->run.interactive ? LZ_PS_SESSION_RUNNING_TTY : LZ_PS_SESSION_RUNNING_PIPES;
+    case S_FREE:
+    default:
+        return 31; /* in no row's states */
+    }
+}
+
+void send_refused(int sock, uint32_t code, const char *msg, const char *hint)
+{
+    lz_wbuf b;
+    lz_msg_refused m = { code, (char *) msg, (char *) hint };
+    lz_msg_refused_encode(&b, LZ_MSG_REFUSED, &m);
+    lz_wire_post(sock, &b);
+}
+
+static void drop_socket(session *s)
+{
+    lz_loop_remove(s->sock_src);
+    s->sock_src = NULL;
+    if (s->sock >= 0)
+        close(s->sock);
+    s->sock = -1;
+}
+
+void session_close(coord *c, session *s)
+{
+    if (s->state == S_FREE)
+        return;
+    drop_socket(s);
+    for (int i = 0; i < 3; i++)
+        if (s->fds[i] >= 0)
+            close(s->fds[i]);
+    relay_close(s);
+    lz_loop_remove(s->orphan_timer);
+    lz_loop_remove(s->drain_timer);
+    free(s->out_pending);
+    lz_msg_run_clear(&s->run);
+    if (s->id[0])
+        record_session_end(c, s->id, s->state == S_RUNNING ? "ended" : "refused", -1);
+    reset_slot(s, c);
+    c->n_active--;
+    if (c->state != G_TEARDOWN)
+        publish_status(c);
+}
+
+void refuse_and_close(coord *c, session *s, uint32_t code, const char *msg, const char *hint)
+{
+    if (s->sock >= 0)
+        send_refused(s->sock, code, msg, hint);
+    session_close(c, s);
+}
+
+/* A normalized relative path (no "", ".", ".." components) or "". */
+static bool rel_path_ok(const char *p)
+{
+    if (!*p)
+        return true;
+    if (p[0] == '/')
+        return false;
+    for (const char *q = p;;) {
+        const char *sl = strchr(q, '/');
+        size_t n = sl ? (size_t) (sl - q) : strlen(q);
+        if (n == 0 || (n == 1 && q[0] == '.') || (n == 2 && q[0] == '.' && q[1] == '.'))
+            return false;
+        if (!sl)
+            return true;
+        q = sl + 1;
+    }
+}
+
+void session_exec(coord *c, session *s)
+{
+    git_audit(c, "session start", false);
+    if (c->git.start_report && s->sock >= 0) {
+        /* What this generation's start set aside: every session hears it. */
+        char *line = lz_xasprintf("Git Sentry: at this Domain's start, set aside what an earlier "
+                                  "session had left: %s",
+                                  c->git.start_report);
+        lz_wbuf b;
+        lz_msg_text_encode(&b, LZ_MSG_PROGRESS, line);
+        lz_wire_post(s->sock, &b);
+        free(line);
+    }
+    char *cwd = s->run.cwd[0] ? lz_xasprintf("/workspace/%s", s->run.cwd)
+                              : lz_xstrdup("/workspace");
+    size_t cap = 2 + s->run.envc;
+    char **env = lz_xcalloc(cap, sizeof(char *));
+    size_t n = 0;
+    if (s->run.term[0])
+        env[n++] = lz_xasprintf("TERM=%s", s->run.term);
+    else if (s->run.interactive)
+        env[n++] = lz_xstrdup("TERM=xterm");
+    for (size_t i = 0; i < s->run.envc; i++)
+        env[n++] = lz_xstrdup(s->run.env[i]);
+    env[n] = NULL;
+    lz_error *err = NULL;
+    int slave = -1;
+    if (s->run.interactive && relay_open_pty(s, &slave, &err) < 0) {
+        log_error(c, "cannot allocate a PTY", err);
+        refuse_and_close(c, s, LZ_REFUSE_EXEC_FAILED, err->message,
+                         "check /dev/ptmx and the pseudo-terminal limit (kernel.pty.max)");
+        lz_error_free(err);
+        goto out;
+    }
+    lz_msg_exec m = { .session_no = s->no, .interactive = s->run.interactive, .cwd = cwd,
+                      .argv = s->run.argv, .argc = s->run.argc, .env = env, .envc = n };
+    lz_wbuf b;
+    lz_msg_exec_encode(&b, &m);
+    int stdio[3] = { slave, slave, slave };
+    if (lz_wire_send(c->sup.sock, &b, s->run.interactive ? stdio : s->fds, 3, &err) < 0) {
+        log_error(c, "cannot send a session to the supervisor", err);
+        lz_error_free(err);
+        refuse_and_close(c, s, LZ_REFUSE_EXEC_FAILED, "the Runtime Supervisor is not responding",
+                         "run the command again; see the Domain's logs/coordinator.log");
+    } else {
+        for (int i = 0; i < 3; i++) {
+            if (s->fds[i] >= 0)
+                close(s->fds[i]);
+            s->fds[i] = -1;
+        }
+        s->state = S_RUNNING;
+        lz_msg_started_encode(&b, s->id);
+        lz_wire_post(s->sock, &b);
+        clog_(c, "session %s (#%u) started%s", s->id, s->no,
+              s->run.interactive ? " with a terminal" : "");
+        publish_status(c);
+    }
+out:
+    if (slave >= 0)
+        close(slave);
+    for (size_t i = 0; i < n; i++)
+        free(env[i]);
+    free(env);
+    free(cwd);
+}
+
+static void send_signal(coord *c, session *s, int sig)
+{
+    lz_wbuf b;
+    lz_msg_pair_encode(&b, LZ_SUP_SIGNAL, s->no, (uint32_t) sig);
+    if (c->sup_alive)
+        lz_wire_post(c->sup.sock, &b);
+}
+
+static void orphan_grace_over(lz_loop *loop, lz_loop_source *src, void *data)
+{
+    (void) loop, (void) src;
+    session *s = data;
+    s->orphan_timer = NULL; /* one-shot: the loop drops it */
+    if (s->state != S_RUNNING || s->killed)
+        return;
+    send_signal(s->c, s, SIGKILL);
+    s->killed = true;
+}
+
+void session_orphan(coord *c, session *s)
+{
+    drop_socket(s);
+    free(s->out_pending);
+    s->out_pending = NULL;
+    if (s->state != S_RUNNING || s->orphan_timer || s->killed)
+        return;
+    s->orphan_timer = lz_loop_add_timer(c->loop, ORPHAN_GRACE_MS, orphan_grace_over, s);
+    send_signal(c, s, SIGHUP);
+}
+
+static void drain_over(lz_loop *loop, lz_loop_source *src, void *data)
+{
+    (void) loop, (void) src;
+    session *s = data;
+    s->drain_timer = NULL;
+    relay_close(s); /* whatever still holds the slave, the session ends */
+    session_finish_if_done(s->c, s);
+}
+
+void session_finish_if_done(coord *c, session *s)
+{
+    if (s->state != S_RUNNING || !s->exited || s->out_pending || s->master >= 0)
+        return;
+    if (s->sock >= 0) {
+        lz_wbuf b;
+        lz_msg_pair_encode(&b, LZ_MSG_EXIT, s->exit_outcome, s->exit_code);
+        lz_wire_post(s->sock, &b);
+    }
+    record_session_end(c, s->id, s->exit_outcome ? "terminated" : "exited", (int) s->exit_code);
+    s->id[0] = '\0';
+    git_audit(c, "session end", false);
+    session_close(c, s);
+}
+
+void session_command_exited(coord *c, session *s, int status)
+{
+    /* runsc exec exits with the command's status, 128+N for a signal. */
+    uint32_t outcome = LZ_EXIT_OUTCOME_EXITED, code;
+    if (WIFEXITED(status)) {
+        code = (uint32_t) WEXITSTATUS(status);
+    } else {
+        outcome = LZ_EXIT_OUTCOME_TERMINATED;
+        code = 128 + (uint32_t) WTERMSIG(status);
+    }
+    clog_(c, "session #%u ended: %s %u", s->no, outcome ? "signal" : "status", code);
+    s->exited = true;
+    s->exit_outcome = outcome;
+    s->exit_code = code;
+    /* Output still in the PTY is forwarded for at most DRAIN_MS. */
+    if (s->master >= 0 && !s->drain_timer)
+        s->drain_timer = lz_loop_add_timer(c->loop, DRAIN_MS, drain_over, s);
+    session_finish_if_done(c, s);
+}
+
+/* ---- the CLI's messages (protocol/table.h admitted them) --------------- */
+
+static int on_hello(void *ctx, lz_proto_msg *pm)
+{
+    session *s = ctx;
+    coord *c = s->c;
+    lz_msg_hello h;
+    if (!lz_msg_hello_decode(&pm->r, &h) || h.version != LZ_SESSION_PROTOCOL_VERSION) {
+        if (h.domain_id)
+            lz_msg_hello_clear(&h);
+        clog_(c, "session #%u: protocol error (HELLO)", s->no);
+        refuse_and_close(c, s, LZ_REFUSE_PROTOCOL, "protocol error (HELLO)",
+                         "use the same Lazaret version for every terminal of a Domain");
+        return 0;
+    }
+    bool same_domain = strcmp(h.domain_id, c->id_hex) == 0;
+    bool same_fp = strcmp(h.fingerprint, c->fp_hex) == 0;
+    lz_msg_hello_clear(&h);
+    if (!same_domain) {
+        refuse_and_close(c, s, LZ_REFUSE_PROTOCOL, "this coordinator serves another Domain", NULL);
+        return 0;
+    }
+    if (!same_fp) {
+        char *msg = lz_xasprintf(
+            "Domain %.16s… (profile '%s', workspace %s) is running with another "
+            "configuration (fingerprint %.16s…); your configuration differs from it",
+            c->id_hex, c->a->cfg->profile, c->a->cfg->workspace.label, c->fp_hex);
+        char *hint = lz_xasprintf(
+            "finish the running sessions of this Domain (exit their shells) to stop it, "
+            "or stop it at once with: kill %d; then run the command again",
+            (int) getpid());
+        refuse_and_close(c, s, LZ_REFUSE_MISMATCH, msg, hint);
+        free(msg);
+        free(hint);
+        return 0;
+    }
+    if (c->state == G_TEARDOWN) {
+        refuse_and_close(c, s, LZ_REFUSE_TEARING_DOWN, "the Domain is shutting down", NULL);
+        return 0;
+    }
+    s->state = S_RUN;
+    return 0;
+}
+
+static int on_run(void *ctx, lz_proto_msg *pm)
+{
+    session *s = ctx;
+    coord *c = s->c;
+    if (!lz_msg_run_decode(&pm->r, &s->run))
+        return -1;
+    /* Interactive: no descriptors; otherwise exactly stdin, stdout, stderr. */
+    if (!rel_path_ok(s->run.cwd) || pm->nfds != (s->run.interactive ? 0u : 3u)) {
+        lz_msg_run_clear(&s->run);
+        return -1;
+    }
+    for (size_t i = 0; i < 3; i++) {
+        s->fds[i] = i < pm->nfds ? pm->fds[i] : -1;
+        if (i < pm->nfds)
+            pm->fds[i] = -1; /* taken */
+    }
+    uint8_t rnd[16];
+    if (getrandom(rnd, sizeof(rnd), 0) != sizeof(rnd))
+        memset(rnd, 0, sizeof(rnd));
+    for (int i = 0; i < 16; i++)
+        snprintf(s->id + 2 * i, 3, "%02x", rnd[i]);
+    record_session_begin(c, s);
+    if (c->state == G_RUNNING) {
+        session_exec(c, s);
+    } else if (c->state == G_FAILED) {
+        refuse_and_close(c, s, LZ_REFUSE_START_FAILED, c->failure.message, c->failure.hint);
+    } else {
+        s->state = S_QUEUED;
+    }
+    return 0;
+}
+
+static int on_input(void *ctx, lz_proto_msg *pm)
+{
+    session *s = ctx;
+    const uint8_t *p;
+    size_t n;
+    if (!lz_msg_data_decode(&pm->r, &p, &n) || !relay_input(s, p, n))
+        return -1;
+    return 0;
+}
+
+static int on_resize(void *ctx, lz_proto_msg *pm)
+{
+    session *s = ctx;
+    uint32_t rows, cols;
+    if (!lz_msg_pair_decode(&pm->r, &rows, &cols) || rows > 65535 || cols > 65535)
+        return -1;
+    relay_resize(s, rows, cols);
+    return 0;
+}
+
+static int on_close(void *ctx, lz_proto_msg *pm)
+{
+    session *s = ctx;
+    if (!lz_msg_empty_decode(&pm->r))
+        return -1;
+    clog_(s->c, "session #%u: closed by its client", s->no);
+    if (s->state == S_RUNNING)
+        session_orphan(s->c, s);
+    else
+        session_close(s->c, s);
+    return 0;
+}
+
+const lz_proto_handler_row session_handlers[] = {
+    { LZ_MSG_HELLO, on_hello },   { LZ_MSG_RUN, on_run },     { LZ_MSG_INPUT, on_input },
+    { LZ_MSG_RESIZE, on_resize }, { LZ_MSG_CLOSE, on_close },
+};
+const size_t session_handlers_len = sizeof(session_handlers) / sizeof(session_handlers[0]);
+
+/* End this session's connection for a protocol violation; nothing else. */
+static void session_violation(coord *c, session *s, const char *reason)
+{
+    clog_(c, "session #%u: protocol violation: %s; ending its connection", s->no, reason);
+    char *msg = lz_xasprintf("protocol error: %s", reason);
+    if (s->sock >= 0)
+        send_refused(s->sock, LZ_REFUSE_PROTOCOL, msg,
+                     "use the same Lazaret version for every terminal of a Domain");
+    free(msg);
+    if (s->state == S_RUNNING)
+        session_orphan(c, s);
+    else
+        session_close(c, s);
+}
+
+static void session_message(coord *c, session *s)
+{
+    static lz_proto_msg m;
+    lz_error *err = NULL;
+    int r = lz_proto_recv(s->sock, LZ_DIR_CLI_TO_COORDINATOR, session_proto_state(s), &m, &err);
+    if (r < 0 && err->errnum == EPROTO) {
+        session_violation(c, s, err->message);
+        lz_error_free(err);
+        return;
+    }
+    if (r <= 0) {
+        /* The CLI is gone. A running command keeps its slot until the
+         * supervisor reports its exit (its stdio pipes are closed now). */
+        lz_error_free(err);
+        clog_(c, "session #%u: client disconnected", s->no);
+        if (s->state == S_RUNNING)
+            session_orphan(c, s);
+        else
+            session_close(c, s);
+        return;
+    }
+    uint16_t type = m.r.type;
+    if (lz_proto_dispatch(session_handlers, session_handlers_len, s, &m) < 0) {
+        char *why = lz_xasprintf("malformed %s", lz_proto_name(type));
+        session_violation(c, s, why);
+        free(why);
+    }
+    lz_proto_msg_clear(&m);
+}
+
+static void on_session_sock(lz_loop *loop, lz_loop_source *src, int fd, short revents,
+                            void *data)
+{
+    (void) loop, (void) src, (void) fd;
+    session *s = data;
+    coord *c = s->c;
+    if ((revents & POLLOUT) && s->out_pending)
+        relay_flush_output(c, s);
+    if (s->state != S_FREE && s->sock >= 0 && (revents & (POLLIN | POLLHUP | POLLERR)))
+        session_message(c, s);
+}
+
+void session_accept(coord *c)
+{
+    int fd = accept4(c->a->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+    if (fd < 0)
+        return;
+    struct ucred cred;
+    socklen_t len = sizeof(cred);
+    /* SR-10: only the invoking user may talk to the coordinator (the
+     * directory is 0700 too; this is the second lock on the door). */
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 || cred.uid != getuid()) {
+        clog_(c, "refused a connection from uid %d", (int) cred.uid);
+        close(fd);
+        return;
+    }
+    if (c->state == G_TEARDOWN) {
+        send_refused(fd, LZ_REFUSE_TEARING_DOWN, "the Domain is shutting down", NULL);
+        close(fd);
+        return;
+    }
+    if (!session_attach(c, fd, cred.pid)) {
+        send_refused(fd, LZ_REFUSE_EXEC_FAILED, "too many sessions in this Domain",
+                     "end some sessions first");
+        close(fd);
+    }
+}
+
+session *session_attach(coord *c, int fd, pid_t cli_pid)
+{
+    for (size_t i = 0; i < MAX_SESSIONS; i++) {
+        session *s = &c->sessions[i];
+        if (s->state != S_FREE)
+            continue;
+        reset_slot(s, c);
+        s->state = S_HELLO;
+        s->sock = fd;
+        s->sock_src = lz_loop_add_fd(c->loop, fd, POLLIN, on_session_sock, s);
+        s->no = ++c->next_no;
+        s->cli_pid = cli_pid;
+        c->n_active++;
+        c->n_ever++;
+        return s;
+    }
+    return NULL;
+}
+
+session *session_by_no(coord *c, uint32_t no)
+{
+    for (size_t i = 0; i < MAX_SESSIONS; i++)
+        if (c->sessions[i].state == S_RUNNING && c->sessions[i].no == no)
+            return &c->sessions[i];
+    return NULL;
+}
+
+void tell_sessions(coord *c, const char *line)
+{
+    lz_wbuf b;
+    lz_msg_text_encode(&b, LZ_MSG_PROGRESS, line);
+    for (size_t i = 0; i < MAX_SESSIONS; i++)
+        if (c->sessions[i].state != S_FREE && c->sessions[i].sock >= 0)
+            lz_wire_post(c->sessions[i].sock, &b);
+}
