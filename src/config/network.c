@@ -13,7 +13,7 @@ const lz_ipv4_prefix lz_rfc1918_prefixes[3] = {
     { { 192, 168, 0, 0 }, 16 },
 };
 
-/* Keep in step with the router (src/supervisor/network.c): 169.254.77.0/30
+/* Keep in step with the router (src/supervisor/sidecar.c): 169.254.77.0/30
  * is the sandbox link and 100.96.0.0/24 slirp4netns's network. */
 const lz_ipv4_reserved lz_ipv4_never_routed[LZ_IPV4_NEVER_ROUTED_COUNT] = {
     { { { 0, 0, 0, 0 }, 8 }, "'this network' (0.0.0.0 is this host itself)" },

@@ -795,3 +795,18 @@ int lz_ensure_owned_child(const lz_path_plan *root, const char *rel, lz_path_pla
         return -1;
     return ensure_owned_chain(rfd, &rid, root->label, rel, ret, err);
 }
+
+int lz_mkdir_at(int dirfd, const char *name, mode_t mode, lz_error **err)
+{
+    if (mkdirat(dirfd, name, mode) < 0 && errno != EEXIST)
+        return lz_error_set(err, errno, "cannot create directory %s", name);
+    return 0;
+}
+
+int lz_open_dir_at(int dirfd, const char *name, lz_error **err)
+{
+    int fd = openat(dirfd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return lz_error_set(err, errno, "cannot open directory %s", name);
+    return fd;
+}

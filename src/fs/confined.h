@@ -171,4 +171,15 @@ LZ_MUST_CHECK
 int lz_ensure_owned_child(const lz_path_plan *root, const char *rel, lz_path_plan *ret,
                           lz_error **err);
 
+/* One component below dirfd (name has no '/'): create directory `name`
+ * with mode unless it exists (an existing symlink or file is not checked
+ * here: open it with lz_open_dir_at, which refuses both). */
+LZ_MUST_CHECK
+int lz_mkdir_at(int dirfd, const char *name, mode_t mode, lz_error **err);
+
+/* O_PATH of the directory `name` (one component) below dirfd, following no
+ * symlink. Returns the fd or -1 with *err. */
+LZ_MUST_CHECK
+int lz_open_dir_at(int dirfd, const char *name, lz_error **err);
+
 #endif

@@ -28,9 +28,10 @@
 #include "oci/spec.h"
 #include "protocol/messages.h"
 #include "supervisor/limits.h"
-#include "supervisor/network.h"
+#include "supervisor/sidecar.h"
 #include "supervisor/runsc_info.h"
 #include "supervisor/stage.h"
+#include "supervisor/state_anchor.h"
 #include "supervisor/userns.h"
 #include "protocol/table.h"
 
@@ -53,8 +54,7 @@ typedef struct sup {
     bool stopped;               /* SUP_STOP done: the loop ends */
     bool statx_fix;             /* preload the statx shim into sessions */
     lz_network net;             /* the Network Sidecar */
-    char **persist_mounts;      /* host mount points of the persistent overlays */
-    size_t n_persist;
+    lz_state_anchor anchor;     /* the persistent overlays */
     exec_slot execs[MAX_EXECS];
 } sup;
 
@@ -80,44 +80,6 @@ static char *join(const char *a, const char *b)
     return lz_xasprintf("%s/%s", a, b);
 }
 
-/* "/usr/local" -> "usr%2Flocal": one flat, unambiguous, readable name per
- * persistent directory in the Domain Root's state/. */
-static char *escape_path(const char *p)
-{
-    size_t n = strlen(p);
-    char *out = lz_xmalloc(3 * n + 1);
-    size_t o = 0;
-    for (size_t i = (p[0] == '/'); i < n; i++) {
-        if (p[i] == '/' || p[i] == '%') {
-            o += (size_t) sprintf(out + o, "%%%02X", (unsigned char) p[i]);
-        } else {
-            out[o++] = p[i];
-        }
-    }
-    out[o] = '\0';
-    return out;
-}
-
-static int mkdirat_mode(int dirfd, const char *name, mode_t mode, lz_error **err)
-{
-    if (mkdirat(dirfd, name, mode) < 0 && errno != EEXIST)
-        return lz_error_set(err, errno, "cannot create directory %s", name);
-    return 0;
-}
-
-static int open_dir_at(int dirfd, const char *name, lz_error **err)
-{
-    int fd = openat(dirfd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0)
-        return lz_error_set(err, errno, "cannot open directory %s", name);
-    return fd;
-}
-
-/* Run runsc with the global flags and `args`, stdio as given (-1 for
- * /dev/null) and extra_fd (-1: none) as its fd 3 (the process spec), and
- * return its pid without waiting; the caller reaps it (wait_status or the
- * message loop's reaper), so the pidfd is not kept. Returns -1 with *err
- * set when runsc could not be started (an exec failure included). */
 /* ctty: make fd 0 (a terminal) the controlling terminal of the runsc
  * process, in a new session: the kernel then sends it SIGWINCH when the
  * coordinator resizes the PTY, and runsc passes the new size into the
@@ -232,79 +194,6 @@ static int runsc_simple(sup *s, char *const *args, const char *errname, lz_error
 }
 
 /* ---- start ------------------------------------------------------------- */
-
-static int mount_persistent(sup *s, lz_error **err)
-{
-    const lz_resolved_config *cfg = s->sc->cfg;
-    if (cfg->n_persistent_dirs == 0)
-        return 0;
-    _cleanup_close_ int droot = lz_plan_open(&cfg->storage_domain_root, O_PATH | O_DIRECTORY,
-                                             true, err);
-    if (droot < 0)
-        return -1;
-    if (mkdirat_mode(droot, "state", 0700, err) < 0 || mkdirat_mode(s->gen_fd, "persist", 0700, err) < 0 ||
-        mkdirat_mode(s->gen_fd, "empty", 0755, err) < 0)
-        return -1;
-    _cleanup_close_ int state = open_dir_at(droot, "state", err);
-    _cleanup_close_ int persist = state >= 0 ? open_dir_at(s->gen_fd, "persist", err) : -EBADF;
-    _cleanup_close_ int rootfs = -EBADF;
-    if (state < 0 || persist < 0)
-        return -1;
-    rootfs = open(s->sc->image->rootfs_label, O_PATH | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-    if (rootfs < 0)
-        return lz_error_set(err, errno, "cannot open the prepared image %s",
-                            s->sc->image->rootfs_label);
-
-    s->persist_mounts = lz_xcalloc(cfg->n_persistent_dirs, sizeof(char *));
-    for (size_t i = 0; i < cfg->n_persistent_dirs; i++) {
-        const char *p = cfg->persistent_dirs[i];
-        _cleanup_free_ char *esc = escape_path(p);
-        /* The lower: the image's directory, resolved inside the image
-         * (RESOLVE_IN_ROOT: an image symlink cannot point outside it), or an
-         * empty directory when the image has none. */
-        struct open_how how = { .flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
-                                .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS |
-                                           RESOLVE_NO_XDEV };
-        _cleanup_close_ int lower = (int) syscall(SYS_openat2, rootfs, p + 1, &how, sizeof(how));
-        if (lower < 0 && errno == ENOENT)
-            lower = open_dir_at(s->gen_fd, "empty", err);
-        if (lower < 0)
-            return lz_error_set(err, errno, "persistent directory %s: cannot open it in the image",
-                                p);
-        struct stat lst;
-        if (fstat(lower, &lst) < 0)
-            return lz_error_set(err, errno, "persistent directory %s", p);
-
-        if (mkdirat_mode(state, esc, 0700, err) < 0)
-            return -1;
-        _cleanup_close_ int dir = open_dir_at(state, esc, err);
-        if (dir < 0 || mkdirat_mode(dir, "upper", lst.st_mode & 07777, err) < 0 ||
-            mkdirat_mode(dir, "work", 0700, err) < 0)
-            return -1;
-        _cleanup_close_ int upper = open_dir_at(dir, "upper", err);
-        _cleanup_close_ int work = upper >= 0 ? open_dir_at(dir, "work", err) : -EBADF;
-        if (upper < 0 || work < 0)
-            return -1;
-        char idx[32];
-        snprintf(idx, sizeof(idx), "%zu", i);
-        if (mkdirat_mode(persist, idx, 0755, err) < 0)
-            return -1;
-        _cleanup_close_ int mp = open_dir_at(persist, idx, err);
-        if (mp < 0)
-            return -1;
-        char opts[256], target[64];
-        snprintf(opts, sizeof(opts),
-                 "lowerdir=/proc/self/fd/%d,upperdir=/proc/self/fd/%d,workdir=/proc/self/fd/%d,"
-                 "userxattr",
-                 lower, upper, work);
-        snprintf(target, sizeof(target), "/proc/self/fd/%d", mp);
-        if (mount("overlay", target, "overlay", MS_NOSUID | MS_NODEV, opts) < 0)
-            return lz_error_set(err, errno, "persistent directory %s: cannot mount its overlay", p);
-        s->persist_mounts[s->n_persist++] = lz_xasprintf("%s/persist/%s", s->sc->generation_dir,
-                                                          idx);
-    }
-    return 0;
-}
 
 /* The environment of sandbox processes: the image's, then HOME, then the
  * profile's resolved env values (which win), then per-session extras. */
@@ -480,12 +369,12 @@ static int stage_layout(sup *s, lz_stage *st, staged_layout *l, lz_error **err)
             return -1;
     }
 
-    size_t n = s->n_persist + cfg->n_volumes;
+    size_t n = s->anchor.n_mounts + cfg->n_volumes;
     l->mounts = lz_xcalloc(n ? n : 1, sizeof(lz_spec_mount));
     /* Persistent directories are overlays this process mounted from
-     * descriptors (mount_persistent); they are passed as they are. */
-    for (size_t i = 0; i < s->n_persist; i++)
-        l->mounts[l->n_mounts++] = (lz_spec_mount) { s->persist_mounts[i],
+     * descriptors (state_anchor.c); they are passed as they are. */
+    for (size_t i = 0; i < s->anchor.n_mounts; i++)
+        l->mounts[l->n_mounts++] = (lz_spec_mount) { s->anchor.mounts[i],
                                                      cfg->persistent_dirs[i], false };
     for (size_t i = 0; i < cfg->n_volumes; i++) {
         bool ro = cfg->volumes[i].access == LZ_ACCESS_READ_ONLY;
@@ -579,11 +468,11 @@ static int write_config(sup *s, lz_error **err)
     staged_layout_clear(&l);
     free_strv(init_env);
 
-    if (mkdirat_mode(s->gen_fd, "bundle", 0700, err) < 0) {
+    if (lz_mkdir_at(s->gen_fd, "bundle", 0700, err) < 0) {
         json_decref(j);
         return -1;
     }
-    _cleanup_close_ int bundle = open_dir_at(s->gen_fd, "bundle", err);
+    _cleanup_close_ int bundle = lz_open_dir_at(s->gen_fd, "bundle", err);
     int fd = bundle >= 0 ? openat(bundle, "config.json",
                                   O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600)
                          : -1;
@@ -601,12 +490,14 @@ static int write_config(sup *s, lz_error **err)
 
 static int do_start(sup *s, lz_error **err)
 {
-    if (mkdirat_mode(s->gen_fd, "runsc", 0700, err) < 0)
+    if (lz_mkdir_at(s->gen_fd, "runsc", 0700, err) < 0)
         return -1;
     /* SR-5: the network policy is in force before the sandbox exists. */
     if (lz_network_setup(s->sc->cfg, s->sc->generation_dir, s->gen_fd, &s->net, err) < 0)
         return -1;
-    if (mount_persistent(s, err) < 0 || write_config(s, err) < 0)
+    if (lz_state_anchor_mount(s->sc->cfg, s->sc->image->rootfs_label, s->gen_fd,
+                              s->sc->generation_dir, &s->anchor, err) < 0 ||
+        write_config(s, err) < 0)
         return -1;
     _cleanup_free_ char *bundle = join(s->sc->generation_dir, "bundle");
     _cleanup_free_ char *pidfile = join(s->sc->generation_dir, "sandbox.pid");
@@ -726,8 +617,7 @@ static void do_stop(sup *s)
         runsc_simple(s, del, "runsc-delete.err", NULL);
         s->started = false;
     }
-    for (size_t i = 0; i < s->n_persist; i++)
-        umount2(s->persist_mounts[i], MNT_DETACH);
+    lz_state_anchor_unmount(&s->anchor);
     lz_network_clear(&s->net);
 }
 
@@ -957,12 +847,12 @@ static int supervisor_main(spawn_ctx *c)
     s.runsc_globals[s.n_globals++] = lz_xasprintf("--root=%s", root);
     free(root);
     /* Rootless runsc cannot configure cgroups unless the user's cgroup is
-     * delegated and writable (PLATFORM.md): detect, don't assume. */
+     * delegated and writable (docs/platform.md "runsc as an unprivileged user"): detect, don't assume. */
     if (access("/sys/fs/cgroup", W_OK) != 0)
         s.runsc_globals[s.n_globals++] = lz_xstrdup("--ignore-cgroups");
     /* runsc's own network stack where this runsc can run it in a non-root
      * namespace; otherwise host networking — the "host" being the dedicated
-     * sandbox namespace behind the Network Sidecar (PLATFORM.md). */
+     * sandbox namespace behind the Network Sidecar (docs/platform.md "runsc releases", docs/network.md). */
     {
         lz_spawn_output out = { 0 };
         char *const argv[] = { (char *) "runsc", (char *) "--version", NULL };

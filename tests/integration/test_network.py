@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """The Network Sidecar with the real runsc (issue 6, item 5; SR-5, SR-6;
-src/supervisor/network.h).
+src/supervisor/sidecar.h).
 
 Every destination is on this machine: the `testnet` session fixture makes
 one network namespace of test hosts (tests/integration/netlab.py) with TCP

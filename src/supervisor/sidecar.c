@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#include "supervisor/network.h"
+#include "supervisor/sidecar.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -38,7 +38,7 @@
  * pair whose other end stays in the router), so that their packets reach
  * the forward chain and are rejected there at once: a route without an
  * interface (unreachable, prohibit) is answered by the kernel only after
- * about a second (PLATFORM.md), and the dummy driver is not always there. */
+ * about a second (docs/platform.md "Network"), and the dummy driver is not always there. */
 #define DENY_IF "lzdeny0"
 #define DENY_PEER "lzdeny1"
 

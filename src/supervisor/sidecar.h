@@ -31,8 +31,8 @@
  * addresses that appear later, and its end ends egress (docs/network.md,
  * "Never reachable").
  */
-#ifndef LAZARET_SUPERVISOR_NETWORK_H
-#define LAZARET_SUPERVISOR_NETWORK_H
+#ifndef LAZARET_SUPERVISOR_SIDECAR_H
+#define LAZARET_SUPERVISOR_SIDECAR_H
 
 #include <stdbool.h>
 #include <sys/types.h>
