@@ -22,7 +22,7 @@
 #include "coordinator/session.h"
 #include "coordinator/status.h"
 #include "fs/remove.h"
-#include "supervisor/network.h"
+#include "supervisor/sidecar.h"
 
 /* ---- the generation directory ------------------------------------------ */
 

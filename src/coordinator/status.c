@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "config/policy.h"
-#include "supervisor/network.h"
+#include "supervisor/sidecar.h"
 
 const char *generation_state_name(gen_state st)
 {
