@@ -57,48 +57,6 @@ static int remaining_ms(int64_t deadline)
 /* A pipe end that is one of 0, 1, 2 (possible when the caller runs with a
  * standard stream closed) would be clobbered by the child's own dup2 set-up;
  * move it to >= 3, keeping O_CLOEXEC. */
-static int move_above_stdio(int *fd)
-{
-    if (*fd > STDERR_FILENO)
-        return 0;
-    int nfd = fcntl(*fd, F_DUPFD_CLOEXEC, 3);
-    if (nfd < 0)
-        return -1;
-    close(*fd);
-    *fd = nfd;
-    return 0;
-}
-
-/* Wait for pid until deadline; on timeout kill it and reap it. Returns the
- * wait status, or -1 with errno (ETIMEDOUT after a kill). */
-static int reap(pid_t pid, int64_t deadline)
-{
-    long nap_us = 200;
-    for (;;) {
-        int status;
-        pid_t r = waitpid(pid, &status, deadline < 0 ? 0 : WNOHANG);
-        if (r == pid)
-            return status;
-        if (r < 0 && errno != EINTR)
-            return -1;
-        if (r == 0) {
-            if (remaining_ms(deadline) == 0) {
-                kill(pid, SIGKILL);
-                while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-                    ;
-                errno = ETIMEDOUT;
-                return -1;
-            }
-            /* The child closed its output and is usually exiting this very
-             * moment: poll briefly, backing off to 10 ms. */
-            struct timespec ts = { 0, nap_us * 1000 };
-            nanosleep(&ts, NULL);
-            if (nap_us < 10000)
-                nap_us *= 2;
-        }
-    }
-}
-
 int lz_spawn_capture(const char *path, char *const argv[], const lz_spawn_options *opt,
                      lz_spawn_output *ret_out, lz_error **err)
 {
@@ -111,88 +69,26 @@ int lz_spawn_capture(const char *path, char *const argv[], const lz_spawn_option
 
     size_t cap = opt->capture_max ? opt->capture_max : LZ_SPAWN_CAPTURE_DEFAULT;
     int timeout = opt->timeout_ms ? opt->timeout_ms : LZ_SPAWN_TIMEOUT_MS_DEFAULT;
-    char *const *envp = opt->envp ? opt->envp : lz_spawn_default_env;
 
-    int ret = -1;
     int fds[2] = { -EBADF, -EBADF };
-    _cleanup_close_ int rfd = -EBADF;
-    _cleanup_close_ int wfd = -EBADF;
-    _cleanup_free_ char *buf = NULL;
-    posix_spawn_file_actions_t fa;
-    posix_spawnattr_t attr;
-    bool fa_init = false, attr_init = false;
-    pid_t pid = -1;
-
     if (pipe2(fds, O_CLOEXEC) < 0)
         return lz_error_set(err, errno, "cannot create a pipe to run %s", path);
-    rfd = fds[0];
-    wfd = fds[1];
-    if (move_above_stdio(&rfd) < 0 || move_above_stdio(&wfd) < 0) {
-        lz_error_set(err, errno, "cannot set up the pipe to run %s", path);
-        goto out;
-    }
+    _cleanup_close_ int rfd = fds[0];
+    _cleanup_close_ int wfd = fds[1];
 
-    int r = posix_spawn_file_actions_init(&fa);
-    if (r != 0) {
-        lz_error_set(err, r, "cannot prepare to run %s", path);
-        goto out;
-    }
-    fa_init = true;
-    /* In the child: stdin from /dev/null, stdout (and stderr) to the pipe;
-     * dup2 clears O_CLOEXEC on the copies only. */
-    r = posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-    if (r == 0)
-        r = posix_spawn_file_actions_adddup2(&fa, wfd, STDOUT_FILENO);
-    if (r == 0) {
-        if (opt->merge_stderr)
-            r = posix_spawn_file_actions_adddup2(&fa, wfd, STDERR_FILENO);
-        else
-            r = posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
-    }
-#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 34))
-    /* Belt and braces: an fd some library opened without O_CLOEXEC must not
-     * reach the child either. */
-    if (r == 0)
-        r = posix_spawn_file_actions_addclosefrom_np(&fa, STDERR_FILENO + 1);
-#endif
-    if (r != 0) {
-        lz_error_set(err, r, "cannot prepare to run %s", path);
-        goto out;
-    }
-
-    r = posix_spawnattr_init(&attr);
-    if (r != 0) {
-        lz_error_set(err, r, "cannot prepare to run %s", path);
-        goto out;
-    }
-    attr_init = true;
-    sigset_t none, all;
-    sigemptyset(&none);
-    sigfillset(&all);
-    sigdelset(&all, SIGKILL);
-    sigdelset(&all, SIGSTOP);
-    r = posix_spawnattr_setsigmask(&attr, &none);
-    if (r == 0)
-        r = posix_spawnattr_setsigdefault(&attr, &all);
-    if (r == 0)
-        r = posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-    if (r != 0) {
-        lz_error_set(err, r, "cannot prepare to run %s", path);
-        goto out;
-    }
-
-    /* glibc's posix_spawn reports a failed exec (ENOENT, EACCES, ENOEXEC...)
-     * as its return value, so no child-to-parent error pipe is needed. */
-    r = posix_spawn(&pid, path, &fa, &attr, argv, envp);
-    if (r != 0) {
-        pid = -1;
-        lz_error_set(err, r, "cannot run %s", path);
-        goto out;
-    }
+    /* The one launcher (lz_spawn_start): stdin /dev/null, stdout (and
+     * stderr when merged, else /dev/null) to the pipe, nothing else open,
+     * PR_SET_PDEATHSIG: a probe or helper never outlives its caller. */
+    lz_spawn_fd hand[2] = { { wfd, STDOUT_FILENO }, { wfd, STDERR_FILENO } };
+    lz_spawn_async start = { .envp = opt->envp, .fds = hand, .n_fds = opt->merge_stderr ? 2 : 1 };
+    lz_child child = { 0 };
+    if (lz_spawn_start(path, argv, &start, &child, err) < 0)
+        return -1;
     lz_close(&wfd); /* only the child writes; EOF arrives when it is done */
 
+    int ret = -1;
     int64_t deadline = timeout < 0 ? -1 : now_ms() + timeout;
-    buf = lz_xmalloc(cap + 1);
+    _cleanup_free_ char *buf = lz_xmalloc(cap + 1);
     size_t len = 0;
     bool truncated = false;
     bool timed_out = false;
@@ -229,50 +125,37 @@ int lz_spawn_capture(const char *path, char *const argv[], const lz_spawn_option
         memcpy(buf + len, chunk, keep);
         len += keep;
     }
-
-    int status;
     if (timed_out) {
-        kill(pid, SIGKILL);
-        status = reap(pid, -1);
-        pid = -1;
         lz_error_set(err, ETIMEDOUT, "%s did not finish within %d ms and was stopped", path,
                      timeout);
         goto out;
     }
-    status = reap(pid, deadline);
-    pid = -1;
+    /* The child closed its output and is usually exiting this very moment. */
+    lz_error *werr = NULL;
+    int status = lz_child_wait(&child, timeout < 0 ? -1 : remaining_ms(deadline), &werr);
     if (status < 0) {
-        if (errno == ETIMEDOUT)
+        if (werr->errnum == ETIMEDOUT)
             lz_error_set(err, ETIMEDOUT, "%s did not finish within %d ms and was stopped", path,
                          timeout);
         else
-            lz_error_set(err, errno, "cannot wait for %s", path);
+            lz_error_set(err, werr->errnum, "cannot wait for %s", path);
+        lz_error_free(werr);
         goto out;
     }
-
     buf[len] = '\0';
     if (ret_out) {
         ret_out->data = TAKE_PTR(buf);
         ret_out->len = len;
         ret_out->truncated = truncated;
     }
-    if (WIFEXITED(status))
-        ret = WEXITSTATUS(status);
-    else if (WIFSIGNALED(status))
-        ret = 128 + WTERMSIG(status);
-    else
-        ret = 128; /* not reachable without WUNTRACED; keep the result a failure */
+    ret = status;
 
 out:
-    if (pid > 0) {
-        /* Error after a successful spawn: do not leave the child behind. */
-        kill(pid, SIGKILL);
-        reap(pid, -1);
+    if (child.pid > 0) {
+        /* Error or deadline after a successful start: leave nothing behind. */
+        lz_best_effort(lz_child_kill(&child, SIGKILL, NULL));
+        lz_best_effort(lz_child_wait(&child, -1, NULL));
     }
-    if (attr_init)
-        posix_spawnattr_destroy(&attr);
-    if (fa_init)
-        posix_spawn_file_actions_destroy(&fa);
     return ret;
 }
 

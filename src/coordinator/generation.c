@@ -232,7 +232,11 @@ static bool supervisor_message(coord *c)
     int r = lz_proto_recv(c->sup.sock, LZ_DIR_SUPERVISOR_TO_COORDINATOR, generation_proto_state(c),
                           &m, &err);
     if (r <= 0) {
-        supervisor_lost(c, r == 0 ? "its channel closed" : err->message);
+        char *why = r == 0 ? lz_xstrdup("its channel closed")
+                    : err->errnum == EPROTO ? lz_xasprintf("protocol violation: %s", err->message)
+                                            : lz_xstrdup(err->message);
+        supervisor_lost(c, why);
+        free(why);
         lz_error_free(err);
         return false;
     }
@@ -253,6 +257,12 @@ static void on_sup_sock(lz_loop *loop, lz_loop_source *src, int fd, short revent
     (void) loop, (void) src, (void) fd;
     if (revents & (POLLIN | POLLHUP | POLLERR))
         supervisor_message(data);
+}
+
+void generation_attach_supervisor(coord *c)
+{
+    c->sup_alive = true;
+    c->sup_src = lz_loop_add_fd(c->loop, c->sup.sock, POLLIN, on_sup_sock, c);
 }
 
 void generation_reap(coord *c)
@@ -326,8 +336,7 @@ void generation_start(coord *c)
         start_failed(c, err->message, err->hint);
         goto out;
     }
-    c->sup_alive = true;
-    c->sup_src = lz_loop_add_fd(c->loop, c->sup.sock, POLLIN, on_sup_sock, c);
+    generation_attach_supervisor(c);
     lz_process_identity sid;
     if (lz_process_identity_of(c->sup.init_pid, &sid, NULL) == 0)
         record_held(c, LZ_ROLE_SUPERVISOR, &sid);

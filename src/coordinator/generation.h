@@ -34,6 +34,12 @@ void start_failed(coord *c, const char *msg, const char *hint);
 /* Tear down and _exit(status). */
 void teardown_and_exit(coord *c, int status) __attribute__((noreturn));
 
+/* The supervisor runs (c->sup filled by lz_supervisor_spawn): watch its
+ * channel; every message is admitted by the protocol table in the
+ * generation's state and handled by supervisor_event_handlers. Also the
+ * fuzzers' way in. */
+void generation_attach_supervisor(coord *c);
+
 /* SIGCHLD: reap the supervisor's outer process when it has ended. */
 void generation_reap(coord *c);
 

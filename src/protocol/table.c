@@ -175,7 +175,7 @@ int lz_proto_recv(int sock, lz_proto_dir dir, unsigned state, lz_proto_msg *m, l
     m->len = (size_t) n;
     if (!lz_rbuf_init(&m->r, m->buf, m->len)) {
         lz_proto_msg_clear(m);
-        lz_error_set(err, EPROTO, "protocol violation: a message of %zu bytes has no type",
+        lz_error_set(err, EPROTO, "a message of %zu bytes has no type",
                      m->len);
         return -1;
     }
@@ -183,7 +183,7 @@ int lz_proto_recv(int sock, lz_proto_dir dir, unsigned state, lz_proto_msg *m, l
     m->entry = lz_proto_admit(dir, state, m->r.type, m->len, m->nfds, why, sizeof(why));
     if (!m->entry) {
         lz_proto_msg_clear(m);
-        lz_error_set(err, EPROTO, "protocol violation: %s", why);
+        lz_error_set(err, EPROTO, "%s", why);
         return -1;
     }
     return 1;

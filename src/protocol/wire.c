@@ -189,6 +189,14 @@ ssize_t lz_wire_recv(int sock, void *buf, int *fds, size_t max_fds, size_t *ret_
         return lz_error_set(err, EPROTO, "refusing a truncated control message or one with "
                                          "unexpected descriptors");
     }
+    if (n == 0) {
+        /* A zero-length SEQPACKET record reads as the peer's shutdown, but
+         * it can carry SCM_RIGHTS: close what came with it, or every
+         * connection could leave descriptors behind in the receiver. */
+        for (size_t i = 0; i < got; i++)
+            close(fds[i]);
+        got = 0;
+    }
     if (ret_n_fds)
         *ret_n_fds = got;
     return n;

@@ -760,7 +760,8 @@ static int supervisor_loop(sup *s)
         if (r <= 0) {
             /* The coordinator is gone, or broke the protocol: stop. */
             if (r < 0 && err->errnum == EPROTO)
-                fprintf(stderr, "lz-supervisor: %s; stopping the sandbox\n", err->message);
+                fprintf(stderr, "lz-supervisor: protocol violation: %s; stopping the sandbox\n",
+                        err->message);
             lz_error_free(err);
             break;
         }
