@@ -14,6 +14,8 @@
 
 #include <stdbool.h>
 
+#include "config/resolve.h"
+
 enum {
     LZ_EXIT_OK = 0,
     LZ_EXIT_FAILURE = 1,
@@ -49,6 +51,13 @@ extern const char lz_usage_doctor[];
 
 /* True when argv[1..] asks for help ("--help" or "-h" anywhere before "--"). */
 bool lz_cli_wants_help(int argc, char **argv);
+
+/* Load and resolve PROFILE of the configuration for the workspace (NULL:
+ * the current directory's), as every command that acts on a Domain does,
+ * with the production sandbox layout. Returns the configuration, or NULL
+ * after reporting the error on stderr. */
+lz_resolved_config *lz_cli_load_profile(const lz_global_options *g, const char *profile,
+                                        const char *workspace);
 
 /* Print "lazaret CMD: MESSAGE" and "Try 'lazaret CMD --help'." to stderr;
  * returns LZ_EXIT_USAGE. */

@@ -199,19 +199,10 @@ static int config_check(int argc, char **argv, const lz_global_options *g)
     if (workspace && !*workspace)
         return lz_cli_usage_error("config check", "option --workspace needs a non-empty DIR");
 
-    lz_error *err = NULL;
-    lz_resolved_config *cfg = NULL;
-    lz_load_request req = {
-        .config_path = g->config_path,
-        .profile = profile,
-        .workspace = workspace,
-        .layout = lz_sandbox_layout_production(),
-    };
-    if (lz_config_load(&req, &cfg, &err) < 0) {
-        lz_error_report(err, stderr);
-        lz_error_free(err);
+    lz_resolved_config *cfg = lz_cli_load_profile(g, profile, workspace);
+    if (!cfg)
         return LZ_EXIT_FAILURE;
-    }
+    lz_error *err = NULL;
     int status = LZ_EXIT_OK;
     errno = 0;
     int wrote = 0;

@@ -597,18 +597,9 @@ int lz_cmd_run(int argc, char **argv, const lz_global_options *g)
 
     signal(SIGPIPE, SIG_IGN);
     lz_error *err = NULL;
-    lz_resolved_config *cfg = NULL;
-    lz_load_request req = {
-        .config_path = g->config_path,
-        .profile = profile,
-        .workspace = workspace,
-        .layout = lz_sandbox_layout_production(),
-    };
-    if (lz_config_load(&req, &cfg, &err) < 0) {
-        lz_error_report(err, stderr);
-        lz_error_free(err);
+    lz_resolved_config *cfg = lz_cli_load_profile(g, profile, workspace);
+    if (!cfg)
         return LZ_EXIT_RUN_LAZARET_FAILED;
-    }
     /* A terminal on both ends makes an interactive session. */
     bool interactive = isatty(STDIN_FILENO) && isatty(STDOUT_FILENO);
     int status = LZ_EXIT_RUN_LAZARET_FAILED;

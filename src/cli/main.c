@@ -46,6 +46,25 @@ static void print_main_usage(FILE *out)
             "Run 'lazaret COMMAND --help' for a command's options.\n");
 }
 
+lz_resolved_config *lz_cli_load_profile(const lz_global_options *g, const char *profile,
+                                        const char *workspace)
+{
+    lz_error *err = NULL;
+    lz_resolved_config *cfg = NULL;
+    lz_load_request req = {
+        .config_path = g->config_path,
+        .profile = profile,
+        .workspace = workspace,
+        .layout = lz_sandbox_layout_production(),
+    };
+    if (lz_config_load(&req, &cfg, &err) < 0) {
+        lz_error_report(err, stderr);
+        lz_error_free(err);
+        return NULL;
+    }
+    return cfg;
+}
+
 bool lz_cli_wants_help(int argc, char **argv)
 {
     for (int i = 1; i < argc; i++) {

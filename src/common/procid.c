@@ -13,14 +13,9 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "common/syscalls.h"
 #include "common/util.h"
 
-#ifndef SYS_pidfd_open
-#define SYS_pidfd_open 434
-#endif
-#ifndef SYS_pidfd_send_signal
-#define SYS_pidfd_send_signal 424
-#endif
 
 static int read_small(const char *path, char *buf, size_t len)
 {

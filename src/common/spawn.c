@@ -18,17 +18,9 @@
 #include <unistd.h>
 
 #include "common/nodump.h"
+#include "common/syscalls.h"
 #include "common/util.h"
 
-#ifndef SYS_pidfd_open
-#define SYS_pidfd_open 434
-#endif
-#ifndef SYS_pidfd_send_signal
-#define SYS_pidfd_send_signal 424
-#endif
-#ifndef SYS_clone3
-#define SYS_clone3 435
-#endif
 
 char *const lz_spawn_default_env[] = {
     (char *) "PATH=" LZ_SPAWN_SYSTEM_PATH,

@@ -25,6 +25,7 @@
 #include "config/digest.h"
 #include "config/grammar.h"
 #include "config/source.h"
+#include "fs/executable.h"
 
 void lz_digest_hex(const uint8_t d[LZ_DIGEST_LEN], char buf[static 65])
 {
@@ -602,34 +603,13 @@ int lz_config_load(const lz_load_request *req, lz_resolved_config **ret, lz_erro
                             d->executable_pos.column, kp);
             goto out;
         }
-        const lz_identity *id = &rr->executable.target;
-        const char *problem = NULL;
-        _cleanup_free_ char *fix = NULL;
-        if (!S_ISREG(id->mode)) {
-            problem = "is not a regular file";
-            fix = lz_xstrdup("point executable at a regular program file");
-        } else if (id->nlink != 1) {
-            problem = "has more than one hard link";
-            fix = lz_xasprintf("v1 accepts only single-link executables (hardlinked package "
-                               "layouts are refused on purpose); use a copy: install -m 0755 '%s' "
-                               "~/bin/", canonical);
-        } else if (id->uid != 0 && id->uid != getuid()) {
-            problem = "is owned by another user";
-            fix = lz_xstrdup("use a program owned by root or by you");
-        } else if (id->mode & (S_IWGRP | S_IWOTH)) {
-            problem = "is writable by group or others";
-            fix = lz_xasprintf("chmod go-w '%s'", canonical);
-        } else {
-            _cleanup_close_ int fd = lz_plan_open(&rr->executable, O_PATH, true, err);
-            if (fd < 0) {
-                lz_error_prefix(err, "%s", kp);
-                goto out;
-            }
-            if (faccessat(fd, "", X_OK, AT_EMPTY_PATH | AT_EACCESS) < 0) {
-                problem = "is not executable by you";
-                fix = lz_xasprintf("chmod u+x '%s' (if you own it)", canonical);
-            }
+        _cleanup_close_ int xfd = lz_plan_open(&rr->executable, O_PATH, true, err);
+        if (xfd < 0) {
+            lz_error_prefix(err, "%s", kp);
+            goto out;
         }
+        _cleanup_free_ char *fix = NULL;
+        const char *problem = lz_executable_problem(xfd, &rr->executable.target, canonical, &fix);
         if (problem) {
             lz_error_set(err, 0, "%s:%u:%u: %s: %s %s", cfg->config_file.label,
                          d->executable_pos.line, d->executable_pos.column, kp, canonical, problem);

@@ -50,9 +50,9 @@
 
 /* The CLI's handler rows (client_handlers) are static in cmd_run.c, which
  * is not part of the internal library (src/cli builds the executable):
- * compile it into this test. It needs two functions of src/cli/main.c,
- * which holds main(); their copies below are the same code paths' usage
- * printers, never reached by these tests. */
+ * compile it into this test. It needs three functions of src/cli/main.c,
+ * which holds main(); the copies below fail the test if ever reached
+ * (argument parsing and configuration loading are not under test here). */
 #include "cli/cmd_run.c"
 
 bool lz_cli_wants_help(int argc, char **argv)
@@ -60,6 +60,14 @@ bool lz_cli_wants_help(int argc, char **argv)
     (void) argc, (void) argv;
     fail_msg("lz_cli_wants_help is not part of the protocol tests");
     return false;
+}
+
+lz_resolved_config *lz_cli_load_profile(const lz_global_options *g, const char *profile,
+                                        const char *workspace)
+{
+    (void) g, (void) profile, (void) workspace;
+    fail_msg("lz_cli_load_profile is not part of the protocol tests");
+    return NULL;
 }
 
 int lz_cli_usage_error(const char *cmd, const char *fmt, ...)

@@ -1,0 +1,144 @@
+/* SPDX-License-Identifier: Apache-2.0
+ *
+ * The Escalation Mailbox's records (spec 3.8; docs/escalation.md): the only
+ * bytes that travel between the sandbox's `lazaret-escalate` and the
+ * coordinator. Each record is one regular file, written whole under a
+ * temporary name and renamed into place (atomic), encoded with wire.h:
+ *
+ *   record := u16 type || u32 magic "LZMB" || u32 version (1) || fields
+ *
+ * Sandbox -> host, in the generation's inbox (sandbox-writable, so every
+ * record is untrusted input: bounded, strict decoders, fuzzed by
+ * tests/fuzz/fuzz_mailbox.c):
+ *
+ *   REQUEST   capability, request id, cwd, argv, justification
+ *   CANCEL    capability, request id
+ *   ACK       capability, request id, chunks consumed
+ *
+ * Host -> sandbox, in the generation's outbox (read-only inside), one
+ * directory per request id:
+ *
+ *   CHUNK     request id, sequence number, stream, bytes
+ *   RESULT    request id, outcome, exit status, number of chunks, message
+ *
+ * Identifiers are 32 lowercase hex digits (128 random bits): the
+ * capability names the Client Session whose command asks (one per runsc
+ * exec, SessionRequestCapability), the request id is chosen at random by
+ * the client and never accepted twice in a generation (replay).
+ *
+ * Pure codecs: no I/O, no allocation beyond what a decoded record owns.
+ * libc only (this directory builds for the static guest binaries too).
+ */
+#ifndef LAZARET_PROTOCOL_MAILBOX_H
+#define LAZARET_PROTOCOL_MAILBOX_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "protocol/wire.h"
+
+#define LZ_MBX_MAGIC 0x4c5a4d42u /* "LZMB" */
+#define LZ_MBX_VERSION 1u
+
+enum {
+    LZ_MBX_REQUEST = 200,
+    LZ_MBX_CANCEL = 201,
+    LZ_MBX_ACK = 202,
+    LZ_MBX_CHUNK = 210,
+    LZ_MBX_RESULT = 211,
+};
+
+/* Bounds of the untrusted fields. */
+#define LZ_MBX_ID_LEN 32          /* hex digits of a capability or request id */
+#define LZ_MBX_MAX_ARGS 256
+#define LZ_MBX_MAX_ARG 4096       /* bytes of one argument */
+#define LZ_MBX_MAX_ARGV_BYTES 32768 /* the arguments' bytes together, NULs not counted */
+#define LZ_MBX_MAX_CWD 4096
+#define LZ_MBX_MAX_WHY 1024
+#define LZ_MBX_MAX_CHUNK 16384
+#define LZ_MBX_MAX_MESSAGE 1024
+/* Largest record file either side reads (a REQUEST at its bounds fits). */
+#define LZ_MBX_MAX_RECORD 65536
+
+/* EscalationOutcome: every request ends in exactly one. */
+typedef enum lz_mbx_outcome {
+    LZ_MBX_COMPLETED = 1,  /* the host command ran; exit status is its own */
+    LZ_MBX_DENIED = 2,     /* the developer, or an escalation-disabled profile, said no */
+    LZ_MBX_TIMED_OUT = 3,  /* nobody decided in time */
+    LZ_MBX_CANCELLED = 4,  /* the client, its session or the Domain ended it */
+    LZ_MBX_FAILED = 5,     /* refused or could not run (message says why) */
+} lz_mbx_outcome;
+
+/* ResultStream */
+enum { LZ_MBX_STDOUT = 1, LZ_MBX_STDERR = 2 };
+
+typedef struct lz_mbx_request {
+    char capability[LZ_MBX_ID_LEN + 1];
+    char request_id[LZ_MBX_ID_LEN + 1];
+    char *cwd;         /* absolute sandbox path, normalized */
+    char **argv;       /* NULL-terminated, argc >= 1, argv[0] absolute */
+    size_t argc;
+    char *why;         /* the agent's justification, "" when none */
+} lz_mbx_request;
+
+/* CANCEL and ACK (acked: chunks the client consumed; 0 for CANCEL). */
+typedef struct lz_mbx_control {
+    char capability[LZ_MBX_ID_LEN + 1];
+    char request_id[LZ_MBX_ID_LEN + 1];
+    uint32_t acked;
+} lz_mbx_control;
+
+typedef struct lz_mbx_chunk {
+    char request_id[LZ_MBX_ID_LEN + 1];
+    uint32_t seq;      /* 0, 1, 2, … per request */
+    uint32_t stream;   /* LZ_MBX_STDOUT or LZ_MBX_STDERR */
+    const uint8_t *data; /* points into the decoded buffer */
+    size_t len;
+} lz_mbx_chunk;
+
+typedef struct lz_mbx_result {
+    char request_id[LZ_MBX_ID_LEN + 1];
+    uint32_t outcome;  /* lz_mbx_outcome */
+    uint32_t status;   /* COMPLETED: 0..255 exit code, or 128+N for signal N */
+    uint32_t n_chunks; /* chunks written before the result */
+    char *message;     /* what happened, for the client's stderr; "" when none */
+} lz_mbx_result;
+
+/* True for 32 lowercase hex digits. */
+bool lz_mbx_id_ok(const char *id);
+
+/* Why a request may not be sent or accepted: NULL when its ids, argv, cwd
+ * and justification are acceptable, else a static reason. Both ids as
+ * lz_mbx_id_ok; argv[0] must be an absolute path (no PATH lookup
+ * anywhere), argv non-empty, every element UTF-8 and within bounds; cwd
+ * UTF-8, absolute and normalized; why (NULL is "") UTF-8 within
+ * LZ_MBX_MAX_WHY. A shell command string is not a
+ * form the request language has: a relative argv[0] is CommandRequiresShell
+ * territory and refused here. */
+const char *lz_mbx_request_problem(const lz_mbx_request *m);
+
+/* Encoders (b is reset). The request is checked by the caller with
+ * lz_mbx_request_problem first. */
+void lz_mbx_request_encode(lz_wbuf *b, const lz_mbx_request *m);
+void lz_mbx_control_encode(lz_wbuf *b, uint16_t type, const lz_mbx_control *m);
+void lz_mbx_chunk_encode(lz_wbuf *b, const lz_mbx_chunk *m);
+void lz_mbx_result_encode(lz_wbuf *b, const lz_mbx_result *m);
+
+/* Decoders of a whole record of len bytes. On success the record is
+ * filled (what it owns: free with the matching _clear); on failure it is
+ * zeroed and false returned. A decoder accepts exactly what its encoder
+ * writes, within the bounds above, and lz_mbx_request_problem() == NULL
+ * for a request. */
+bool lz_mbx_request_decode(const uint8_t *data, size_t len, lz_mbx_request *m);
+void lz_mbx_request_clear(lz_mbx_request *m);
+bool lz_mbx_control_decode(const uint8_t *data, size_t len, uint16_t type, lz_mbx_control *m);
+bool lz_mbx_chunk_decode(const uint8_t *data, size_t len, lz_mbx_chunk *m);
+bool lz_mbx_result_decode(const uint8_t *data, size_t len, lz_mbx_result *m);
+void lz_mbx_result_clear(lz_mbx_result *m);
+
+/* The type of a record (0 when it has none, an unknown one, a wrong
+ * magic/version, or len > LZ_MBX_MAX_RECORD). Only the header is read. */
+uint16_t lz_mbx_record_type(const uint8_t *data, size_t len);
+
+#endif
