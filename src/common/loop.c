@@ -12,6 +12,7 @@ struct lz_loop_source {
     lz_loop *loop;
     bool is_timer;
     bool dead;          /* removed: never called again, freed after the round */
+    bool paused;        /* not polled until resumed */
     int fd;
     short events;
     int64_t due_ms;     /* timers */
@@ -85,6 +86,12 @@ void lz_loop_set_events(lz_loop_source *src, short events)
         src->events = events;
 }
 
+void lz_loop_set_paused(lz_loop_source *src, bool paused)
+{
+    if (src && !src->dead)
+        src->paused = paused;
+}
+
 lz_loop_source *lz_loop_add_timer(lz_loop *loop, int64_t after_ms, lz_loop_timer_fn fn,
                                   void *data)
 {
@@ -150,6 +157,8 @@ int lz_loop_run_once(lz_loop *loop, int max_wait_ms)
                 wait = left;
             continue;
         }
+        if (s->paused)
+            continue;
         loop->pfd[np] = (struct pollfd) { .fd = s->fd, .events = s->events };
         loop->pfd_src[np++] = i;
     }

@@ -17,8 +17,9 @@
  *    with lz_loop_timer_set(). Time is CLOCK_MONOTONIC in milliseconds.
  *  - The loop never owns or closes a descriptor: removing a source is the
  *    caller's business before it closes the fd.
- *  - events 0 keeps the source registered without polling it (a paused
- *    relay, say); POLLHUP/POLLERR are still reported then.
+ *  - events 0 still reports POLLHUP/POLLERR (poll always does); a paused
+ *    source (lz_loop_set_paused) is not polled at all, so a hung-up
+ *    descriptor whose reader must wait does not spin the loop.
  */
 #ifndef LAZARET_COMMON_LOOP_H
 #define LAZARET_COMMON_LOOP_H
@@ -42,6 +43,7 @@ void lz_loop_free(lz_loop *loop);
  * failure aborts, as every lz_x* allocation does). */
 lz_loop_source *lz_loop_add_fd(lz_loop *loop, int fd, short events, lz_loop_fd_fn fn, void *data);
 void lz_loop_set_events(lz_loop_source *src, short events);
+void lz_loop_set_paused(lz_loop_source *src, bool paused);
 
 /* A one-shot timer firing after_ms (>= 0) from now. */
 lz_loop_source *lz_loop_add_timer(lz_loop *loop, int64_t after_ms, lz_loop_timer_fn fn,

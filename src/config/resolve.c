@@ -730,3 +730,26 @@ out:
     inputs_clear(&in);
     return r;
 }
+
+size_t lz_resolved_config_fds(const lz_resolved_config *cfg, int *out, size_t max)
+{
+    const lz_path_plan *plans[] = {
+        &cfg->config_file, &cfg->workspace, &cfg->storage_root, &cfg->runtime_root,
+        &cfg->profile_dir, &cfg->storage_domain_root, &cfg->runtime_domain_root,
+    };
+    size_t n = 0;
+#define KEEP(fd)              \
+    do {                      \
+        if (n < max)          \
+            out[n] = (fd);    \
+        n++;                  \
+    } while (0)
+    for (size_t i = 0; i < sizeof(plans) / sizeof(plans[0]); i++)
+        KEEP(plans[i]->ancestor_fd);
+    for (size_t i = 0; i < cfg->n_volumes; i++)
+        KEEP(cfg->volumes[i].source.ancestor_fd);
+    for (size_t i = 0; i < cfg->n_rules; i++)
+        KEEP(cfg->rules[i].executable.ancestor_fd);
+#undef KEEP
+    return n;
+}

@@ -66,6 +66,11 @@ typedef struct lz_resolved_config {
     uint8_t fingerprint[LZ_DIGEST_LEN];
 } lz_resolved_config;
 
+/* The retained directory descriptors of cfg's plans (roots, volumes, rule
+ * executables): what a fork that drops everything else must keep.
+ * Returns how many there are; stores at most max of them in out. */
+size_t lz_resolved_config_fds(const lz_resolved_config *cfg, int *out, size_t max);
+
 typedef struct lz_load_request {
     const char *config_path;      /* --config FILE, or NULL for the XDG default */
     const char *profile;          /* required, exact name */

@@ -174,6 +174,27 @@ static int start_coordinator(const lz_resolved_config *cfg, int dirfd, int lock_
         signal(SIGQUIT, SIG_DFL);
         /* Not ours to keep: the bootstrap lock belongs to the CLI. */
         close(bootstrap_fd);
+        /* Nor anything else the CLI was given without O_CLOEXEC (a build
+         * tool's pipe, say): the coordinator outlives this CLI and would
+         * hold it for the Domain's lifetime. Kept: stdio (/dev/null), the
+         * Domain lock, the listening socket, the runtime directory and the
+         * configuration's and image's retained directories. */
+        {
+            size_t n_cfg = lz_resolved_config_fds(cfg, NULL, 0);
+            int *keep = lz_xcalloc(7 + n_cfg, sizeof(int));
+            size_t n = 0;
+            keep[n++] = 0;
+            keep[n++] = 1;
+            keep[n++] = 2;
+            keep[n++] = lock_fd;
+            keep[n++] = listen_fd;
+            keep[n++] = dirfd;
+            keep[n++] = image.bundle.ancestor_fd;
+            n += lz_resolved_config_fds(cfg, keep + n, n_cfg);
+            if (lz_close_fds_except(keep, n) < 0)
+                _exit(1);
+            free(keep);
+        }
         /* The Domain Store is opened here, in the process that uses it: an
          * SQLite connection must never cross a fork (the parent closing its
          * copy would checkpoint and delete the WAL under the child). */

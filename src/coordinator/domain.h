@@ -42,6 +42,13 @@
 /* After an interactive command ends, output still in the PTY is forwarded
  * for at most this long (a background process may keep the slave open). */
 #define DRAIN_MS 1000
+/* What a session's client may leave unread before it is dropped: the
+ * coordinator never waits on one client (docs/coordinator.md, "Sending"). */
+#define SESSION_QUEUE_MAX_BYTES ((size_t) 1 << 20)
+/* A connection must have sent HELLO and RUN within this long. */
+#define HANDSHAKE_TIMEOUT_MS 30000
+/* How long an EXIT the client has not taken yet keeps the slot. */
+#define EXIT_LINGER_MS 5000
 
 typedef enum session_state {
     S_FREE = 0,
@@ -52,6 +59,13 @@ typedef enum session_state {
 } session_state;
 
 typedef struct coord coord;
+
+/* A message a session's client could not take yet (its socket is full). */
+typedef struct queued_msg {
+    struct queued_msg *next;
+    size_t len;
+    uint8_t data[];
+} queued_msg;
 
 typedef struct session {
     coord *c;
@@ -69,7 +83,11 @@ typedef struct session {
      * is the guest side of the session's runsc exec. */
     int master;                /* -1 when none or drained */
     lz_loop_source *master_src;
-    lz_wbuf *out_pending;      /* an OUTPUT the client could not take yet */
+    queued_msg *q_head, *q_tail; /* messages waiting for the client, in order */
+    size_t q_bytes;
+    lz_loop_source *handshake_timer; /* until RUN is accepted */
+    lz_loop_source *close_timer;     /* close on the next round (client dropped) */
+    bool exit_sent;            /* EXIT queued: close once it is sent (or on linger) */
     char in_pending[LZ_MSG_MAX_DATA];
     size_t in_pending_len;     /* typed bytes the PTY could not take yet */
     bool exited;               /* the command ended; EXIT follows the drain */

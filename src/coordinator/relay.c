@@ -39,21 +39,17 @@ static void pty_output(coord *c, session *s)
         session_finish_if_done(c, s);
         return;
     }
-    if (s->sock < 0)
+    if (s->sock < 0) {
+        explicit_bzero(data, (size_t) n);
         return; /* nobody to show it to */
-    lz_wbuf *b = lz_xmalloc(sizeof(*b));
-    lz_msg_data_encode(b, LZ_MSG_OUTPUT, data, (size_t) n);
-    lz_error *err = NULL;
-    int r = lz_wire_try_send(s->sock, b, &err);
-    if (r == 1)
-        s->out_pending = b;
-    else
-        free(b);
-    if (r < 0) {
-        log_error(c, "session output", err);
-        lz_error_free(err);
-        session_orphan(c, s);
     }
+    static lz_wbuf b;
+    lz_msg_data_encode(&b, LZ_MSG_OUTPUT, data, (size_t) n);
+    /* Queued if the client cannot take it now; the master is then not
+     * read until the queue is empty (relay_update_events). */
+    session_send(c, s, &b);
+    explicit_bzero(b.data, b.len);
+    explicit_bzero(data, (size_t) n);
 }
 
 static void on_master(lz_loop *loop, lz_loop_source *src, int fd, short revents, void *data)
@@ -62,7 +58,7 @@ static void on_master(lz_loop *loop, lz_loop_source *src, int fd, short revents,
     session *s = data;
     if (revents & POLLOUT)
         pty_input(s);
-    if (s->master >= 0 && (revents & (POLLIN | POLLHUP | POLLERR)) && !s->out_pending)
+    if (s->master >= 0 && (revents & (POLLIN | POLLHUP | POLLERR)) && !s->q_head)
         pty_output(s->c, s);
 }
 
@@ -104,15 +100,18 @@ void relay_update_events(session *s)
     /* While typed bytes wait for the PTY, read no more input. */
     if (s->in_pending_len == 0)
         ev |= POLLIN;
-    if (s->out_pending)
+    if (s->q_head)
         ev |= POLLOUT;
     lz_loop_set_events(s->sock_src, ev);
     ev = 0;
-    if (!s->out_pending)
-        ev |= POLLIN;
     if (s->in_pending_len)
         ev |= POLLOUT;
+    if (!s->q_head)
+        ev |= POLLIN;
     lz_loop_set_events(s->master_src, ev);
+    /* While output waits for the client, the master is not even polled: a
+     * hung-up PTY reports POLLHUP whatever it is asked, and would spin. */
+    lz_loop_set_paused(s->master_src, s->q_head != NULL);
 }
 
 bool relay_input(session *s, const uint8_t *p, size_t n)
@@ -132,23 +131,6 @@ void relay_resize(session *s, uint32_t rows, uint32_t cols)
     struct winsize ws = { .ws_row = (unsigned short) rows, .ws_col = (unsigned short) cols };
     if (s->master >= 0)
         ioctl(s->master, TIOCSWINSZ, &ws); /* the guest gets SIGWINCH */
-}
-
-void relay_flush_output(coord *c, session *s)
-{
-    lz_error *err = NULL;
-    int r = lz_wire_try_send(s->sock, s->out_pending, &err);
-    if (r < 0)
-        log_error(c, "session output", err);
-    lz_error_free(err);
-    if (r == 1)
-        return;
-    free(s->out_pending);
-    s->out_pending = NULL;
-    if (r < 0)
-        session_orphan(c, s);
-    else
-        session_finish_if_done(c, s);
 }
 
 void relay_close(session *s)

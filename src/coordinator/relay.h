@@ -7,7 +7,8 @@
  * CLI's INPUT and RESIZE go to it.
  *
  * Flow control, both ways: an OUTPUT the client's socket cannot take now is
- * kept (out_pending) and the master is not read until it is sent; typed
+ * queued (session_send) and the master is not read until the queue is
+ * empty; typed
  * bytes the PTY cannot take now are kept (in_pending) and the socket is not
  * read until they are written. relay_update_events() turns that into the
  * loop sources' events.
@@ -33,9 +34,6 @@ void relay_update_events(session *s);
  * client that ignores flow control). */
 bool relay_input(session *s, const uint8_t *p, size_t n);
 void relay_resize(session *s, uint32_t rows, uint32_t cols);
-
-/* The client's socket can take more: send the pending OUTPUT. */
-void relay_flush_output(coord *c, session *s);
 
 /* Stop relaying: close the master and drop the pending output. */
 void relay_close(session *s);

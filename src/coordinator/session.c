@@ -53,7 +53,20 @@ void send_refused(int sock, uint32_t code, const char *msg, const char *hint)
     lz_wbuf b;
     lz_msg_refused m = { code, (char *) msg, (char *) hint };
     lz_msg_refused_encode(&b, LZ_MSG_REFUSED, &m);
-    lz_wire_post(sock, &b);
+    /* The connection ends right after: a client whose socket is full does
+     * not get the reason, rather than the coordinator waiting for it. */
+    lz_best_effort(lz_wire_try_send(sock, &b, NULL));
+}
+
+static void queue_free(session *s)
+{
+    for (queued_msg *q = s->q_head, *n; q; q = n) {
+        n = q->next;
+        explicit_bzero(q->data, q->len); /* session output: docs/runtime.md "Secrets" */
+        free(q);
+    }
+    s->q_head = s->q_tail = NULL;
+    s->q_bytes = 0;
 }
 
 static void drop_socket(session *s)
@@ -76,7 +89,9 @@ void session_close(coord *c, session *s)
     relay_close(s);
     lz_loop_remove(s->orphan_timer);
     lz_loop_remove(s->drain_timer);
-    free(s->out_pending);
+    lz_loop_remove(s->handshake_timer);
+    lz_loop_remove(s->close_timer);
+    queue_free(s);
     lz_msg_run_clear(&s->run);
     if (s->id[0])
         record_session_end(c, s->id, s->state == S_RUNNING ? "ended" : "refused", -1);
@@ -91,6 +106,91 @@ void refuse_and_close(coord *c, session *s, uint32_t code, const char *msg, cons
     if (s->sock >= 0)
         send_refused(s->sock, code, msg, hint);
     session_close(c, s);
+}
+
+/* ---- sending: never wait on a client ----------------------------------- */
+
+static void close_later(lz_loop *loop, lz_loop_source *src, void *data)
+{
+    (void) loop, (void) src;
+    session *s = data;
+    s->close_timer = NULL; /* one-shot: the loop drops it */
+    session_close(s->c, s);
+}
+
+/* The client takes too little of what it is sent: let it go. A running
+ * command is hung up as if the client had left; any other session is
+ * closed on the next round (the caller may still be using the slot). */
+static void drop_client(coord *c, session *s, const char *why)
+{
+    clog_(c, "session #%u: %s; dropping its client", s->no, why);
+    if (s->state == S_RUNNING) {
+        session_orphan(c, s);
+        return;
+    }
+    drop_socket(s);
+    queue_free(s);
+    if (!s->close_timer)
+        s->close_timer = lz_loop_add_timer(c->loop, 0, close_later, s);
+}
+
+void session_send(coord *c, session *s, const lz_wbuf *b)
+{
+    if (s->sock < 0)
+        return;
+    if (!s->q_head) {
+        lz_error *err = NULL;
+        int r = lz_wire_try_send(s->sock, b, &err);
+        if (r == 0)
+            return;
+        if (r < 0) {
+            log_error(c, "session message", err);
+            lz_error_free(err);
+            drop_client(c, s, "its connection failed");
+            return;
+        }
+    }
+    if (s->q_bytes + b->len > SESSION_QUEUE_MAX_BYTES) {
+        drop_client(c, s, "its client has not read 1 MiB of messages");
+        return;
+    }
+    queued_msg *q = lz_xmalloc(sizeof(*q) + b->len);
+    q->next = NULL;
+    q->len = b->len;
+    memcpy(q->data, b->data, b->len);
+    if (s->q_tail)
+        s->q_tail->next = q;
+    else
+        s->q_head = q;
+    s->q_tail = q;
+    s->q_bytes += b->len;
+}
+
+void session_flush(coord *c, session *s)
+{
+    while (s->q_head && s->sock >= 0) {
+        queued_msg *q = s->q_head;
+        ssize_t r = send(s->sock, q->data, q->len, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return;
+        if (r < 0) {
+            drop_client(c, s, "its connection failed");
+            return;
+        }
+        s->q_head = q->next;
+        if (!s->q_head)
+            s->q_tail = NULL;
+        s->q_bytes -= q->len;
+        explicit_bzero(q->data, q->len);
+        free(q);
+    }
+    if (s->exit_sent && !s->q_head) {
+        session_close(c, s); /* EXIT delivered */
+        return;
+    }
+    session_finish_if_done(c, s);
 }
 
 /* A normalized relative path (no "", ".", ".." components) or "". */
@@ -121,8 +221,11 @@ void session_exec(coord *c, session *s)
                                   c->git.start_report);
         lz_wbuf b;
         lz_msg_text_encode(&b, LZ_MSG_PROGRESS, line);
-        lz_wire_post(s->sock, &b);
+        session_send(c, s, &b);
         free(line);
+        if (s->sock < 0) { /* dropped: closed on the next round */
+            return;
+        }
     }
     char *cwd = s->run.cwd[0] ? lz_xasprintf("/workspace/%s", s->run.cwd)
                               : lz_xstrdup("/workspace");
@@ -163,7 +266,7 @@ void session_exec(coord *c, session *s)
         }
         s->state = S_RUNNING;
         lz_msg_started_encode(&b, s->id);
-        lz_wire_post(s->sock, &b);
+        session_send(c, s, &b);
         clog_(c, "session %s (#%u) started%s", s->id, s->no,
               s->run.interactive ? " with a terminal" : "");
         publish_status(c);
@@ -199,8 +302,7 @@ static void orphan_grace_over(lz_loop *loop, lz_loop_source *src, void *data)
 void session_orphan(coord *c, session *s)
 {
     drop_socket(s);
-    free(s->out_pending);
-    s->out_pending = NULL;
+    queue_free(s);
     if (s->state != S_RUNNING || s->orphan_timer || s->killed)
         return;
     s->orphan_timer = lz_loop_add_timer(c->loop, ORPHAN_GRACE_MS, orphan_grace_over, s);
@@ -218,12 +320,22 @@ static void drain_over(lz_loop *loop, lz_loop_source *src, void *data)
 
 void session_finish_if_done(coord *c, session *s)
 {
-    if (s->state != S_RUNNING || !s->exited || s->out_pending || s->master >= 0)
+    if (s->state != S_RUNNING || !s->exited || s->q_head || s->master >= 0 || s->exit_sent)
         return;
     if (s->sock >= 0) {
         lz_wbuf b;
         lz_msg_pair_encode(&b, LZ_MSG_EXIT, s->exit_outcome, s->exit_code);
-        lz_wire_post(s->sock, &b);
+        session_send(c, s, &b);
+        if (s->q_head) {
+            /* The client has not taken it yet: keep the slot a while. */
+            s->exit_sent = true;
+            s->close_timer = lz_loop_add_timer(c->loop, EXIT_LINGER_MS, close_later, s);
+            record_session_end(c, s->id, s->exit_outcome ? "terminated" : "exited",
+                               (int) s->exit_code);
+            s->id[0] = '\0';
+            git_audit(c, "session end", false);
+            return;
+        }
     }
     record_session_end(c, s->id, s->exit_outcome ? "terminated" : "exited", (int) s->exit_code);
     s->id[0] = '\0';
@@ -316,6 +428,8 @@ static int on_run(void *ctx, lz_proto_msg *pm)
         memset(rnd, 0, sizeof(rnd));
     for (int i = 0; i < 16; i++)
         snprintf(s->id + 2 * i, 3, "%02x", rnd[i]);
+    lz_loop_remove(s->handshake_timer);
+    s->handshake_timer = NULL;
     record_session_begin(c, s);
     if (c->state == G_RUNNING) {
         session_exec(c, s);
@@ -386,6 +500,10 @@ static void session_message(coord *c, session *s)
     static lz_proto_msg m;
     lz_error *err = NULL;
     int r = lz_proto_recv(s->sock, LZ_DIR_CLI_TO_COORDINATOR, session_proto_state(s), &m, &err);
+    if (r < 0 && (err->errnum == EAGAIN || err->errnum == EWOULDBLOCK)) {
+        lz_error_free(err); /* a spurious wake-up of the non-blocking socket */
+        return;
+    }
     if (r < 0 && err->errnum == EPROTO) {
         session_violation(c, s, err->message);
         lz_error_free(err);
@@ -417,15 +535,17 @@ static void on_session_sock(lz_loop *loop, lz_loop_source *src, int fd, short re
     (void) loop, (void) src, (void) fd;
     session *s = data;
     coord *c = s->c;
-    if ((revents & POLLOUT) && s->out_pending)
-        relay_flush_output(c, s);
+    if ((revents & POLLOUT) && s->q_head)
+        session_flush(c, s);
     if (s->state != S_FREE && s->sock >= 0 && (revents & (POLLIN | POLLHUP | POLLERR)))
         session_message(c, s);
 }
 
 void session_accept(coord *c)
 {
-    int fd = accept4(c->a->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+    /* Non-blocking: a client that stops reading cannot stall the
+     * coordinator (session_send queues, then drops it). */
+    int fd = accept4(c->a->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (fd < 0)
         return;
     struct ucred cred;
@@ -449,6 +569,21 @@ void session_accept(coord *c)
     }
 }
 
+/* HELLO and RUN did not arrive in time: a slot is not held by a
+ * connection that does nothing. */
+static void handshake_over(lz_loop *loop, lz_loop_source *src, void *data)
+{
+    (void) loop, (void) src;
+    session *s = data;
+    s->handshake_timer = NULL;
+    if (s->state != S_HELLO && s->state != S_RUN)
+        return;
+    clog_(s->c, "session #%u: no HELLO and RUN within %d s; ending its connection", s->no,
+          HANDSHAKE_TIMEOUT_MS / 1000);
+    refuse_and_close(s->c, s, LZ_REFUSE_PROTOCOL, "protocol error: no HELLO and RUN in time",
+                     "use the same Lazaret version for every terminal of a Domain");
+}
+
 session *session_attach(coord *c, int fd, pid_t cli_pid)
 {
     for (size_t i = 0; i < MAX_SESSIONS; i++) {
@@ -461,6 +596,7 @@ session *session_attach(coord *c, int fd, pid_t cli_pid)
         s->sock_src = lz_loop_add_fd(c->loop, fd, POLLIN, on_session_sock, s);
         s->no = ++c->next_no;
         s->cli_pid = cli_pid;
+        s->handshake_timer = lz_loop_add_timer(c->loop, HANDSHAKE_TIMEOUT_MS, handshake_over, s);
         c->n_active++;
         c->n_ever++;
         return s;
@@ -482,5 +618,5 @@ void tell_sessions(coord *c, const char *line)
     lz_msg_text_encode(&b, LZ_MSG_PROGRESS, line);
     for (size_t i = 0; i < MAX_SESSIONS; i++)
         if (c->sessions[i].state != S_FREE && c->sessions[i].sock >= 0)
-            lz_wire_post(c->sessions[i].sock, &b);
+            session_send(c, &c->sessions[i], &b);
 }

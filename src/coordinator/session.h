@@ -56,6 +56,15 @@ void session_close(coord *c, session *s);
 void refuse_and_close(coord *c, session *s, uint32_t code, const char *msg, const char *hint);
 void send_refused(int sock, uint32_t code, const char *msg, const char *hint);
 
+/* Send b to the session's client without ever waiting: what its socket
+ * cannot take now is queued (in order); a client with more than
+ * SESSION_QUEUE_MAX_BYTES unread, or whose connection failed, is dropped
+ * (a running command is hung up; any other session closes on the next
+ * round, so the slot stays valid for the caller). */
+void session_send(coord *c, session *s, const lz_wbuf *b);
+/* The client's socket can take more: send what is queued. */
+void session_flush(coord *c, session *s);
+
 /* The running session with number no, or NULL. */
 session *session_by_no(coord *c, uint32_t no);
 

@@ -884,24 +884,16 @@ static int supervisor_main(spawn_ctx *c)
 static int drop_inherited_fds(const spawn_ctx *c)
 {
     const lz_resolved_config *cfg = c->sc->cfg;
-    size_t n = 0, max = 16 + cfg->n_volumes + cfg->n_rules;
-    int *keep = lz_xcalloc(max, sizeof(int));
+    size_t n_cfg = lz_resolved_config_fds(cfg, NULL, 0);
+    int *keep = lz_xcalloc(6 + n_cfg, sizeof(int));
+    size_t n = 0;
     keep[n++] = STDIN_FILENO;
     keep[n++] = STDOUT_FILENO;
     keep[n++] = STDERR_FILENO;
     keep[n++] = c->sock;
     keep[n++] = c->pid_pipe;
-    const lz_path_plan *plans[] = {
-        &cfg->config_file, &cfg->workspace, &cfg->storage_root, &cfg->runtime_root,
-        &cfg->profile_dir, &cfg->storage_domain_root, &cfg->runtime_domain_root,
-        &c->sc->image->bundle,
-    };
-    for (size_t i = 0; i < sizeof(plans) / sizeof(plans[0]); i++)
-        keep[n++] = plans[i]->ancestor_fd;
-    for (size_t i = 0; i < cfg->n_volumes; i++)
-        keep[n++] = cfg->volumes[i].source.ancestor_fd;
-    for (size_t i = 0; i < cfg->n_rules; i++)
-        keep[n++] = cfg->rules[i].executable.ancestor_fd;
+    keep[n++] = c->sc->image->bundle.ancestor_fd;
+    n += lz_resolved_config_fds(cfg, keep + n, n_cfg);
     int r = lz_close_fds_except(keep, n);
     free(keep);
     return r;

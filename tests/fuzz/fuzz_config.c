@@ -30,14 +30,8 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-#define CHECK(cond)                                                                      \
-    do {                                                                                 \
-        if (!(cond)) {                                                                   \
-            fprintf(stderr, "fuzz_config: invariant violated at %s:%d: %s\n", __FILE__, \
-                    __LINE__, #cond);                                                    \
-            abort();                                                                     \
-        }                                                                                \
-    } while (0)
+#define FUZZ_NAME "fuzz_config"
+#include "fuzz_check.h"
 
 static FILE *sink(void)
 {

@@ -78,14 +78,8 @@
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-#define CHECK(cond)                                                                        \
-    do {                                                                                   \
-        if (!(cond)) {                                                                     \
-            fprintf(stderr, "fuzz_dispatch: invariant violated at %s:%d: %s\n", __FILE__, \
-                    __LINE__, #cond);                                                      \
-            abort();                                                                       \
-        }                                                                                  \
-    } while (0)
+#define FUZZ_NAME "fuzz_dispatch"
+#include "fuzz_check.h"
 
 #define N_HANDLES 4
 #define ID_HEX "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"

@@ -38,25 +38,11 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-#define CHECK(cond)                                                                       \
-    do {                                                                                  \
-        if (!(cond)) {                                                                    \
-            fprintf(stderr, "fuzz_mailbox: invariant violated at %s:%d: %s\n", __FILE__, \
-                    __LINE__, #cond);                                                     \
-            abort();                                                                      \
-        }                                                                                 \
-    } while (0)
+#define FUZZ_NAME "fuzz_mailbox"
+#include "fuzz_check.h"
 
 static lz_wbuf out; /* 64 KiB: not on the stack */
 
-static bool zeroed(const void *p, size_t n)
-{
-    const uint8_t *b = p;
-    for (size_t i = 0; i < n; i++)
-        if (b[i])
-            return false;
-    return true;
-}
 
 /* Checked here independently of mailbox.c's own helpers, so that a bug in
  * those is not mirrored by the oracle. */

@@ -687,3 +687,143 @@ def test_supervisor_channel_violation_stops_the_sandbox(rig, sup_probe, mode,
     assert _field(lines, "runsc-after") == "0", lines
     assert _field(lines, "state-entries") == "0", lines
     assert not seen, "runsc processes left while the probe lived:\n" + "\n".join(map(str, seen))
+
+
+# ---- robustness: no peer can stall or fill the coordinator ---------------------------
+# Found by an outside attack on this structure (issue 10 notes): a client that
+# stopped reading made the coordinator block in a send (every other session and
+# SIGTERM with it), and connections that never finished their handshake held
+# every session slot.
+
+_CONNECT_MANY = r"""
+import os, socket, sys
+os.chdir(sys.argv[1])
+back = socket.socket(fileno=int(sys.argv[2]))
+socks = []
+for _ in range(int(sys.argv[3])):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    s.connect("coordinator.sock")
+    socks.append(s)
+for i in range(0, len(socks), 200):
+    socket.send_fds(back, [b"s"], [s.fileno() for s in socks[i:i + 200]])
+"""
+
+
+def connect_many_as_user(lz, domain_dir: Path, n: int) -> list:
+    here, there = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    got = []
+    try:
+        p = subprocess.run([sys.executable, "-I", "-c", _CONNECT_MANY, str(domain_dir),
+                            str(there.fileno()), str(n)], pass_fds=(there.fileno(),),
+                           user=lz.user.uid, group=lz.user.gid, extra_groups=[],
+                           capture_output=True, text=True, timeout=60)
+        assert p.returncode == 0, f"connecting as {lz.user.name} failed: {p.stderr}"
+        while len(got) < n:
+            _, fds, _, _ = socket.recv_fds(here, 16, 200)
+            got += fds
+    finally:
+        here.close()
+        there.close()
+    return [socket.socket(fileno=fd) for fd in got]
+
+
+def test_a_client_that_stops_reading_never_stalls_the_domain(terms):
+    """A same-user peer runs a command that floods its terminal and never
+    reads, then breaks the protocol. The coordinator must neither block on
+    it (before the fix it sat in a blocking send of the REFUSED, and every
+    other session and SIGTERM with it) nor end the Domain: the violation is
+    handled and the concurrent interactive session keeps working. Control:
+    afterwards the peer's socket holds far more unread output than a send
+    could add without blocking, so the send path really was full."""
+    t = started_shell(terms)
+    lz = terms.lz
+    ctx = _context(lz)
+    log = coordinator_log(lz)
+    mark = log.stat().st_size
+    conn = connect_as_user(lz, ctx["dir"], "non-reading client")
+    try:
+        conn.send(hello(ctx))
+        conn.send(run_msg(["sh", "-c", "while :; do echo " + "A" * 200 + "; done"],
+                          interactive=True))
+        time.sleep(4)  # never read: the output piles up towards the coordinator
+        conn.send(message(0x7777))  # a violation, whose REFUSED cannot be sent now
+        wait_log(log, mark, r"session #\d+: protocol violation: unknown message type")
+        shell_still_echoes(t, "after-non-reading-client")
+        _same_domain(lz, ctx, "a non-reading client")
+        # The control: what was waiting unread in the peer's socket.
+        conn.sock.setblocking(False)
+        unread = 0
+        try:
+            while True:
+                data = conn.sock.recv(WIRE_MAX)
+                if not data:
+                    break
+                unread += len(data)
+        except (BlockingIOError, ConnectionResetError):
+            pass
+        assert unread >= 64 * 1024, \
+            f"control failed: only {unread} bytes were waiting; the socket was never full"
+    finally:
+        conn.close()
+    shell_still_echoes(t, "end")
+    t.line("exit 0")
+    st = t.wait_exit()
+    terms.check_report(t, st)
+    assert st == 0, f"the interactive session exited {st}"
+
+
+HANDSHAKE_TIMEOUT = 30  # seconds, HANDSHAKE_TIMEOUT_MS in src/coordinator/domain.h
+MAX_SESSIONS = 128
+
+
+def test_idle_connections_cannot_hold_every_session_slot(terms):
+    """More idle connections than there are session slots: while they sit,
+    a new client is refused (the control: the slots really are full), and
+    once the handshake limit has passed they are ended and a new client is
+    served again."""
+    t = started_shell(terms)
+    lz = terms.lz
+    ctx = _context(lz)
+    idle = connect_many_as_user(lz, ctx["dir"], MAX_SESSIONS + 2)
+    try:
+        late = connect_as_user(lz, ctx["dir"], "while the slots are full")
+        try:
+            code, msg, _ = late.expect_refused()
+            assert "too many sessions" in msg, f"refused with {code} {msg!r}"
+        finally:
+            late.close()
+        time.sleep(HANDSHAKE_TIMEOUT + 5)
+        # The idle ones were told why and closed.
+        ended = 0
+        for s in idle:
+            s.setblocking(False)
+            try:
+                while True:
+                    data = s.recv(WIRE_MAX)
+                    if not data:
+                        ended += 1
+                        break
+            except BlockingIOError:
+                pass
+            except ConnectionResetError:
+                ended += 1
+        assert ended == len(idle), f"{len(idle) - ended} idle connections are still open"
+        shell_still_echoes(t, "after-idle-connections")
+        pipes = Pipes()
+        conn = connect_as_user(lz, ctx["dir"], "after the handshake limit")
+        try:
+            conn.send(hello(ctx))
+            _send(conn, run_msg(["true"]), "pipes", pipes, -1)
+            conn.expect_started()
+            _expect_exit(conn, "after the handshake limit")
+        finally:
+            conn.close()
+            pipes.close()
+        _same_domain(lz, ctx, "idle connections")
+    finally:
+        for s in idle:
+            s.close()
+    t.line("exit 0")
+    st = t.wait_exit()
+    terms.check_report(t, st)
+    assert st == 0, f"the interactive session exited {st}"

@@ -329,6 +329,43 @@ def test_no_other_process_holds_the_coordinators_sockets(rig):
     s.finish(timeout=30)
 
 
+def test_the_domain_keeps_no_descriptor_its_first_cli_inherited(rig):
+    """A descriptor the developer's shell or build tool left open without
+    close-on-exec reaches `lazaret run`; the coordinator that CLI forks must
+    not keep it for the Domain's lifetime (found by an outside attack: a
+    pipe's reader waited for the whole Domain instead of the CLI).
+    Control: while the CLI runs, the pipe is held (no EOF), so the
+    descriptor did reach Lazaret's processes."""
+    import select as _select
+    rig.config({"bb": {}})
+    r, w = os.pipe()  # not O_CLOEXEC: passed on like an inherited descriptor
+    try:
+        first = subprocess.Popen(
+            [str(rig.lz.bin), *[str(a) for a in rig.args("bb", sh("echo first; sleep 3"), rig.ws)]],
+            env=rig.lz.env(None), cwd=str(rig.lz.home), stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=(w,),
+            user=rig.lz.user.uid, group=rig.lz.user.gid, extra_groups=list(rig.lz.user.groups))
+        os.close(w)
+        w = -1
+        assert b"first" in first.stdout.readline(), "the first session did not start"
+        keeper = rig.start("bb", sh("echo keeper; sleep 25"))
+        keeper.read_until("keeper")
+        ready, _, _ = _select.select([r], [], [], 0.5)
+        assert not ready, "control failed: the inherited pipe was not held while the CLI ran"
+        first.communicate(timeout=RUN_TIMEOUT)
+        # The CLI is gone, the Domain lives on (keeper): nothing may hold it now.
+        ready, _, _ = _select.select([r], [], [], 10)
+        assert ready and os.read(r, 1) == b"", \
+            "a Domain process still holds the pipe the first CLI inherited"
+        assert rig.coordinators(), "the Domain ended with its first CLI"
+        keeper.proc.kill()
+        keeper.finish(timeout=30)
+    finally:
+        os.close(r)
+        if w >= 0:
+            os.close(w)
+
+
 # ---- isolation ---------------------------------------------------------------------------
 
 def test_sandbox_cannot_see_host_files_or_the_configuration(rig):

@@ -27,6 +27,7 @@
 
 #include "common/util.h"
 #include "fs/confined.h"
+#include "unit_fds.h"
 
 #define NOBODY_UID 65534
 
@@ -35,17 +36,6 @@ typedef struct {
     int open_fds;    /* descriptors open before the test: none may leak */
 } fixture;
 
-static int count_open_fds(void)
-{
-    DIR *d = opendir("/proc/self/fd");
-    if (!d)
-        return -1;
-    int n = 0;
-    while (readdir(d))
-        n++;
-    closedir(d);
-    return n;
-}
 
 static int rm_entry(const char *path, const struct stat *st, int type, struct FTW *ftw)
 {

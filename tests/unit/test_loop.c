@@ -193,6 +193,30 @@ static void test_events_zero_pauses(void **state)
     close(p[0]);
 }
 
+/* A paused source is not polled at all: not even POLLHUP wakes it (the
+ * PTY relay pauses a hung-up master while its output waits). */
+static void test_paused_source_is_not_polled(void **state)
+{
+    (void) state;
+    lz_loop *loop = lz_loop_new();
+    int p[2];
+    make_pipe(p);
+    rec r = { .fd = p[0], .drain = true };
+    r.src = lz_loop_add_fd(loop, p[0], POLLIN, fd_cb, &r);
+    close(p[1]); /* POLLHUP from now on */
+    lz_loop_set_paused(r.src, true);
+    assert_int_equal(lz_loop_run_once(loop, 30), 0);
+    assert_int_equal(r.calls, 0);
+    assert_int_equal(lz_loop_count(loop), 1);
+    /* Control: resumed, the hang-up is reported at once. */
+    lz_loop_set_paused(r.src, false);
+    assert_int_equal(lz_loop_run_once(loop, 1000), 1);
+    assert_int_equal(r.calls, 1);
+    assert_true(r.last_revents & POLLHUP);
+    lz_loop_free(loop);
+    close(p[0]);
+}
+
 /* ---- timers ------------------------------------------------------------- */
 
 static void test_timer_fires_once_then_is_gone(void **state)
@@ -579,6 +603,7 @@ int main(void)
         cmocka_unit_test(test_fd_fires_on_readiness_only),
         cmocka_unit_test(test_fd_sources_run_in_registration_order),
         cmocka_unit_test(test_events_zero_pauses),
+        cmocka_unit_test(test_paused_source_is_not_polled),
         cmocka_unit_test(test_timer_fires_once_then_is_gone),
         cmocka_unit_test(test_timers_fire_in_due_order),
         cmocka_unit_test(test_timer_rearms_from_its_callback),

@@ -29,23 +29,13 @@
 
 #include "common/procid.h"
 #include "common/util.h"
+#include "unit_fds.h"
 
 #ifndef SYS_pidfd_open
 #define SYS_pidfd_open 434
 #endif
 #define PIDFS_MAGIC 0x50494446
 
-static int count_open_fds(void)
-{
-    DIR *d = opendir("/proc/self/fd");
-    if (!d)
-        return -1;
-    int n = 0;
-    while (readdir(d))
-        n++;
-    closedir(d);
-    return n;
-}
 
 typedef struct {
     int open_fds;

@@ -54,6 +54,7 @@
  * which holds main(); the copies below fail the test if ever reached
  * (argument parsing and configuration loading are not under test here). */
 #include "cli/cmd_run.c"
+#include "unit_fds.h"
 
 bool lz_cli_wants_help(int argc, char **argv)
 {
@@ -92,17 +93,6 @@ static bool fd_is_open(int fd)
     return fcntl(fd, F_GETFD) >= 0 || errno != EBADF;
 }
 
-static int count_open_fds(void)
-{
-    DIR *d = opendir("/proc/self/fd");
-    if (!d)
-        return -1;
-    int n = 0;
-    while (readdir(d))
-        n++;
-    closedir(d);
-    return n;
-}
 
 /* The n lowest descriptor numbers free now: where the kernel puts the next
  * received descriptors. */

@@ -34,6 +34,7 @@
 
 #include "common/util.h"
 #include "fs/remove.h"
+#include "unit_fds.h"
 
 #define NOBODY 65534
 
@@ -58,17 +59,6 @@ typedef struct {
     char *dir; /* canonical path of this test's temporary directory */
 } fixture;
 
-static int count_open_fds(void)
-{
-    DIR *d = opendir("/proc/self/fd");
-    if (!d)
-        return -1;
-    int n = 0;
-    while (readdir(d))
-        n++;
-    closedir(d);
-    return n;
-}
 
 static int rm_entry(const char *path, const struct stat *st, int type, struct FTW *ftw)
 {

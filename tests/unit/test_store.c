@@ -27,6 +27,7 @@
 
 #include "common/util.h"
 #include "store/domain_store.h"
+#include "unit_fds.h"
 
 #define DOMAIN_ID "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
 #define FINGERPRINT "ffeeddccbbaa99887766554433221100ffeeddccbbaa99887766554433221100"
@@ -37,17 +38,6 @@ typedef struct {
     int open_fds;  /* descriptors open before the test: none may leak */
 } fixture;
 
-static int count_open_fds(void)
-{
-    DIR *d = opendir("/proc/self/fd");
-    if (!d)
-        return -1;
-    int n = 0;
-    while (readdir(d))
-        n++;
-    closedir(d);
-    return n;
-}
 
 static int rm_entry(const char *path, const struct stat *st, int type, struct FTW *ftw)
 {

@@ -26,6 +26,7 @@
 #include "common/util.h"
 #include "protocol/messages.h"
 #include "protocol/wire.h"
+#include "unit_fds.h"
 
 /* ---- helpers ------------------------------------------------------------ */
 
@@ -33,17 +34,6 @@
  * encoders only read them, so tests may point them at literals. */
 #define W(s) ((char *) (s))
 
-static int count_open_fds(void)
-{
-    DIR *d = opendir("/proc/self/fd");
-    if (!d)
-        return -1;
-    int n = 0;
-    while (readdir(d))
-        n++;
-    closedir(d);
-    return n;
-}
 
 static bool fd_is_open(int fd)
 {
