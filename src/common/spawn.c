@@ -265,6 +265,25 @@ static _Noreturn void child_fail(int ep, int step, int index)
     _exit(127);
 }
 
+/* glibc refuses sigaction() for the real-time signals it keeps for itself
+ * (32 and 33), but a SIG_IGN on them set by whoever started the caller
+ * survives execve like any other (seen in CI: signal 32 ignored). The
+ * kernel call resets them. */
+static void reset_reserved_signal(int sig)
+{
+#if defined(__x86_64__)
+    struct {
+        void *handler;
+        unsigned long flags;
+        void *restorer;
+        uint64_t mask;
+    } ksa = { 0 }; /* SIG_DFL, no flags, empty mask: the x86-64 kernel layout */
+    (void) syscall(SYS_rt_sigaction, sig, &ksa, NULL, sizeof(ksa.mask));
+#else
+    (void) sig;
+#endif
+}
+
 /* The child between fork and exec. Every signal is blocked on entry (the
  * parent blocked them before the fork), so none of the caller's handlers can
  * run here; they are reset to SIG_DFL before anything else, and the mask is
@@ -278,7 +297,8 @@ static _Noreturn void child_start(const start_plan *p, int ep)
          * otherwise reach the program. EINVAL for the signals glibc keeps
          * for itself is fine. */
         struct sigaction sa = { .sa_handler = SIG_DFL };
-        (void) sigaction(sig, &sa, NULL);
+        if (sigaction(sig, &sa, NULL) < 0 && errno == EINVAL)
+            reset_reserved_signal(sig);
     }
 
     if (p->pdeathsig > 0) {
