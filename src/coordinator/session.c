@@ -78,10 +78,15 @@ static void drop_socket(session *s)
     s->sock = -1;
 }
 
+static void send_signal(coord *c, session *s, int sig);
+
 void session_close(coord *c, session *s)
 {
     if (s->state == S_FREE)
         return;
+    /* A command must never run on without a slot that watches it. */
+    if (s->state == S_RUNNING && !s->exited && !s->killed)
+        send_signal(c, s, SIGKILL);
     drop_socket(s);
     for (int i = 0; i < 3; i++)
         if (s->fds[i] >= 0)
@@ -214,6 +219,8 @@ static bool rel_path_ok(const char *p)
 void session_exec(coord *c, session *s)
 {
     git_audit(c, "session start", false);
+    if (s->sock < 0)
+        return; /* its client was dropped meanwhile: closed on the next round */
     if (c->git.start_report && s->sock >= 0) {
         /* What this generation's start set aside: every session hears it. */
         char *line = lz_xasprintf("Git Sentry: at this Domain's start, set aside what an earlier "
@@ -303,10 +310,25 @@ void session_orphan(coord *c, session *s)
 {
     drop_socket(s);
     queue_free(s);
+    if (s->state == S_RUNNING && s->exited) {
+        /* Nobody is left to take the EXIT: the slot ends now. */
+        session_finish_if_done(c, s);
+        return;
+    }
     if (s->state != S_RUNNING || s->orphan_timer || s->killed)
         return;
     s->orphan_timer = lz_loop_add_timer(c->loop, ORPHAN_GRACE_MS, orphan_grace_over, s);
     send_signal(c, s, SIGHUP);
+}
+
+static void linger_over(lz_loop *loop, lz_loop_source *src, void *data)
+{
+    (void) loop, (void) src;
+    session *s = data;
+    s->close_timer = NULL;
+    clog_(s->c, "session #%u: its client did not take the command's last output within %d s; "
+                "ending the session", s->no, EXIT_LINGER_MS / 1000);
+    session_orphan(s->c, s); /* no client left: finishes the slot */
 }
 
 static void drain_over(lz_loop *loop, lz_loop_source *src, void *data)
@@ -320,13 +342,23 @@ static void drain_over(lz_loop *loop, lz_loop_source *src, void *data)
 
 void session_finish_if_done(coord *c, session *s)
 {
-    if (s->state != S_RUNNING || !s->exited || s->q_head || s->master >= 0 || s->exit_sent)
+    if (s->state != S_RUNNING || !s->exited || s->master >= 0 || s->exit_sent)
         return;
+    if (s->q_head) {
+        /* The command ended with output its client has not taken: it gets
+         * EXIT_LINGER_MS to take it, then the slot ends anyway. */
+        if (!s->close_timer)
+            s->close_timer = lz_loop_add_timer(c->loop, EXIT_LINGER_MS, linger_over, s);
+        return;
+    }
     if (s->sock >= 0) {
         lz_wbuf b;
         lz_msg_pair_encode(&b, LZ_MSG_EXIT, s->exit_outcome, s->exit_code);
         session_send(c, s, &b);
+        if (s->state != S_RUNNING)
+            return; /* dropped and finished meanwhile */
         if (s->q_head) {
+            lz_loop_remove(s->close_timer);
             /* The client has not taken it yet: keep the slot a while. */
             s->exit_sent = true;
             s->close_timer = lz_loop_add_timer(c->loop, EXIT_LINGER_MS, close_later, s);

@@ -827,3 +827,43 @@ def test_idle_connections_cannot_hold_every_session_slot(terms):
     st = t.wait_exit()
     terms.check_report(t, st)
     assert st == 0, f"the interactive session exited {st}"
+
+
+def test_a_session_whose_client_left_unread_notices_still_ends(terms):
+    """Round 2 of the outside attack: the command of a session whose client
+    does not read makes the Git Sentry send many notices (each `.git` it
+    creates is quarantined and told to every session), then ends; then the
+    client goes away. The slot must end and, the last session gone, the
+    whole Domain with it — before the fix the slot stayed forever (the EXIT
+    waited for a queue nobody would read) and so did the sandbox. Control:
+    the log shows the notices were sent to that session (quarantines), so
+    its queue did fill."""
+    t = started_shell(terms)
+    lz = terms.lz
+    ctx = _context(lz)
+    log = coordinator_log(lz)
+    mark = log.stat().st_size
+    pipes = Pipes()
+    conn = connect_as_user(lz, ctx["dir"], "client of the noisy command")
+    try:
+        conn.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        conn.send(hello(ctx))
+        script = ("i=0; while [ $i -lt 300 ]; do "
+                  "mkdir -p n$i" + "x" * 150 + "/.git; i=$((i+1)); done; echo made")
+        conn.send(run_msg(["sh", "-c", script]), pipes.theirs())
+        pipes.sent()
+        assert pipes.read_until(b"made", timeout=120), "the command did not finish"
+        text = wait_log(log, mark, r"session #\d+ ended: status 0")
+        assert text.count("Git Sentry") >= 10, f"control failed: few notices:\n{text[-2000:]}"
+    finally:
+        conn.close()
+        pipes.close()
+    # The interactive shell leaves too: nothing may keep the Domain alive.
+    t.line("exit 0")
+    st = t.wait_exit()
+    terms.check_report(t, st)
+    deadline = time.monotonic() + 30
+    while domain_processes(lz.root) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    left = [f"{p.role} {p.pid}" for p in domain_processes(lz.root)]
+    assert not left, f"the Domain outlived every client: {left}"
