@@ -167,7 +167,106 @@ typedef struct client {
     bool ended;        /* EXIT or REFUSED arrived, or the connection ended */
     int *status;
     attempt_result result;
+    /* An escalation prompt is up (FR-5): the terminal's keystrokes answer
+     * it and go nowhere else; the coordinator holds the session's output
+     * back meanwhile. */
+    bool prompting;
+    uint32_t prompt_no;
+    char answer[8];
+    size_t answer_len;
 } client;
+
+/* Write a text to the raw terminal: each line escaped once more
+ * (lz_text_printable is idempotent, so the coordinator's escaping stays as
+ * it is and nothing the sandbox chose can act on the terminal), newlines as
+ * CR LF. */
+static void print_prompt_text(const char *text)
+{
+    const char *p = text;
+    while (*p) {
+        const char *nl = strchr(p, '\n');
+        size_t n = nl ? (size_t) (nl - p) : strlen(p);
+        char *line = lz_xstrndup(p, n);
+        char *safe = lz_text_printable(line);
+        fputs(safe, stderr);
+        fputs("\r\n", stderr);
+        free(safe);
+        free(line);
+        p += n + (nl ? 1 : 0);
+    }
+}
+
+static int on_prompt(void *ctx, lz_proto_msg *m)
+{
+    client *cl = ctx;
+    uint32_t no;
+    char *text;
+    if (!lz_msg_prompt_decode(&m->r, LZ_MSG_PROMPT, &no, &text))
+        return -1;
+    /* Input typed before the prompt appeared is not an answer: what the
+     * terminal holds unread is discarded. Bytes already read were the
+     * program's and went to it. */
+    tcflush(STDIN_FILENO, TCIFLUSH);
+    cl->prompting = true;
+    cl->prompt_no = no;
+    cl->answer_len = 0;
+    /* Attributes reset, a line of its own: the prompt starts clean whatever
+     * the program left on the screen. */
+    fputs("\x1b[0m\r\n", stderr);
+    print_prompt_text(text);
+    fputs("Type y and Enter to approve; anything else denies. Approve? [y/N] ", stderr);
+    fflush(stderr);
+    free(text);
+    return 0;
+}
+
+static int on_prompt_closed(void *ctx, lz_proto_msg *m)
+{
+    client *cl = ctx;
+    uint32_t no;
+    char *why;
+    if (!lz_msg_prompt_decode(&m->r, LZ_MSG_PROMPT_CLOSED, &no, &why))
+        return -1;
+    if (cl->prompting && no == cl->prompt_no) {
+        cl->prompting = false;
+        fputs("\r\n", stderr);
+        print_remote("lazaret: the request was withdrawn: ", why, "\r\n");
+    }
+    free(why);
+    return 0;
+}
+
+/* Keystrokes while the prompt is up: y then Enter approves; Enter after
+ * anything else, Ctrl-C or Ctrl-D denies. Only printable ASCII is echoed. */
+static void prompt_keys(client *cl, const uint8_t *data, size_t n)
+{
+    for (size_t i = 0; i < n && cl->prompting; i++) {
+        uint8_t k = data[i];
+        bool decide = k == '\r' || k == '\n' || k == 3 || k == 4;
+        if (!decide) {
+            if ((k == 0x7f || k == 8) && cl->answer_len > 0) {
+                cl->answer_len--;
+                fputs("\b \b", stderr);
+            } else if (k >= 0x20 && k < 0x7f && cl->answer_len < sizeof(cl->answer) - 1) {
+                cl->answer[cl->answer_len++] = (char) k;
+                fputc(k, stderr);
+            }
+            fflush(stderr);
+            continue;
+        }
+        cl->answer[cl->answer_len] = '\0';
+        bool approve = (k == '\r' || k == '\n') &&
+                       (strcmp(cl->answer, "y") == 0 || strcmp(cl->answer, "Y") == 0 ||
+                        strcmp(cl->answer, "yes") == 0);
+        lz_wbuf b;
+        lz_msg_pair_encode(&b, LZ_MSG_DECISION, cl->prompt_no, approve ? 1 : 0);
+        lz_wire_post(cl->sock, &b);
+        fputs(approve ? "\r\nlazaret: approved\r\n" : "\r\nlazaret: denied\r\n", stderr);
+        fflush(stderr);
+        cl->prompting = false;
+        cl->answer_len = 0;
+    }
+}
 
 static int on_progress(void *ctx, lz_proto_msg *m)
 {
@@ -246,7 +345,8 @@ static int on_refused(void *ctx, lz_proto_msg *m)
 static const lz_proto_handler_row client_handlers[] = {
     { LZ_MSG_PROGRESS, on_progress }, { LZ_MSG_STARTED, on_started },
     { LZ_MSG_OUTPUT, on_output },     { LZ_MSG_EXIT, on_exit_msg },
-    { LZ_MSG_REFUSED, on_refused },
+    { LZ_MSG_REFUSED, on_refused },   { LZ_MSG_PROMPT, on_prompt },
+    { LZ_MSG_PROMPT_CLOSED, on_prompt_closed },
 };
 
 /* The socket is readable: receive and handle one message. Sets cl->ended
@@ -347,6 +447,9 @@ static attempt_result relay_interactive(lz_resolved_config *cfg, int sock, int *
             ssize_t n = read(STDIN_FILENO, data, sizeof(data));
             if (n <= 0) {
                 stdin_open = false;
+            } else if (cl.prompting) {
+                prompt_keys(&cl, data, (size_t) n);
+                explicit_bzero(data, (size_t) n);
             } else {
                 lz_wbuf b;
                 lz_msg_data_encode(&b, LZ_MSG_INPUT, data, (size_t) n);

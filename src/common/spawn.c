@@ -233,6 +233,7 @@ enum start_step {
     STEP_CTTY,
     STEP_CORE,
     STEP_SIGMASK,
+    STEP_CWD,
     STEP_EXEC,
 };
 
@@ -255,6 +256,9 @@ typedef struct start_plan {
     int pdeathsig;     /* 0: none */
     bool setsid;
     bool ctty;
+    int exec_fd;       /* -1: exec path */
+    bool exec_fd_keep;
+    int cwd_fd;        /* -1: the caller's working directory */
     pid_t parent;
 } start_plan;
 
@@ -323,6 +327,16 @@ static _Noreturn void child_start(const start_plan *p, int ep)
         if (tmp[i] < 0)
             child_fail(ep, STEP_FD, (int) i);
     }
+    if (p->cwd_fd >= 0 && fchdir(p->cwd_fd) < 0)
+        child_fail(ep, STEP_CWD, 0);
+    /* The object to run, copied above the targets like the sources: kept
+     * open across the exec only for a script's interpreter. */
+    int xfd = -1;
+    if (p->exec_fd >= 0) {
+        xfd = fcntl(p->exec_fd, p->exec_fd_keep ? F_DUPFD : F_DUPFD_CLOEXEC, p->above);
+        if (xfd < 0)
+            child_fail(ep, STEP_FD, -1);
+    }
     int null = -1;
     if (p->need_null[0] || p->need_null[1] || p->need_null[2]) {
         int fd = open("/dev/null", O_RDWR | O_CLOEXEC);
@@ -348,6 +362,8 @@ static _Noreturn void child_start(const start_plan *p, int ep)
         keep[nk++] = i;
     }
     keep[nk++] = ep; /* O_CLOEXEC: closes itself at a successful exec */
+    if (xfd >= 0)
+        keep[nk++] = xfd; /* O_CLOEXEC unless exec_fd_keep */
     if (lz_close_fds_except(keep, nk) < 0)
         child_fail(ep, STEP_CLOSE, 0);
 
@@ -366,7 +382,10 @@ static _Noreturn void child_start(const start_plan *p, int ep)
     sigemptyset(&none);
     if (sigprocmask(SIG_SETMASK, &none, NULL) < 0)
         child_fail(ep, STEP_SIGMASK, 0);
-    execve(p->path, p->argv, p->envp);
+    if (xfd >= 0)
+        syscall(SYS_execveat, xfd, "", p->argv, p->envp, AT_EMPTY_PATH);
+    else
+        execve(p->path, p->argv, p->envp);
     child_fail(ep, STEP_EXEC, 0);
 }
 
@@ -460,6 +479,19 @@ static int plan_start(const char *path, char *const argv[], const lz_spawn_async
     p->pdeathsig = opt->pdeathsig == 0 ? SIGKILL : opt->pdeathsig < 0 ? 0 : opt->pdeathsig;
     p->setsid = opt->new_session;
     p->ctty = opt->ctty;
+    p->exec_fd = -1;
+    p->cwd_fd = -1;
+    if (opt->chdir_to_fd) {
+        if (opt->cwd_fd < 0)
+            return lz_error_set(err, EBADF, "cannot run %s: no directory to start it in", path);
+        p->cwd_fd = opt->cwd_fd;
+    }
+    if (opt->exec_from_fd) {
+        if (opt->exec_fd < 0)
+            return lz_error_set(err, EBADF, "cannot run %s: no descriptor to run it from", path);
+        p->exec_fd = opt->exec_fd;
+        p->exec_fd_keep = opt->exec_fd_keep;
+    }
     p->parent = getpid();
     return 0;
 }
@@ -491,6 +523,8 @@ static int report_failure(const start_plan *p, const start_report *r, lz_error *
         return lz_error_set(err, e, "cannot run %s: cannot set its parent-death signal", path);
     case STEP_CORE:
         return lz_error_set(err, e, "cannot run %s: cannot limit its core dumps", path);
+    case STEP_CWD:
+        return lz_error_set(err, e, "cannot run %s: cannot enter its working directory", path);
     case STEP_SIGMASK:
         return lz_error_set(err, e, "cannot run %s: cannot clear its signal mask", path);
     default:

@@ -156,6 +156,22 @@ typedef struct lz_spawn_async {
      * controlling terminal (TIOCSCTTY): the kernel then sends the child
      * SIGWINCH when the terminal is resized. */
     bool ctty;
+    /* Run the object open at the caller's descriptor exec_fd (any mode,
+     * O_PATH included) instead of looking `path` up (path is then only the
+     * name errors use): execveat(fd, "", AT_EMPTY_PATH), so a path replaced
+     * after the caller checked the object cannot select another one. The
+     * child's copy is close-on-exec, so the program gets no extra
+     * descriptor; but the kernel cannot run a "#!" script from a
+     * close-on-exec descriptor (its interpreter opens /dev/fd/N after the
+     * exec), so with exec_fd_keep the copy stays open in the program, at
+     * the lowest number above every child_fd, for its interpreter to read. */
+    bool exec_from_fd;
+    int exec_fd;
+    bool exec_fd_keep;
+    /* Start in the directory open at cwd_fd (fchdir) instead of the
+     * caller's working directory. */
+    bool chdir_to_fd;
+    int cwd_fd;
 } lz_spawn_async;
 
 /* A started child. pid > 0 while it is ours; then pidfd is an O_CLOEXEC

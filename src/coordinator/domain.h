@@ -13,7 +13,7 @@
  *   status.c       status.json
  *   git_audit.c    the glue between events and the Git Sentry
  *                  (git_sentry.c does the auditing)
- *   escalation.h   where host escalation will live (the mailbox)
+ *   escalation.c   host escalation: the mailbox, decisions, prompts, runs
  *   log.c          the Domain's logs/coordinator.log
  *
  * Single-threaded: every function runs from the event loop's callbacks.
@@ -93,6 +93,13 @@ typedef struct session {
     bool exited;               /* the command ended; EXIT follows the drain */
     uint32_t exit_outcome, exit_code;
     lz_loop_source *drain_timer;
+    /* Host escalation (escalation.h): the SessionRequestCapability of its
+     * runsc exec, its open requests and prompts, and whether a prompt is on
+     * its terminal (its output waits meanwhile). */
+    char capability[33];
+    unsigned esc_open, esc_prompts;
+    bool prompt_visible;
+    bool esc_closing;
 } session;
 
 typedef enum gen_state { G_STARTING, G_RUNNING, G_FAILED, G_TEARDOWN } gen_state;
@@ -120,6 +127,7 @@ struct coord {
     lz_git_plan git;         /* Git Sentry: mounts, watches and audit state */
     lz_loop_source *git_src;
     bool sentry_failed;      /* the audit could not neutralise something: stopping */
+    struct esc_state *esc;   /* host escalation (escalation.c); NULL before/after */
 };
 
 #endif

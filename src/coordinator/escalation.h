@@ -1,25 +1,69 @@
 /* SPDX-License-Identifier: Apache-2.0
  *
- * Host escalation (FR-5, SR-7..SR-9) will live here: the coordinator's half
- * of `lazaret-escalate`. Nothing of it exists yet; this header marks the
- * place and the contract the escalation issue builds on.
+ * Host escalation, the coordinator's half of `lazaret-escalate` (FR-5,
+ * SR-7..SR-9, OR-2, OR-3; docs/escalation.md):
  *
- *  - The mailbox: a per-generation directory the sandbox can write, watched
- *    with inotify through one lz_loop_add_fd() call (common/loop.h); every
- *    record in it is untrusted input, parsed by a bounded, fuzzed decoder
- *    and admitted by rows of the protocol table (protocol/table.h) on a
- *    third channel, guest -> coordinator.
- *  - Routing: a request is bound to the Client Session that started the
- *    asking process; its prompt goes to that session's terminal only,
- *    through new rows on the session channel (coordinator -> CLI prompt,
- *    CLI -> coordinator decision), admitted in the session's state.
- *  - Execution: an approved command runs from a pinned, validated
- *    executable descriptor through the common launcher (common/spawn.h),
- *    without a shell; its output streams are loop sources, its deadline
- *    and the request's cancellation are loop timers.
- *
- * See docs/coordinator.md for how the coordinator's files divide the work.
+ *  - the Escalation Mailbox of the generation: an inbox the sandbox writes
+ *    (watched with inotify through one lz_loop_add_fd()), an outbox it can
+ *    only read, and the credentials the client signs with;
+ *  - every record in the inbox is untrusted input: opened confined, a
+ *    regular file of bounded size, its signature checked (trust/
+ *    signature.h), parsed by the strict decoders of protocol/mailbox.h;
+ *  - a request is bound to the Client Session whose command asked (the
+ *    per-runsc-exec SessionRequestCapability), decided by an exact rule
+ *    (approval.h) or by the developer in that session's terminal only
+ *    (PROMPT / DECISION rows of the session channel, prompt.h), and run
+ *    from a pinned, rechecked executable descriptor (fs/executable.h)
+ *    through the common launcher (common/spawn.h), without a shell;
+ *  - every request ends in exactly one outcome, written to the outbox, the
+ *    Domain's log and the Domain Store.
  */
 #ifndef LAZARET_COORDINATOR_ESCALATION_H
 #define LAZARET_COORDINATOR_ESCALATION_H
+
+#include <jansson.h>
+
+#include "common/error.h"
+#include "coordinator/domain.h"
+#include "protocol/table.h"
+
+/* Prompts one session may have waiting (one is visible at a time). */
+#define ESC_MAX_PROMPTS_PER_SESSION 8
+/* Requests of one session not ended yet (prompts, running, waiting to run). */
+#define ESC_MAX_OPEN_PER_SESSION 64
+/* Host commands running at once in a Domain; more wait for a slot. */
+#define ESC_MAX_RUNNING 32
+/* Requests one generation accepts in all (every id is remembered). */
+#define ESC_MAX_PER_GENERATION 100000
+/* How long a prompt waits for the developer (LAZARET_ESCALATION_TIMEOUT
+ * in seconds overrides it, for tests and slow reviewers). */
+#define ESC_PROMPT_TIMEOUT_MS_DEFAULT (5 * 60 * 1000)
+/* Output one request may produce before its command is killed. */
+#define ESC_OUTPUT_MAX ((uint64_t) 64 << 20)
+/* After the command's main process ended (its process group is killed
+ * then), how long its pipes may stay open (a holder outside the group). */
+#define ESC_DRAIN_MS 2000
+
+/* Create the mailbox and the credentials in the generation directory
+ * (open at gen_fd) and start watching the inbox. */
+LZ_MUST_CHECK
+int escalation_prepare(coord *c, int gen_fd, lz_error **err);
+
+/* A fresh SessionRequestCapability for s (before its runsc exec); the
+ * environment entry for its command, newly allocated. */
+char *escalation_session_env(coord *c, session *s);
+
+/* The session ends (or its client is gone): its requests end Cancelled. */
+void escalation_session_ended(coord *c, session *s);
+
+/* Teardown: every request ends Cancelled, every host command's process
+ * group is killed, the keys are wiped. */
+void escalation_teardown(coord *c);
+
+/* The requests not ended yet, for status.json. New reference. */
+json_t *escalation_status(coord *c);
+
+/* The session channel's DECISION handler (protocol table row). */
+int escalation_on_decision(void *ctx, lz_proto_msg *pm);
+
 #endif

@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+#include "coordinator/escalation.h"
 #include "coordinator/generation.h"
 
 #include <errno.h>
@@ -78,6 +79,16 @@ static int make_generation_dir(coord *c, char **ret_bin, char **ret_lib, lz_erro
     if (bin < 0 || lib < 0)
         return lz_error_set(err, errno, "cannot open %s/guest", c->gen_label);
     if (copy_file(c->a->guest_exec, bin, "lazaret-exec", 0555, err) < 0)
+        return -1;
+    /* The escalation client, beside lazaret-exec wherever that was found;
+     * /run/lazaret/bin is on every session's PATH. */
+    _cleanup_free_ char *client = lz_xstrdup(c->a->guest_exec);
+    char *slash = strrchr(client, '/');
+    _cleanup_free_ char *client_path = lz_xasprintf("%.*s/lazaret-escalate",
+                                                    (int) (slash ? slash - client : 0), client);
+    if (copy_file(client_path, bin, "lazaret-escalate", 0555, err) < 0)
+        return -1;
+    if (escalation_prepare(c, g, err) < 0)
         return -1;
     if (c->a->guest_statx_fix &&
         copy_file(c->a->guest_statx_fix, lib, "lazaret-statx-fix.so", 0444, err) < 0)
@@ -387,6 +398,9 @@ void teardown_and_exit(coord *c, int status)
         if (c->sessions[i].state != S_FREE)
             refuse_and_close(c, &c->sessions[i], LZ_REFUSE_TEARING_DOWN,
                              "the Domain is shutting down", NULL);
+    /* Every request ends Cancelled and its host command's process group is
+     * killed before anything else goes (OR-3). */
+    escalation_teardown(c);
     record_state(c, "tearing_down");
 
     if (c->sup_alive)

@@ -111,7 +111,10 @@ void relay_update_events(session *s)
     lz_loop_set_events(s->master_src, ev);
     /* While output waits for the client, the master is not even polled: a
      * hung-up PTY reports POLLHUP whatever it is asked, and would spin. */
-    lz_loop_set_paused(s->master_src, s->q_head != NULL);
+    /* Output waits while the client has not taken what was sent, and while
+     * an escalation prompt is on its terminal (FR-5: nothing the sandbox
+     * writes appears around the prompt; it follows the decision). */
+    lz_loop_set_paused(s->master_src, s->q_head != NULL || s->prompt_visible);
 }
 
 bool relay_input(session *s, const uint8_t *p, size_t n)

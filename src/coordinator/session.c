@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "common/util.h"
+#include "coordinator/escalation.h"
 #include "coordinator/git_audit.h"
 #include "coordinator/log.h"
 #include "coordinator/record.h"
@@ -84,6 +85,7 @@ void session_close(coord *c, session *s)
 {
     if (s->state == S_FREE)
         return;
+    escalation_session_ended(c, s);
     /* A command must never run on without a slot that watches it. */
     if (s->state == S_RUNNING && !s->exited && !s->killed)
         send_signal(c, s, SIGKILL);
@@ -236,7 +238,7 @@ void session_exec(coord *c, session *s)
     }
     char *cwd = s->run.cwd[0] ? lz_xasprintf("/workspace/%s", s->run.cwd)
                               : lz_xstrdup("/workspace");
-    size_t cap = 2 + s->run.envc;
+    size_t cap = 3 + s->run.envc;
     char **env = lz_xcalloc(cap, sizeof(char *));
     size_t n = 0;
     if (s->run.term[0])
@@ -245,6 +247,11 @@ void session_exec(coord *c, session *s)
         env[n++] = lz_xstrdup("TERM=xterm");
     for (size_t i = 0; i < s->run.envc; i++)
         env[n++] = lz_xstrdup(s->run.env[i]);
+    /* This runsc exec's SessionRequestCapability: what binds an escalation
+     * request to this session (SR-9). */
+    char *cap_env = escalation_session_env(c, s);
+    if (cap_env)
+        env[n++] = cap_env;
     env[n] = NULL;
     lz_error *err = NULL;
     int slave = -1;
@@ -509,6 +516,7 @@ static int on_close(void *ctx, lz_proto_msg *pm)
 const lz_proto_handler_row session_handlers[] = {
     { LZ_MSG_HELLO, on_hello },   { LZ_MSG_RUN, on_run },     { LZ_MSG_INPUT, on_input },
     { LZ_MSG_RESIZE, on_resize }, { LZ_MSG_CLOSE, on_close },
+    { LZ_MSG_DECISION, escalation_on_decision },
 };
 const size_t session_handlers_len = sizeof(session_handlers) / sizeof(session_handlers[0]);
 

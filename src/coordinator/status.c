@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+#include "coordinator/escalation.h"
 #include "coordinator/status.h"
 
 #include <fcntl.h>
@@ -32,13 +33,14 @@ void publish_status(coord *c)
                                                       "client_pid", (int) s->cli_pid, "state",
                                                       s->state == S_RUNNING ? "running" : "queued"));
     }
-    json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:I, s:s, s:i, s:s, s:o, s:o}", "domain_id",
+    json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:I, s:s, s:i, s:s, s:o, s:o, s:o}", "domain_id",
                           c->id_hex, "profile", c->a->cfg->profile, "workspace",
                           c->a->cfg->workspace.label, "configuration_fingerprint", c->fp_hex,
                           "generation", (json_int_t) c->generation, "state",
                           generation_state_name(c->state), "coordinator_pid", (int) getpid(),
                           "container_id", c->container_id, "sessions", sessions,
-                          "network_policy", lz_derived_network_policy(c->a->cfg, LZ_NET_RESOLVER));
+                          "network_policy", lz_derived_network_policy(c->a->cfg, LZ_NET_RESOLVER),
+                          "escalations", escalation_status(c));
     char *text = json_dumps(o, JSON_INDENT(2) | JSON_ENSURE_ASCII);
     json_decref(o);
     if (!text)

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "oci/spec.h"
+#include "protocol/mailbox.h"
 
 #include <string.h>
 
@@ -121,6 +122,12 @@ json_t *lz_spec_container(const lz_sandbox_spec *s)
     add_mount(mounts, LZ_GUEST_BIN_DIR, "bind", s->guest_bin_dir, ro_bind);
     if (s->guest_lib_dir)
         add_mount(mounts, LZ_GUEST_LIB_DIR, "bind", s->guest_lib_dir, ro_bind);
+    if (s->mailbox_inbox)
+        add_mount(mounts, LZ_MBX_GUEST_INBOX, "bind", s->mailbox_inbox, rw_bind);
+    if (s->mailbox_outbox)
+        add_mount(mounts, LZ_MBX_GUEST_OUTBOX, "bind", s->mailbox_outbox, ro_bind);
+    if (s->credentials_dir)
+        add_mount(mounts, LZ_MBX_GUEST_CREDS, "bind", s->credentials_dir, ro_bind);
     /* Persistent directories before volumes: a volume lies inside one. */
     for (size_t i = 0; i < s->n_mounts; i++)
         add_mount(mounts, s->mounts[i].destination, "bind", s->mounts[i].source,

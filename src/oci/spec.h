@@ -75,6 +75,9 @@ typedef struct lz_sandbox_spec {
     size_t n_workspace_mounts;
     const char *guest_bin_dir;   /* host directory holding lazaret-exec */
     const char *guest_lib_dir;   /* host directory holding lazaret-statx-fix.so */
+    const char *mailbox_inbox;   /* Escalation Mailbox: read-write */
+    const char *mailbox_outbox;  /* read-only */
+    const char *credentials_dir; /* the escalation client's credentials, read-only */
     char *const *env;            /* environment of the init process */
     const char *netns_path;      /* the sandbox's network namespace (Network Sidecar) */
 } lz_sandbox_spec;

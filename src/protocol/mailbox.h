@@ -105,6 +105,56 @@ typedef struct lz_mbx_result {
     char *message;     /* what happened, for the client's stderr; "" when none */
 } lz_mbx_result;
 
+/* ---- the mailbox's places (SandboxLayoutV1, docs/escalation.md) -------
+ *
+ * Inside the sandbox (all under the product-owned /run/lazaret):
+ *   LZ_MBX_GUEST_INBOX   read-write: the client renames records in here
+ *   LZ_MBX_GUEST_OUTBOX  read-only:  one directory per accepted request id
+ *   LZ_MBX_GUEST_CREDS   read-only:  LZ_MBX_CRED_KEY (the sandbox's 32-byte
+ *                        Ed25519 seed), LZ_MBX_CRED_COORDINATOR (the
+ *                        coordinator's 32-byte public key), LZ_MBX_CRED_NONCE
+ *                        (the generation nonce, 32 lowercase hex digits)
+ * Every record file is signed (trust/signature.h): payload || 64 bytes.
+ *
+ * Inbox names (a name starting with '.' is a temporary file, never read):
+ *   <request id>.request   <request id>.cancel   <request id>.ack-<n>
+ * (n: the client's own decimal counter, so every ACK has a fresh name; an
+ * ACK is also the client's heartbeat, written at least every
+ * LZ_MBX_HEARTBEAT_MS while it waits; a request silent for
+ * LZ_MBX_SILENCE_MS is cancelled: the client died.)
+ * Outbox, in <request id>/:  chunk-<seq> (decimal, from 0), then result. A
+ * result is renamed in after every chunk it counts. At most
+ * LZ_MBX_MAX_UNACKED chunks wait unacknowledged; the coordinator removes
+ * chunks below the acknowledged count.
+ */
+#define LZ_MBX_GUEST_DIR "/run/lazaret/mailbox"
+#define LZ_MBX_GUEST_INBOX "/run/lazaret/mailbox/inbox"
+#define LZ_MBX_GUEST_OUTBOX "/run/lazaret/mailbox/outbox"
+#define LZ_MBX_GUEST_CREDS "/run/lazaret/credentials"
+#define LZ_MBX_CRED_KEY "sandbox.key"
+#define LZ_MBX_CRED_COORDINATOR "coordinator.pub"
+#define LZ_MBX_CRED_NONCE "generation"
+/* The per-runsc-exec SessionRequestCapability, in the command's environment. */
+#define LZ_MBX_CAPABILITY_ENV "LAZARET_ESCALATE_CAPABILITY"
+#define LZ_MBX_HEARTBEAT_MS 1000
+#define LZ_MBX_SILENCE_MS 5000
+#define LZ_MBX_MAX_UNACKED 64
+/* How long the client waits for its request to be accepted (outbox
+ * directory created) before it gives up: the coordinator is gone. */
+#define LZ_MBX_ACCEPT_WAIT_MS 10000
+
+/* lazaret-escalate's exit statuses for outcomes other than Completed (a
+ * completed command's status is its own: 0..255, or 128+N for signal N).
+ * Chosen above the range commands and shells use by convention (0..125,
+ * 126/127, 128+N for N < 64). */
+enum {
+    LZ_ESC_EXIT_DENIED = 250,
+    LZ_ESC_EXIT_TIMED_OUT = 251,
+    LZ_ESC_EXIT_CANCELLED = 252,
+    LZ_ESC_EXIT_FAILED = 253,
+    LZ_ESC_EXIT_NOT_SENT = 254, /* usage error, CommandRequiresShell, no mailbox */
+};
+
 /* True for 32 lowercase hex digits. */
 bool lz_mbx_id_ok(const char *id);
 

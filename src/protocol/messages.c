@@ -283,3 +283,23 @@ bool lz_msg_sup_started_decode(lz_rbuf *r, bool *ret_statx_fix)
     *ret_statx_fix = v == 1;
     return true;
 }
+
+void lz_msg_prompt_encode(lz_wbuf *b, uint16_t type, uint32_t no, const char *text)
+{
+    lz_wbuf_init(b, type);
+    lz_wbuf_u32(b, no);
+    lz_wbuf_str(b, text);
+}
+
+bool lz_msg_prompt_decode(lz_rbuf *r, uint16_t type, uint32_t *ret_no, char **ret_text)
+{
+    *ret_no = lz_rbuf_u32(r);
+    char *t = lz_rbuf_str(r, type == LZ_MSG_PROMPT ? LZ_MSG_MAX_PROMPT : LZ_MSG_MAX_TEXT);
+    if (!t || !lz_rbuf_done(r)) {
+        free(t);
+        *ret_text = NULL;
+        return false;
+    }
+    *ret_text = t;
+    return true;
+}

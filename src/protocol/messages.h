@@ -65,6 +65,10 @@ enum {
     LZ_MSG_RESIZE = 21,
     LZ_MSG_CLOSE = 22,
     LZ_MSG_OUTPUT = 23,
+    /* Host escalation prompts (docs/escalation.md "The prompt"). */
+    LZ_MSG_PROMPT = 30,        /* coordinator -> CLI: u32 prompt no, text */
+    LZ_MSG_PROMPT_CLOSED = 31, /* coordinator -> CLI: u32 prompt no, why */
+    LZ_MSG_DECISION = 32,      /* CLI -> coordinator: u32 prompt no, u32 approve */
 
     LZ_SUP_START = 100,
     LZ_SUP_EXEC = 101,
@@ -166,8 +170,17 @@ char *lz_msg_started_decode(lz_rbuf *r);
 void lz_msg_sup_started_encode(lz_wbuf *b, bool statx_fix);
 bool lz_msg_sup_started_decode(lz_rbuf *r, bool *ret_statx_fix);
 
+/* The longest prompt text: a request whose prompt would be longer is not
+ * shown cut, it fails (what the developer approves is shown in full). */
+#define LZ_MSG_MAX_PROMPT (LZ_WIRE_MAX - 64)
+
+/* PROMPT and PROMPT_CLOSED: a number and a text (at most LZ_MSG_MAX_PROMPT
+ * bytes, resp. LZ_MSG_MAX_TEXT). *ret_text newly allocated. */
+void lz_msg_prompt_encode(lz_wbuf *b, uint16_t type, uint32_t no, const char *text);
+bool lz_msg_prompt_decode(lz_rbuf *r, uint16_t type, uint32_t *ret_no, char **ret_text);
+
 /* Two-u32 messages (EXIT: outcome, code; SUP_EXEC_EXITED: session, status;
- * SUP_SIGNAL: session, signal). */
+ * SUP_SIGNAL: session, signal; DECISION: prompt no, approve 0/1). */
 void lz_msg_pair_encode(lz_wbuf *b, uint16_t type, uint32_t a, uint32_t c);
 bool lz_msg_pair_decode(lz_rbuf *r, uint32_t *a, uint32_t *c);
 

@@ -29,6 +29,9 @@ const lz_proto_entry lz_proto_table[] = {
       2 + 4 + 4 },
     { LZ_MSG_CLOSE, "CLOSE", LZ_DIR_CLI_TO_COORDINATOR,
       S(SESSION_QUEUED) | S(SESSION_RUNNING_TTY) | S(SESSION_RUNNING_PIPES), FDS(0), 2 },
+    /* The developer's answer to a PROMPT (only a terminal session gets one). */
+    { LZ_MSG_DECISION, "DECISION", LZ_DIR_CLI_TO_COORDINATOR, S(SESSION_RUNNING_TTY), FDS(0),
+      2 + 4 + 4 },
 
     /* Session channel, coordinator -> CLI. */
     { LZ_MSG_PROGRESS, "PROGRESS", LZ_DIR_COORDINATOR_TO_CLI,
@@ -40,6 +43,10 @@ const lz_proto_entry lz_proto_table[] = {
       2 + 4 + 64 },
     { LZ_MSG_OUTPUT, "OUTPUT", LZ_DIR_COORDINATOR_TO_CLI, S(CLIENT_RUNNING_TTY), FDS(0),
       2 + 4 + LZ_MSG_MAX_DATA },
+    { LZ_MSG_PROMPT, "PROMPT", LZ_DIR_COORDINATOR_TO_CLI, S(CLIENT_RUNNING_TTY), FDS(0),
+      2 + 4 + 4 + LZ_MSG_MAX_PROMPT },
+    { LZ_MSG_PROMPT_CLOSED, "PROMPT_CLOSED", LZ_DIR_COORDINATOR_TO_CLI, S(CLIENT_RUNNING_TTY),
+      FDS(0), 2 + 4 + TEXT_MAX },
     { LZ_MSG_EXIT, "EXIT", LZ_DIR_COORDINATOR_TO_CLI,
       S(CLIENT_RUNNING_TTY) | S(CLIENT_RUNNING_PIPES), FDS(0), 2 + 4 + 4 },
 

@@ -79,6 +79,27 @@ static const char schema_sql[] =
     "  outcome TEXT,"
     "  exit_code INTEGER,"
     "  PRIMARY KEY (generation_id, session_id)"
+    ") STRICT;"
+    /* Host escalation requests (OR-2): one row per accepted request, ending
+     * in exactly one of the five outcomes. Added to schema 1 without a
+     * version change: CREATE TABLE IF NOT EXISTS adds it to older stores,
+     * and nothing older reads it. */
+    "CREATE TABLE IF NOT EXISTS escalation ("
+    "  generation_id INTEGER NOT NULL REFERENCES generation(generation_id),"
+    "  request_id TEXT NOT NULL,"
+    "  session_id TEXT NOT NULL,"
+    "  argv TEXT NOT NULL,"
+    "  cwd TEXT NOT NULL,"
+    "  justification TEXT NOT NULL,"
+    "  state TEXT NOT NULL CHECK (state IN ('Pending','Running','Completed','Denied',"
+    "                                       'TimedOut','Cancelled','Failed')),"
+    "  decision TEXT,"
+    "  exit_status INTEGER,"
+    "  message TEXT,"
+    "  received_at INTEGER NOT NULL,"
+    "  decided_at INTEGER,"
+    "  ended_at INTEGER,"
+    "  PRIMARY KEY (generation_id, request_id)"
     ") STRICT;";
 
 /* A refused statement: SQLite's message, and the errno of an I/O failure
@@ -449,4 +470,37 @@ int lz_store_session_end(lz_domain_store *s, int64_t generation, const char *ses
                "UPDATE session SET state = 'ended', ended_at = ?, outcome = ?, exit_code = ? "
                "WHERE generation_id = ? AND session_id = ?",
                "itiit", now(), outcome, (int64_t) code, generation, session_id);
+}
+
+int lz_store_escalation_begin(lz_domain_store *s, int64_t generation, const char *request_id,
+                              const char *session_id, const char *argv_json, const char *cwd,
+                              const char *why, lz_error **err)
+{
+    return run(s, err, "cannot record an escalation request", ONE_ROW,
+               "INSERT INTO escalation (generation_id, request_id, session_id, argv, cwd, "
+               "justification, state, received_at) VALUES (?, ?, ?, ?, ?, ?, 'Pending', ?)",
+               "ittttti", generation, request_id, session_id,
+               argv_json, cwd, why, now());
+}
+
+int lz_store_escalation_decided(lz_domain_store *s, int64_t generation, const char *request_id,
+                                const char *decision, lz_error **err)
+{
+    return run(s, err, "cannot record an escalation decision", ONE_ROW,
+               "UPDATE escalation SET state = 'Running', decision = ?, decided_at = ? "
+               "WHERE generation_id = ? AND request_id = ? AND state = 'Pending'",
+               "tiit", decision, now(), generation, request_id);
+}
+
+int lz_store_escalation_end(lz_domain_store *s, int64_t generation, const char *request_id,
+                            const char *outcome, const char *decision, int status,
+                            const char *message, lz_error **err)
+{
+    /* COALESCE: a decision recorded when the command started stays. */
+    return run(s, err, "cannot record an escalation outcome", ONE_ROW,
+               "UPDATE escalation SET state = ?, decision = COALESCE(decision, ?), "
+               "exit_status = ?, message = ?, ended_at = ? "
+               "WHERE generation_id = ? AND request_id = ? AND state IN ('Pending','Running')",
+               "ttitiit", outcome, decision, (int64_t) status, message, now(), generation,
+               request_id);
 }

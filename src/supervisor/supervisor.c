@@ -220,6 +220,14 @@ static char **session_env(sup *s, char *const *extra, size_t n_extra)
         env[n++] = lz_xstrdup(extra[i]);
     for (size_t i = 0; i < cfg->n_env; i++)
         env[n++] = lz_xasprintf("%s=%s", cfg->env[i].sandbox_name, cfg->env[i].value);
+    /* lazaret-escalate on every command's PATH, after the image's own
+     * directories (whatever PATH ended up, the profile's included). */
+    for (size_t i = 0; i < n; i++)
+        if (strncmp(env[i], "PATH=", 5) == 0) {
+            char *p = lz_xasprintf("%s%s" LZ_GUEST_BIN_DIR, env[i], env[i][5] ? ":" : "");
+            free(env[i]);
+            env[i] = p;
+        }
     if (s->statx_fix)
         env[n++] = lz_xstrdup("LD_PRELOAD=" LZ_GUEST_STATX_FIX);
     env[n] = NULL;
@@ -254,6 +262,7 @@ static void free_strv(char **v)
  * strings below are staging points in the generation directory. */
 typedef struct staged_layout {
     char *rootfs, *workspace, *git_dir, *guest_bin, *guest_lib;
+    char *inbox, *outbox, *credentials; /* the Escalation Mailbox */
     lz_spec_mount *mounts;    /* persistent overlays and volumes */
     size_t n_mounts;
     lz_spec_mount *ws_mounts; /* the Git Sentry's, inside /workspace */
@@ -368,6 +377,20 @@ static int stage_layout(sup *s, lz_stage *st, staged_layout *l, lz_error **err)
         if (!(l->guest_lib = stage(st, l, fd, true, "the statx shim", err)))
             return -1;
     }
+    /* The Escalation Mailbox (made by the coordinator in the generation
+     * directory): the inbox is the sandbox's to write, the outbox and the
+     * client's credentials are read-only in the kernel. */
+    fd = lz_open_confined(s->gen_fd, "mailbox/inbox", O_PATH | O_DIRECTORY, 0, "mailbox/inbox",
+                          err);
+    if (!(l->inbox = stage(st, l, fd, false, "the escalation inbox", err)))
+        return -1;
+    fd = lz_open_confined(s->gen_fd, "mailbox/outbox", O_PATH | O_DIRECTORY, 0,
+                          "mailbox/outbox", err);
+    if (!(l->outbox = stage(st, l, fd, true, "the escalation outbox", err)))
+        return -1;
+    fd = lz_open_confined(s->gen_fd, "credentials", O_PATH | O_DIRECTORY, 0, "credentials", err);
+    if (!(l->credentials = stage(st, l, fd, true, "the escalation credentials", err)))
+        return -1;
 
     size_t n = s->anchor.n_mounts + cfg->n_volumes;
     l->mounts = lz_xcalloc(n ? n : 1, sizeof(lz_spec_mount));
@@ -456,6 +479,9 @@ static int write_config(sup *s, lz_error **err)
         .n_workspace_mounts = l.n_ws_mounts,
         .guest_bin_dir = l.guest_bin,
         .guest_lib_dir = l.guest_lib,
+        .mailbox_inbox = l.inbox,
+        .mailbox_outbox = l.outbox,
+        .credentials_dir = l.credentials,
         .netns_path = s->net.sandbox_netns,
         .env = NULL,
     };
