@@ -12,9 +12,11 @@
 #   5. make sure XDG_RUNTIME_DIR is a private directory
 #   6. lazaret doctor (informational: its failures do not stop the demo)
 #   7. lazaret config check default --workspace ~/lazaret-demo-workspace
-#   8. lazaret run default -- <a short tour>: a command in the sandbox
-#   9. on a terminal: lazaret run default, an interactive shell in the
-#      sandbox (type exit to leave); its exit status is the demo's
+#   8. lazaret run default -- <a short tour>: a command in the sandbox, with
+#      an auto-approved host escalation (the host's uname -sr)
+#   9. on a terminal: a host escalation that asks you (approve it with y),
+#      then lazaret run default, an interactive shell in the sandbox (type
+#      exit to leave); its exit status is the demo's
 #
 # The demo image is a Debian 12 minbase with git, debootstrapped offline into
 # an OCI layout (tests/images/build.sh, cached in /var/cache/lazaret-test-images):
@@ -50,7 +52,13 @@ volumes = [
 ]
 
 [profiles.default.escalation]
-enabled = false
+# The sandbox may ask to run host commands (lazaret-escalate). A request
+# that matches a rule exactly runs at once; any other is shown to you in the
+# terminal of the session that asked, and runs only if you type y.
+enabled = true
+auto_approve = [
+  { executable = "/usr/bin/uname", args = ["-sr"] },
+]
 EOF
 )
 
@@ -137,9 +145,15 @@ user_phase() {
         echo "== your home directory is not here:"; ls /home 2>&1 || true
         echo "== and neither is the configuration: $(ls ~/.config/lazaret 2>&1)"
         echo "== /root persists across sandbox restarts (persistent_dirs):"
-        echo "   runs of this demo so far: $(echo x >> /root/.demo-runs; wc -l < /root/.demo-runs)"'
+        echo "   runs of this demo so far: $(echo x >> /root/.demo-runs; wc -l < /root/.demo-runs)"
+        echo "== a host command, auto-approved by the rule for /usr/bin/uname -sr:"
+        lazaret-escalate --why "show the host kernel" -- /usr/bin/uname -sr'
     status=$?
     if [ -t 0 ] && [ -t 1 ]; then
+        echo
+        say "a host command no rule approves: Lazaret asks you (type y and Enter to run it)"
+        "$bin" "$@" run default -- sh -c 'lazaret-escalate --why "show who runs the host side" \
+            -- /usr/bin/id; echo "== lazaret-escalate exited $? (250: you denied it)"' || true
         echo
         say "opening an interactive shell in the sandbox (lazaret run default); type exit to leave"
         exec "$bin" "$@" run default
@@ -208,6 +222,8 @@ done
 install -m 0755 -o "$uid" -g "$gid" "$bin" "$home/.local/bin/lazaret"
 # Its guest helpers live beside it (a real install puts them in libexec/lib).
 install -m 0755 -o "$uid" -g "$gid" "$repo/build/src/cli/lazaret-exec" "$home/.local/bin/lazaret-exec"
+install -m 0755 -o "$uid" -g "$gid" "$repo/build/src/cli/lazaret-escalate" \
+    "$home/.local/bin/lazaret-escalate"
 install -m 0644 -o "$uid" -g "$gid" "$repo/build/src/cli/lazaret-statx-fix.so" \
     "$home/.local/bin/lazaret-statx-fix.so"
 

@@ -26,7 +26,7 @@ const char lz_usage_status[] =
     "Usage: lazaret status [--json]\n"
     "\n"
     "Show the running Domains of your user: profile, workspace, generation,\n"
-    "state, sessions, and the network policy in force.\n"
+    "state, sessions, pending host escalation requests, and the network policy in force.\n"
     "\n"
     "Options:\n"
     "  --json  print one JSON array\n";
@@ -61,6 +61,26 @@ static void print_text(json_t *d)
         printf("    %s  %s, client pid %lld\n", json_string_value(json_object_get(s, "session_id")),
                json_is_true(json_object_get(s, "interactive")) ? "terminal" : "streams",
                (long long) json_integer_value(json_object_get(s, "client_pid")));
+    /* Pending host escalation requests: argv is the sandbox's, so every
+     * element is escaped before it reaches the terminal. */
+    json_t *escs = json_object_get(d, "escalations");
+    if (json_array_size(escs) > 0) {
+        printf("  escalations: %zu pending\n", json_array_size(escs));
+        json_t *e;
+        json_array_foreach(escs, i, e) {
+            printf("    %.8s…  session %.8s…  %s:", json_string_value(json_object_get(e, "request_id")),
+                   json_string_value(json_object_get(e, "session_id")),
+                   json_string_value(json_object_get(e, "state")));
+            size_t k;
+            json_t *a;
+            json_array_foreach(json_object_get(e, "argv"), k, a) {
+                _cleanup_free_ char *safe = lz_text_printable(json_string_value(a) ?
+                                                              json_string_value(a) : "");
+                printf(" '%s'", safe);
+            }
+            printf("\n");
+        }
+    }
     json_t *pol = json_object_get(d, "network_policy");
     printf("  network:     IPv4 default deny, IPv6 disabled, resolver %s\n",
            json_string_value(json_object_get(json_array_get(json_object_get(pol, "resolvers"), 0),

@@ -217,3 +217,170 @@ def test_many_sessions_many_concurrent_requests(rig, host):
     rig.release(holder)
     rows = store_rows(rig.lz)
     assert len(rows) == 50 * len(sessions) and all(r["state"] == "Completed" for r in rows)
+
+
+# ---- the prompt (FR-5, DX-4), in a real terminal --------------------------------
+
+QUESTION = "Approve? [y/N] "
+HEADER = "Host escalation request"
+
+
+def prompt_shell(terms, host, env=None):
+    """A Domain whose profile allows escalation without rules, an
+    interactive shell in it, and a host marker script."""
+    tool = host.script("tool", "echo host-ran-$1")
+    terms.config({"bb": esc_profile()})
+    t = terms.shell(env=env)
+    t.prompt(timeout=RUN_TIMEOUT)
+    return t, tool
+
+
+def ask(t, tool, arg="x", why="to test", pre=""):
+    """Start a request at the shell prompt; returns the marker printed
+    after it with its status."""
+    typed, printed = t.marker("R")
+    t.line(f"{pre}lazaret-escalate --why '{why}' -- {tool} {arg}; echo {typed}:$?")
+    return printed
+
+
+def test_prompt_approve_and_deny(terms, host):
+    t, tool = prompt_shell(terms, host)
+    done = ask(t, tool, "first")
+    t.expect(QUESTION, what="the prompt")
+    shown = t.text[t.text.rindex(HEADER):]
+    for item in ("profile:", "'bb'", "session:", "working directory:", "'/workspace'",
+                 f"'{tool}'", "argument 1:", "'first'", "the agent says:", "'to test'"):
+        assert item in shown, (item, shown)
+    time.sleep(0.5)
+    assert host.ran("tool") == []  # nothing runs before the answer
+    st = terms.lz.run(["status"])  # the pending request, escaped, in lazaret status
+    assert st.returncode == 0 and "escalations: 1 pending" in st.stdout, st.stdout
+    assert f"'{tool}' 'first'" in st.stdout and "prompting" in st.stdout, st.stdout
+    t.type("y\r")
+    t.expect(f"{done}:0", what="the approved request's status")
+    assert "host-ran-first" in t.text
+    assert host.ran("tool") == [(str(terms.ws.resolve()), "[first]")]
+    t.prompt()
+    done = ask(t, tool, "second")
+    t.expect(QUESTION, what="the second prompt")
+    t.type("n\r")
+    t.expect(f"{done}:{DENIED}", what="the denied request's status")
+    assert len(host.ran("tool")) == 1
+    t.prompt()
+    done = ask(t, tool, "third")  # anything but y: denied; so is Enter alone
+    t.expect(QUESTION)
+    t.type("yy\r")
+    t.expect(f"{done}:{DENIED}")
+    done = ask(t, tool, "fourth")
+    t.expect(QUESTION)
+    t.type("\r")
+    t.expect(f"{done}:{DENIED}")
+    assert len(host.ran("tool")) == 1
+    t.line("exit")
+    assert t.wait_exit() == 0
+
+
+def test_pretyped_y_does_not_approve(terms, host):
+    """y and Enter typed while the request is on its way (before the prompt
+    is on the screen) are not an answer."""
+    t, tool = prompt_shell(terms, host)
+    done = ask(t, tool, "x", pre="sleep 1; ")
+    t.type("y\r")
+    t.type("y\r")
+    t.expect(QUESTION, what="the prompt")
+    time.sleep(1.5)
+    assert host.ran("tool") == [], t.text
+    t.type("n\r")
+    t.expect(f"{done}:{DENIED}")
+    assert host.ran("tool") == []
+    t.line("exit")
+    t.wait_exit()
+
+
+def test_justification_and_arguments_are_shown_escaped(terms, host):
+    t, tool = prompt_shell(terms, host)
+    why = "\x1b[2J\x1b]0;pwned\x07 RTL\u202eevil ZW\u200bX"
+    # printf inside the sandbox makes the bytes; the shell passes them on.
+    typed, printed = t.marker("R")
+    t.line("lazaret-escalate --why \"$(printf '\\033[2J\\033]0;pwned\\007 RTL\\342\\200\\256evil "
+           f"ZW\\342\\200\\213X')\" -- {tool} \"$(printf 'a\\033[31mb')\"; echo {typed}:$?")
+    t.expect(QUESTION, what="the prompt")
+    raw = t.log.getvalue()
+    shown = raw[raw.rindex(HEADER.encode()):]
+    for bad in (b"\x1b[2J", b"\x1b]0;", b"\x07", "\u202e".encode(), "\u200b".encode(),
+                b"\x1b[31m"):
+        assert bad not in shown, (bad, shown)
+    for escaped in (b"\\x1b[2J", b"\\x1b]0;pwned\\x07", b"\\xe2\\x80\\xae", b"\\xe2\\x80\\x8b",
+                    b"'a\\x1b[31mb'"):
+        assert escaped in shown, (escaped, shown)
+    t.type("n\r")
+    t.expect(f"{printed}:{DENIED}")
+    assert why  # the control text above is what the sandbox printed
+    t.line("exit")
+    t.wait_exit()
+
+
+def test_output_is_held_while_the_prompt_is_up(terms, host):
+    t, tool = prompt_shell(terms, host)
+    t.line("(while :; do echo TICK; sleep 0.2; done) & TICKER=$!")
+    t.expect("TICK", what="the ticker")
+    done = ask(t, tool)
+    t.expect(QUESTION, what="the prompt")
+    at = len(t.log.getvalue())
+    time.sleep(2)
+    try:
+        t.child.expect("TICK", timeout=0.5)
+        seen = True
+    except Exception:
+        seen = False
+    during = t.log.getvalue()[at:]
+    assert not seen and b"TICK" not in during, during
+    t.type("n\r")
+    t.expect(f"{done}:{DENIED}")
+    t.expect("TICK", what="the ticker's output after the decision")
+    t.line("kill $TICKER")
+    t.prompt()
+    t.line("exit")
+    t.wait_exit()
+
+
+def test_prompt_only_in_the_asking_terminal(terms, host):
+    t_a, tool = prompt_shell(terms, host)
+    t_b = terms.shell()
+    t_b.prompt(timeout=RUN_TIMEOUT)
+    done = ask(t_b, tool, "from-b")
+    t_b.expect(QUESTION, what="B's prompt")
+    before = t_a.log.getvalue()
+    out = t_a.sh("echo A-STILL-WORKS")  # A keeps working meanwhile
+    assert "A-STILL-WORKS" in out
+    assert HEADER.encode() not in t_a.log.getvalue(), t_a.text
+    t_b.type("y\r")
+    t_b.expect(f"{done}:0")
+    time.sleep(0.5)
+    assert HEADER.encode() not in t_a.log.getvalue()[len(before):]
+    assert host.ran("tool") == [(str(terms.ws.resolve()), "[from-b]")]
+    for t in (t_a, t_b):
+        t.line("exit")
+        t.wait_exit()
+
+
+def test_prompt_times_out(terms, host):
+    t, tool = prompt_shell(terms, host, env={"LAZARET_ESCALATION_TIMEOUT": "2"})
+    done = ask(t, tool)
+    t.expect(QUESTION, what="the prompt")
+    t.expect("withdrawn", timeout=10, what="the timeout")
+    t.expect(f"{done}:{TIMED_OUT}")
+    t.type("y\r")  # too late: answers nothing
+    time.sleep(0.5)
+    assert host.ran("tool") == []
+    t.line("exit")
+    t.wait_exit()
+
+
+def test_session_without_terminal_is_denied(rig, host):
+    tool = host.script("tool", "echo ran")
+    rig.config({"p": esc_profile()})
+    r = rig.run("p", sh(f"lazaret-escalate -- {tool}; echo rc=$?"))
+    assert f"rc={DENIED}" in r.stdout, (r.stdout, r.stderr)
+    assert "no terminal" in r.stderr, r.stderr
+    assert host.ran("tool") == []
