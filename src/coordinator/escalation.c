@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/inotify.h>
+#include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -195,6 +196,10 @@ int escalation_prepare(coord *c, int gen_fd, lz_error **err)
         write_cred(creds, LZ_MBX_CRED_NONCE, st->nonce, LZ_SIG_NONCE_LEN, err) < 0)
         return -1;
 
+    /* Orphaned descendants of host commands come to the coordinator rather
+     * than to init, so that none outlives its command (sweep_leftovers). */
+    if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0)
+        return lz_error_set(err, errno, "cannot make the coordinator a child subreaper");
     st->inotify_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
     char path[64];
     snprintf(path, sizeof(path), "/proc/self/fd/%d", st->inbox_fd);
@@ -344,6 +349,35 @@ static void esc_free(escalation *e)
 
 /* ---- ending ------------------------------------------------------------- */
 
+/* Descendants that left their command's process group (setsid) and whose
+ * parent ended were reparented to the coordinator (a child subreaper,
+ * escalation_prepare): when no host command runs any more, every child of
+ * the coordinator other than the supervisor is such a leftover, and is
+ * killed and reaped, round after round (its own children come next). */
+static void sweep_leftovers(coord *c)
+{
+    for (int round = 0; round < 64; round++) {
+        char path[64];
+        snprintf(path, sizeof(path), "/proc/self/task/%d/children", (int) getpid());
+        FILE *f = fopen(path, "re");
+        if (!f)
+            return;
+        int pid, killed = 0;
+        while (fscanf(f, "%d", &pid) == 1) {
+            if (pid <= 0 || pid == c->sup.outer_pid)
+                continue;
+            kill(pid, SIGKILL);
+            waitpid(pid, NULL, 0);
+            killed++;
+        }
+        fclose(f);
+        if (!killed)
+            return;
+        clog_(c, "escalation: killed %d process%s left by host commands", killed,
+              killed == 1 ? "" : "es");
+    }
+}
+
 static void kill_group(escalation *e)
 {
     /* The group id is the command's pid: it cannot be reused while the
@@ -478,6 +512,15 @@ static void on_output(lz_loop *loop, lz_loop_source *src, int fd, short revents,
     update_flow(e);
 }
 
+/* Is a host command's main process not reaped yet? */
+static bool any_command_alive(coord *c)
+{
+    for (escalation *e = c->esc->head; e; e = e->next)
+        if (e->child.pid > 0)
+            return true;
+    return false;
+}
+
 static void on_drain_over(lz_loop *loop, lz_loop_source *src, void *data)
 {
     (void) loop, (void) src;
@@ -502,6 +545,8 @@ static void on_child(lz_loop *loop, lz_loop_source *src, int fd, short revents, 
     lz_error_free(err);
     lz_loop_remove(e->child_src);
     e->child_src = NULL;
+    if (!any_command_alive(e->c))
+        sweep_leftovers(e->c);
     if (e->phase != E_RUNNING)
         return; /* ended meanwhile (cancelled): reaped now, freed by on_life */
     e->main_exited = true;
@@ -1126,7 +1171,13 @@ void escalation_session_ended(coord *c, session *s)
     for (escalation *e = c->esc->head; e; e = e->next) {
         if (e->s != s)
             continue;
-        if (e->phase != E_DONE) {
+        if (e->phase == E_PROMPT_QUEUED || e->phase == E_PROMPTING) {
+            /* Nobody can answer any more: a prompt whose terminal is gone
+             * denies (FR-5), as a session without one does. */
+            if (!e->decision)
+                e->decision = lz_xstrdup("its session's terminal is gone");
+            esc_finish(e, LZ_MBX_DENIED, -1, "the session's terminal is gone");
+        } else if (e->phase != E_DONE) {
             if (!e->decision)
                 e->decision = lz_xstrdup("its session ended");
             esc_finish(e, LZ_MBX_CANCELLED, -1, "its session ended");
@@ -1158,6 +1209,7 @@ void escalation_teardown(coord *c)
         }
         esc_free(e);
     }
+    sweep_leftovers(c);
     lz_loop_remove(st->inbox_src);
     lz_loop_remove(st->rescan);
     if (st->inotify_fd >= 0)

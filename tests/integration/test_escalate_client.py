@@ -16,7 +16,6 @@ is tested end to end elsewhere.
 
 import os
 import signal
-import struct
 import subprocess
 import time
 from pathlib import Path
@@ -25,12 +24,11 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives import serialization
 
-MAGIC = 0x4C5A4D42
-REQUEST, CANCEL, ACK, CHUNK, RESULT = 200, 201, 202, 210, 211
-COMPLETED, DENIED, TIMED_OUT, CANCELLED, FAILED = 1, 2, 3, 4, 5
-CONTEXT = b"lazaret-mailbox-record-v1\0"
-SIG_LEN = 64
-MAX_RECORD = 65536
+# The record codecs and constants are shared with test_escalation_mailbox.py.
+from mailbox_records import (ACK, CANCEL, CANCELLED, COMPLETED, CONTEXT, DENIED,  # noqa: F401
+                             FAILED, MAX_RECORD, REQUEST, SIG_LEN, TIMED_OUT, _raw, chunk,
+                             decode, result)
+
 CAP = "0123456789abcdef0123456789abcdef"
 
 
@@ -45,72 +43,6 @@ def client_bin(lazaret_bin, skip_or_fail):
 @pytest.fixture(autouse=True)
 def _as_root(_root):
     """unshare -m and mount need root (the integration tests run as root)."""
-
-
-# ---- records (src/protocol/mailbox.c) ----------------------------------------
-
-def _hdr(t):
-    return struct.pack(">HII", t, MAGIC, 1)
-
-
-def _s(b):
-    if isinstance(b, str):
-        b = b.encode()
-    return struct.pack(">I", len(b)) + b
-
-
-def _u32(v):
-    return struct.pack(">I", v)
-
-
-def chunk(rid, seq, stream, data):
-    return _hdr(CHUNK) + _s(rid) + _u32(seq) + _u32(stream) + _s(data)
-
-
-def result(rid, outcome, status=0, n_chunks=0, message=b""):
-    return _hdr(RESULT) + _s(rid) + _u32(outcome) + _u32(status) + _u32(n_chunks) + _s(message)
-
-
-class _Reader:
-    def __init__(self, data):
-        self.d, self.p = data, 0
-
-    def u16(self):
-        v, = struct.unpack_from(">H", self.d, self.p)
-        self.p += 2
-        return v
-
-    def u32(self):
-        v, = struct.unpack_from(">I", self.d, self.p)
-        self.p += 4
-        return v
-
-    def s(self):
-        n = self.u32()
-        b = self.d[self.p:self.p + n]
-        assert len(b) == n
-        self.p += n
-        return b
-
-
-def decode(payload):
-    r = _Reader(payload)
-    t = r.u16()
-    assert (r.u32(), r.u32()) == (MAGIC, 1)
-    if t == REQUEST:
-        out = dict(type=t, capability=r.s().decode(), id=r.s().decode(), cwd=r.s())
-        out["argv"] = [r.s() for _ in range(r.u32())]
-        out["why"] = r.s()
-    else:
-        assert t in (CANCEL, ACK), t
-        out = dict(type=t, capability=r.s().decode(), id=r.s().decode(), acked=r.u32())
-    assert r.p == len(payload), "bytes left over"
-    return out
-
-
-def _raw(key):
-    return key.public_key().public_bytes(serialization.Encoding.Raw,
-                                          serialization.PublicFormat.Raw)
 
 
 class FakeCoordinator:

@@ -384,3 +384,46 @@ def test_session_without_terminal_is_denied(rig, host):
     assert f"rc={DENIED}" in r.stdout, (r.stdout, r.stderr)
     assert "no terminal" in r.stderr, r.stderr
     assert host.ran("tool") == []
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ")[-1][0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_nothing_of_an_approved_command_survives_it(rig, host):
+    """A host command that leaves a background grandchild in its process
+    group and one in a new session (setsid): when the command ends, both
+    are gone. Control: the same script run directly on the host leaves both
+    running (the attack is real)."""
+    body = (f"sleep 300 & echo $! > {host.marks}/bg.pid; "
+            f"setsid sh -c 'echo $$ > {host.marks}/escaped.pid; exec sleep 300' & "
+            "sleep 0.5; echo started")
+    tool = host.script("tool", body)
+    # Control, without Lazaret: as the test user, straight on the host.
+    u = rig.lz.user
+    subprocess.run(["setpriv", f"--reuid={u.uid}", f"--regid={u.gid}", "--init-groups",
+                    str(tool)], check=True, timeout=10, stdout=subprocess.DEVNULL)
+    pids = [int((host.marks / n).read_text()) for n in ("bg.pid", "escaped.pid")]
+    try:
+        assert all(_alive(p) for p in pids), "control: the grandchildren should survive"
+    finally:
+        for p in pids:
+            try:
+                os.kill(p, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    rig.config({"p": esc_profile([{"executable": str(tool)}])})
+    r = rig.run("p", sh(f"lazaret-escalate -- {tool}; echo rc=$?"))
+    assert "started" in r.stdout and "rc=0" in r.stdout, (r.stdout, r.stderr)
+    pids = [int((host.marks / n).read_text()) for n in ("bg.pid", "escaped.pid")]
+    deadline = time.monotonic() + 5
+    while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    left = [p for p in pids if _alive(p)]
+    for p in left:
+        os.kill(p, signal.SIGKILL)
+    assert not left, f"left running after the command ended: {left}"
