@@ -725,6 +725,15 @@ static char *prompt_text(escalation *e)
         free(text);
         text = t2;
     }
+    /* A program the sandbox could have written (or may still change) is
+     * worth a second look: say so. */
+    const char *ws = c->a->cfg->workspace.label;
+    if (ws && lz_path_overlaps(e->plan->label, ws)) {
+        char *t2 = lz_xasprintf("%s  note: this file is inside the workspace, which the sandbox "
+                                "can change\n", text);
+        free(text);
+        text = t2;
+    }
     return text;
 }
 
