@@ -252,6 +252,7 @@ def bench(args):
         say(f"1 warm-up batch + {batches} batches of {args.batch}, each of: escalation, host "
             "fork+exec, sandbox fork+exec")
         t_start = time.monotonic()
+        load_start = os.getloadavg()[0]
         for i in range(batches + 1):
             n = args.batch if i == 0 else min(args.batch, args.requests - (i - 1) * args.batch)
             # Rotate the order, so that no kind always follows another.
@@ -268,6 +269,7 @@ def bench(args):
                 if i > 0:
                     samples[k] += got
         wall = time.monotonic() - t_start
+        load_end = os.getloadavg()[0]
         if sess.proc.poll() is not None or L.coordinators(user.uid) != coord or len(coord) != 1:
             die("the Domain did not stay up through the samples\n" + lz.diagnose())
         sess.close()
@@ -289,6 +291,9 @@ def bench(args):
         res["decisions"] = decisions
         res["store_rows"] = len(rows)
         res["wall_s"] = wall
+        # Other work on the machine moves these numbers a lot (two CPUs,
+        # shared): the section says how busy it was.
+        res["load"] = [round(load_start, 2), round(load_end, 2)]
         res["raw_ms"] = {k: [round(L.ms(x), 3) for x in v] for k, v in samples.items()}
         return res, binary
     finally:
@@ -321,6 +326,8 @@ def print_table(res):
           f"p99 {e['p99'] / h['p99']:.1f}x, mean {e['mean'] / h['mean']:.1f}x; "
           f"target p50 <= {TARGET_P50_MS:.0f} ms: "
           f"{'met' if e['p50'] <= TARGET_P50_MS else 'NOT met'}")
+    print(f"(load average, 1 min: {res['load'][0]} before the samples, {res['load'][1]} after; "
+          f"{res['wall_s']:.1f} s of sampling)")
 
 
 def section(res, meta, args):
@@ -365,8 +372,13 @@ def section(res, meta, args):
         "coordinator's inotify wake-up, verification, rule match, Domain Store rows, the "
         "executable's recheck and the host spawn, the signed RESULT renamed into the outbox, "
         "and the client's poll finding it (a back-off of 0.2 ms growing to 10 ms).",
-        "- The machine is small and shared with test runs: compare ratios rather than "
-        "milliseconds, and re-run when mean and median disagree a lot.",
+        "- The context row is the floor of any request from a sandboxed process: gVisor "
+        "(this runsc uses the ptrace platform) pays for every guest syscall and page fault "
+        "with a trap into the Sentry, so a new process costs milliseconds before it does "
+        "anything. The section \"Escalation: where the time goes\" below breaks a sample down.",
+        f"- The machine is small and shared with test runs (1-minute load average "
+        f"{res['load'][0]} before the samples, {res['load'][1]} after): compare ratios rather "
+        "than milliseconds, and re-run when mean and median disagree a lot.",
         "",
     ]
     return "\n".join(lines)

@@ -128,6 +128,8 @@ typedef enum attempt_result { ATTEMPT_DONE, ATTEMPT_RETRY } attempt_result;
  * than held for the session's whole life; so are their copies in our own
  * environment. docs/runtime.md, "Secrets in memory and core dumps". */
 static bool env_values_forgotten;
+/* False on run's last attempt: then every failure is reported. */
+static bool retry_silently = true;
 
 static void session_started(lz_resolved_config *cfg)
 {
@@ -167,6 +169,7 @@ typedef struct client {
     bool ended;        /* EXIT or REFUSED arrived, or the connection ended */
     int *status;
     attempt_result result;
+    bool heard;        /* some message of the coordinator arrived */
     /* An escalation prompt is up (FR-5): the terminal's keystrokes answer
      * it and go nowhere else; the coordinator holds the session's output
      * back meanwhile. */
@@ -174,7 +177,51 @@ typedef struct client {
     uint32_t prompt_no;
     char answer[8];
     size_t answer_len;
+    /* Notices that arrived while the prompt was up (their text can be the
+     * sandbox's choosing: Git Sentry names): shown after it. */
+    char *held;
+    size_t held_len;
+    size_t held_dropped;
 } client;
+
+#define HELD_NOTICES_MAX ((size_t) 16384)
+
+static void hold_notice(client *cl, const char *text)
+{
+    size_t n = strlen(text);
+    if (cl->held_len + n + 1 > HELD_NOTICES_MAX) {
+        cl->held_dropped++;
+        return;
+    }
+    cl->held = realloc(cl->held, cl->held_len + n + 2);
+    if (!cl->held) {
+        cl->held_len = 0;
+        return;
+    }
+    memcpy(cl->held + cl->held_len, text, n);
+    cl->held[cl->held_len + n] = '\n';
+    cl->held_len += n + 1;
+    cl->held[cl->held_len] = '\0';
+}
+
+/* The prompt is gone: the notices it held back, then normal service. */
+static void release_notices(client *cl)
+{
+    const char *p = cl->held;
+    while (p && *p) {
+        const char *nl = strchr(p, '\n');
+        char *line = lz_xstrndup(p, (size_t) (nl - p));
+        print_remote("lazaret: ", line, "\r\n");
+        free(line);
+        p = nl + 1;
+    }
+    if (cl->held_dropped)
+        fprintf(stderr, "lazaret: %zu more notices arrived during the prompt (see the Domain's "
+                        "logs/coordinator.log)\r\n", cl->held_dropped);
+    free(cl->held);
+    cl->held = NULL;
+    cl->held_len = cl->held_dropped = 0;
+}
 
 /* Write a text to the raw terminal: each line escaped once more
  * (lz_text_printable is idempotent, so the coordinator's escaping stays as
@@ -210,9 +257,18 @@ static int on_prompt(void *ctx, lz_proto_msg *m)
     cl->prompting = true;
     cl->prompt_no = no;
     cl->answer_len = 0;
-    /* Attributes reset, a line of its own: the prompt starts clean whatever
-     * the program left on the screen. */
-    fputs("\x1b[0m\r\n", stderr);
+    /* Whatever state the sandbox's output left the terminal in, the prompt
+     * is drawn on a clean, normal screen (attack round i11, A6: a scroll
+     * region had hidden the real executable under a fake one): leave the
+     * alternate screen, soft reset (DECSTR: margins, origin mode, insert
+     * mode, character sets, attributes), explicit resets for terminals
+     * without DECSTR (scroll region, G0 ASCII and shift-in, origin mode,
+     * autowrap, visible cursor, attributes), then clear the screen and
+     * start at its top left: nothing drawn before can pass for a part of
+     * the prompt (the scrollback stays the developer's). */
+    fputs("\x1b[?1049l\x1b[!p\x1b[r\x1b(B\x0f\x1b[?6l\x1b[?7h\x1b[?25h\x1b[0m"
+          "\x1b[H\x1b[2J\x1b[H",
+          stderr);
     print_prompt_text(text);
     fputs("Type y and Enter to approve; anything else denies. Approve? [y/N] ", stderr);
     fflush(stderr);
@@ -231,6 +287,7 @@ static int on_prompt_closed(void *ctx, lz_proto_msg *m)
         cl->prompting = false;
         fputs("\r\n", stderr);
         print_remote("lazaret: the request was withdrawn: ", why, "\r\n");
+        release_notices(cl);
     }
     free(why);
     return 0;
@@ -265,6 +322,7 @@ static void prompt_keys(client *cl, const uint8_t *data, size_t n)
         fflush(stderr);
         cl->prompting = false;
         cl->answer_len = 0;
+        release_notices(cl);
     }
 }
 
@@ -274,8 +332,11 @@ static int on_progress(void *ctx, lz_proto_msg *m)
     char *t = lz_msg_text_decode(&m->r);
     if (!t)
         return -1;
-    /* After the start, a notice during the session (Git Sentry). */
-    if (cl->interactive ? termios_raw : cl->started)
+    /* After the start, a notice during the session (Git Sentry); never
+     * while a prompt is on the terminal (attack round i11, A8). */
+    if (cl->prompting)
+        hold_notice(cl, t);
+    else if (cl->interactive ? termios_raw : cl->started)
         print_remote(termios_raw ? "\r\nlazaret: " : "lazaret: ", t, termios_raw ? "\r\n" : "\n");
     else
         progress(t, NULL);
@@ -372,11 +433,21 @@ static void client_receive(client *cl)
     if (r > 0)
         explicit_bzero(m.buf, m.len); /* the session's output: RELAY_WIPE */
     if (r > 0 && !malformed) {
+        cl->heard = true;
         lz_proto_msg_clear(&m);
         return;
     }
     lz_proto_msg_clear(&m);
     cl->ended = true;
+    /* The connection ended before the coordinator said anything: it was
+     * tearing down and closed its listening socket with this connection
+     * still in the queue. Like a TEARING_DOWN refusal: wait and join the
+     * next generation (bounded by run's attempts). */
+    if (!malformed && !cl->heard && !cl->started && retry_silently) {
+        cl->result = ATTEMPT_RETRY;
+        lz_error_free(err);
+        return;
+    }
     terminal_restore();
     lz_error *e = NULL;
     if (malformed || (r < 0 && err->errnum == EPROTO)) {
@@ -466,6 +537,7 @@ static attempt_result relay_interactive(lz_resolved_config *cfg, int sock, int *
             break;
     }
     terminal_restore();
+    free(cl.held);
     if (sfd >= 0)
         close(sfd);
     sigprocmask(SIG_UNBLOCK, &mask, NULL);
@@ -707,6 +779,7 @@ int lz_cmd_run(int argc, char **argv, const lz_global_options *g)
     bool interactive = isatty(STDIN_FILENO) && isatty(STDOUT_FILENO);
     int status = LZ_EXIT_RUN_LAZARET_FAILED;
     for (int tries = 0; tries < 200; tries++) {
+        retry_silently = tries < 199;
         if (attempt(cfg, cmd, cmdc, interactive, &status) == ATTEMPT_DONE)
             break;
         if (env_values_forgotten) {

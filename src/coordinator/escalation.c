@@ -27,11 +27,13 @@
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/spawn.h"
 #include "common/util.h"
 #include "coordinator/approval.h"
+#include "coordinator/git_audit.h"
 #include "coordinator/log.h"
 #include "coordinator/prompt.h"
 #include "coordinator/relay.h"
@@ -62,6 +64,7 @@ typedef struct escalation {
     esc_phase phase;
     bool open_counted;       /* counted in s->esc_open */
     bool prompt_counted;     /* counted in s->esc_prompts */
+    bool recorded;           /* its Domain Store row exists */
     char *decision;          /* the rule or the developer, for the records */
     /* The executable: the rule's plan, or one made for this request. */
     const lz_path_plan *plan;
@@ -87,6 +90,8 @@ typedef struct escalation {
 typedef struct esc_state {
     int inbox_fd, outbox_fd; /* O_RDONLY directories */
     int inotify_fd;
+    int junk_fd;             /* <gen>/mailbox/junk: what left the inbox */
+    unsigned junk_serial;
     lz_loop_source *inbox_src;
     lz_loop_source *rescan;
     uint8_t coord_seed[LZ_SIG_KEY_LEN];
@@ -155,7 +160,7 @@ static void on_inbox(lz_loop *loop, lz_loop_source *src, int fd, short revents, 
 int escalation_prepare(coord *c, int gen_fd, lz_error **err)
 {
     esc_state *st = lz_xcalloc(1, sizeof(*st));
-    st->inbox_fd = st->outbox_fd = st->inotify_fd = -1;
+    st->inbox_fd = st->outbox_fd = st->inotify_fd = st->junk_fd = -1;
     c->esc = st;
     const char *t = getenv("LAZARET_ESCALATION_TIMEOUT");
     long secs = t ? strtol(t, NULL, 10) : 0;
@@ -169,14 +174,17 @@ int escalation_prepare(coord *c, int gen_fd, lz_error **err)
      * inside; on the host it lies in the user's private generation
      * directory. The outbox and the credentials are read-only binds. */
     if (mkdirat(gen_fd, "mailbox", 0755) < 0 || mkdirat(gen_fd, "mailbox/inbox", 0700) < 0 ||
-        mkdirat(gen_fd, "mailbox/outbox", 0755) < 0 || mkdirat(gen_fd, "credentials", 0755) < 0)
+        mkdirat(gen_fd, "mailbox/outbox", 0755) < 0 || mkdirat(gen_fd, "mailbox/junk", 0700) < 0 ||
+        mkdirat(gen_fd, "credentials", 0755) < 0)
         return lz_error_set(err, errno, "cannot create the escalation mailbox in %s",
                             c->gen_label);
     st->inbox_fd = openat(gen_fd, "mailbox/inbox", O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
                                                        O_CLOEXEC);
     st->outbox_fd = openat(gen_fd, "mailbox/outbox", O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
                                                          O_CLOEXEC);
-    if (st->inbox_fd < 0 || st->outbox_fd < 0 || fchmod(st->inbox_fd, 01777) < 0)
+    st->junk_fd = openat(gen_fd, "mailbox/junk", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (st->inbox_fd < 0 || st->outbox_fd < 0 || st->junk_fd < 0 ||
+        fchmod(st->inbox_fd, 01777) < 0)
         return lz_error_set(err, errno, "cannot open the escalation mailbox in %s",
                             c->gen_label);
 
@@ -268,13 +276,18 @@ static char *argv_json(const lz_mbx_request *r)
     return t ? t : lz_xstrdup("[]");
 }
 
-static void record_begin(escalation *e)
+/* The request's row, once: Pending, or Running with its decision when it
+ * starts at once (a rule). */
+static void record_begin(escalation *e, const char *decision)
 {
     coord *c = e->c;
+    if (e->recorded)
+        return;
+    e->recorded = true;
     char *argv = argv_json(&e->req);
     lz_error *err = NULL;
     if (lz_store_escalation_begin(c->a->store, c->generation, e->req.request_id, e->session_id,
-                                  argv, e->req.cwd, e->req.why, &err) < 0) {
+                                  argv, e->req.cwd, e->req.why, decision, &err) < 0) {
         log_error(c, "cannot record an escalation request", err);
         lz_error_free(err);
     }
@@ -426,6 +439,7 @@ static void esc_finish(escalation *e, lz_mbx_outcome outcome, int status, const 
         e->out[i] = -1;
     }
     write_result(e, outcome, status, message);
+    record_begin(e, NULL);
     lz_error *err = NULL;
     if (lz_store_escalation_end(c->a->store, c->generation, e->req.request_id,
                                 outcome_name(outcome), e->decision, status, message, &err) < 0) {
@@ -577,6 +591,28 @@ static int open_cwd(coord *c, const char *cwd, lz_error **err)
     return d;
 }
 
+/* Where the sandbox can write on the host: a program there is refused
+ * whatever the decision (attack round i11, A5: an approved workspace script
+ * was rewritten in place after the check, and its interpreter read the new
+ * text). Its workspace, its read-write volumes, and the storage and runtime
+ * trees (state uppers, ignored copies, the mailbox). A file elsewhere with
+ * one hard link is out of the sandbox's reach: its mounts are the only way
+ * it writes, and a rename cannot leave a mount. NULL or what it is. */
+static const char *sandbox_writable(const lz_resolved_config *cfg, const char *label)
+{
+    if (cfg->workspace.label && lz_path_overlaps(label, cfg->workspace.label))
+        return "the workspace";
+    for (size_t i = 0; i < cfg->n_volumes; i++)
+        if (cfg->volumes[i].access == LZ_ACCESS_READ_WRITE && cfg->volumes[i].source.label &&
+            lz_path_overlaps(label, cfg->volumes[i].source.label))
+            return "a read-write volume";
+    if (cfg->storage_root.label && lz_path_overlaps(label, cfg->storage_root.label))
+        return "Lazaret's storage (the sandboxes' state)";
+    if (cfg->runtime_root.label && lz_path_overlaps(label, cfg->runtime_root.label))
+        return "Lazaret's runtime directory";
+    return NULL;
+}
+
 /* Is the object open at fd a "#!" script? Its interpreter needs the
  * descriptor after the exec (spawn.h, exec_fd_keep). */
 static bool is_script(int fd)
@@ -599,6 +635,14 @@ static void esc_run(escalation *e)
     lz_error *err = NULL;
     /* Immediately before running: the executable again, through its plan,
      * rechecked; and the same object the decision was about. */
+    const char *where = sandbox_writable(c->a->cfg, e->plan->label);
+    if (where) {
+        char *msg = lz_xasprintf("%s lies in %s, which the sandbox can change: Lazaret does "
+                                 "not run programs from there", e->plan->label, where);
+        esc_finish(e, LZ_MBX_FAILED, -1, msg);
+        free(msg);
+        return;
+    }
     lz_identity now;
     _cleanup_close_ int exe = lz_executable_pin(e->plan, &now, &err);
     if (exe < 0) {
@@ -618,6 +662,14 @@ static void esc_run(escalation *e)
         free(msg);
         return;
     }
+    /* The sandbox chooses the moment a host command starts: whatever it
+     * changed in the workspace until now is audited first (the Git
+     * Sentry's pending events, synchronously), so that an approved host
+     * git never reads a configuration the sandbox made before it asked
+     * (attack round i11, A1: the inbox's work had been ordered before the
+     * Sentry's in one loop round). An audit that cannot neutralise
+     * something stops the Domain and does not return. */
+    git_audit(c, "a host command starts", false);
     _cleanup_close_ int cwd = open_cwd(c, e->req.cwd, &err);
     if (cwd < 0) {
         char *msg = lz_xasprintf("cannot open the workspace: %s", err->message);
@@ -672,8 +724,10 @@ static void esc_run(escalation *e)
         e->out_src[i] = lz_loop_add_fd(c->loop, e->out[i], POLLIN, on_output, e);
     }
     e->child_src = lz_loop_add_fd(c->loop, e->child.pidfd, POLLIN, on_child, e);
-    if (lz_store_escalation_decided(c->a->store, c->generation, e->req.request_id, e->decision,
-                                    &err) < 0) {
+    if (!e->recorded) {
+        record_begin(e, e->decision);
+    } else if (lz_store_escalation_decided(c->a->store, c->generation, e->req.request_id,
+                                           e->decision, &err) < 0) {
         log_error(c, "cannot record an escalation decision", err);
         lz_error_free(err);
     }
@@ -722,15 +776,6 @@ static char *prompt_text(escalation *e)
         char *item = lz_prompt_item(e->plan->label, 0);
         char *t2 = lz_xasprintf("%s  which is the file %s on this machine\n", text, item);
         free(item);
-        free(text);
-        text = t2;
-    }
-    /* A program the sandbox could have written (or may still change) is
-     * worth a second look: say so. */
-    const char *ws = c->a->cfg->workspace.label;
-    if (ws && lz_path_overlaps(e->plan->label, ws)) {
-        char *t2 = lz_xasprintf("%s  note: this file is inside the workspace, which the sandbox "
-                                "can change\n", text);
         free(text);
         text = t2;
     }
@@ -847,6 +892,15 @@ static void decide(escalation *e)
     }
     free(canonical);
     e->plan = &e->own_plan;
+    const char *where = sandbox_writable(cfg, e->plan->label);
+    if (where) {
+        char *msg = lz_xasprintf("%s lies in %s, which the sandbox can change: Lazaret does "
+                                 "not run programs from there (install a copy elsewhere, "
+                                 "e.g. ~/bin, and ask for that)", e->plan->label, where);
+        esc_finish(e, LZ_MBX_FAILED, -1, msg);
+        free(msg);
+        return;
+    }
     int fd = lz_executable_pin(e->plan, &e->approved, &err);
     if (fd < 0) {
         char *msg = lz_xasprintf("cannot run %s: %s", e->req.argv[0], err->message);
@@ -877,6 +931,7 @@ static void decide(escalation *e)
                    "the request is too long to be shown in full on a terminal");
         return;
     }
+    record_begin(e, NULL);
     s->esc_prompts++;
     e->prompt_counted = true;
     e->phase = E_PROMPT_QUEUED;
@@ -920,7 +975,6 @@ static void on_request(coord *c, const uint8_t *payload, size_t len)
     session *s = session_of_capability(c, req.capability);
     if (!s) {
         snprintf(e->session_id, sizeof(e->session_id), "unknown");
-        record_begin(e);
         e->decision = lz_xstrdup("no session of this Domain holds its capability");
         esc_finish(e, LZ_MBX_FAILED, -1,
                    "not from a running session of this Domain (unknown capability)");
@@ -928,7 +982,6 @@ static void on_request(coord *c, const uint8_t *payload, size_t len)
     }
     e->s = s;
     memcpy(e->session_id, s->id, sizeof(e->session_id));
-    record_begin(e);
     decide(e);
     if (c->state != G_TEARDOWN)
         publish_status(c);
@@ -971,6 +1024,16 @@ static void on_control(coord *c, uint16_t type, const uint8_t *payload, size_t l
     update_flow(e);
 }
 
+static void scan_inbox(coord *c);
+
+static bool still_there(coord *c, const escalation *e)
+{
+    for (escalation *x = c->esc->head; x; x = x->next)
+        if (x == e)
+            return true;
+    return false;
+}
+
 /* Every second: a client silent for LZ_MBX_SILENCE_MS has died (SIGKILL
  * leaves it no chance to cancel); a finished request whose client is gone
  * can go. */
@@ -979,6 +1042,22 @@ static void on_life(lz_loop *loop, lz_loop_source *src, void *data)
     (void) src;
     escalation *e = data;
     bool silent = lz_loop_now_ms() - e->last_heard_ms > LZ_MBX_SILENCE_MS;
+    if (silent && e->phase != E_DONE && e->c->state == G_RUNNING) {
+        /* Timers run before descriptors in a loop round: after a long
+         * round the client's heartbeat may be waiting in the inbox. Read
+         * it before calling the client silent. The scan may end this very
+         * request (a CANCEL): the timer is then gone with it. */
+        lz_loop_source *self = e->life;
+        e->life = NULL;
+        coord *c = e->c;
+        scan_inbox(c);
+        if (!still_there(c, e)) {
+            lz_loop_remove(self);
+            return;
+        }
+        e->life = self;
+        silent = lz_loop_now_ms() - e->last_heard_ms > LZ_MBX_SILENCE_MS;
+    }
     if (silent && e->phase != E_DONE)
         esc_finish(e, LZ_MBX_CANCELLED, -1, "the client stopped answering (it ended)");
     if (e->phase == E_DONE && (silent || e->acked >= e->seq)) {
@@ -1023,14 +1102,28 @@ static rec_kind name_kind(const char *name)
     return K_NONE;
 }
 
+/* Take an entry out of the inbox in O(1): a file is unlinked, anything
+ * else (a directory tree of any size or depth the sandbox built) is renamed
+ * into the generation's junk directory, out of the sandbox's sight, and
+ * goes with the generation directory at teardown. Never a tree walk here:
+ * the loop must not be held up by what the sandbox made (attack round i11,
+ * A1). */
+static void inbox_discard(esc_state *st, const char *name)
+{
+    if (unlinkat(st->inbox_fd, name, 0) == 0 || errno == ENOENT)
+        return;
+    char fresh[64];
+    snprintf(fresh, sizeof(fresh), "j%u", st->junk_serial++);
+    lz_best_effort(renameat(st->inbox_fd, name, st->junk_fd, fresh) == 0 ? 0 : -1);
+}
+
 /* Read one inbox entry (then remove it) and act on it. */
 static void inbox_entry(coord *c, const char *name)
 {
     esc_state *st = c->esc;
     rec_kind kind = name_kind(name);
     if (kind == K_NONE) {
-        if (unlinkat(st->inbox_fd, name, 0) < 0)
-            lz_best_effort(lz_remove_tree_at(st->inbox_fd, name, "inbox entry", NULL));
+        inbox_discard(st, name);
         clog_(c, "escalation mailbox: removed an entry that is not a record");
         return;
     }
@@ -1061,8 +1154,7 @@ static void inbox_entry(coord *c, const char *name)
     }
     if (fd >= 0)
         close(fd);
-    if (unlinkat(st->inbox_fd, name, 0) < 0)
-        lz_best_effort(lz_remove_tree_at(st->inbox_fd, name, "inbox entry", NULL));
+    inbox_discard(st, name);
     if (len < LZ_SIG_LEN) {
         clog_(c, "escalation mailbox: refused an entry that is not a regular file of at most "
                  "%d bytes",
@@ -1107,7 +1199,9 @@ static void inbox_entry(coord *c, const char *name)
     explicit_bzero(buf, (size_t) len);
 }
 
-#define SCAN_BATCH 256
+#define SCAN_BATCH 256     /* records handled per round */
+#define SCAN_LOOK_MAX 4096 /* entries looked at per round */
+#define STALE_TEMP_S 10    /* a temporary file older than this is removed */
 
 static void scan_inbox(coord *c);
 
@@ -1134,12 +1228,25 @@ static void scan_inbox(coord *c)
     size_t n = 0;
     struct dirent *de;
     bool more = false;
+    unsigned looked = 0;
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
     while ((de = readdir(dir))) {
-        if (de->d_name[0] == '.')
-            continue; /* ".", "..", and the client's temporary files */
-        if (n == SCAN_BATCH) {
+        /* Every round does bounded work, whatever the sandbox put here. */
+        if (++looked > SCAN_LOOK_MAX || n == SCAN_BATCH) {
             more = true;
             break;
+        }
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+            continue;
+        if (de->d_name[0] == '.') {
+            /* A client's temporary file lives for the moment between its
+             * write and its rename; one left for long is litter. */
+            struct stat sb;
+            if (fstatat(st->inbox_fd, de->d_name, &sb, AT_SYMLINK_NOFOLLOW) == 0 &&
+                now.tv_sec - sb.st_mtim.tv_sec > STALE_TEMP_S)
+                inbox_discard(st, de->d_name);
+            continue;
         }
         names[n++] = lz_xstrdup(de->d_name);
     }
@@ -1227,6 +1334,8 @@ void escalation_teardown(coord *c)
         close(st->inbox_fd);
     if (st->outbox_fd >= 0)
         close(st->outbox_fd);
+    if (st->junk_fd >= 0)
+        close(st->junk_fd);
     for (size_t i = 0; i < st->n_seen; i++)
         free(st->seen[i]);
     free(st->seen);

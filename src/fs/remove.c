@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <linux/openat2.h>
@@ -12,7 +13,17 @@
 
 #include "common/util.h"
 
-#define MAX_DEPTH 256
+/* Deeper than this, a directory is not descended into: it is moved up to
+ * the top of the tree being removed and taken from there (a tree the
+ * sandbox built can be arbitrarily deep; the recursion and its descriptors
+ * stay bounded, and the tree still goes). */
+#define MAX_DEPTH 128
+
+typedef struct remove_ctx {
+    int top;           /* the directory whose contents are being removed */
+    unsigned moved;    /* subtrees moved up to it in this pass */
+    unsigned serial;   /* for their names */
+} remove_ctx;
 
 /* Open a subdirectory without following a symlink or crossing a mount point
  * (bind mounts of the same file system included: RESOLVE_NO_XDEV compares
@@ -32,10 +43,26 @@ static int open_subdir(int dfd, const char *name)
     return fd;
 }
 
-static int remove_contents(int dfd, int depth, const char *label, lz_error **err)
+/* Move dfd/name up to the top directory under a fresh name. */
+static int move_up(remove_ctx *ctx, int dfd, const char *name)
 {
-    if (depth > MAX_DEPTH)
-        return lz_error_set(err, ELOOP, "cannot remove %s: the tree is too deep", label);
+    for (int tries = 0; tries < 1000; tries++) {
+        char fresh[64];
+        snprintf(fresh, sizeof(fresh), ".lz-deep-%u-%d", ctx->serial++, (int) getpid());
+        if (syscall(SYS_renameat2, dfd, name, ctx->top, fresh, RENAME_NOREPLACE) == 0) {
+            ctx->moved++;
+            return 0;
+        }
+        if (errno != EEXIST)
+            return -1;
+    }
+    errno = EEXIST;
+    return -1;
+}
+
+static int remove_contents(remove_ctx *ctx, int dfd, int depth, const char *label,
+                           lz_error **err)
+{
     int dup = fcntl(dfd, F_DUPFD_CLOEXEC, 3);
     if (dup < 0)
         return lz_error_set(err, errno, "cannot remove %s", label);
@@ -44,6 +71,9 @@ static int remove_contents(int dfd, int depth, const char *label, lz_error **err
         close(dup);
         return lz_error_set(err, errno, "cannot remove %s", label);
     }
+    /* The copy shares dfd's position: a later pass over the same directory
+     * starts from its beginning again. */
+    rewinddir(d);
     int r = 0;
     struct dirent *e;
     while (r == 0 && (e = readdir(d))) {
@@ -56,7 +86,11 @@ static int remove_contents(int dfd, int depth, const char *label, lz_error **err
             r = lz_error_set(err, errno, "cannot remove %s/%s", label, e->d_name);
             break;
         }
-        if (S_ISDIR(st.st_mode)) {
+        if (S_ISDIR(st.st_mode) && depth >= MAX_DEPTH) {
+            if (move_up(ctx, dfd, e->d_name) < 0)
+                r = lz_error_set(err, errno, "cannot remove %s/%s (a deep tree)", label,
+                                 e->d_name);
+        } else if (S_ISDIR(st.st_mode)) {
             int sub = open_subdir(dfd, e->d_name);
             if (sub < 0) {
                 r = lz_error_set(err, errno,
@@ -65,7 +99,7 @@ static int remove_contents(int dfd, int depth, const char *label, lz_error **err
                                  label, e->d_name);
                 break;
             }
-            r = remove_contents(sub, depth + 1, label, err);
+            r = remove_contents(ctx, sub, depth + 1, label, err);
             close(sub);
             if (r == 0 && unlinkat(dfd, e->d_name, AT_REMOVEDIR) < 0 && errno != ENOENT)
                 r = lz_error_set(err, errno, "cannot remove %s/%s", label, e->d_name);
@@ -94,7 +128,14 @@ int lz_remove_tree_at(int dirfd, const char *name, const char *label, lz_error *
                                            : "cannot remove %s/%s",
                             label, name);
     _cleanup_free_ char *sublabel = lz_xasprintf("%s/%s", label, name);
-    int r = remove_contents(sub, 0, sublabel, err);
+    /* Passes until nothing had to be moved up: each pass removes what lies
+     * within MAX_DEPTH and lifts what lies deeper. */
+    remove_ctx ctx = { .top = sub };
+    int r;
+    do {
+        ctx.moved = 0;
+        r = remove_contents(&ctx, sub, 0, sublabel, err);
+    } while (r == 0 && ctx.moved > 0);
     close(sub);
     if (r == 0 && unlinkat(dirfd, name, AT_REMOVEDIR) < 0 && errno != ENOENT)
         return lz_error_set(err, errno, "cannot remove %s/%s", label, name);

@@ -474,13 +474,16 @@ int lz_store_session_end(lz_domain_store *s, int64_t generation, const char *ses
 
 int lz_store_escalation_begin(lz_domain_store *s, int64_t generation, const char *request_id,
                               const char *session_id, const char *argv_json, const char *cwd,
-                              const char *why, lz_error **err)
+                              const char *why, const char *decision, lz_error **err)
 {
+    int64_t t = now();
     return run(s, err, "cannot record an escalation request", ONE_ROW,
                "INSERT INTO escalation (generation_id, request_id, session_id, argv, cwd, "
-               "justification, state, received_at) VALUES (?, ?, ?, ?, ?, ?, 'Pending', ?)",
-               "ittttti", generation, request_id, session_id,
-               argv_json, cwd, why, now());
+               "justification, state, decision, received_at, decided_at) "
+               "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+               "itttttttii", generation, request_id,
+               session_id, argv_json, cwd, why, decision ? "Running" : "Pending", decision, t,
+               decision ? t : (int64_t) -1);
 }
 
 int lz_store_escalation_decided(lz_domain_store *s, int64_t generation, const char *request_id,

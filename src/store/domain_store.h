@@ -107,14 +107,16 @@ LZ_MUST_CHECK
 int lz_store_session_end(lz_domain_store *s, int64_t generation, const char *session_id,
                          const char *outcome, int code, lz_error **err);
 
-/* Escalation requests (OR-2): begun Pending when accepted, Running once
+/* Escalation requests (OR-2): begun Pending when accepted (or at once
+ * Running with its decision, for a rule: one commit fewer on the
+ * auto-approved path; decided_at is -1 until decided), Running once
  * approved (decision: the rule or the developer), and ended exactly once
  * with one of Completed, Denied, TimedOut, Cancelled, Failed (a second end
  * changes no row and is refused). status: the command's, -1 when none. */
 LZ_MUST_CHECK
 int lz_store_escalation_begin(lz_domain_store *s, int64_t generation, const char *request_id,
                               const char *session_id, const char *argv_json, const char *cwd,
-                              const char *why, lz_error **err);
+                              const char *why, const char *decision, lz_error **err);
 LZ_MUST_CHECK
 int lz_store_escalation_decided(lz_domain_store *s, int64_t generation, const char *request_id,
                                 const char *decision, lz_error **err);

@@ -427,3 +427,109 @@ def test_nothing_of_an_approved_command_survives_it(rig, host):
     for p in left:
         os.kill(p, signal.SIGKILL)
     assert not left, f"left running after the command ended: {left}"
+
+
+# ---- attack round i11 (an outside attacker's findings, each with a control) -----
+
+def test_workspace_program_is_never_run(rig, host):
+    """A5: a program in the workspace (the sandbox can rewrite it after any
+    check) is refused even though the developer would be asked. Control:
+    the same script outside the sandbox's reach runs (a rule for it)."""
+    ws_tool = rig.lz.write(rig.ws / "tool.sh", f"#!/bin/sh\necho ran > {host.marks}/ws-ran\n",
+                           mode=0o755)
+    outside = host.script("tool", "echo ran-outside")
+    rig.config({"p": esc_profile([{"executable": str(outside)}])})
+    r = rig.run("p", sh(f"lazaret-escalate -- {ws_tool.resolve()}; echo rc=$?; "
+                        f"lazaret-escalate -- {outside}; echo rc=$?"))
+    assert re.findall(r"rc=(\d+)", r.stdout) == [str(FAILED), "0"], (r.stdout, r.stderr)
+    assert "the sandbox can change" in r.stderr, r.stderr
+    assert not (host.marks / "ws-ran").exists()
+    assert len(host.ran("tool")) == 1
+
+
+def test_deep_trees_in_the_inbox_do_not_outlive_the_domain(rig, host):
+    """A2: a 400-deep directory tree under a temporary name and another
+    under a record-like name in the inbox: the Domain still ends without
+    leftovers (rig's final check: no gen-* directory) and starts again.
+    Control: the trees were really made (the sandbox sees them)."""
+    tool = host.script("tool", "echo ok")
+    rig.config({"p": esc_profile([{"executable": str(tool)}])})
+    mk = ("cd /run/lazaret/mailbox/inbox && for top in .deep deep; do (mkdir $top && cd $top "
+          "&& i=0 && while [ $i -lt 400 ]; do mkdir d && cd d && i=$((i+1)); done && "
+          "echo leaf > f && echo made-$top); done")
+    r = rig.run("p", sh(mk))
+    assert "made-.deep" in r.stdout and "made-deep" in r.stdout, (r.stdout, r.stderr)
+    r = rig.run("p", sh(f"lazaret-escalate -- {tool}; echo rc=$?"))
+    assert "rc=0" in r.stdout, (r.stdout, r.stderr)
+
+
+def test_prompt_is_drawn_on_a_reset_screen(terms, host):
+    """A6: output before the prompt sets a scroll region, the DEC graphics
+    character set and the alternate screen, and draws a fake prompt. The
+    real prompt comes after a full reset and a cleared screen, and the
+    fake one was the sandbox's bytes before it (the control: they are in
+    the stream, so the reset is what separates them)."""
+    t, tool = prompt_shell(terms, host)
+    typed, printed = t.marker("R")
+    t.line("printf 'FAKE executable: /usr/bin/make\\n\\033[8;9r\\033(0\\033[?1049h\\033[9;1H'; "
+           f"lazaret-escalate -- {tool} x; echo {typed}:$?")
+    t.expect(QUESTION, what="the prompt")
+    raw = t.log.getvalue()
+    fake = raw.rindex(b"FAKE executable")
+    header = raw.rindex(HEADER.encode())
+    between = raw[fake:header]
+    for seq in (b"\x1b[?1049l", b"\x1b[r", b"\x1b(B", b"\x1b[0m", b"\x1b[2J"):
+        assert seq in between, (seq, between)
+    assert fake < header
+    t.type("n\r")
+    t.expect(f"{printed}:{DENIED}")
+    t.line("printf '\\033[r\\033(B\\033[?1049l'; exit")
+    t.wait_exit()
+
+
+def test_no_notice_is_written_during_the_prompt(terms, host):
+    """A8: Git Sentry notices the sandbox provokes (names of its choosing)
+    while a prompt is up are shown only after the decision. Control: the
+    notice does appear (after the answer)."""
+    t, tool = prompt_shell(terms, host)
+    done = ask(t, tool, pre="(sleep 1; mkdir -p /workspace/APPROVE-IT/.git; "
+                            "echo '[core]' > /workspace/APPROVE-IT/.git/config) & ")
+    t.expect(QUESTION, what="the prompt")
+    at = len(t.log.getvalue())
+    time.sleep(4)  # the nested repository is made and audited meanwhile
+    during = t.log.getvalue()[at:]
+    assert b"APPROVE-IT" not in during and b"Git Sentry" not in during, during
+    t.type("n\r")
+    t.expect(f"{done}:{DENIED}")
+    after = t.log.getvalue()
+    denied = after.rindex(b"lazaret: denied")
+    assert b"Git Sentry" in after[denied:], after[at:]  # the held notice, after the answer
+    t.line("exit")
+    t.wait_exit()
+
+
+def test_escalated_git_never_reads_a_config_made_just_before(rig, host):
+    """A1: the sandbox makes a nested repository whose config runs a
+    program (core.fsmonitor) and at once asks for an auto-approved host
+    `git status` in it: the Sentry's audit runs before the command, so the
+    program never runs on the host. Control: the same repository, made on
+    the host and used by host git directly, does run it."""
+    mark = host.marks / "fsmonitor-ran"
+    hook = host.script("fsm", f"touch {mark}; exit 1")
+    # Control, without Lazaret.
+    u = rig.lz.user
+    ctl = rig.lz.mkdir("ctl")
+    subprocess.run(["setpriv", f"--reuid={u.uid}", f"--regid={u.gid}", "--init-groups", "sh",
+                    "-c", f"cd {ctl} && git init -q . && git config core.fsmonitor {hook} && "
+                          "git status >/dev/null 2>&1; true"],
+                   check=True, timeout=30, env={"PATH": "/usr/bin:/bin", "HOME": str(rig.lz.home)})
+    assert mark.exists(), "control: host git should run core.fsmonitor"
+    mark.unlink()
+    rig.config({"p": esc_profile([{"executable": "/usr/bin/git", "args": ["status"]}])})
+    r = rig.run("p", sh("mkdir -p /workspace/n/.git/objects /workspace/n/.git/refs && "
+                        "echo 'ref: refs/heads/main' > /workspace/n/.git/HEAD && "
+                        f"printf '[core]\\n\\tfsmonitor = {hook}\\n' > /workspace/n/.git/config && "
+                        "cd /workspace/n && lazaret-escalate -- /usr/bin/git status; echo rc=$?"))
+    assert "rc=" in r.stdout, (r.stdout, r.stderr)
+    time.sleep(0.5)
+    assert not mark.exists(), (r.stdout, r.stderr)
