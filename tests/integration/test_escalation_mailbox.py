@@ -678,7 +678,7 @@ def test_open_request_limit_per_session(rig, host):
 
 class Survivor(Exception):
     """A host process of an escalated command outlived what should have
-    ended it (xfail raises=Survivor: any other failure still fails)."""
+    ended it."""
 
 
 def procs_with(token) -> list:
@@ -695,22 +695,16 @@ def grandchild_script(host, name, kind, tail):
     return host.script(name, f"echo $$ > {host.marks}/pid; {spawn} echo STARTED; {tail}"), token
 
 
-@pytest.mark.parametrize("kind", [
-    pytest.param("same-group", marks=pytest.mark.xfail(raises=Survivor, strict=True, reason=(
-        "the grandchild survives a SIGKILLed coordinator: PR_SET_PDEATHSIG reaches only the "
-        "command's direct child, the dead subreaper's orphans go to init, nobody kills the "
-        "command's process group, and the next run's recovery does not either"))),
-    pytest.param("new-session", marks=pytest.mark.xfail(raises=Survivor, strict=True, reason=(
-        "a grandchild in a new session (setsid) survives a SIGKILLed coordinator: the "
-        "coordinator's subreaper sweep dies with it, its orphans go to init"))),
-])
+@pytest.mark.parametrize("kind", ["same-group", "new-session"])
 def test_coordinator_killed_while_command_runs(rig, host, kind):
     """kill -9 of the coordinator while an approved host command runs: the
     command itself dies at once (PR_SET_PDEATHSIG), the client's CLI ends
     with an error, the next `lazaret run` works, and nothing of the old
     request runs afterwards (the command never reaches its end, never runs
     again). Then the grandchild: after the coordinator's death and the next
-    run's recovery, is it gone? (xfail: it is not.) Control for the marker:
+    run's recovery, it is gone: the command's keeper (a child subreaper with
+    PR_SET_PDEATHSIG(SIGTERM)) killed its group and every descendant when
+    the coordinator died. Control for the marker:
     without the kill the same command finishes (its end marker appears)."""
     long, token = grandchild_script(host, "long", kind,
                                     f"sleep 2; echo finished >> {host.marks}/finished")
