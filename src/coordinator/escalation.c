@@ -96,6 +96,7 @@ typedef struct esc_state {
     unsigned junk_serial;
     lz_loop_source *inbox_src;
     lz_loop_source *rescan;
+    lz_loop_source *publish;  /* status.json due (esc_publish) */
     uint8_t coord_seed[LZ_SIG_KEY_LEN];
     uint8_t sandbox_pub[LZ_SIG_KEY_LEN];
     char nonce[LZ_SIG_NONCE_LEN + 1];
@@ -109,6 +110,7 @@ typedef struct esc_state {
 } esc_state;
 
 static void esc_finish(escalation *e, lz_mbx_outcome outcome, int status, const char *message);
+static void esc_publish(coord *c);
 static void show_next_prompt(coord *c, session *s);
 static void try_run_waiting(coord *c);
 
@@ -199,11 +201,17 @@ int escalation_prepare(coord *c, int gen_fd, lz_error **err)
     hex(st->nonce, nonce, 16);
     _cleanup_close_ int creds = openat(gen_fd, "credentials", O_PATH | O_DIRECTORY |
                                                                   O_NOFOLLOW | O_CLOEXEC);
-    int r = creds < 0 ? lz_error_set(err, errno, "cannot open %s/credentials", c->gen_label)
-                      : write_cred(creds, LZ_MBX_CRED_KEY, sandbox_seed, LZ_SIG_KEY_LEN, err);
+    /* One file for the client (mailbox.h): seed, coordinator's key, nonce. */
+    _Static_assert(LZ_MBX_CRED_LEN == 2 * LZ_SIG_KEY_LEN + LZ_SIG_NONCE_LEN, "credential size");
+    uint8_t cred[LZ_MBX_CRED_LEN];
+    memcpy(cred, sandbox_seed, LZ_SIG_KEY_LEN);
+    memcpy(cred + LZ_SIG_KEY_LEN, coord_pub, LZ_SIG_KEY_LEN);
+    memcpy(cred + 2 * LZ_SIG_KEY_LEN, st->nonce, LZ_SIG_NONCE_LEN);
     explicit_bzero(sandbox_seed, sizeof(sandbox_seed));
-    if (r < 0 || write_cred(creds, LZ_MBX_CRED_COORDINATOR, coord_pub, LZ_SIG_KEY_LEN, err) < 0 ||
-        write_cred(creds, LZ_MBX_CRED_NONCE, st->nonce, LZ_SIG_NONCE_LEN, err) < 0)
+    int r = creds < 0 ? lz_error_set(err, errno, "cannot open %s/credentials", c->gen_label)
+                      : write_cred(creds, LZ_MBX_CRED_FILE, cred, sizeof(cred), err);
+    explicit_bzero(cred, sizeof(cred));
+    if (r < 0)
         return -1;
 
     st->inotify_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
@@ -360,6 +368,24 @@ static void esc_free(escalation *e)
 
 /* ---- ending ------------------------------------------------------------- */
 
+static void on_publish(lz_loop *loop, lz_loop_source *src, void *data)
+{
+    (void) loop, (void) src;
+    coord *c = data;
+    c->esc->publish = NULL;
+    if (c->state != G_TEARDOWN)
+        publish_status(c);
+}
+
+/* status.json lists pending requests; rewriting it is a file creation and
+ * a rename, so a burst of requests rewrites it once per 100 ms, not twice
+ * per request. */
+static void esc_publish(coord *c)
+{
+    if (c->esc && !c->esc->publish && c->state != G_TEARDOWN)
+        c->esc->publish = lz_loop_add_timer(c->loop, 100, on_publish, c);
+}
+
 /* End the host command and everything it started: its keeper (below)
  * kills the command's process group and every descendant, then exits. */
 static void kill_group(escalation *e)
@@ -432,8 +458,7 @@ static void esc_finish(escalation *e, lz_mbx_outcome outcome, int status, const 
         c->esc->running--;
         try_run_waiting(c);
     }
-    if (c->state != G_TEARDOWN)
-        publish_status(c);
+    esc_publish(c);
 }
 
 /* ---- running ------------------------------------------------------------ */
@@ -1110,8 +1135,7 @@ static void on_request(coord *c, const uint8_t *payload, size_t len)
     e->s = s;
     memcpy(e->session_id, s->id, sizeof(e->session_id));
     decide(e);
-    if (c->state != G_TEARDOWN)
-        publish_status(c);
+    esc_publish(c);
 }
 
 /* CANCEL and ACK: from the capability of the request's own session only. */
@@ -1454,6 +1478,7 @@ void escalation_teardown(coord *c)
     }
     lz_loop_remove(st->inbox_src);
     lz_loop_remove(st->rescan);
+    lz_loop_remove(st->publish);
     if (st->inotify_fd >= 0)
         close(st->inotify_fd);
     if (st->inbox_fd >= 0)

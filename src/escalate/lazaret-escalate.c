@@ -520,7 +520,7 @@ static void read_credential(int dir, const char *name, void *out, size_t len)
     struct stat st;
     if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
         die(LZ_ESC_EXIT_NOT_SENT, "%s/%s is not a regular file", LZ_MBX_GUEST_CREDS, name);
-    uint8_t buf[LZ_SIG_KEY_LEN + 2];
+    uint8_t buf[LZ_MBX_CRED_LEN + 2];
     size_t got = 0;
     for (;;) {
         ssize_t r = read(fd, buf + got, sizeof(buf) - got);
@@ -546,17 +546,22 @@ static void load_credentials(client *c)
     if (dir < 0)
         die(LZ_ESC_EXIT_NOT_SENT, "cannot open %s: %s (not started by a Lazaret session?)",
             LZ_MBX_GUEST_CREDS, strerror(errno));
-    _Static_assert(LZ_SIG_KEY_LEN == 32 && LZ_SIG_NONCE_LEN == LZ_MBX_ID_LEN,
+    _Static_assert(LZ_SIG_KEY_LEN == 32 && LZ_SIG_NONCE_LEN == LZ_MBX_ID_LEN &&
+                   LZ_MBX_CRED_LEN == 2 * LZ_SIG_KEY_LEN + LZ_SIG_NONCE_LEN,
                    "credential sizes");
-    read_credential(dir, LZ_MBX_CRED_KEY, c->key, LZ_SIG_KEY_LEN);
-    read_credential(dir, LZ_MBX_CRED_COORDINATOR, c->coord, LZ_SIG_KEY_LEN);
-    read_credential(dir, LZ_MBX_CRED_NONCE, c->nonce, LZ_SIG_NONCE_LEN);
+    /* One file: seed || coordinator's public key || nonce (mailbox.h). */
+    uint8_t cred[LZ_MBX_CRED_LEN];
+    read_credential(dir, LZ_MBX_CRED_FILE, cred, sizeof(cred));
+    memcpy(c->key, cred, LZ_SIG_KEY_LEN);
+    memcpy(c->coord, cred + LZ_SIG_KEY_LEN, LZ_SIG_KEY_LEN);
+    memcpy(c->nonce, cred + 2 * LZ_SIG_KEY_LEN, LZ_SIG_NONCE_LEN);
+    explicit_bzero(cred, sizeof(cred));
     c->nonce[LZ_SIG_NONCE_LEN] = '\0';
     close(dir);
     /* The nonce has the form of an id: 32 lowercase hex digits. */
     if (!lz_mbx_id_ok(c->nonce))
-        die(LZ_ESC_EXIT_NOT_SENT, "%s/%s is not 32 lowercase hex digits", LZ_MBX_GUEST_CREDS,
-            LZ_MBX_CRED_NONCE);
+        die(LZ_ESC_EXIT_NOT_SENT, "%s/%s: its generation nonce is not 32 lowercase hex digits",
+            LZ_MBX_GUEST_CREDS, LZ_MBX_CRED_FILE);
 }
 
 /* 128 random bits as 32 lowercase hex digits: never reused, so the

@@ -110,10 +110,12 @@ typedef struct lz_mbx_result {
  * Inside the sandbox (all under the product-owned /run/lazaret):
  *   LZ_MBX_GUEST_INBOX   read-write: the client renames records in here
  *   LZ_MBX_GUEST_OUTBOX  read-only:  one directory per accepted request id
- *   LZ_MBX_GUEST_CREDS   read-only:  LZ_MBX_CRED_KEY (the sandbox's 32-byte
- *                        Ed25519 seed), LZ_MBX_CRED_COORDINATOR (the
- *                        coordinator's 32-byte public key), LZ_MBX_CRED_NONCE
- *                        (the generation nonce, 32 lowercase hex digits)
+ *   LZ_MBX_GUEST_CREDS   read-only:  LZ_MBX_CRED_FILE, exactly
+ *                        LZ_MBX_CRED_LEN bytes: the sandbox's 32-byte
+ *                        Ed25519 seed, the coordinator's 32-byte public key,
+ *                        the generation nonce (32 lowercase hex digits) — one
+ *                        file, as every open costs the client a millisecond or
+ *                        two in gVisor (docs/performance.md)
  * Every record file is signed (trust/signature.h): payload || 64 bytes.
  *
  * Inbox names (a name starting with '.' is a temporary file, never read):
@@ -131,9 +133,8 @@ typedef struct lz_mbx_result {
 #define LZ_MBX_GUEST_INBOX "/run/lazaret/mailbox/inbox"
 #define LZ_MBX_GUEST_OUTBOX "/run/lazaret/mailbox/outbox"
 #define LZ_MBX_GUEST_CREDS "/run/lazaret/credentials"
-#define LZ_MBX_CRED_KEY "sandbox.key"
-#define LZ_MBX_CRED_COORDINATOR "coordinator.pub"
-#define LZ_MBX_CRED_NONCE "generation"
+#define LZ_MBX_CRED_FILE "client"
+#define LZ_MBX_CRED_LEN 96
 /* The per-runsc-exec SessionRequestCapability, in the command's environment. */
 #define LZ_MBX_CAPABILITY_ENV "LAZARET_ESCALATE_CAPABILITY"
 #define LZ_MBX_HEARTBEAT_MS 1000

@@ -62,9 +62,8 @@ class FakeCoordinator:
         seed = self.sandbox_key.private_bytes(serialization.Encoding.Raw,
                                               serialization.PrivateFormat.Raw,
                                               serialization.NoEncryption())
-        (creds / "sandbox.key").write_bytes(seed)
-        (creds / "coordinator.pub").write_bytes(_raw(self.coord_key))
-        (creds / "generation").write_bytes(self.nonce)
+        # One file (protocol/mailbox.h): seed || coordinator's key || nonce.
+        (creds / "client").write_bytes(seed + _raw(self.coord_key) + self.nonce)
         self.procs = []
 
     def run(self, client, args, capability=CAP, cwd="/", stdout=subprocess.PIPE, **kw):
@@ -218,10 +217,10 @@ def test_not_a_session(client_bin, coord, capability, word):
 
 def test_bad_credentials(client_bin, coord):
     """A credential of the wrong size is refused before anything is sent."""
-    (coord.root / "credentials" / "sandbox.key").write_bytes(b"k" * 31)
+    (coord.root / "credentials" / "client").write_bytes(b"k" * 95)
     rc, out, err = finish(coord.run(client_bin, ["--", "/bin/true"]))
     assert rc == 254
-    assert "sandbox.key has 31 bytes, not 32" in err, err
+    assert "client has 95 bytes, not 96" in err, err
     assert coord.inbox_names() == []
 
 

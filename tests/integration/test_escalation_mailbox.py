@@ -4,8 +4,8 @@ docs/escalation.md): the real coordinator, the real `lazaret-escalate` in a
 real sandbox, real host commands, as the unprivileged test user.
 
 The sandbox's side of the mailbox is, on the host, the Domain's generation
-directory: gen-N/mailbox/{inbox,outbox} and gen-N/credentials/{sandbox.key,
-coordinator.pub,generation}. The sandbox can write anything into the inbox
+directory: gen-N/mailbox/{inbox,outbox} and gen-N/credentials/client (the
+sandbox's seed, the coordinator's public key and the generation nonce). The sandbox can write anything into the inbox
 that these tests write there as root (Mailbox.put): the coordinator reads
 the same bytes either way. So a record here is what a compromised agent
 holding the sandbox's credentials could produce, and the tests assert on
@@ -136,9 +136,8 @@ class Mailbox:
         self.inbox = self.gen / "mailbox" / "inbox"
         self.outbox = self.gen / "mailbox" / "outbox"
         creds = self.gen / "credentials"
-        self.seed = (creds / "sandbox.key").read_bytes()
-        self.coord_pub = (creds / "coordinator.pub").read_bytes()
-        self.nonce = (creds / "generation").read_bytes()
+        blob = (creds / "client").read_bytes()  # seed || coordinator key || nonce
+        self.seed, self.coord_pub, self.nonce = blob[:32], blob[32:64], blob[64:]
         assert len(self.seed) == 32 and len(self.coord_pub) == 32 and len(self.nonce) == 32
 
     def signed(self, payload, seed=None, nonce=None) -> bytes:
