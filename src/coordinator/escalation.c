@@ -1354,7 +1354,6 @@ static void inbox_entry(coord *c, const char *name)
 #define SCAN_LOOK_MAX 4096 /* entries looked at per round */
 #define STALE_TEMP_S 10    /* a temporary file older than this is removed */
 
-static void scan_inbox(coord *c);
 
 static void on_rescan(lz_loop *loop, lz_loop_source *src, void *data)
 {
