@@ -533,3 +533,39 @@ def test_escalated_git_never_reads_a_config_made_just_before(rig, host):
     assert "rc=" in r.stdout, (r.stdout, r.stderr)
     time.sleep(0.5)
     assert not mark.exists(), (r.stdout, r.stderr)
+
+
+@pytest.mark.parametrize("change", ["replaced", "relinked", "group-writable", "symlink",
+                                    "rewritten", None])
+def test_executable_changed_between_prompt_and_run_fails(terms, host, change):
+    """The developer approves a file; it changes before it runs: the
+    request ends Failed and nothing runs (the decision is bound to the
+    object: device, inode, size, change time). Control (None): unchanged,
+    it runs."""
+    t, tool = prompt_shell(terms, host)
+    done = ask(t, tool, "go")
+    t.expect(QUESTION, what="the prompt")
+    if change == "replaced":
+        new = host.script("tool.new", "echo replaced-ran")
+        os.rename(new, tool)
+    elif change == "relinked":
+        os.link(tool, host.dir / "tool.link")
+    elif change == "group-writable":
+        os.chmod(tool, 0o775)
+    elif change == "symlink":
+        other = host.script("other", "echo other-ran")
+        os.unlink(tool)
+        os.symlink(other, tool)
+    elif change == "rewritten":  # same inode, new content, same mode
+        with open(tool, "a") as f:
+            f.write(f"echo appended > {host.marks}/appended\n")
+    t.type("y\r")
+    if change is None:
+        t.expect(f"{done}:0")
+        assert host.ran("tool") == [(str(terms.ws.resolve()), "[go]")]
+    else:
+        t.expect(f"{done}:{FAILED}")
+        assert host.ran("tool") == [] and host.ran("tool.new") == [] and host.ran("other") == []
+        assert not (host.marks / "appended").exists()
+    t.line("exit")
+    t.wait_exit()
