@@ -132,20 +132,6 @@ static void hex(char *out, const uint8_t *in, size_t n)
         snprintf(out + 2 * i, 3, "%02x", in[i]);
 }
 
-static int random_bytes(uint8_t *p, size_t n)
-{
-    size_t got = 0;
-    while (got < n) {
-        ssize_t r = getrandom(p + got, n - got, 0);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            return -1;
-        got += (size_t) r;
-    }
-    return 0;
-}
-
 /* ---- preparing the mailbox --------------------------------------------- */
 
 static int write_cred(int dir, const char *name, const void *data, size_t n, lz_error **err)
@@ -196,7 +182,7 @@ int escalation_prepare(coord *c, int gen_fd, lz_error **err)
      * the inbox; the nonce makes a record of another generation fail. */
     uint8_t coord_pub[LZ_SIG_KEY_LEN], sandbox_seed[LZ_SIG_KEY_LEN], nonce[16];
     if (lz_sig_keygen(st->coord_seed, coord_pub) < 0 ||
-        lz_sig_keygen(sandbox_seed, st->sandbox_pub) < 0 || random_bytes(nonce, 16) < 0)
+        lz_sig_keygen(sandbox_seed, st->sandbox_pub) < 0 || lz_random_bytes(nonce, 16) < 0)
         return lz_error_set(err, errno ? errno : EIO, "cannot create the escalation keys");
     hex(st->nonce, nonce, 16);
     _cleanup_close_ int creds = openat(gen_fd, "credentials", O_PATH | O_DIRECTORY |
@@ -228,7 +214,7 @@ char *escalation_session_env(coord *c, session *s)
 {
     (void) c;
     uint8_t cap[16];
-    if (random_bytes(cap, sizeof(cap)) < 0)
+    if (lz_random_bytes(cap, sizeof(cap)) < 0)
         return NULL;
     hex(s->capability, cap, sizeof(cap));
     return lz_xasprintf("%s=%s", LZ_MBX_CAPABILITY_ENV, s->capability);

@@ -569,15 +569,8 @@ static void load_credentials(client *c)
 static void random_id(char out[LZ_MBX_ID_LEN + 1])
 {
     uint8_t r[LZ_MBX_ID_LEN / 2];
-    size_t got = 0;
-    while (got < sizeof(r)) {
-        ssize_t n = getrandom(r + got, sizeof(r) - got, 0);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            die(LZ_ESC_EXIT_NOT_SENT, "getrandom: %s", strerror(errno));
-        got += (size_t) n;
-    }
+    if (lz_random_bytes(r, sizeof(r)) < 0)
+        die(LZ_ESC_EXIT_NOT_SENT, "getrandom: %s", strerror(errno));
     static const char hex[] = "0123456789abcdef";
     for (size_t i = 0; i < sizeof(r); i++) {
         out[2 * i] = hex[r[i] >> 4];

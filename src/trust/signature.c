@@ -43,17 +43,24 @@ int lz_sig_public(const uint8_t seed[LZ_SIG_KEY_LEN], uint8_t pub[LZ_SIG_KEY_LEN
     return r;
 }
 
-int lz_sig_keygen(uint8_t seed[LZ_SIG_KEY_LEN], uint8_t pub[LZ_SIG_KEY_LEN])
+int lz_random_bytes(void *p, size_t n)
 {
     size_t got = 0;
-    while (got < LZ_SIG_KEY_LEN) {
-        ssize_t n = getrandom(seed + got, LZ_SIG_KEY_LEN - got, 0);
-        if (n < 0 && errno == EINTR)
+    while (got < n) {
+        ssize_t r = getrandom((uint8_t *) p + got, n - got, 0);
+        if (r < 0 && errno == EINTR)
             continue;
-        if (n <= 0)
+        if (r <= 0)
             return -1;
-        got += (size_t) n;
+        got += (size_t) r;
     }
+    return 0;
+}
+
+int lz_sig_keygen(uint8_t seed[LZ_SIG_KEY_LEN], uint8_t pub[LZ_SIG_KEY_LEN])
+{
+    if (lz_random_bytes(seed, LZ_SIG_KEY_LEN) < 0)
+        return -1;
     return lz_sig_public(seed, pub);
 }
 

@@ -25,6 +25,10 @@
 #define LZ_SIG_NONCE_LEN 32 /* the generation nonce, as 32 lowercase hex digits */
 #define LZ_SIG_CONTEXT "lazaret-mailbox-record-v1"
 
+/* n bytes from the kernel's random source (getrandom, waiting for it to be
+ * seeded at boot). 0 or -1 (errno). */
+int lz_random_bytes(void *p, size_t n);
+
 /* A fresh key pair from the kernel's random source. 0 or -1 (errno). */
 int lz_sig_keygen(uint8_t seed[LZ_SIG_KEY_LEN], uint8_t pub[LZ_SIG_KEY_LEN]);
 

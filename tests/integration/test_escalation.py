@@ -69,12 +69,14 @@ def coordinator_log(lz) -> str:
 
 
 def store_rows(lz) -> list:
-    """Every escalation row of the test's Domain Stores (sqlite3 CLI-free:
-    Python's sqlite3, read-only)."""
+    """Every escalation row of lz's Domain Stores (store.db, read-only).
+    os.walk, not rglob: outbox directories come and go while it looks."""
     import sqlite3
     rows = []
-    for db in sorted(lz.root.rglob("domain.sqlite3")) + sorted(lz.root.rglob("*.db")):
-        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    for d, _, files in os.walk(lz.root):
+        if "store.db" not in files:
+            continue
+        con = sqlite3.connect(f"file:{d}/store.db?mode=ro", uri=True)
         try:
             con.row_factory = sqlite3.Row
             rows += [dict(r) for r in con.execute("SELECT * FROM escalation")]
@@ -83,6 +85,24 @@ def store_rows(lz) -> list:
         finally:
             con.close()
     return rows
+
+
+def change_executable(host, tool: Path, change):
+    """Change the host executable tool the way `change` says (None: not at
+    all). What each other file would record shows whether it ran."""
+    if change == "replaced":
+        os.rename(host.script("tool.new", "echo ran-new"), tool)
+    elif change == "relinked":
+        os.link(tool, host.dir / "tool.link")
+    elif change == "group-writable":
+        os.chmod(tool, 0o775)
+    elif change == "symlink":
+        other = host.script("other", "echo ran-other")
+        os.unlink(tool)
+        os.symlink(other, tool)
+    elif change == "rewritten":  # same inode, new content, same mode
+        with open(tool, "a") as f:
+            f.write(f"echo appended > {host.marks}/appended\n")
 
 
 # ---- auto-approval (SR-8) -----------------------------------------------------
@@ -166,17 +186,7 @@ def test_rule_executable_changed_after_load_fails(rig, host, change):
     asker = rig.start("p", sh("echo READY; while [ ! -e /workspace/go ]; do sleep 0.05; done; "
                               f"lazaret-escalate -- {tool}; echo rc=$?"))
     asker.read_until("READY")
-    if change == "replaced":
-        tmp = host.script("tool.new", "echo ran-new")
-        os.rename(tmp, tool)
-    elif change == "relinked":
-        os.link(tool, host.dir / "tool.link")
-    elif change == "group-writable":
-        os.chmod(tool, 0o775)
-    elif change == "symlink":
-        other = host.script("other", "echo ran-other")
-        os.unlink(tool)
-        os.symlink(other, tool)
+    change_executable(host, tool, change)
     rig.lz.write(rig.ws / "go", "")
     r = asker.finish()
     if change is None:  # the control: unchanged, it runs
@@ -545,20 +555,7 @@ def test_executable_changed_between_prompt_and_run_fails(terms, host, change):
     t, tool = prompt_shell(terms, host)
     done = ask(t, tool, "go")
     t.expect(QUESTION, what="the prompt")
-    if change == "replaced":
-        new = host.script("tool.new", "echo replaced-ran")
-        os.rename(new, tool)
-    elif change == "relinked":
-        os.link(tool, host.dir / "tool.link")
-    elif change == "group-writable":
-        os.chmod(tool, 0o775)
-    elif change == "symlink":
-        other = host.script("other", "echo other-ran")
-        os.unlink(tool)
-        os.symlink(other, tool)
-    elif change == "rewritten":  # same inode, new content, same mode
-        with open(tool, "a") as f:
-            f.write(f"echo appended > {host.marks}/appended\n")
+    change_executable(host, tool, change)
     t.type("y\r")
     if change is None:
         t.expect(f"{done}:0")

@@ -37,7 +37,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from conftest import RUN_TIMEOUT, TEARDOWN_TIMEOUT, generation_dirs, sh, wait_torn_down
 from mailbox_records import (CANCEL, CANCELLED, COMPLETED, FAILED, MAX_RECORD, OUTCOMES, SIG_LEN,
                              control, decode, request, seed_of, sign, verify)
-from test_escalation import Host, coordinator_log, esc_profile
+from test_escalation import Host, coordinator_log, esc_profile, store_rows
 from test_terminal import terms  # noqa: F401 (a fixture)
 
 DENIED_RC, CANCELLED_RC, FAILED_RC = 250, 252, 253
@@ -54,25 +54,6 @@ OTHER_SESSION_CANCEL = "refused a cancellation from another session"
 @pytest.fixture
 def host(rig):
     return Host(rig.lz)
-
-
-def store_rows(lz) -> list:
-    """Every escalation row of lz's Domain Stores (store.db, read-only).
-    os.walk, not rglob: outbox directories come and go while it looks."""
-    import sqlite3
-    rows = []
-    for d, _, files in os.walk(lz.root):
-        if "store.db" not in files:
-            continue
-        con = sqlite3.connect(f"file:{d}/store.db?mode=ro", uri=True)
-        try:
-            con.row_factory = sqlite3.Row
-            rows += [dict(r) for r in con.execute("SELECT * FROM escalation")]
-        except sqlite3.OperationalError:
-            pass
-        finally:
-            con.close()
-    return rows
 
 
 def new_id() -> str:
