@@ -23,7 +23,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/inotify.h>
-#include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -36,6 +35,7 @@
 #include "common/util.h"
 #include "coordinator/approval.h"
 #include "coordinator/git_audit.h"
+#include "coordinator/keeper.h"
 #include "coordinator/log.h"
 #include "coordinator/prompt.h"
 #include "coordinator/relay.h"
@@ -597,173 +597,16 @@ static bool is_script(int fd)
     return script;
 }
 
-/* ---- the keeper ----------------------------------------------------------
- *
- * Every host command runs under a keeper: a fork of the coordinator (no
- * exec) that is a child subreaper, starts the command in a session and
- * process group of its own, and waits. When the command's main process
- * ends, when the coordinator asks (SIGTERM: cancellation, session end,
- * teardown) and when the coordinator dies (PR_SET_PDEATHSIG(SIGTERM): a
- * coordinator killed with SIGKILL cannot clean up itself), the keeper kills
- * the command's process group and then every descendant left (orphans come
- * to it, a descendant that left the group with setsid included), reaps
- * them, and exits with the command's status (0..255, 128+N for signal N).
- * Attack round i11 (A3) and the mailbox tests: before it, grandchildren in
- * a new session, or any grandchild after a SIGKILL of the coordinator,
- * outlived the Domain.
- */
-
-/* Kill and reap every child of this process, round after round (a killed
- * child's own children come to us next, as we are a subreaper). */
-static void keeper_kill_all(void)
+/* What a keeper's copy of the coordinator's memory must not keep: the
+ * outbox signing seed and the profile's environment values. */
+static void wipe_for_keeper(void *arg)
 {
-    for (int round = 0; round < 1000; round++) {
-        char path[64];
-        snprintf(path, sizeof(path), "/proc/self/task/%d/children", (int) getpid());
-        int fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (fd < 0)
-            break;
-        char buf[4096];
-        ssize_t n = read(fd, buf, sizeof(buf) - 1);
-        close(fd);
-        if (n <= 0)
-            break;
-        buf[n] = '\0';
-        char *p = buf;
-        while (*p) {
-            char *end;
-            long pid = strtol(p, &end, 10);
-            if (end == p)
-                break;
-            if (pid > 0)
-                kill((pid_t) pid, SIGKILL);
-            p = end;
-        }
-        while (waitpid(-1, NULL, WNOHANG) > 0) {
-        }
-        struct timespec t = { 0, 1000 * 1000 }; /* let the kills land */
-        nanosleep(&t, NULL);
-        while (waitpid(-1, NULL, WNOHANG) > 0) {
-        }
-    }
-    while (waitpid(-1, NULL, WNOHANG) > 0) {
-    }
-}
-
-static _Noreturn void keeper_main(coord *c, const char *label, char *const argv[],
-                                  const lz_spawn_async *opt, int report, pid_t parent)
-{
-    /* What of the coordinator's memory this fork does not need and must
-     * not keep: the signing seed and the profile's environment values. */
+    coord *c = arg;
     explicit_bzero(c->esc->coord_seed, sizeof(c->esc->coord_seed));
     lz_resolved_config *cfg = (lz_resolved_config *) c->a->cfg;
     for (size_t i = 0; i < cfg->n_env; i++)
         if (cfg->env[i].value)
             explicit_bzero(cfg->env[i].value, strlen(cfg->env[i].value));
-    sigset_t mask;
-    sigemptyset(&mask);
-    sigaddset(&mask, SIGTERM);
-    sigaddset(&mask, SIGCHLD);
-    sigprocmask(SIG_BLOCK, &mask, NULL);
-    if (prctl(PR_SET_PDEATHSIG, SIGTERM) < 0 || getppid() != parent ||
-        prctl(PR_SET_CHILD_SUBREAPER, 1) < 0)
-        _exit(255);
-    prctl(PR_SET_NAME, "lz-escalated");
-    int keep[LZ_SPAWN_FDS_MAX + 4];
-    size_t nk = 0;
-    for (size_t i = 0; i < opt->n_fds; i++)
-        keep[nk++] = opt->fds[i].fd;
-    keep[nk++] = opt->exec_fd;
-    keep[nk++] = opt->cwd_fd;
-    keep[nk++] = report;
-    if (lz_close_fds_except(keep, nk) < 0)
-        _exit(255);
-    lz_child cmd;
-    lz_error *err = NULL;
-    if (lz_spawn_start(label, argv, opt, &cmd, &err) < 0) {
-        lz_best_effort(lz_write_all(report, err->message, strlen(err->message)) < 0 ? -1 : 0);
-        _exit(255);
-    }
-    for (size_t i = 0; i < opt->n_fds; i++)
-        close(opt->fds[i].fd); /* the command's pipes: only the command writes them */
-    lz_best_effort(lz_write_all(report, "", 1) < 0 ? -1 : 0); /* started */
-    close(report);
-    pid_t pid = lz_child_release(&cmd);
-    int status = 255;
-    for (;;) {
-        siginfo_t si;
-        if (sigwaitinfo(&mask, &si) < 0)
-            continue;
-        if (si.si_signo == SIGTERM) {
-            kill(-pid, SIGKILL);
-            status = 128 + SIGKILL;
-            break;
-        }
-        int st;
-        pid_t w;
-        bool main_done = false;
-        while ((w = waitpid(-1, &st, WNOHANG)) > 0)
-            if (w == pid) {
-                status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-                main_done = true;
-            }
-        if (main_done)
-            break;
-    }
-    /* The group id is the command's pid, ours until reaped: reaped above
-     * only after it ended, and no other group can take that id while a
-     * member is left. */
-    kill(-pid, SIGKILL);
-    keeper_kill_all();
-    _exit(status & 0xff);
-}
-
-/* Start the keeper, which starts the command. 0, or -1 with *err. */
-static int start_keeper(coord *c, const char *label, char *const argv[],
-                        const lz_spawn_async *opt, lz_child *ret, lz_error **err)
-{
-    int rep[2];
-    if (pipe2(rep, O_CLOEXEC) < 0)
-        return lz_error_set(err, errno, "cannot start %s: no pipe", label);
-    pid_t parent = getpid();
-    pid_t pid = fork();
-    if (pid < 0) {
-        close(rep[0]);
-        close(rep[1]);
-        return lz_error_set(err, errno, "cannot start %s", label);
-    }
-    if (pid == 0) {
-        close(rep[0]);
-        keeper_main(c, label, argv, opt, rep[1], parent);
-    }
-    close(rep[1]);
-    int pidfd = (int) syscall(SYS_pidfd_open, pid, 0);
-    /* The keeper says "started" (one NUL) or why not, then closes. */
-    char msg[512];
-    size_t got = 0;
-    for (;;) {
-        ssize_t n = read(rep[0], msg + got, sizeof(msg) - 1 - got);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            break;
-        got += (size_t) n;
-        if (got == sizeof(msg) - 1 || memchr(msg, '\0', got))
-            break;
-    }
-    close(rep[0]);
-    msg[got] = '\0';
-    if (pidfd < 0 || got == 0 || msg[0] != '\0') {
-        if (pidfd >= 0)
-            close(pidfd);
-        kill(pid, SIGKILL);
-        waitpid(pid, NULL, 0);
-        return lz_error_set(err, pidfd < 0 ? errno : 0, "%s",
-                            got && msg[0] ? msg : "cannot start the command's keeper");
-    }
-    ret->pid = pid;
-    ret->pidfd = pidfd;
-    return 0;
 }
 
 static void esc_run(escalation *e)
@@ -838,7 +681,7 @@ static void esc_run(escalation *e)
                            .exec_from_fd = true, .exec_fd = exe,
                            .exec_fd_keep = is_script(exe), .chdir_to_fd = true,
                            .cwd_fd = cwd };
-    int r = start_keeper(c, e->plan->label, e->req.argv, &opt, &e->child, &err);
+    int r = keeper_start(e->plan->label, e->req.argv, &opt, wipe_for_keeper, c, &e->child, &err);
     free(env_home);
     free(env_user);
     free(env_logname);
