@@ -14,6 +14,7 @@
  *   git_audit.c    the glue between events and the Git Sentry
  *                  (git_sentry.c does the auditing)
  *   escalation.c   host escalation: the mailbox, decisions, prompts, runs
+ *   keeper.c       the process every escalated host command runs under
  *   log.c          the Domain's logs/coordinator.log
  *
  * Single-threaded: every function runs from the event loop's callbacks.
