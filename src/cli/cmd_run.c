@@ -769,6 +769,24 @@ int lz_cmd_run(int argc, char **argv, const lz_global_options *g)
     size_t cmdc = (size_t) (argc - i);
     if (cmdc > LZ_MSG_MAX_ARGS)
         return lz_cli_usage_error("run", "too many arguments (at most %d)", LZ_MSG_MAX_ARGS);
+    /* The session protocol's bounds (protocol/messages.h), said here with
+     * the argument that passes them rather than as the coordinator's
+     * "malformed RUN". */
+    size_t total = 0;
+    for (size_t k = 0; k < cmdc; k++) {
+        size_t len = strlen(cmd[k]);
+        if (len > LZ_MSG_MAX_STR)
+            return lz_cli_usage_error("run", "argument %zu of the command is %zu bytes long; "
+                                             "at most %d bytes are passed to the sandbox (put "
+                                             "longer input into a file in the workspace)",
+                                      k + 1, len, LZ_MSG_MAX_STR);
+        total += 4 + len;
+    }
+    if (total > LZ_WIRE_MAX - 2 * LZ_MSG_MAX_STR)
+        return lz_cli_usage_error("run", "the command's arguments are %zu bytes together; at "
+                                         "most about %d bytes are passed to the sandbox (put "
+                                         "longer input into a file in the workspace)",
+                                  total, LZ_WIRE_MAX - 2 * LZ_MSG_MAX_STR);
 
     signal(SIGPIPE, SIG_IGN);
     lz_error *err = NULL;

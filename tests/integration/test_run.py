@@ -554,3 +554,18 @@ def test_missing_runsc_is_an_actionable_failure(rig, lazaret_bin):
     assert p.returncode == 125, (p.returncode, p.stderr)
     assert "runsc" in p.stderr and "fix:" in p.stderr, p.stderr
     assert "apt-get install runsc" in p.stderr, p.stderr
+
+
+def test_overlong_arguments_are_refused_by_name(rig):
+    """An argument over the session protocol's 4096-byte bound is refused
+    before anything is sent, naming the argument and the bound (it used to
+    be the coordinator's "protocol error: malformed RUN"). Control: 4096
+    bytes pass through intact."""
+    rig.config({"bb": {}})
+    ok_arg = "a" * 4096
+    r = rig.run("bb", ["sh", "-c", 'printf %s "$1" | wc -c', "sh", ok_arg])
+    assert r.returncode == 0 and r.stdout.strip() == "4096", (r.stdout, r.stderr)
+    r = rig.run("bb", ["echo", "x", "b" * 4097])
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    assert "argument 3 of the command is 4097 bytes long" in r.stderr, r.stderr
+    assert "malformed" not in r.stderr
