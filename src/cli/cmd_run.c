@@ -177,6 +177,8 @@ typedef struct client {
     uint32_t prompt_no;
     char answer[8];
     size_t answer_len;
+    struct timespec prompt_shown; /* keys before PROMPT_GRACE_MS after it are not answers */
+    bool grace_keys;              /* some were ignored */
     /* Notices that arrived while the prompt was up (their text can be the
      * sandbox's choosing: Git Sentry names): shown after it. */
     char *held;
@@ -185,6 +187,19 @@ typedef struct client {
 } client;
 
 #define HELD_NOTICES_MAX ((size_t) 16384)
+
+/* The sandbox chooses when its prompt appears: possibly just as the
+ * developer types "y" and Enter for the agent's own question (attack round
+ * i11b, B7: that approved the prompt). Keys that arrive within this long
+ * after the prompt was drawn answer nothing. */
+#define PROMPT_GRACE_MS 1000
+
+static int64_t ms_since(const struct timespec *t)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (int64_t) (now.tv_sec - t->tv_sec) * 1000 + (now.tv_nsec - t->tv_nsec) / 1000000;
+}
 
 static void hold_notice(client *cl, const char *text)
 {
@@ -273,6 +288,8 @@ static int on_prompt(void *ctx, lz_proto_msg *m)
     fputs("Type y and Enter to approve; anything else denies. Approve? [y/N] ", stderr);
     fflush(stderr);
     free(text);
+    clock_gettime(CLOCK_MONOTONIC, &cl->prompt_shown);
+    cl->grace_keys = false;
     return 0;
 }
 
@@ -297,6 +314,16 @@ static int on_prompt_closed(void *ctx, lz_proto_msg *m)
  * anything else, Ctrl-C or Ctrl-D denies. Only printable ASCII is echoed. */
 static void prompt_keys(client *cl, const uint8_t *data, size_t n)
 {
+    if (ms_since(&cl->prompt_shown) < PROMPT_GRACE_MS) {
+        /* Typed before anyone could have read the prompt. */
+        if (!cl->grace_keys)
+            fputs("\r\n(keys typed as the prompt appeared were ignored; read it, then answer) "
+                  "Approve? [y/N] ",
+                  stderr);
+        fflush(stderr);
+        cl->grace_keys = true;
+        return;
+    }
     for (size_t i = 0; i < n && cl->prompting; i++) {
         uint8_t k = data[i];
         bool decide = k == '\r' || k == '\n' || k == 3 || k == 4;

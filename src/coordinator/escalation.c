@@ -21,9 +21,11 @@
 #include <pwd.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <stdarg.h>
 #include <string.h>
 #include <sys/inotify.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -74,7 +76,9 @@ typedef struct escalation {
     lz_identity approved;    /* the object the decision is bound to */
     bool have_approved;
     uint32_t prompt_no;
-    int dir_fd;              /* outbox/<id>, O_PATH */
+    bool unbound;            /* counted in unbound: no session holds it */
+    bool has_dir;            /* outbox/<id> exists (opened by name per write: a
+                              * request holds no descriptor while it waits) */
     /* Running. */
     lz_child child;
     lz_loop_source *child_src;
@@ -107,6 +111,8 @@ typedef struct esc_state {
     char **seen;             /* accepted request ids, sorted */
     size_t n_seen;
     char *home;              /* the user's home, for the commands' HOME */
+    unsigned long long refusals; /* records refused in this generation */
+    unsigned unbound;        /* requests alive that no session holds */
 } esc_state;
 
 static void esc_finish(escalation *e, lz_mbx_outcome outcome, int status, const char *message);
@@ -156,6 +162,14 @@ int escalation_prepare(coord *c, int gen_fd, lz_error **err)
     long secs = t ? strtol(t, NULL, 10) : 0;
     st->prompt_timeout_ms = secs > 0 && secs <= 24 * 3600 ? secs * 1000
                                                           : ESC_PROMPT_TIMEOUT_MS_DEFAULT;
+    /* Descriptors: each running host command holds three, each session
+     * a few; raise the soft limit to the hard one so that a busy Domain
+     * does not meet the usual 1024 (the limit still binds). */
+    struct rlimit nofile;
+    if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
+        nofile.rlim_cur = nofile.rlim_max;
+        lz_best_effort(setrlimit(RLIMIT_NOFILE, &nofile));
+    }
     struct passwd *pw = getpwuid(getuid());
     st->home = lz_xstrdup(pw && pw->pw_dir && pw->pw_dir[0] == '/' ? pw->pw_dir : "/");
 
@@ -227,17 +241,22 @@ static int outbox_write(escalation *e, const char *name, const lz_wbuf *b)
 {
     esc_state *st = e->c->esc;
     uint8_t sig[LZ_SIG_LEN];
-    if (e->dir_fd < 0 || lz_sig_sign(st->coord_seed, st->nonce, b->data, b->len, sig) < 0)
+    if (!e->has_dir || lz_sig_sign(st->coord_seed, st->nonce, b->data, b->len, sig) < 0)
+        return -1;
+    /* The outbox is read-only inside: its entries are the coordinator's. */
+    _cleanup_close_ int dir = openat(st->outbox_fd, e->req.request_id,
+                                     O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (dir < 0)
         return -1;
     char tmp[64];
     snprintf(tmp, sizeof(tmp), ".%s", name);
-    int fd = openat(e->dir_fd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0444);
+    int fd = openat(dir, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0444);
     if (fd < 0)
         return -1;
     bool ok = lz_write_all(fd, b->data, b->len) >= 0 && lz_write_all(fd, sig, sizeof(sig)) >= 0;
     close(fd);
-    if (!ok || renameat(e->dir_fd, tmp, e->dir_fd, name) < 0) {
-        unlinkat(e->dir_fd, tmp, 0);
+    if (!ok || renameat(dir, tmp, dir, name) < 0) {
+        unlinkat(dir, tmp, 0);
         return -1;
     }
     return 0;
@@ -258,6 +277,43 @@ static void write_result(escalation *e, lz_mbx_outcome outcome, int status, cons
 
 /* ---- records ------------------------------------------------------------ */
 
+/* A refused record: the sandbox can send them as fast as it can write
+ * files, so the log gets the first REFUSALS_LOGGED of a generation and
+ * then one line per REFUSALS_EVERY (with the count): the log stays small
+ * whatever the sandbox does (attack round i11b, B4). */
+#define REFUSALS_LOGGED 100
+#define REFUSALS_EVERY 1000
+
+__attribute__((format(printf, 2, 3)))
+static void refusal(coord *c, const char *fmt, ...)
+{
+    esc_state *st = c->esc;
+    st->refusals++;
+    if (st->refusals > REFUSALS_LOGGED && st->refusals % REFUSALS_EVERY != 0)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    char *line = NULL;
+    if (vasprintf(&line, fmt, ap) < 0)
+        line = NULL;
+    va_end(ap);
+    if (!line)
+        return;
+    if (st->refusals > REFUSALS_LOGGED)
+        clog_(c, "%s (%llu records refused so far; most are not logged)", line,
+              (unsigned long long) st->refusals);
+    else
+        clog_(c, "%s", line);
+    free(line);
+}
+
+/* What the records keep of an argv: JSON, cut (visibly) after
+ * RECORD_ARGV_MAX bytes, so a row or a log line is bounded whatever the
+ * request holds (the whole request is at most 64 KiB, but escaped it could
+ * be six times that). */
+#define RECORD_ARGV_MAX 8192
+#define LOG_ARGV_MAX 1024
+
 static char *argv_json(const lz_mbx_request *r)
 {
     json_t *a = json_array();
@@ -265,6 +321,12 @@ static char *argv_json(const lz_mbx_request *r)
         json_array_append_new(a, json_stringn(r->argv[i], strlen(r->argv[i])));
     char *t = json_dumps(a, JSON_COMPACT | JSON_ENSURE_ASCII);
     json_decref(a);
+    if (t && strlen(t) > RECORD_ARGV_MAX) {
+        char *cut = lz_xasprintf("%.*s… (%zu bytes not kept)", RECORD_ARGV_MAX, t,
+                                 strlen(t) - RECORD_ARGV_MAX);
+        free(t);
+        t = cut;
+    }
     return t ? t : lz_xstrdup("[]");
 }
 
@@ -284,6 +346,8 @@ static void record_begin(escalation *e, const char *decision)
         lz_error_free(err);
     }
     char *safe = lz_text_printable(argv);
+    if (strlen(safe) > LOG_ARGV_MAX)
+        strcpy(safe + LOG_ARGV_MAX - 4, "…"); /* the Domain Store keeps more */
     clog_(c, "escalation %s: requested by session %s: %s", e->req.request_id, e->session_id,
           safe);
     free(safe);
@@ -305,15 +369,21 @@ static int cmp_id(const void *a, const void *b)
     return strcmp(*(char *const *) a, *(char *const *) b);
 }
 
-/* Remember id; false when it was seen before (a replay) or the generation
- * has taken its limit. */
-static bool remember(esc_state *st, const char *id)
+enum { REMEMBERED, SEEN_BEFORE, GENERATION_FULL, UNBOUND_FULL };
+
+/* Remember id, unless it was seen before (a replay), the generation has
+ * taken its limit, or (unbound: no session holds the request) too many
+ * such requests are alive: each costs a directory and a timer until its
+ * client has read the refusal (attack round i11b, B19). */
+static int remember(esc_state *st, const char *id, bool unbound)
 {
     const char *key = id;
     if (st->n_seen && bsearch(&key, st->seen, st->n_seen, sizeof(char *), cmp_id))
-        return false;
+        return SEEN_BEFORE;
     if (st->n_seen >= ESC_MAX_PER_GENERATION)
-        return false;
+        return GENERATION_FULL;
+    if (unbound && st->unbound >= ESC_MAX_UNBOUND)
+        return UNBOUND_FULL;
     size_t at = 0;
     while (at < st->n_seen && strcmp(st->seen[at], id) < 0) /* keeps the array sorted */
         at++;
@@ -321,12 +391,14 @@ static bool remember(esc_state *st, const char *id)
     memmove(st->seen + at + 1, st->seen + at, (st->n_seen - at) * sizeof(char *));
     st->seen[at] = lz_xstrdup(id);
     st->n_seen++;
-    return true;
+    return REMEMBERED;
 }
 
 static void esc_free(escalation *e)
 {
     esc_state *st = e->c->esc;
+    if (e->unbound)
+        st->unbound--;
     for (escalation **p = &st->head; *p; p = &(*p)->next)
         if (*p == e) {
             *p = e->next;
@@ -342,8 +414,7 @@ static void esc_free(escalation *e)
     }
     if (e->child.pid > 0)
         lz_child_release(&e->child);
-    if (e->dir_fd >= 0) {
-        close(e->dir_fd);
+    if (e->has_dir) {
         lz_best_effort(lz_remove_tree_at(st->outbox_fd, e->req.request_id, "outbox", NULL));
     }
     lz_plan_clear(&e->own_plan);
@@ -651,6 +722,16 @@ static void esc_run(escalation *e)
      * Sentry's in one loop round). An audit that cannot neutralise
      * something stops the Domain and does not return. */
     git_audit(c, "a host command starts", false);
+    /* Not from inside a Git directory (attack round i11b, B2: a bare
+     * repository the sandbox built in .git/objects/…, its HEAD written just
+     * after the audit, was used by an auto-approved host git). */
+    if (strstr(e->req.cwd, "/.git/") || (strlen(e->req.cwd) >= 5 &&
+                                         strcmp(e->req.cwd + strlen(e->req.cwd) - 5, "/.git") == 0)) {
+        esc_finish(e, LZ_MBX_FAILED, -1,
+                   "the working directory lies inside a Git directory: Lazaret does not run host "
+                   "commands there");
+        return;
+    }
     _cleanup_close_ int cwd = open_cwd(c, e->req.cwd, &err);
     if (cwd < 0) {
         char *msg = lz_xasprintf("cannot open the workspace: %s", err->message);
@@ -674,8 +755,27 @@ static void esc_run(escalation *e)
     char *env_home = lz_xasprintf("HOME=%s", st->home);
     char *env_user = lz_xasprintf("USER=%s", pw && pw->pw_name ? pw->pw_name : "");
     char *env_logname = lz_xasprintf("LOGNAME=%s", pw && pw->pw_name ? pw->pw_name : "");
+    /* Git: a host git (or a program that runs one, such as gh) uses the
+     * workspace's validated repository and discovers none: a repository
+     * the sandbox makes under the working directory — after any audit, at a
+     * moment it chooses (i11b, B2) — is never read. Without a .git
+     * directory in the workspace, no repository at all. Bare-repository
+     * discovery and fsmonitor are off in any case. */
+    const char *ws = c->a->cfg->workspace.label;
+    struct stat gsb;
+    bool has_git = c->git.ws_fd >= 0 &&
+                   fstatat(c->git.ws_fd, ".git", &gsb, AT_SYMLINK_NOFOLLOW) == 0 &&
+                   S_ISDIR(gsb.st_mode);
+    char *env_gitdir = has_git ? lz_xasprintf("GIT_DIR=%s/.git", ws)
+                               : lz_xstrdup("GIT_DIR=/nonexistent/lazaret-no-repository");
+    char *env_worktree = lz_xasprintf("GIT_WORK_TREE=%s", ws);
     char *envp[] = { (char *) "PATH=/usr/local/bin:/usr/bin:/bin", env_home, env_user,
-                     env_logname, (char *) "LANG=C.UTF-8", (char *) "TERM=dumb", NULL };
+                     env_logname, (char *) "LANG=C.UTF-8", (char *) "TERM=dumb", env_gitdir,
+                     env_worktree, (char *) "GIT_CONFIG_COUNT=2",
+                     (char *) "GIT_CONFIG_KEY_0=safe.bareRepository",
+                     (char *) "GIT_CONFIG_VALUE_0=explicit",
+                     (char *) "GIT_CONFIG_KEY_1=core.fsmonitor",
+                     (char *) "GIT_CONFIG_VALUE_1=false", NULL };
     lz_spawn_fd fds[] = { { po[1], 1 }, { pe[1], 2 } };
     lz_spawn_async opt = { .envp = envp, .fds = fds, .n_fds = 2, .new_session = true,
                            .exec_from_fd = true, .exec_fd = exe,
@@ -685,6 +785,8 @@ static void esc_run(escalation *e)
     free(env_home);
     free(env_user);
     free(env_logname);
+    free(env_gitdir);
+    free(env_worktree);
     close(po[1]);
     close(pe[1]);
     if (r < 0) {
@@ -925,36 +1027,40 @@ static void on_request(coord *c, const uint8_t *payload, size_t len)
     esc_state *st = c->esc;
     lz_mbx_request req;
     if (!lz_mbx_request_decode(payload, len, &req)) {
-        clog_(c, "escalation mailbox: a malformed request was refused");
+        refusal(c, "escalation mailbox: a malformed request was refused");
         return;
     }
-    if (!remember(st, req.request_id)) {
-        clog_(c, "escalation %s: refused: this request id was used before (a replay)",
-              req.request_id);
+    session *s = session_of_capability(c, req.capability);
+    int seen = remember(st, req.request_id, !s);
+    if (seen != REMEMBERED) {
+        refusal(c, "escalation %s: refused: %s", req.request_id,
+                seen == SEEN_BEFORE ? "this request id was used before (a replay)"
+                : seen == GENERATION_FULL ? "this generation has taken its "
+                                            "10000 requests (start the Domain again)"
+                                          : "too many requests of no session at once");
         lz_mbx_request_clear(&req);
         return;
     }
     escalation *e = lz_xcalloc(1, sizeof(*e));
     e->c = c;
     e->req = req;
-    e->dir_fd = -1;
     e->out[0] = e->out[1] = -1;
     e->own_plan = (lz_path_plan) LZ_PATH_PLAN_INIT;
     e->phase = E_NEW;
     e->last_heard_ms = lz_loop_now_ms();
     e->next = st->head;
     st->head = e;
-    if (mkdirat(st->outbox_fd, req.request_id, 0755) < 0 ||
-        (e->dir_fd = openat(st->outbox_fd, req.request_id,
-                            O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
+    if (mkdirat(st->outbox_fd, req.request_id, 0755) < 0) {
         clog_(c, "escalation %s: cannot create its outbox directory: %s", req.request_id,
               strerror(errno));
         esc_free(e);
         return;
     }
+    e->has_dir = true;
     e->life = lz_loop_add_timer(c->loop, LZ_MBX_HEARTBEAT_MS, on_life, e);
-    session *s = session_of_capability(c, req.capability);
     if (!s) {
+        e->unbound = true;
+        st->unbound++;
         snprintf(e->session_id, sizeof(e->session_id), "unknown");
         e->decision = lz_xstrdup("no session of this Domain holds its capability");
         esc_finish(e, LZ_MBX_FAILED, -1,
@@ -967,19 +1073,26 @@ static void on_request(coord *c, const uint8_t *payload, size_t len)
     esc_publish(c);
 }
 
+static int chunk_remove(escalation *e, const char *name)
+{
+    _cleanup_close_ int dir = openat(e->c->esc->outbox_fd, e->req.request_id,
+                                     O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    return dir >= 0 && unlinkat(dir, name, 0) == 0 ? 0 : -1;
+}
+
 /* CANCEL and ACK: from the capability of the request's own session only. */
 static void on_control(coord *c, uint16_t type, const uint8_t *payload, size_t len)
 {
     lz_mbx_control m;
     if (!lz_mbx_control_decode(payload, len, type, &m)) {
-        clog_(c, "escalation mailbox: a malformed %s was refused",
+        refusal(c, "escalation mailbox: a malformed %s was refused",
               type == LZ_MBX_CANCEL ? "cancellation" : "acknowledgement");
         return;
     }
     escalation *e = find(c, m.request_id);
     /* The binding: only the capability the request was made with. */
     if (!e || strcmp(e->req.capability, m.capability) != 0) {
-        clog_(c, "escalation %s: refused a %s from another session (or for no request)",
+        refusal(c, "escalation %s: refused a %s from another session (or for no request)",
               m.request_id, type == LZ_MBX_CANCEL ? "cancellation" : "acknowledgement");
         return;
     }
@@ -997,8 +1110,7 @@ static void on_control(coord *c, uint16_t type, const uint8_t *payload, size_t l
     for (uint32_t i = e->acked; i < m.acked; i++) {
         char name[32];
         snprintf(name, sizeof(name), "chunk-%u", i);
-        if (e->dir_fd >= 0)
-            unlinkat(e->dir_fd, name, 0);
+        lz_best_effort(chunk_remove(e, name));
     }
     e->acked = m.acked;
     update_flow(e);
@@ -1097,21 +1209,26 @@ static void inbox_discard(esc_state *st, const char *name)
     lz_best_effort(renameat(st->inbox_fd, name, st->junk_fd, fresh) == 0 ? 0 : -1);
 }
 
-/* Read one inbox entry (then remove it) and act on it. */
-static void inbox_entry(coord *c, const char *name)
+/* Read one inbox entry (then remove it) and act on it. False when it
+ * could not even be opened for lack of descriptors: it stays for a later
+ * round (a record is never thrown away for the coordinator's own want). */
+static bool inbox_entry(coord *c, const char *name)
 {
     esc_state *st = c->esc;
     rec_kind kind = name_kind(name);
     if (kind == K_NONE) {
         inbox_discard(st, name);
-        clog_(c, "escalation mailbox: removed an entry that is not a record");
-        return;
+        refusal(c, "escalation mailbox: removed an entry that is not a record");
+        return true;
     }
     static uint8_t buf[LZ_MBX_MAX_RECORD + LZ_SIG_LEN + 1];
     lz_error *err = NULL;
     int fd = lz_open_confined(st->inbox_fd, name, O_RDONLY | O_NONBLOCK | O_NOCTTY, 0,
                               "inbox record", &err);
+    bool no_fds = fd < 0 && err && (err->errnum == EMFILE || err->errnum == ENFILE);
     lz_error_free(err);
+    if (no_fds)
+        return false;
     struct stat sb;
     ssize_t len = -1;
     if (fd >= 0 && fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) &&
@@ -1136,23 +1253,23 @@ static void inbox_entry(coord *c, const char *name)
         close(fd);
     inbox_discard(st, name);
     if (len < LZ_SIG_LEN) {
-        clog_(c, "escalation mailbox: refused an entry that is not a regular file of at most "
+        refusal(c, "escalation mailbox: refused an entry that is not a regular file of at most "
                  "%d bytes",
               LZ_MBX_MAX_RECORD + LZ_SIG_LEN);
-        return;
+        return true;
     }
     size_t plen = (size_t) len - LZ_SIG_LEN;
     if (!lz_sig_verify(st->sandbox_pub, st->nonce, buf, plen, buf + plen)) {
-        clog_(c, "escalation mailbox: refused a record whose signature is not this "
+        refusal(c, "escalation mailbox: refused a record whose signature is not this "
                  "generation's sandbox's");
-        return;
+        return true;
     }
     uint16_t type = lz_mbx_record_type(buf, plen);
     uint16_t want = kind == K_REQUEST ? LZ_MBX_REQUEST : kind == K_CANCEL ? LZ_MBX_CANCEL
                                                                           : LZ_MBX_ACK;
     if (type != want) {
-        clog_(c, "escalation mailbox: refused a record whose type does not match its name");
-        return;
+        refusal(c, "escalation mailbox: refused a record whose type does not match its name");
+        return true;
     }
     /* The id in the name must be the record's. */
     const char *id_in_name = name;
@@ -1162,8 +1279,8 @@ static void inbox_entry(coord *c, const char *name)
             bool same = strncmp(probe.request_id, id_in_name, LZ_MBX_ID_LEN) == 0;
             lz_mbx_request_clear(&probe);
             if (!same) {
-                clog_(c, "escalation mailbox: refused a request filed under another id");
-                return;
+                refusal(c, "escalation mailbox: refused a request filed under another id");
+                return true;
             }
         }
         on_request(c, buf, plen);
@@ -1171,12 +1288,13 @@ static void inbox_entry(coord *c, const char *name)
         lz_mbx_control probe;
         if (lz_mbx_control_decode(buf, plen, type, &probe) &&
             strncmp(probe.request_id, id_in_name, LZ_MBX_ID_LEN) != 0) {
-            clog_(c, "escalation mailbox: refused a record filed under another id");
-            return;
+            refusal(c, "escalation mailbox: refused a record filed under another id");
+            return true;
         }
         on_control(c, type, buf, plen);
     }
     explicit_bzero(buf, (size_t) len);
+    return true;
 }
 
 #define SCAN_BATCH 256     /* records handled per round */
@@ -1200,6 +1318,10 @@ static void scan_inbox(coord *c)
     if (!dir) {
         if (d >= 0)
             close(d);
+        /* Out of descriptors, say: try again soon rather than wait for the
+         * next record (which may never come). */
+        if (!st->rescan)
+            st->rescan = lz_loop_add_timer(c->loop, 100, on_rescan, c);
         return;
     }
     /* Names first, then the work: entries are removed while handled. */
@@ -1235,13 +1357,14 @@ static void scan_inbox(coord *c)
         for (size_t i = 0; i < n; i++) {
             if (!names[i] || (pass == 0) != (name_kind(names[i]) == K_REQUEST))
                 continue;
-            inbox_entry(c, names[i]);
+            if (!inbox_entry(c, names[i]))
+                more = true; /* left for the next round */
             free(names[i]);
             names[i] = NULL;
         }
     /* A flood is handled in rounds, so that sessions keep being served. */
     if (more && !st->rescan)
-        st->rescan = lz_loop_add_timer(c->loop, 0, on_rescan, c);
+        st->rescan = lz_loop_add_timer(c->loop, 10, on_rescan, c);
 }
 
 static void on_inbox(lz_loop *loop, lz_loop_source *src, int fd, short revents, void *data)

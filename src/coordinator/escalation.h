@@ -33,8 +33,12 @@
 #define ESC_MAX_OPEN_PER_SESSION 64
 /* Host commands running at once in a Domain; more wait for a slot. */
 #define ESC_MAX_RUNNING 32
-/* Requests one generation accepts in all (every id is remembered). */
-#define ESC_MAX_PER_GENERATION 100000
+/* Requests one generation accepts in all (every id is remembered, and
+ * each leaves a bounded Domain Store row: about 10 KB at most). */
+#define ESC_MAX_PER_GENERATION 10000
+/* Requests alive that no session holds (an unknown capability): each ends
+ * Failed at once and waits only for its client to read that. */
+#define ESC_MAX_UNBOUND 256
 /* How long a prompt waits for the developer (LAZARET_ESCALATION_TIMEOUT
  * in seconds overrides it, for tests and slow reviewers). */
 #define ESC_PROMPT_TIMEOUT_MS_DEFAULT (5 * 60 * 1000)

@@ -393,6 +393,10 @@ void session_command_exited(coord *c, session *s, int status)
         code = 128 + (uint32_t) WTERMSIG(status);
     }
     clog_(c, "session #%u ended: %s %u", s->no, outcome ? "signal" : "status", code);
+    /* Its requests end with it (a prompt denies, a running one is
+     * cancelled), and a prompt on its terminal goes, so that the output it
+     * held back drains before EXIT (attack round i11b: it was lost). */
+    escalation_session_ended(c, s);
     s->exited = true;
     s->exit_outcome = outcome;
     s->exit_code = code;

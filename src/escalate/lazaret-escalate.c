@@ -162,7 +162,7 @@ typedef struct client {
     int outbox;                        /* LZ_MBX_GUEST_OUTBOX */
     int reply;                         /* outbox/<id>, once the request was accepted */
     int sfd;                           /* signalfd: SIGINT, SIGTERM, SIGHUP */
-    unsigned n_records;                /* for unique temporary names */
+    unsigned n_records;                /* records written (for diagnostics) */
     unsigned n_acks;                   /* for unique ACK names */
     uint32_t consumed;                 /* chunks written to our stdout/stderr */
     uint32_t acked;                    /* the count in the last ACK */
@@ -195,11 +195,30 @@ static int put_record(client *c, const lz_wbuf *b, const char *name)
     memcpy(out_record, b->data, b->len);
     if (lz_sig_sign(c->key, c->nonce, b->data, b->len, out_record + b->len) < 0)
         return -1;
-    char tmp[LZ_MBX_ID_LEN + 32];
-    snprintf(tmp, sizeof(tmp), ".%s.%u", c->id, c->n_records++);
-    int fd = openat(c->inbox, tmp, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC | O_NOFOLLOW, 0600);
+    /* A random temporary name: every sandbox process can write the inbox,
+     * and a predictable name (it used to hold the request id) let another
+     * one make this client's writes fail (attack round i11b, B10) or learn
+     * the id before the request was in. A name taken already: another. */
+    char tmp[40];
+    int fd = -1;
+    for (int tries = 0; tries < 16 && fd < 0; tries++) {
+        uint8_t r[12];
+        if (lz_random_bytes(r, sizeof(r)) < 0)
+            return -1;
+        static const char hexd[] = "0123456789abcdef";
+        tmp[0] = '.';
+        for (size_t i = 0; i < sizeof(r); i++) {
+            tmp[1 + 2 * i] = hexd[r[i] >> 4];
+            tmp[2 + 2 * i] = hexd[r[i] & 15];
+        }
+        tmp[1 + 2 * sizeof(r)] = '\0';
+        fd = openat(c->inbox, tmp, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (fd < 0 && errno != EEXIST)
+            return -1;
+    }
     if (fd < 0)
         return -1;
+    c->n_records++;
     ssize_t w = lz_write_all(fd, out_record, b->len + LZ_SIG_LEN);
     int saved = errno;
     int closed = close(fd);
@@ -235,9 +254,22 @@ static void send_control(client *c, uint16_t type, const char *name)
  * alive. */
 static void send_ack(client *c)
 {
-    char name[LZ_MBX_ID_LEN + 32];
-    snprintf(name, sizeof(name), "%s.ack-%u", c->id, c->n_acks++);
-    send_control(c, LZ_MBX_ACK, name);
+    /* A final name another process has put something under (the id is
+     * public once the request is in: outbox/<id>/) is skipped for the next
+     * one; only repeated failure ends the client. */
+    for (int tries = 0;; tries++) {
+        char name[LZ_MBX_ID_LEN + 32];
+        snprintf(name, sizeof(name), "%s.ack-%u", c->id, c->n_acks++);
+        lz_mbx_control m = { .acked = c->consumed };
+        memcpy(m.capability, c->capability, sizeof(m.capability));
+        memcpy(m.request_id, c->id, sizeof(m.request_id));
+        lz_mbx_control_encode(&wbuf, LZ_MBX_ACK, &m);
+        if (put_record(c, &wbuf, name) == 0)
+            break;
+        if (tries == 8)
+            die(LZ_ESC_EXIT_FAILED, "cannot write to the mailbox %s: %s", LZ_MBX_GUEST_INBOX,
+                strerror(errno));
+    }
     c->acked = c->consumed;
     c->next_heartbeat = now_ms() + LZ_MBX_HEARTBEAT_MS;
 }

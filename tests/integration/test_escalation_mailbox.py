@@ -37,7 +37,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from conftest import RUN_TIMEOUT, TEARDOWN_TIMEOUT, generation_dirs, sh, wait_torn_down
 from mailbox_records import (CANCEL, CANCELLED, COMPLETED, FAILED, MAX_RECORD, OUTCOMES, SIG_LEN,
                              control, decode, request, seed_of, sign, verify)
-from test_escalation import Host, coordinator_log, esc_profile, store_rows
+from test_escalation import Host, answer, coordinator_log, esc_profile, store_rows
 from test_terminal import terms  # noqa: F401 (a fixture)
 
 DENIED_RC, CANCELLED_RC, FAILED_RC = 250, 252, 253
@@ -596,11 +596,11 @@ def test_request_flood_gets_too_many_requests(terms, host):
     first = t.expect(ask, timeout=RUN_TIMEOUT, what="the first prompt").group(1).decode()
     # Answer nothing until every request has been sent and refused.
     wait_for(f"{FLOOD} requests recorded", lambda: len(store_rows(terms.lz)) >= FLOOD, 120, 0.2)
-    t.type("y\r")
+    answer(t, "y\r")
     answered = [(first, True)]
     for _ in range(MAX_PROMPTS - 1):
         q = t.expect(ask, what="the next prompt").group(1).decode()
-        t.type("n\r")
+        answer(t, "n\r")
         answered.append((q, False))
     t.expect(re.compile(rb"after=(\d+)"), timeout=60)
     assert t.wait_exit() == 0
@@ -765,7 +765,7 @@ def test_coordinator_killed_while_request_waits_for_the_prompt(terms, host):
     ask = "Approve? [y/N] "
     t = terms.shell("p", cmd=["lazaret-escalate", "--", str(tool), "control"])
     t.expect(ask, timeout=RUN_TIMEOUT)
-    t.type("y\r")
+    answer(t, "y\r")
     assert t.wait_exit() == 0, t.text[-2000:]
     assert host.ran("tool") == [(str(terms.ws.resolve()), "[control]")]
     t = terms.shell("p", cmd=["lazaret-escalate", "--", str(tool), "killed"])
@@ -773,7 +773,7 @@ def test_coordinator_killed_while_request_waits_for_the_prompt(terms, host):
     (coord,) = terms.rig.coordinators()
     os.kill(coord.pid, signal.SIGKILL)
     time.sleep(0.2)
-    t.type("y\r")
+    answer(t, "y\r")
     st = t.wait_exit()
     assert st == 125 and "Session Coordinator ended the session" in t.text, (st, t.text[-2000:])
     again = terms.lz.run(["run", "p", "--workspace", terms.ws, "--", "echo", "again"])
