@@ -28,6 +28,7 @@ import os
 import re
 import secrets
 import signal
+import subprocess
 import time
 from pathlib import Path
 
@@ -782,3 +783,77 @@ def test_coordinator_killed_while_request_waits_for_the_prompt(terms, host):
     assert host.ran("tool") == [(str(terms.ws.resolve()), "[control]")]
     assert not [r for r in store_rows(terms.lz) if "killed" in r["argv"]
                 and r["state"] in ("Running", "Completed")]
+
+
+# ---- attack round i11b ----------------------------------------------------------------
+
+def test_flood_of_unbound_requests_stays_bounded(rig, host):
+    """B4/B19: 1500 signed requests with an unknown capability, the
+    largest argv allowed: the coordinator's descriptors stay few, its log
+    gets a bounded number of refusal lines, at most 256 such requests are
+    held at once, and a session's real request is served right after.
+    Control: the same request with the session's capability runs."""
+    tool = host.script("tool", "echo served")
+    rig.config({"p": esc_profile([{"executable": str(tool)}])})
+    h, cap, mb = hold(rig)
+    (coord,) = rig.coordinators()
+    big = ["/usr/bin/true"] + ["\x01" * 4000] * 7
+    peak_fds = 0
+    for i in range(1500):
+        mb.put_request(new_id().replace("0", "1"), big)
+        if i % 100 == 0:
+            peak_fds = max(peak_fds, len(os.listdir(f"/proc/{coord.pid}/fd")))
+    wait_for("the inbox emptied", lambda: not [n for n in os.listdir(mb.inbox)
+                                               if not n.startswith(".")], 120, 0.2)
+    peak_fds = max(peak_fds, len(os.listdir(f"/proc/{coord.pid}/fd")))
+    assert peak_fds < 200, peak_fds
+    assert len(mb.outbox_ids()) <= 256 + 8
+    rid = mb.put_request(cap, [str(tool)])
+    assert mb.result(rid, timeout=30)["outcome"] == COMPLETED
+    log = coordinator_log(rig.lz)
+    refused = [ln for ln in log.splitlines() if "refused" in ln]
+    assert len(refused) < 150, len(refused)
+    assert len(log) < 2_000_000, len(log)
+    rig.release(h)
+
+
+def test_host_git_never_uses_a_repository_the_sandbox_made(rig, host):
+    """B2: an auto-approved host `git status` from inside .git/objects (a
+    bare repository built there) fails without running; from a directory
+    holding a repository whose config runs a program (core.worktree,
+    core.fsmonitor), host git does not use that repository. Control: host
+    git run directly in the same kind of repository (built on the host:
+    the Sentry neutralises the sandbox's copy) runs the program."""
+    mark = host.marks / "fsm-ran"
+    hook = host.script("fsm", f"touch {mark}; exit 1")
+    ws = rig.ws
+    u = rig.lz.user
+    subprocess.run(["setpriv", f"--reuid={u.uid}", f"--regid={u.gid}", "--init-groups", "git",
+                    "init", "-q", str(ws)], check=True, timeout=30,
+                   env={"PATH": "/usr/bin:/bin", "HOME": str(rig.lz.home)})
+    rig.config({"p": esc_profile([{"executable": "/usr/bin/git", "args": ["status"]}])})
+    build = (f"d=$1; mkdir -p $d/objects $d/refs/heads && echo 'ref: refs/heads/main' > $d/HEAD "
+             f"&& printf '[core]\\n\\tbare = false\\n\\tworktree = {ws.resolve()}\\n"
+             f"\\tfsmonitor = {hook}\\n' > $d/config")
+    r = rig.run("p", ["sh", "-c", build + "; cd $d && lazaret-escalate -- /usr/bin/git status; "
+                      "echo rc=$?", "sh", "/workspace/.git/objects/zz/g"])
+    assert "rc=253" in r.stdout and "inside a Git directory" in r.stderr, (r.stdout,
+                                                                                 r.stderr)
+    # A nested repository (what host git would discover from a directory
+    # below it): its config runs the program.
+    nested = (f"mkdir -p $1/.git/objects $1/.git/refs/heads && echo 'ref: refs/heads/main' > "
+              f"$1/.git/HEAD && printf '[core]\\n\\tfsmonitor = {hook}\\n' > $1/.git/config")
+    r = rig.run("p", ["sh", "-c", nested + "; cd $1 && lazaret-escalate -- /usr/bin/git status; "
+                      "echo rc=$?", "sh", "/workspace/plain"])
+    assert "rc=" in r.stdout, (r.stdout, r.stderr)
+    time.sleep(0.5)
+    assert not mark.exists(), (r.stdout, r.stderr)
+    # Control: the directory the sandbox built, used by host git directly.
+    # (The Sentry has neutralised the sandbox's copy meanwhile: the same
+    # repository is built again on the host, outside the workspace.)
+    ctl = rig.lz.mkdir("ctl")
+    subprocess.run(["setpriv", f"--reuid={u.uid}", f"--regid={u.gid}", "--init-groups", "sh",
+                    "-c", nested + "; cd $1 && git status >/dev/null 2>&1; true", "sh",
+                    f"{ctl}/plain"],
+                   check=True, timeout=30, env={"PATH": "/usr/bin:/bin", "HOME": str(rig.lz.home)})
+    assert mark.exists(), "control: host git should run the fsmonitor of that repository"
