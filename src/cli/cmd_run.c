@@ -179,6 +179,8 @@ typedef struct client {
     size_t answer_len;
     struct timespec prompt_shown; /* keys before PROMPT_GRACE_MS after it are not answers */
     bool grace_keys;              /* some were ignored */
+    bool withdrawn;               /* the last prompt was withdrawn, not answered */
+    uint32_t withdrawn_no;
     /* Notices that arrived while the prompt was up (their text can be the
      * sandbox's choosing: Git Sentry names): shown after it. */
     char *held;
@@ -238,24 +240,41 @@ static void release_notices(client *cl)
     cl->held_len = cl->held_dropped = 0;
 }
 
-/* Write a text to the raw terminal: each line escaped once more
- * (lz_text_printable is idempotent, so the coordinator's escaping stays as
- * it is and nothing the sandbox chose can act on the terminal), newlines as
- * CR LF. */
-static void print_prompt_text(const char *text)
+/* The prompt's text as it goes to the raw terminal: each line escaped
+ * once more (lz_text_printable is idempotent, and the coordinator's items
+ * are ASCII already), newlines as CR LF, and lines longer than the
+ * terminal broken by the CLI itself, every continuation starting with
+ * "  | ": the terminal never wraps, so a long argument cannot put text
+ * that looks like a label at the start of a line (attack round i11c, C1).
+ * Returns the lines it takes; with out NULL only counts them. */
+static size_t prompt_lines(const char *text, unsigned cols, FILE *out)
 {
+    static const char cont[] = "  | ";
+    size_t width = cols > 20 ? cols - 1 : 79, lines = 0;
     const char *p = text;
     while (*p) {
         const char *nl = strchr(p, '\n');
         size_t n = nl ? (size_t) (nl - p) : strlen(p);
         char *line = lz_xstrndup(p, n);
         char *safe = lz_text_printable(line);
-        fputs(safe, stderr);
-        fputs("\r\n", stderr);
+        size_t len = strlen(safe), at = 0;
+        do {
+            size_t room = at == 0 ? width : width - (sizeof(cont) - 1);
+            size_t take = len - at < room ? len - at : room;
+            if (out) {
+                if (at > 0)
+                    fputs(cont, out);
+                fwrite(safe + at, 1, take, out);
+                fputs("\r\n", out);
+            }
+            at += take;
+            lines++;
+        } while (at < len);
         free(safe);
         free(line);
         p += n + (nl ? 1 : 0);
     }
+    return lines;
 }
 
 static int on_prompt(void *ctx, lz_proto_msg *m)
@@ -269,6 +288,23 @@ static int on_prompt(void *ctx, lz_proto_msg *m)
      * terminal holds unread is discarded. Bytes already read were the
      * program's and went to it. */
     tcflush(STDIN_FILENO, TCIFLUSH);
+    struct winsize ws = { 0 };
+    if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) < 0 || ws.ws_row == 0 || ws.ws_col == 0)
+        ws = (struct winsize) { .ws_row = 24, .ws_col = 80 };
+    /* All of it must be on the screen at once, the question included:
+     * what scrolled off cannot be what the developer approves (C1). */
+    size_t need = prompt_lines(text, ws.ws_col, NULL) + 3;
+    if (need > ws.ws_row) {
+        fprintf(stderr, "\r\nlazaret: a host escalation request (#%u) needs %zu lines to be "
+                        "shown whole; this terminal has %u: denied. Make the window taller to "
+                        "be asked such requests.\r\n",
+                no, need, (unsigned) ws.ws_row);
+        lz_wbuf b;
+        lz_msg_pair_encode(&b, LZ_MSG_DECISION, no, 0);
+        lz_wire_post(cl->sock, &b);
+        free(text);
+        return 0;
+    }
     cl->prompting = true;
     cl->prompt_no = no;
     cl->answer_len = 0;
@@ -284,7 +320,15 @@ static int on_prompt(void *ctx, lz_proto_msg *m)
     fputs("\x1b[?1049l\x1b[!p\x1b[r\x1b(B\x0f\x1b[?6l\x1b[?7h\x1b[?25h\x1b[0m"
           "\x1b[H\x1b[2J\x1b[H",
           stderr);
-    print_prompt_text(text);
+    if (cl->withdrawn) {
+        /* The sandbox can withdraw a request and ask another at once:
+         * say so, above the new one (attack round i11c, C2). */
+        fprintf(stderr, "lazaret: request #%u was withdrawn before you answered. THIS IS A "
+                        "DIFFERENT REQUEST (#%u).\r\n",
+                cl->withdrawn_no, no);
+        cl->withdrawn = false;
+    }
+    prompt_lines(text, ws.ws_col, stderr);
     fputs("Type y and Enter to approve; anything else denies. Approve? [y/N] ", stderr);
     fflush(stderr);
     free(text);
@@ -302,6 +346,8 @@ static int on_prompt_closed(void *ctx, lz_proto_msg *m)
         return -1;
     if (cl->prompting && no == cl->prompt_no) {
         cl->prompting = false;
+        cl->withdrawn = true;
+        cl->withdrawn_no = no;
         fputs("\r\n", stderr);
         print_remote("lazaret: the request was withdrawn: ", why, "\r\n");
         release_notices(cl);

@@ -851,7 +851,8 @@ static void on_prompt_timeout(lz_loop *loop, lz_loop_source *src, void *data)
 static char *prompt_text(escalation *e)
 {
     coord *c = e->c;
-    lz_prompt_fields f = { .profile = c->a->cfg->profile, .session_id = e->session_id,
+    lz_prompt_fields f = { .number = e->prompt_no, .profile = c->a->cfg->profile,
+                           .session_id = e->session_id,
                            .cwd = e->req.cwd, .argv = e->req.argv, .argc = e->req.argc,
                            .why = e->req.why };
     char *text = lz_prompt_text(&f);
@@ -872,9 +873,9 @@ static void show_next_prompt(coord *c, session *s)
     for (escalation *e = c->esc->head; e; e = e->next) {
         if (e->s != s || e->phase != E_PROMPT_QUEUED)
             continue;
+        e->prompt_no = ++c->esc->next_prompt_no;
         char *text = prompt_text(e);
         e->phase = E_PROMPTING;
-        e->prompt_no = ++c->esc->next_prompt_no;
         s->prompt_visible = true;
         relay_update_events(s); /* the session's output waits meanwhile */
         lz_wbuf b;

@@ -26,8 +26,28 @@ char *lz_prompt_item(const char *s, size_t max)
         q[k++] = s[i];
     }
     q[k] = '\0';
-    char *p = lz_text_printable(q);
+    char *t = lz_text_printable(q);
     free(q);
+    /* ASCII only: what is left above it (letters of other scripts, and
+     * look-alikes of the quote such as U+02BC) is shown as \xNN too, so
+     * that nothing inside an item can pass for Lazaret's own quoting or
+     * labels (attack round i11c, C1). */
+    size_t tn = strlen(t), hi = 0;
+    for (size_t i = 0; i < tn; i++)
+        hi += (unsigned char) t[i] >= 0x80;
+    char *p = lz_xmalloc(tn + 3 * hi + 1);
+    k = 0;
+    for (size_t i = 0; i < tn; i++) {
+        unsigned char ch = (unsigned char) t[i];
+        if (ch >= 0x80) {
+            snprintf(p + k, 5, "\\x%02x", ch);
+            k += 4;
+        } else {
+            p[k++] = (char) ch;
+        }
+    }
+    p[k] = '\0';
+    free(t);
     char *out = shown < n ? lz_xasprintf("'%s'… (%zu more bytes not shown)", p, n - shown)
                           : lz_xasprintf("'%s'", p);
     free(p);
@@ -44,8 +64,11 @@ static void add_line(char **buf, const char *label, const char *item)
 
 char *lz_prompt_text(const lz_prompt_fields *f)
 {
-    char *buf = lz_xstrdup("Host escalation request: the sandbox asks to run a command on "
-                           "this computer.\n");
+    char *buf = f->number
+                    ? lz_xasprintf("Host escalation request #%u: the sandbox asks to run a "
+                                   "command on this computer.\n", f->number)
+                    : lz_xstrdup("Host escalation request: the sandbox asks to run a command on "
+                                 "this computer.\n");
     char *item = lz_prompt_item(f->profile, 0);
     add_line(&buf, "profile:", item);
     free(item);
@@ -72,5 +95,12 @@ char *lz_prompt_text(const lz_prompt_fields *f)
         add_line(&buf, "the agent says:", item);
         free(item);
     }
-    return buf;
+    /* The summary right above the question: whatever scrolled, the line
+     * next to the answer names what runs. */
+    item = lz_prompt_item(f->argv[0], 120);
+    char *sum = lz_xasprintf("%s  => runs %s with %zu argument%s\n", buf, item, f->argc - 1,
+                             f->argc == 2 ? "" : "s");
+    free(item);
+    free(buf);
+    return sum;
 }

@@ -33,6 +33,7 @@ typedef struct lz_prompt_fields {
     char *const *argv;      /* argc >= 1 */
     size_t argc;
     const char *why;        /* the agent's justification, "" when none */
+    unsigned number;        /* the request's number, shown in the header (0: none) */
 } lz_prompt_fields;
 
 /* The prompt's lines, newline-terminated, without the question itself.

@@ -580,3 +580,51 @@ def test_executable_changed_between_prompt_and_run_fails(terms, host, change):
         assert not (host.marks / "appended").exists()
     t.line("exit")
     t.wait_exit()
+
+
+def test_prompt_too_tall_for_the_terminal_is_denied(terms, host):
+    """C1 (round 3): a request whose prompt would not fit the terminal
+    (long arguments scroll the real executable off the top, leaving a
+    fake drawn at the end of an argument) is denied without being shown.
+    Control: the same request with short arguments is shown and asked."""
+    t, tool = prompt_shell(terms, host)
+    typed, printed = t.marker("R")
+    t.line(f"lazaret-escalate -- {tool} \"$(head -c 3000 /dev/zero | tr '\\0' a)\" "
+           f"\"$(head -c 3000 /dev/zero | tr '\\0' b)\"; echo {typed}:$?")
+    t.expect(f"{printed}:{DENIED}", what="the too-tall request denied")
+    assert "needs" in t.text and "Make the window taller" in t.text
+    assert QUESTION not in t.text
+    done = ask(t, tool, "short")  # the control
+    t.expect(QUESTION, what="the short request's prompt")
+    assert "=> runs '" + str(tool) + "' with 1 argument" in t.text
+    answer(t, "n\r")
+    t.expect(f"{done}:{DENIED}")
+    assert host.ran("tool") == []
+    t.line("exit")
+    t.wait_exit()
+
+
+def test_a_withdrawn_prompt_is_not_silently_replaced(terms, host):
+    """C2 (round 3): the sandbox withdraws a request (its client
+    cancelled) and asks another at once: the new prompt says that it is a
+    different request, and carries its own number. Control: the first
+    prompt had no such line."""
+    tool = host.script("tool", "echo ran-$1")
+    terms.config({"bb": esc_profile()})
+    script = (f"lazaret-escalate -- {tool} first & P=$!; sleep 3; kill -TERM $P; wait $P; "
+              f"lazaret-escalate -- {tool} second; echo rc=$?")
+    t = terms.shell(cmd=["sh", "-c", script])
+    t.expect(QUESTION, timeout=RUN_TIMEOUT, what="the first prompt")
+    first = t.text
+    assert "DIFFERENT REQUEST" not in first
+    m = re.search(r"Host escalation request #(\d+)", first)
+    assert m, first
+    t.expect("withdrawn", timeout=15)
+    t.expect(QUESTION, what="the second prompt")
+    second = t.text[len(first):]
+    assert f"request #{m.group(1)} was withdrawn before you answered. THIS IS A DIFFERENT " \
+           f"REQUEST (#{int(m.group(1)) + 1})" in second, second
+    answer(t, "n\r")
+    t.expect(f"rc={DENIED}")
+    assert host.ran("tool") == []
+    t.wait_exit()
