@@ -775,6 +775,29 @@ def bench(args):
             shutil.rmtree(root, ignore_errors=True)
 
 
+def run_meta(binary) -> dict:
+    """Where and on what a benchmark ran: date, CPUs, kernel, runsc, the
+    Lazaret binary's version and the revision of src (shared by every
+    benchmark under bench/)."""
+    rev = capture(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"]) or "unknown"
+    if capture(["git", "-C", str(REPO), "status", "--porcelain", "--", "src", "meson.build",
+                "meson_options.txt"]):
+        rev += " + local changes to src"
+    cpu = "unknown CPU"
+    try:
+        m = re.search(r"^model name\s*:\s*(.*)$", Path("/proc/cpuinfo").read_text(), re.M)
+        cpu = m.group(1).strip() if m else cpu
+    except OSError:
+        pass
+    return {
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "nproc": os.cpu_count(), "cpu": re.sub(r"\s+", " ", cpu), "kernel": platform.release(),
+        "runsc": capture(["runsc", "--version"]).splitlines()[0],
+        "version": capture([str(binary), "--version"]).replace("lazaret ", "") or "?",
+        "revision": rev,
+    }
+
+
 def main():
     ap = argparse.ArgumentParser(description="Lazaret launch benchmark (bench/README.md)")
     ap.add_argument("--cold", type=int, default=10, help="cold start/teardown samples (10)")
@@ -797,23 +820,7 @@ def main():
 
     res, binary = bench(args)
     print_table(res)
-    rev = capture(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"]) or "unknown"
-    if capture(["git", "-C", str(REPO), "status", "--porcelain", "--", "src", "meson.build",
-                "meson_options.txt"]):
-        rev += " + local changes to src"
-    cpu = "unknown CPU"
-    try:
-        m = re.search(r"^model name\s*:\s*(.*)$", Path("/proc/cpuinfo").read_text(), re.M)
-        cpu = m.group(1).strip() if m else cpu
-    except OSError:
-        pass
-    meta = {
-        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "nproc": os.cpu_count(), "cpu": re.sub(r"\s+", " ", cpu), "kernel": platform.release(),
-        "runsc": capture(["runsc", "--version"]).splitlines()[0],
-        "version": capture([str(binary), "--version"]).replace("lazaret ", "") or "?",
-        "revision": rev,
-    }
+    meta = run_meta(binary)
     if args.json:
         Path(args.json).write_text(json.dumps({"meta": meta, **res}, indent=2) + "\n")
     if not args.no_write:

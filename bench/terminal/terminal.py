@@ -30,11 +30,9 @@ The helpers (user, image, build, bundle, statistics) are bench/launch's.
 """
 
 import argparse
-import datetime
 import fcntl
 import json
 import os
-import platform
 import pty
 import pwd
 import re
@@ -490,23 +488,7 @@ def main():
 
     res, binary = bench(args)
     print_table(res)
-    rev = L.capture(["git", "-C", str(L.REPO), "rev-parse", "--short", "HEAD"]) or "unknown"
-    if L.capture(["git", "-C", str(L.REPO), "status", "--porcelain", "--untracked-files=no",
-                  "--", "src"]):
-        rev += " + local changes"
-    cpu = "unknown CPU"
-    try:
-        m = re.search(r"^model name\s*:\s*(.*)$", Path("/proc/cpuinfo").read_text(), re.M)
-        cpu = m.group(1).strip() if m else cpu
-    except OSError:
-        pass
-    meta = {
-        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "nproc": os.cpu_count(), "cpu": re.sub(r"\s+", " ", cpu), "kernel": platform.release(),
-        "runsc": L.capture(["runsc", "--version"]).splitlines()[0],
-        "version": L.capture([str(binary), "--version"]).replace("lazaret ", "") or "?",
-        "revision": rev,
-    }
+    meta = L.run_meta(binary)
     if args.json:
         Path(args.json).write_text(json.dumps({"meta": meta, **res}, indent=2) + "\n")
     if not args.no_write:
