@@ -250,7 +250,7 @@ static void release_notices(client *cl)
 static size_t prompt_lines(const char *text, unsigned cols, FILE *out)
 {
     static const char cont[] = "  | ";
-    size_t width = cols > 20 ? cols - 1 : 79, lines = 0;
+    size_t width = cols > sizeof(cont) ? cols - 1 : sizeof(cont), lines = 0;
     const char *p = text;
     while (*p) {
         const char *nl = strchr(p, '\n');
@@ -277,6 +277,21 @@ static size_t prompt_lines(const char *text, unsigned cols, FILE *out)
     return lines;
 }
 
+/* The prompt's last line: what to type. */
+#define PROMPT_QUESTION "Type y and Enter to approve; anything else denies. Approve? [y/N] "
+/* What prompt_keys prints for keys typed too early. */
+#define PROMPT_GRACE_NOTE \
+    "(keys typed as the prompt appeared were ignored; read it, then answer) Approve? [y/N] "
+/* Narrower than this, a prompt is not shown (each argument would take
+ * most of the screen): denied. */
+#define PROMPT_MIN_COLS 40
+
+/* Where the prompt is drawn: the terminal the session's output goes to
+ * (an interactive session has a terminal on stdout), whatever stderr is
+ * (attack round i11d, D6: with stderr redirected to a file the prompt was
+ * never seen, and a y typed for the agent approved it). */
+#define PROMPT_OUT stdout
+
 static int on_prompt(void *ctx, lz_proto_msg *m)
 {
     client *cl = ctx;
@@ -291,23 +306,36 @@ static int on_prompt(void *ctx, lz_proto_msg *m)
     struct winsize ws = { 0 };
     if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) < 0 || ws.ws_row == 0 || ws.ws_col == 0)
         ws = (struct winsize) { .ws_row = 24, .ws_col = 80 };
-    /* All of it must be on the screen at once, the question included:
-     * what scrolled off cannot be what the developer approves (C1). */
-    size_t need = prompt_lines(text, ws.ws_col, NULL) + 3;
-    if (need > ws.ws_row) {
-        fprintf(stderr, "\r\nlazaret: a host escalation request (#%u) needs %zu lines to be "
-                        "shown whole; this terminal has %u: denied. Make the window taller to "
-                        "be asked such requests.\r\n",
-                no, need, (unsigned) ws.ws_row);
+    /* All of it must be on the screen at once: every line the prompt and
+     * whatever it may print below it take at this width, the withdrawal
+     * notice, the question and the early-keys note included (C1; D4: a
+     * narrow terminal; D5: lines that were not counted scrolled the notice
+     * off). What scrolled off cannot be what the developer approves. */
+    char *notice = cl->withdrawn
+                       ? lz_xasprintf("lazaret: request #%u was withdrawn before you answered. "
+                                      "THIS IS A DIFFERENT REQUEST (#%u).\n",
+                                      cl->withdrawn_no, no)
+                       : lz_xstrdup("");
+    size_t need = prompt_lines(text, ws.ws_col, NULL) + prompt_lines(notice, ws.ws_col, NULL) +
+                  prompt_lines(PROMPT_QUESTION "\n", ws.ws_col, NULL) +
+                  prompt_lines(PROMPT_GRACE_NOTE "\n", ws.ws_col, NULL) + 1;
+    if (ws.ws_col < PROMPT_MIN_COLS || need > ws.ws_row) {
+        fprintf(PROMPT_OUT, "\r\nlazaret: a host escalation request (#%u) needs %zu lines of at "
+                            "least %d columns to be shown whole; this terminal has %u of %u: "
+                            "denied. Make the window larger to be asked such requests.\r\n",
+                no, need, PROMPT_MIN_COLS, (unsigned) ws.ws_row, (unsigned) ws.ws_col);
+        fflush(PROMPT_OUT);
         lz_wbuf b;
         lz_msg_pair_encode(&b, LZ_MSG_DECISION, no, 0);
         lz_wire_post(cl->sock, &b);
+        free(notice);
         free(text);
         return 0;
     }
     cl->prompting = true;
     cl->prompt_no = no;
     cl->answer_len = 0;
+    cl->withdrawn = false;
     /* Whatever state the sandbox's output left the terminal in, the prompt
      * is drawn on a clean, normal screen (attack round i11, A6: a scroll
      * region had hidden the real executable under a fake one): leave the
@@ -319,18 +347,14 @@ static int on_prompt(void *ctx, lz_proto_msg *m)
      * the prompt (the scrollback stays the developer's). */
     fputs("\x1b[?1049l\x1b[!p\x1b[r\x1b(B\x0f\x1b[?6l\x1b[?7h\x1b[?25h\x1b[0m"
           "\x1b[H\x1b[2J\x1b[H",
-          stderr);
-    if (cl->withdrawn) {
-        /* The sandbox can withdraw a request and ask another at once:
-         * say so, above the new one (attack round i11c, C2). */
-        fprintf(stderr, "lazaret: request #%u was withdrawn before you answered. THIS IS A "
-                        "DIFFERENT REQUEST (#%u).\r\n",
-                cl->withdrawn_no, no);
-        cl->withdrawn = false;
-    }
-    prompt_lines(text, ws.ws_col, stderr);
-    fputs("Type y and Enter to approve; anything else denies. Approve? [y/N] ", stderr);
-    fflush(stderr);
+          PROMPT_OUT);
+    /* The sandbox can withdraw a request and ask another at once: say so,
+     * above the new one (attack round i11c, C2). */
+    prompt_lines(notice, ws.ws_col, PROMPT_OUT);
+    prompt_lines(text, ws.ws_col, PROMPT_OUT);
+    fputs(PROMPT_QUESTION, PROMPT_OUT);
+    fflush(PROMPT_OUT);
+    free(notice);
     free(text);
     clock_gettime(CLOCK_MONOTONIC, &cl->prompt_shown);
     cl->grace_keys = false;
@@ -348,7 +372,8 @@ static int on_prompt_closed(void *ctx, lz_proto_msg *m)
         cl->prompting = false;
         cl->withdrawn = true;
         cl->withdrawn_no = no;
-        fputs("\r\n", stderr);
+        fputs("\r\n", PROMPT_OUT);
+        fflush(PROMPT_OUT);
         print_remote("lazaret: the request was withdrawn: ", why, "\r\n");
         release_notices(cl);
     }
@@ -363,10 +388,8 @@ static void prompt_keys(client *cl, const uint8_t *data, size_t n)
     if (ms_since(&cl->prompt_shown) < PROMPT_GRACE_MS) {
         /* Typed before anyone could have read the prompt. */
         if (!cl->grace_keys)
-            fputs("\r\n(keys typed as the prompt appeared were ignored; read it, then answer) "
-                  "Approve? [y/N] ",
-                  stderr);
-        fflush(stderr);
+            fputs("\r\n" PROMPT_GRACE_NOTE, PROMPT_OUT);
+        fflush(PROMPT_OUT);
         cl->grace_keys = true;
         return;
     }
@@ -376,12 +399,12 @@ static void prompt_keys(client *cl, const uint8_t *data, size_t n)
         if (!decide) {
             if ((k == 0x7f || k == 8) && cl->answer_len > 0) {
                 cl->answer_len--;
-                fputs("\b \b", stderr);
+                fputs("\b \b", PROMPT_OUT);
             } else if (k >= 0x20 && k < 0x7f && cl->answer_len < sizeof(cl->answer) - 1) {
                 cl->answer[cl->answer_len++] = (char) k;
-                fputc(k, stderr);
+                fputc(k, PROMPT_OUT);
             }
-            fflush(stderr);
+            fflush(PROMPT_OUT);
             continue;
         }
         cl->answer[cl->answer_len] = '\0';
@@ -391,8 +414,8 @@ static void prompt_keys(client *cl, const uint8_t *data, size_t n)
         lz_wbuf b;
         lz_msg_pair_encode(&b, LZ_MSG_DECISION, cl->prompt_no, approve ? 1 : 0);
         lz_wire_post(cl->sock, &b);
-        fputs(approve ? "\r\nlazaret: approved\r\n" : "\r\nlazaret: denied\r\n", stderr);
-        fflush(stderr);
+        fputs(approve ? "\r\nlazaret: approved\r\n" : "\r\nlazaret: denied\r\n", PROMPT_OUT);
+        fflush(PROMPT_OUT);
         cl->prompting = false;
         cl->answer_len = 0;
         release_notices(cl);

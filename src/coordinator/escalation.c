@@ -74,6 +74,7 @@ typedef struct escalation {
     const lz_path_plan *plan;
     lz_path_plan own_plan;
     lz_identity approved;    /* the object the decision is bound to */
+    lz_identity cwd_id;      /* the host working directory it was decided for */
     bool have_approved;
     uint32_t prompt_no;
     bool unbound;            /* counted in unbound: no session holds it */
@@ -611,23 +612,39 @@ static void on_child(lz_loop *loop, lz_loop_source *src, int fd, short revents, 
 }
 
 /* The host directory for the request's working directory: the same place
- * in the workspace when it lies there, else the workspace root. */
-static int open_cwd(coord *c, const char *cwd, lz_error **err)
+ * in the workspace when it lies there (a plain directory, reached without
+ * a symlink), else the workspace root. expect: the identity it had when
+ * the request was decided; another object now (the sandbox swapped the
+ * directory, attack round i11d, D1: a command approved for
+ * /workspace/scratch ran in the workspace root and copied the host's
+ * git-ignored .env) fails. *ret_id: its identity. -1 with *err. */
+static int open_cwd(coord *c, const char *cwd, const lz_identity *expect, lz_identity *ret_id,
+                    lz_error **err)
 {
     int ws = lz_plan_open(&c->a->cfg->workspace, O_PATH | O_DIRECTORY, true, err);
     if (ws < 0)
         return -1;
-    const char *rel = NULL;
-    if (strncmp(cwd, "/workspace/", 11) == 0)
-        rel = cwd + 11;
-    if (!rel || !*rel)
-        return ws;
-    lz_error *e2 = NULL;
-    int d = lz_open_confined(ws, rel, O_PATH | O_DIRECTORY, 0, "working directory", &e2);
-    lz_error_free(e2);
-    if (d < 0)
-        return ws; /* not on the host (an ignored copy) or not a plain directory */
-    close(ws);
+    const char *rel = strncmp(cwd, "/workspace/", 11) == 0 ? cwd + 11 : NULL;
+    int d = ws;
+    if (rel && *rel) {
+        d = lz_open_confined(ws, rel, O_PATH | O_DIRECTORY, 0, "working directory", err);
+        close(ws);
+        if (d < 0)
+            return lz_error_prefix(err, "the working directory %s is not a plain directory of "
+                                        "the workspace on this machine", cwd);
+    }
+    lz_identity id;
+    if (lz_identity_of(d, &id, err) < 0) {
+        close(d);
+        return -1;
+    }
+    if (expect && (id.dev != expect->dev || id.ino != expect->ino)) {
+        close(d);
+        return lz_error_set(err, ESTALE, "the working directory %s is another directory than "
+                                         "when the request was decided", cwd);
+    }
+    if (ret_id)
+        *ret_id = id;
     return d;
 }
 
@@ -732,9 +749,9 @@ static void esc_run(escalation *e)
                    "commands there");
         return;
     }
-    _cleanup_close_ int cwd = open_cwd(c, e->req.cwd, &err);
+    _cleanup_close_ int cwd = open_cwd(c, e->req.cwd, &e->cwd_id, NULL, &err);
     if (cwd < 0) {
-        char *msg = lz_xasprintf("cannot open the workspace: %s", err->message);
+        char *msg = lz_xasprintf("%s: nothing ran", err->message);
         lz_error_free(err);
         esc_finish(e, LZ_MBX_FAILED, -1, msg);
         free(msg);
@@ -851,18 +868,23 @@ static void on_prompt_timeout(lz_loop *loop, lz_loop_source *src, void *data)
 static char *prompt_text(escalation *e)
 {
     coord *c = e->c;
+    const char *ws = c->a->cfg->workspace.label;
+    /* The host directory, said: the workspace's own place, or its root
+     * for a directory outside it (open_cwd; bound to the decision). */
+    char *host_cwd = strncmp(e->req.cwd, "/workspace/", 11) == 0
+                         ? lz_xasprintf("%s/%s", ws, e->req.cwd + 11)
+                     : strcmp(e->req.cwd, "/workspace") == 0
+                         ? lz_xstrdup(ws)
+                         : lz_xasprintf("%s (the workspace: %s is not in it)", ws, e->req.cwd);
     lz_prompt_fields f = { .number = e->prompt_no, .profile = c->a->cfg->profile,
-                           .session_id = e->session_id,
-                           .cwd = e->req.cwd, .argv = e->req.argv, .argc = e->req.argc,
-                           .why = e->req.why };
+                           .session_id = e->session_id, .cwd = e->req.cwd, .argv = e->req.argv,
+                           .argc = e->req.argc, .why = e->req.why,
+                           .resolved = strcmp(e->plan->label, e->req.argv[0]) != 0
+                                           ? e->plan->label
+                                           : NULL,
+                           .host_cwd = host_cwd };
     char *text = lz_prompt_text(&f);
-    if (strcmp(e->plan->label, e->req.argv[0]) != 0) {
-        char *item = lz_prompt_item(e->plan->label, 0);
-        char *t2 = lz_xasprintf("%s  which is the file %s on this machine\n", text, item);
-        free(item);
-        free(text);
-        text = t2;
-    }
+    free(host_cwd);
     return text;
 }
 
@@ -953,6 +975,17 @@ static void decide(escalation *e)
         esc_finish(e, LZ_MBX_DENIED, -1, e->decision);
         return;
     }
+    /* Where it would run, now: the run must be there (open_cwd). */
+    lz_error *cerr = NULL;
+    int cfd = open_cwd(c, e->req.cwd, NULL, &e->cwd_id, &cerr);
+    if (cfd < 0) {
+        char *msg = lz_xasprintf("%s: nothing ran", cerr->message);
+        lz_error_free(cerr);
+        esc_finish(e, LZ_MBX_FAILED, -1, msg);
+        free(msg);
+        return;
+    }
+    close(cfd);
     const lz_resolved_rule *rule = lz_rules_match(cfg, e->req.argv, e->req.argc);
     if (rule) {
         e->plan = &rule->executable;

@@ -78,9 +78,19 @@ char *lz_prompt_text(const lz_prompt_fields *f)
     item = lz_prompt_item(f->cwd, 0);
     add_line(&buf, "working directory:", item);
     free(item);
+    if (f->host_cwd) {
+        item = lz_prompt_item(f->host_cwd, 0);
+        add_line(&buf, "runs on this machine in:", item);
+        free(item);
+    }
     item = lz_prompt_item(f->argv[0], 0);
     add_line(&buf, "executable:", item);
     free(item);
+    if (f->resolved) {
+        item = lz_prompt_item(f->resolved, 0);
+        add_line(&buf, "which is the file:", item);
+        free(item);
+    }
     for (size_t i = 1; i < f->argc; i++) {
         char label[32];
         snprintf(label, sizeof(label), "argument %zu:", i);

@@ -34,6 +34,8 @@ typedef struct lz_prompt_fields {
     size_t argc;
     const char *why;        /* the agent's justification, "" when none */
     unsigned number;        /* the request's number, shown in the header (0: none) */
+    const char *resolved;   /* the host file argv[0] reaches, when not argv[0] itself */
+    const char *host_cwd;   /* where it runs on this machine, when not the same place */
 } lz_prompt_fields;
 
 /* The prompt's lines, newline-terminated, without the question itself.

@@ -592,7 +592,7 @@ def test_prompt_too_tall_for_the_terminal_is_denied(terms, host):
     t.line(f"lazaret-escalate -- {tool} \"$(head -c 3000 /dev/zero | tr '\\0' a)\" "
            f"\"$(head -c 3000 /dev/zero | tr '\\0' b)\"; echo {typed}:$?")
     t.expect(f"{printed}:{DENIED}", what="the too-tall request denied")
-    assert "needs" in t.text and "Make the window taller" in t.text
+    assert "needs" in t.text and "Make the window larger" in t.text
     assert QUESTION not in t.text
     done = ask(t, tool, "short")  # the control
     t.expect(QUESTION, what="the short request's prompt")
@@ -626,5 +626,60 @@ def test_a_withdrawn_prompt_is_not_silently_replaced(terms, host):
            f"REQUEST (#{int(m.group(1)) + 1})" in second, second
     answer(t, "n\r")
     t.expect(f"rc={DENIED}")
+    assert host.ran("tool") == []
+    t.wait_exit()
+
+
+def test_working_directory_swapped_after_the_decision_fails(terms, host):
+    """D1 (round 4): a request from /workspace/scratch; while its prompt
+    is up the sandbox replaces scratch by a symlink to the workspace root
+    (whose host side holds the host's git-ignored files). Approved, it
+    fails and runs nowhere. Control: without the swap it runs in scratch,
+    and the prompt says where on this machine."""
+    tool = host.script("tool", "echo ran")
+    terms.config({"bb": esc_profile()})
+    terms.rig.lz.mkdir(terms.ws / "scratch")
+    script = (f"cd /workspace/scratch && lazaret-escalate -- {tool} control; echo rc=$?; "
+              f"lazaret-escalate -- {tool} swapped & P=$!; sleep 2; cd /workspace; "
+              f"mv scratch scratch.old && ln -s . scratch; wait $P; echo rc=$?")
+    t = terms.shell(cmd=["sh", "-c", script])
+    t.expect(QUESTION, timeout=RUN_TIMEOUT, what="the control's prompt")
+    assert f"runs on this machine in: '{terms.ws}/scratch'" in t.text, t.text[-3000:]
+    answer(t, "y\r")
+    t.expect("rc=0")
+    t.expect(QUESTION, what="the second prompt")
+    time.sleep(2)  # the swap happens meanwhile
+    answer(t, "y\r")
+    t.expect(f"rc={FAILED}", timeout=20)
+    assert "another directory than" in t.text or "not a plain directory" in t.text, t.text[-2000:]
+    assert host.ran("tool") == [(f"{terms.ws.resolve()}/scratch", "[control]")]
+    t.wait_exit()
+
+
+def test_prompt_is_on_the_terminal_even_with_stderr_redirected(terms, host):
+    """D6 (round 4): `lazaret run … 2>file` on a terminal: the prompt is
+    drawn on the terminal (stdout), not into the file. Control: the file
+    gets none of it."""
+    tool = host.script("tool", "echo ran")
+    terms.config({"bb": esc_profile()})
+    err = terms.rig.lz.home / "stderr.txt"
+    t = terms.wrapped(f'exec "$LZ" run bb --workspace {terms.ws} -- '
+                      f'sh -c "lazaret-escalate -- {tool}; echo rc=\\$?" 2>{err}')
+    t.expect(QUESTION, timeout=RUN_TIMEOUT, what="the prompt on the terminal")
+    answer(t, "n\r")
+    t.expect(f"rc={DENIED}")
+    t.wait_exit()
+    assert HEADER not in err.read_text(errors="replace")
+
+
+def test_prompt_on_a_narrow_terminal_is_denied(terms, host):
+    """D4 (round 4): below 40 columns no prompt is shown: denied. Control:
+    the approve test at 100 columns."""
+    tool = host.script("tool", "echo ran")
+    terms.config({"bb": esc_profile()})
+    t = terms.shell(cmd=["sh", "-c", f"lazaret-escalate -- {tool} x; echo rc=$?"], cols=30)
+    t.expect(f"rc={DENIED}", timeout=RUN_TIMEOUT)
+    assert "at least 40 columns" in t.text.replace("\r\n", "") or "columns" in t.text, t.text
+    assert QUESTION not in t.text
     assert host.ran("tool") == []
     t.wait_exit()

@@ -36,7 +36,7 @@ static void test_hostile_justification_is_shown_escaped(void **state)
     (void) state;
     char *const argv[] = { (char *) "/usr/bin/git", (char *) "status", NULL };
     lz_prompt_fields f = { "bb", "0123456789abcdef0123456789abcdef", "/workspace", argv, 2,
-                           "\x1b[2J\x1b]0;owned\x07 ok \xe2\x80\xae" "evil\xe2\x80\x8b\xc2\x9b", 0 };
+                           "\x1b[2J\x1b]0;owned\x07 ok \xe2\x80\xae" "evil\xe2\x80\x8b\xc2\x9b", 0, NULL, NULL };
     char *t = lz_prompt_text(&f);
     assert_inert(t);
     assert_non_null(strstr(t, "\\x1b[2J\\x1b]0;owned\\x07 ok "));
@@ -49,7 +49,7 @@ static void test_every_argument_is_its_own_quoted_item(void **state)
     (void) state;
     char *const argv[] = { (char *) "/bin/echo", (char *) "a b", (char *) "x; rm -rf /",
                            (char *) "it's", (char *) "\\x1b", (char *) "", NULL };
-    lz_prompt_fields f = { "bb", "s", "/workspace/sub", argv, 6, "", 0 };
+    lz_prompt_fields f = { "bb", "s", "/workspace/sub", argv, 6, "", 0, NULL, NULL };
     char *t = lz_prompt_text(&f);
     assert_inert(t);
     assert_non_null(strstr(t, "executable:        '/bin/echo'\n"));
@@ -74,7 +74,7 @@ static void test_only_the_justification_is_cut(void **state)
     memset(why, 'w', sizeof(why) - 1);
     why[sizeof(why) - 1] = '\0';
     char *const argv[] = { (char *) "/bin/echo", longarg, NULL };
-    lz_prompt_fields f = { "bb", "s", "/workspace", argv, 2, why, 0 };
+    lz_prompt_fields f = { "bb", "s", "/workspace", argv, 2, why, 0, NULL, NULL };
     char *t = lz_prompt_text(&f);
     char *shown = lz_prompt_item(longarg, 0);
     assert_non_null(strstr(t, shown)); /* the whole argument */
@@ -107,7 +107,7 @@ static void test_items_are_ascii_and_the_summary_names_the_program(void **state)
     (void) state;
     char *const argv[] = { (char *) "/usr/bin/dash", (char *) "-c",
                            (char *) "x \xca\xbc/usr/bin/make\xca\xbc caf\xc3\xa9", NULL };
-    lz_prompt_fields f = { "bb", "s", "/workspace", argv, 3, "", 7 };
+    lz_prompt_fields f = { "bb", "s", "/workspace", argv, 3, "", 7, NULL, NULL };
     char *t = lz_prompt_text(&f);
     assert_non_null(strstr(t, "Host escalation request #7:"));
     assert_non_null(strstr(t, "'x \\xca\\xbc/usr/bin/make\\xca\\xbc caf\\xc3\\xa9'"));
