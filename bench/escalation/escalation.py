@@ -32,7 +32,6 @@ import argparse
 import json
 import os
 import pwd
-import re
 import select
 import shutil
 import signal
@@ -383,14 +382,7 @@ def section(res, meta, args):
 
 
 def write_doc(text_section):
-    text = DOC.read_text() if DOC.exists() else L.INTRO
-    m = re.search(r"^## Escalation\n.*?(?=^## |\Z)", text, re.S | re.M)
-    if m:
-        text = text[:m.start()] + text_section + ("\n" if m.end() < len(text) else "") + \
-            text[m.end():]
-    else:
-        text = text.rstrip("\n") + "\n\n" + text_section
-    DOC.write_text(text.rstrip("\n") + "\n")
+    L.write_section("Escalation", text_section)
 
 
 def main():

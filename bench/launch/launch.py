@@ -592,15 +592,25 @@ def launch_section(res, meta):
     return "\n".join(lines)
 
 
-def write_doc(section):
-    text = DOC.read_text() if DOC.exists() else INTRO
-    m = re.search(r"^## Launch\n.*?(?=^## |\Z)", text, re.S | re.M)
+def replace_section(text: str, title: str, section: str) -> str:
+    """text with its "## title" section (up to the next "## ") replaced by
+    section, or section appended when there is none (every benchmark under
+    bench/ rewrites its own section of docs/performance.md this way)."""
+    m = re.search(rf"^## {re.escape(title)}\n.*?(?=^## |\Z)", text, re.S | re.M)
     if m:
-        text = text[:m.start()] + section + ("\n" if m.end() < len(text) else "") + \
+        return text[:m.start()] + section + ("\n" if m.end() < len(text) else "") + \
             text[m.end():]
-    else:
-        text = text.rstrip("\n") + "\n\n" + section
-    DOC.write_text(text.rstrip("\n") + "\n")
+    return text.rstrip("\n") + "\n\n" + section
+
+
+def write_section(title: str, section: str):
+    """Rewrite the "## title" section of docs/performance.md."""
+    text = DOC.read_text() if DOC.exists() else INTRO
+    DOC.write_text(replace_section(text, title, section).rstrip("\n") + "\n")
+
+
+def write_doc(section):
+    write_section("Launch", section)
 
 
 # ---- the benchmark ---------------------------------------------------------------

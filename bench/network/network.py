@@ -20,13 +20,10 @@ run by the same user on the host. Samples of the two alternate.
 
 import argparse
 import contextlib
-import datetime
 import fcntl
 import json
 import os
-import platform
 import pwd
-import re
 import shutil
 import signal
 import statistics
@@ -357,13 +354,7 @@ def network_section(res, meta, args):
 
 
 def write_doc(section):
-    text = DOC.read_text() if DOC.exists() else L.INTRO
-    m = re.search(r"^## Network\n.*?(?=^## |\Z)", text, re.S | re.M)
-    if m:
-        text = text[:m.start()] + section + ("\n" if m.end() < len(text) else "") + \
-            text[m.end():]
-    else:
-        text = text.rstrip("\n") + "\n\n" + section
+    text = L.replace_section(DOC.read_text() if DOC.exists() else L.INTRO, "Network", section)
     if "sudo bench/network/run.sh\n" not in text:
         text = text.replace("sudo bench/launch/run.sh\n```",
                             "sudo bench/launch/run.sh\nsudo bench/network/run.sh\n```", 1)
@@ -391,24 +382,8 @@ def main():
     raw, binary = bench(args)
     res = {k: {side: stats(v) for side, v in raw[k].items()} for k, *_ in ROWS}
     print_table(res, args)
-    rev = L.capture(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"]) or "unknown"
-    if L.capture(["git", "-C", str(REPO), "status", "--porcelain", "--", "src", "meson.build",
-                  "meson_options.txt"]):
-        rev += " + local changes to src"
-    cpu = "unknown CPU"
-    try:
-        m = re.search(r"^model name\s*:\s*(.*)$", Path("/proc/cpuinfo").read_text(), re.M)
-        cpu = m.group(1).strip() if m else cpu
-    except OSError:
-        pass
-    meta = {
-        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "nproc": os.cpu_count(), "cpu": re.sub(r"\s+", " ", cpu), "kernel": platform.release(),
-        "runsc": L.capture(["runsc", "--version"]).splitlines()[0],
-        "slirp": L.capture(["slirp4netns", "--version"]).splitlines()[0],
-        "version": L.capture([str(binary), "--version"]).replace("lazaret ", "") or "?",
-        "revision": rev,
-    }
+    meta = L.run_meta(binary)
+    meta["slirp"] = L.capture(["slirp4netns", "--version"]).splitlines()[0]
     if args.json:
         Path(args.json).write_text(json.dumps({"meta": meta, "summary": res, "raw": raw},
                                               indent=2) + "\n")

@@ -35,7 +35,6 @@ import json
 import os
 import pty
 import pwd
-import re
 import select
 import shutil
 import signal
@@ -455,14 +454,7 @@ def section(res, meta):
 
 
 def write_doc(text_section):
-    text = DOC.read_text() if DOC.exists() else L.INTRO
-    m = re.search(r"^## Terminal\n.*?(?=^## |\Z)", text, re.S | re.M)
-    if m:
-        text = text[:m.start()] + text_section + ("\n" if m.end() < len(text) else "") + \
-            text[m.end():]
-    else:
-        text = text.rstrip("\n") + "\n\n" + text_section
-    DOC.write_text(text.rstrip("\n") + "\n")
+    L.write_section("Terminal", text_section)
 
 
 def main():
