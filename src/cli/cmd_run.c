@@ -35,10 +35,14 @@
 #include "common/util.h"
 #include "config/resolve.h"
 #include "coordinator/bootstrap.h"
+#include "fs/confined.h"
 #include "oci/layout.h"
 #include "protocol/io.h"
 #include "protocol/messages.h"
 #include "protocol/table.h"
+#include "trust/anchor.h"
+#include "trust/channel.h"
+#include "trust/publication.h"
 
 const char lz_usage_run[] =
     "Usage: lazaret [--config FILE] run PROFILE [--workspace DIR] [-- COMMAND [ARG...]]\n"
@@ -140,6 +144,16 @@ static void session_started(lz_resolved_config *cfg)
     env_values_forgotten = true;
 }
 
+/* The session channel's TLS (docs/session-channel.md): set up by
+ * secure_session() before HELLO, for this attempt's connection; every
+ * message from HELLO on goes through it. One session per process. */
+static lz_tls_channel *session_tls;
+
+static void session_post(int sock, const lz_wbuf *b)
+{
+    lz_tls_proto_post(session_tls, sock, b);
+}
+
 static void send_resize(int sock)
 {
     struct winsize ws;
@@ -147,7 +161,7 @@ static void send_resize(int sock)
         return;
     lz_wbuf b;
     lz_msg_pair_encode(&b, LZ_MSG_RESIZE, ws.ws_row, ws.ws_col);
-    lz_wire_post(sock, &b);
+    session_post(sock, &b);
 }
 
 /* RELAY_WIPE: the session's bytes (its output, the developer's input) can
@@ -170,6 +184,12 @@ typedef struct client {
     int *status;
     attempt_result result;
     bool heard;        /* some message of the coordinator arrived */
+    /* Enrolment (in the clear, before TLS): ENROLLED's session id and
+     * client certificate. */
+    bool enrolling, enrolled;
+    char enrolled_id[33];
+    uint8_t cert[LZ_MSG_MAX_CERT];
+    size_t cert_len;
     /* An escalation prompt is up (FR-5): the terminal's keystrokes answer
      * it and go nowhere else; the coordinator holds the session's output
      * back meanwhile. */
@@ -327,7 +347,7 @@ static int on_prompt(void *ctx, lz_proto_msg *m)
         fflush(PROMPT_OUT);
         lz_wbuf b;
         lz_msg_pair_encode(&b, LZ_MSG_DECISION, no, 0);
-        lz_wire_post(cl->sock, &b);
+        session_post(cl->sock, &b);
         free(notice);
         free(text);
         return 0;
@@ -413,7 +433,7 @@ static void prompt_keys(client *cl, const uint8_t *data, size_t n)
                         strcmp(cl->answer, "yes") == 0);
         lz_wbuf b;
         lz_msg_pair_encode(&b, LZ_MSG_DECISION, cl->prompt_no, approve ? 1 : 0);
-        lz_wire_post(cl->sock, &b);
+        session_post(cl->sock, &b);
         fputs(approve ? "\r\nlazaret: approved\r\n" : "\r\nlazaret: denied\r\n", PROMPT_OUT);
         fflush(PROMPT_OUT);
         cl->prompting = false;
@@ -437,6 +457,19 @@ static int on_progress(void *ctx, lz_proto_msg *m)
     else
         progress(t, NULL);
     free(t);
+    return 0;
+}
+
+static int on_enrolled(void *ctx, lz_proto_msg *m)
+{
+    client *cl = ctx;
+    const uint8_t *der;
+    size_t len;
+    if (!lz_msg_enrolled_decode(&m->r, cl->enrolled_id, &der, &len))
+        return -1;
+    memcpy(cl->cert, der, len);
+    cl->cert_len = len;
+    cl->enrolled = true;
     return 0;
 }
 
@@ -500,7 +533,8 @@ static int on_refused(void *ctx, lz_proto_msg *m)
 }
 
 static const lz_proto_handler_row client_handlers[] = {
-    { LZ_MSG_PROGRESS, on_progress }, { LZ_MSG_STARTED, on_started },
+    { LZ_MSG_ENROLLED, on_enrolled }, { LZ_MSG_PROGRESS, on_progress },
+    { LZ_MSG_STARTED, on_started },
     { LZ_MSG_OUTPUT, on_output },     { LZ_MSG_EXIT, on_exit_msg },
     { LZ_MSG_REFUSED, on_refused },   { LZ_MSG_PROMPT, on_prompt },
     { LZ_MSG_PROMPT_CLOSED, on_prompt_closed },
@@ -512,16 +546,29 @@ static const lz_proto_handler_row client_handlers[] = {
 static void client_receive(client *cl)
 {
     static lz_proto_msg m;
-    unsigned state = !cl->started ? LZ_PS_CLIENT_WAITING
+    unsigned state = cl->enrolling  ? LZ_PS_CLIENT_ENROLLING
+                     : !cl->started   ? LZ_PS_CLIENT_WAITING
                      : cl->interactive ? LZ_PS_CLIENT_RUNNING_TTY
                                        : LZ_PS_CLIENT_RUNNING_PIPES;
     lz_error *err = NULL;
-    int r = lz_proto_recv(cl->sock, LZ_DIR_COORDINATOR_TO_CLI, state, &m, &err);
+    /* In the clear only while enrolling; sealed from then on. */
+    int r = cl->enrolling
+                ? lz_proto_recv(cl->sock, LZ_DIR_COORDINATOR_TO_CLI, state, &m, &err)
+                : lz_tls_proto_recv(session_tls, cl->sock, LZ_DIR_COORDINATOR_TO_CLI, state, &m,
+                                    &err);
     /* ECONNRESET: the coordinator closed with our RUN unread; its REFUSED
      * is still queued. */
     if (r < 0 && err->errnum == ECONNRESET) {
         lz_error_free(lz_error_take(&err));
-        r = lz_proto_recv(cl->sock, LZ_DIR_COORDINATOR_TO_CLI, state, &m, &err);
+        r = cl->enrolling
+                ? lz_proto_recv(cl->sock, LZ_DIR_COORDINATOR_TO_CLI, state, &m, &err)
+                : lz_tls_proto_recv(session_tls, cl->sock, LZ_DIR_COORDINATOR_TO_CLI, state, &m,
+                                    &err);
+    }
+    /* A datagram without a message (a TLS KeyUpdate): nothing happened. */
+    if (r < 0 && err->errnum == EAGAIN) {
+        lz_error_free(err);
+        return;
     }
     uint16_t type = r > 0 ? m.r.type : 0;
     bool malformed = r > 0 &&
@@ -602,7 +649,7 @@ static attempt_result relay_interactive(lz_resolved_config *cfg, int sock, int *
                      * the session; the coordinator hangs up the command. */
                     lz_wbuf b;
                     lz_msg_empty_encode(&b, LZ_MSG_CLOSE);
-                    lz_wire_post(sock, &b);
+                    session_post(sock, &b);
                     terminal_restore();
                     *status = 128 + (int) si.ssi_signo;
                     break;
@@ -620,7 +667,7 @@ static attempt_result relay_interactive(lz_resolved_config *cfg, int sock, int *
             } else {
                 lz_wbuf b;
                 lz_msg_data_encode(&b, LZ_MSG_INPUT, data, (size_t) n);
-                lz_wire_post(sock, &b);
+                session_post(sock, &b);
                 /* Keystrokes (a password typed into the session): RELAY_WIPE. */
                 explicit_bzero(b.data, b.len);
                 explicit_bzero(data, (size_t) n);
@@ -655,7 +702,116 @@ static char **locale_env(size_t *ret_n)
     return v;
 }
 
-/* One connection: HELLO, RUN, relay, EXIT. *status gets the exit status. */
+/* The enrolment and the TLS handshake of the session channel
+ * (docs/session-channel.md). In the clear: ENROLL with a fresh Ed25519 key
+ * of this CLI's own (its private half never leaves this process), and
+ * ENROLLED with the session id and the certificate the coordinator issued
+ * for it. The coordinator is trusted only through the CA of the Domain's
+ * publication (LZ_TRUST_PUBLICATION_FILE, in the 0700 runtime directory):
+ * the certificate issued must be that CA's, and so must the server
+ * certificate of the handshake (lz_tls_client_ctx). Returns 0 with
+ * session_tls set, or -1 with *result (a refusal or failure was reported,
+ * or a silent retry) and *status. */
+static int secure_session(lz_resolved_config *cfg, int sock, attempt_result *result, int *status)
+{
+    *status = LZ_EXIT_RUN_LAZARET_FAILED;
+    *result = ATTEMPT_DONE;
+    lz_error *err = NULL;
+    client cl = { .cfg = cfg, .sock = sock, .status = status, .result = ATTEMPT_DONE,
+                  .enrolling = true };
+    EVP_PKEY *key = EVP_PKEY_Q_keygen(NULL, NULL, "ED25519");
+    uint8_t pub[LZ_MSG_ENROLL_KEY_LEN];
+    size_t pub_len = sizeof(pub);
+    lz_trust_publication publ = { 0 };
+    lz_tls_credential *cred = NULL;
+    SSL_CTX *ctx = NULL;
+    int dirfd = -1, r = -1;
+    if (!key || EVP_PKEY_get_raw_public_key(key, pub, &pub_len) != 1 || pub_len != sizeof(pub)) {
+        lz_tls_error(&err, NULL, "cannot make this session's Ed25519 key");
+        goto fail;
+    }
+    lz_wbuf b;
+    lz_msg_enroll_encode(&b, LZ_SESSION_PROTOCOL_VERSION, pub);
+    if (lz_wire_send(sock, &b, NULL, 0, &err) < 0) {
+        /* The coordinator closed at once (tearing down): like a refusal to
+         * retry, decided by what it left to read. */
+        lz_error_free(lz_error_take(&err));
+    }
+    while (!cl.enrolled && !cl.ended)
+        client_receive(&cl);
+    if (!cl.enrolled) {
+        *result = cl.result;
+        goto out; /* reported by client_receive, or a silent retry */
+    }
+    char id[65];
+    lz_digest_hex(cfg->domain_id, id);
+    dirfd = lz_plan_open(&cfg->runtime_domain_root, O_PATH | O_DIRECTORY, true, &err);
+    if (dirfd < 0 ||
+        lz_trust_publication_read(dirfd, cfg->runtime_domain_root.label, &publ, &err) < 0)
+        goto fail;
+    if (strcmp(publ.domain_id, id) != 0 || publ.protocol_version != LZ_SESSION_PROTOCOL_VERSION) {
+        lz_error_set(&err, EPROTO, "the Trust Anchor publication in %s is for another Domain or "
+                                   "protocol version",
+                     cfg->runtime_domain_root.label);
+        lz_error_hint(&err, "use the same Lazaret version for every terminal of a Domain");
+        goto fail;
+    }
+    cred = lz_tls_client_credential(publ.ca, cl.enrolled_id, key, cl.cert, cl.cert_len, &err);
+    if (!cred || !(ctx = lz_tls_client_ctx(publ.ca, cred, &err)) ||
+        !(session_tls = lz_tls_channel_new(ctx, false, &err)))
+        goto fail;
+    static uint8_t in[LZ_TLS_DATAGRAM_MAX], out[LZ_TLS_DATAGRAM_MAX];
+    size_t in_len = 0, out_len = 0;
+    for (;;) {
+        int h = lz_tls_channel_handshake(session_tls, in_len ? in : NULL, in_len, out, &out_len,
+                                         &err);
+        if (out_len && lz_wire_send_bytes(sock, out, out_len, NULL, 0, h < 0 ? NULL : &err) < 0)
+            goto fail;
+        if (h < 0)
+            goto fail;
+        if (h == 1)
+            break;
+        int fds[LZ_WIRE_MAX_FDS];
+        size_t nfds = 0;
+        ssize_t n = lz_wire_recv_bytes(sock, in, sizeof(in), fds, LZ_WIRE_MAX_FDS, &nfds, &err);
+        for (size_t i = 0; i < nfds; i++)
+            close(fds[i]);
+        if (n < 0)
+            goto fail;
+        if (n == 0 || nfds) {
+            lz_error_set(&err, EPROTO, "the Session Coordinator %s during the TLS handshake",
+                         n == 0 ? "closed the connection" : "sent descriptors");
+            goto fail;
+        }
+        in_len = (size_t) n;
+    }
+    r = 0;
+    goto out;
+fail:
+    lz_error_prefix(&err, "cannot secure the session channel to the Domain's coordinator");
+    if (err && !err->hint)
+        lz_error_hint(&err, "run the command again; the Domain's logs/coordinator.log may say "
+                            "more");
+    lz_error_report(err, stderr);
+    lz_error_free(err);
+    lz_tls_channel_free(session_tls);
+    session_tls = NULL;
+out:
+    explicit_bzero(cl.cert, sizeof(cl.cert));
+    SSL_CTX_free(ctx);
+    lz_tls_credential_free(cred);
+    EVP_PKEY_free(key);
+    lz_trust_publication_clear(&publ);
+    if (dirfd >= 0)
+        close(dirfd);
+    return r;
+}
+
+static attempt_result attempt_session(lz_resolved_config *cfg, int sock, char **argv,
+                                      size_t argc, bool interactive, int *status);
+
+/* One connection: ENROLL and TLS, HELLO, RUN, relay, EXIT. *status gets
+ * the exit status. */
 static attempt_result attempt(lz_resolved_config *cfg, char **argv, size_t argc,
                               bool interactive, int *status)
 {
@@ -667,6 +823,22 @@ static attempt_result attempt(lz_resolved_config *cfg, char **argv, size_t argc,
         *status = LZ_EXIT_RUN_LAZARET_FAILED;
         return ATTEMPT_DONE;
     }
+    attempt_result secured;
+    if (secure_session(cfg, sock, &secured, status) < 0) {
+        close(sock);
+        return secured;
+    }
+    attempt_result r = attempt_session(cfg, sock, argv, argc, interactive, status);
+    lz_tls_channel_free(session_tls);
+    session_tls = NULL;
+    return r;
+}
+
+/* attempt()'s session, over the secured channel. */
+static attempt_result attempt_session(lz_resolved_config *cfg, int sock, char **argv,
+                                      size_t argc, bool interactive, int *status)
+{
+    lz_error *err = NULL;
     char id[65], fp[65];
     lz_digest_hex(cfg->domain_id, id);
     lz_digest_hex(cfg->fingerprint, fp);
@@ -684,9 +856,9 @@ static attempt_result attempt(lz_resolved_config *cfg, char **argv, size_t argc,
                            .term = (char *) (term ? term : ""), .cwd = cwd, .argv = argv,
                            .argc = argc, .env = env, .envc = envc };
         attempt_result r = ATTEMPT_DONE;
-        if (lz_wire_send(sock, &b, NULL, 0, &err) == 0) {
+        if (lz_tls_proto_send(session_tls, sock, &b, NULL, 0, &err) == 0) {
             lz_msg_run_encode(&b, &run);
-            lz_best_effort(lz_wire_send(sock, &b, NULL, 0, &err));
+            lz_best_effort(lz_tls_proto_send(session_tls, sock, &b, NULL, 0, &err));
         }
         lz_error_free(lz_error_take(&err)); /* a refusal explains itself */
         r = relay_interactive(cfg, sock, status);
@@ -706,13 +878,13 @@ static attempt_result attempt(lz_resolved_config *cfg, char **argv, size_t argc,
     lz_wbuf b;
     lz_msg_hello h = { LZ_SESSION_PROTOCOL_VERSION, id, fp };
     lz_msg_hello_encode(&b, &h);
-    int sent = lz_wire_send(sock, &b, NULL, 0, &err);
+    int sent = lz_tls_proto_send(session_tls, sock, &b, NULL, 0, &err);
     lz_msg_run run = { .interactive = false, .term = (char *) (term ? term : ""), .cwd = cwd,
                        .argv = argv, .argc = argc };
     lz_msg_run_encode(&b, &run);
     int fds[3] = { in[0], out[1], errp[1] };
     if (sent == 0)
-        sent = lz_wire_send(sock, &b, fds, 3, &err);
+        sent = lz_tls_proto_send(session_tls, sock, &b, fds, 3, &err);
     close(in[0]);
     close(out[1]);
     close(errp[1]);

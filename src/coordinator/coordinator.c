@@ -13,6 +13,8 @@
 #include <sys/signalfd.h>
 #include <unistd.h>
 
+#include <openssl/crypto.h>
+
 #include "common/nodump.h"
 #include "common/util.h"
 #include "coordinator/domain.h"
@@ -62,6 +64,13 @@ void lz_coordinator_main(lz_coordinator_args *a)
     lz_digest_hex(a->cfg->domain_id, c->id_hex);
     lz_digest_hex(a->cfg->fingerprint, c->fp_hex);
     clog_open(c);
+
+    /* The Trust Anchor's private keys (generation_begin) live in OpenSSL's
+     * secure heap: mlock'd, out of core dumps, zeroed when freed
+     * (docs/escalation.md "Key material"). Without one they are still
+     * zeroed when freed, so a failure here is noted, not fatal. */
+    if (CRYPTO_secure_malloc_init(64 * 1024, 32) != 1)
+        clog_(c, "no OpenSSL secure heap: the Trust Anchor's keys are in ordinary memory");
 
     lz_error *err = NULL;
     if (generation_begin(c, &err) < 0) {

@@ -32,6 +32,8 @@
 #include "coordinator/git_sentry.h"
 #include "protocol/messages.h"
 #include "supervisor/supervisor.h"
+#include "trust/anchor.h"
+#include "trust/channel.h"
 
 #define MAX_SESSIONS 128
 /* A generation nobody joins (its bootstrapping CLI died) ends after this. */
@@ -53,7 +55,9 @@
 
 typedef enum session_state {
     S_FREE = 0,
-    S_HELLO,      /* connected; HELLO expected */
+    S_ENROLL,     /* connected, in the clear; ENROLL expected */
+    S_TLS,        /* ENROLLED sent; the TLS handshake runs (trust/channel.h) */
+    S_HELLO,      /* TLS established; HELLO expected */
     S_RUN,        /* HELLO accepted; RUN expected */
     S_QUEUED,     /* RUN received; waiting for the sandbox */
     S_RUNNING,    /* command running */
@@ -74,8 +78,14 @@ typedef struct session {
     int sock;                /* -1 once the CLI is gone */
     lz_loop_source *sock_src;
     uint32_t no;
-    char id[33];
+    char id[33];               /* set at RUN (the enrolled id); cleared once recorded ended */
     pid_t cli_pid;
+    /* The session channel's TLS (docs/session-channel.md): the session id
+     * and the CLI's public key enrolled on this connection, which the
+     * client certificate of the handshake must name and hold. */
+    char enrolled_id[33];
+    uint8_t enrolled_key[32];
+    lz_tls_channel *tls;
     lz_msg_run run;
     int fds[3];
     lz_loop_source *orphan_timer; /* SIGKILL when the grace after SIGHUP ends */
@@ -129,6 +139,12 @@ struct coord {
     lz_loop_source *git_src;
     bool sentry_failed;      /* the audit could not neutralise something: stopping */
     struct esc_state *esc;   /* host escalation (escalation.c); NULL before/after */
+    /* This generation's Trust Anchor and the TLS server context built on
+     * it (docs/session-channel.md); the nonce is the generation's, shared
+     * with the mailbox's record signatures. */
+    char nonce[LZ_TRUST_NONCE_LEN + 1];
+    lz_trust_anchor *trust;
+    SSL_CTX *tls_ctx;
 };
 
 #endif

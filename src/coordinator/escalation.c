@@ -195,11 +195,14 @@ int escalation_prepare(coord *c, int gen_fd, lz_error **err)
 
     /* This generation's keys: the coordinator signs the outbox, the sandbox
      * the inbox; the nonce makes a record of another generation fail. */
-    uint8_t coord_pub[LZ_SIG_KEY_LEN], sandbox_seed[LZ_SIG_KEY_LEN], nonce[16];
+    uint8_t coord_pub[LZ_SIG_KEY_LEN], sandbox_seed[LZ_SIG_KEY_LEN];
     if (lz_sig_keygen(st->coord_seed, coord_pub) < 0 ||
-        lz_sig_keygen(sandbox_seed, st->sandbox_pub) < 0 || lz_random_bytes(nonce, 16) < 0)
+        lz_sig_keygen(sandbox_seed, st->sandbox_pub) < 0)
         return lz_error_set(err, errno ? errno : EIO, "cannot create the escalation keys");
-    hex(st->nonce, nonce, 16);
+    /* The generation's nonce (generation_begin), which its Trust Anchor's
+     * certificates carry too. */
+    _Static_assert(LZ_SIG_NONCE_LEN == LZ_TRUST_NONCE_LEN, "one nonce per generation");
+    memcpy(st->nonce, c->nonce, sizeof(st->nonce));
     _cleanup_close_ int creds = openat(gen_fd, "credentials", O_PATH | O_DIRECTORY |
                                                                   O_NOFOLLOW | O_CLOEXEC);
     /* One file for the client (mailbox.h): seed, coordinator's key, nonce. */

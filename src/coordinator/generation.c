@@ -24,6 +24,8 @@
 #include "coordinator/status.h"
 #include "fs/remove.h"
 #include "supervisor/sidecar.h"
+#include "trust/publication.h"
+#include "trust/signature.h"
 
 /* ---- the generation directory ------------------------------------------ */
 
@@ -102,6 +104,31 @@ static int make_generation_dir(coord *c, char **ret_bin, char **ret_lib, lz_erro
 
 /* ---- beginning and start ----------------------------------------------- */
 
+/* This generation's nonce and Trust Anchor, the TLS server context of the
+ * session channel, and the publication CLIs check the coordinator against
+ * (docs/session-channel.md). Nothing of it outlives the generation. */
+static int trust_begin(coord *c, lz_error **err)
+{
+    uint8_t nonce[LZ_TRUST_NONCE_LEN / 2];
+    if (lz_random_bytes(nonce, sizeof(nonce)) < 0)
+        return lz_error_set(err, errno ? errno : EIO, "cannot make the generation's nonce");
+    for (size_t i = 0; i < sizeof(nonce); i++)
+        snprintf(c->nonce + 2 * i, 3, "%02x", nonce[i]);
+    char gen[24];
+    snprintf(gen, sizeof(gen), "%lld", (long long) c->generation);
+    lz_generation_identity id = { .agent_profile = c->a->cfg->profile, .domain_id = c->id_hex,
+                                  .generation_id = gen, .nonce = c->nonce };
+    c->trust = lz_trust_anchor_create(&id, err);
+    if (!c->trust)
+        return lz_error_prefix(err, "cannot create the generation's Trust Anchor");
+    c->tls_ctx = lz_tls_server_ctx(lz_trust_anchor_ca_cert(c->trust),
+                                   lz_trust_anchor_server(c->trust), err);
+    if (!c->tls_ctx)
+        return lz_error_prefix(err, "cannot create the session channel's TLS context");
+    return lz_trust_publish(c->trust, c->a->runtime_dir_fd, c->a->cfg->runtime_domain_root.label,
+                            err);
+}
+
 int generation_begin(coord *c, lz_error **err)
 {
     lz_coordinator_args *a = c->a;
@@ -116,6 +143,8 @@ int generation_begin(coord *c, lz_error **err)
     c->gen_label = lz_xasprintf("%s/%s", a->cfg->runtime_domain_root.label, c->gen_name);
     snprintf(c->container_id, sizeof(c->container_id), "lazaret-%.16s-%lld", c->id_hex,
              (long long) c->generation);
+    if (trust_begin(c, err) < 0)
+        return -1;
     json_t *pol = lz_derived_network_policy(a->cfg, LZ_NET_RESOLVER);
     char *text = json_dumps(pol, JSON_COMPACT | JSON_SORT_KEYS);
     json_decref(pol);
@@ -156,10 +185,11 @@ static void supervisor_lost(coord *c, const char *why)
                      "see the Domain's logs/ directory; run 'lazaret doctor'");
     for (size_t i = 0; i < MAX_SESSIONS; i++) {
         session *s = &c->sessions[i];
-        if (s->state == S_RUNNING && s->sock >= 0)
-            send_refused(s->sock, LZ_REFUSE_EXEC_FAILED,
-                         "the Runtime Supervisor ended unexpectedly; the sandbox is gone",
-                         "run the command again; the Domain's logs/coordinator.log says why");
+        if (s->state == S_RUNNING)
+            session_send_refused(c, s, LZ_REFUSE_EXEC_FAILED,
+                                 "the Runtime Supervisor ended unexpectedly; the sandbox is gone",
+                                 "run the command again; the Domain's logs/coordinator.log says "
+                                 "why");
         if (s->state != S_FREE)
             session_close(c, s);
     }
@@ -392,6 +422,7 @@ void teardown_and_exit(coord *c, int status)
     /* New CLIs must not find us any more: they wait for the lock instead
      * and start the next generation. */
     unlinkat(c->a->runtime_dir_fd, LZ_COORDINATOR_SOCKET, 0);
+    lz_trust_unpublish(c->a->runtime_dir_fd);
     unpublish_status(c);
     close(c->a->listen_fd);
     for (size_t i = 0; i < MAX_SESSIONS; i++)
@@ -401,6 +432,12 @@ void teardown_and_exit(coord *c, int status)
     /* Every request ends Cancelled and its host command's process group is
      * killed before anything else goes (OR-3). */
     escalation_teardown(c);
+    /* No session is left to use them: the keys go (the CA's and the
+     * server's; each client's went with its session). */
+    SSL_CTX_free(c->tls_ctx);
+    c->tls_ctx = NULL;
+    lz_trust_anchor_destroy(c->trust);
+    c->trust = NULL;
     record_state(c, "tearing_down");
 
     if (c->sup_alive)

@@ -6,7 +6,6 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -18,6 +17,7 @@
 #include "coordinator/record.h"
 #include "coordinator/relay.h"
 #include "coordinator/status.h"
+#include "trust/signature.h"
 
 static void reset_slot(session *s, coord *c)
 {
@@ -38,11 +38,13 @@ void sessions_init(coord *c)
 unsigned session_proto_state(const session *s)
 {
     switch (s->state) {
+    case S_ENROLL: return LZ_PS_SESSION_ENROLL;
     case S_HELLO: return LZ_PS_SESSION_HELLO;
     case S_RUN: return LZ_PS_SESSION_RUN;
     case S_QUEUED: return LZ_PS_SESSION_QUEUED;
     case S_RUNNING:
         return s->run.interactive ? LZ_PS_SESSION_RUNNING_TTY : LZ_PS_SESSION_RUNNING_PIPES;
+    case S_TLS:   /* handshake datagrams are not messages: session_handshake */
     case S_FREE:
     default:
         return 31; /* in no row's states */
@@ -57,6 +59,44 @@ void send_refused(int sock, uint32_t code, const char *msg, const char *hint)
     /* The connection ends right after: a client whose socket is full does
      * not get the reason, rather than the coordinator waiting for it. */
     lz_best_effort(lz_wire_try_send(sock, &b, NULL));
+}
+
+/* The datagram of b for this session: b itself in the clear during the
+ * enrolment, sealed once TLS is established (docs/session-channel.md).
+ * NULL when the session can be sent nothing now (its TLS handshake runs)
+ * or sealing failed. */
+static const uint8_t *session_datagram(session *s, const lz_wbuf *b, size_t *ret_len)
+{
+    static uint8_t sealed[LZ_TLS_DATAGRAM_MAX];
+    if (s->state == S_ENROLL) {
+        *ret_len = b->len;
+        return b->overflow ? NULL : b->data;
+    }
+    if (!lz_tls_channel_established(s->tls) || b->overflow)
+        return NULL;
+    lz_error *err = NULL;
+    if (lz_tls_channel_seal(s->tls, b->data, b->len, sealed, ret_len, &err) < 0) {
+        log_error(s->c, "session message", err);
+        lz_error_free(err);
+        return NULL;
+    }
+    return sealed;
+}
+
+void session_send_refused(coord *c, session *s, uint32_t code, const char *msg, const char *hint)
+{
+    (void) c;
+    /* Queued datagrams would have to go first (TLS records are numbered):
+     * a client that has not read them does not get the reason either. */
+    if (s->sock < 0 || s->q_head)
+        return;
+    lz_wbuf b;
+    lz_msg_refused m = { code, (char *) msg, (char *) hint };
+    lz_msg_refused_encode(&b, LZ_MSG_REFUSED, &m);
+    size_t len;
+    const uint8_t *data = session_datagram(s, &b, &len);
+    if (data)
+        lz_best_effort(lz_wire_try_send_bytes(s->sock, data, len, NULL));
 }
 
 static void queue_free(session *s)
@@ -94,6 +134,8 @@ void session_close(coord *c, session *s)
         if (s->fds[i] >= 0)
             close(s->fds[i]);
     relay_close(s);
+    lz_tls_channel_free(s->tls); /* this connection's traffic keys */
+    s->tls = NULL;
     lz_loop_remove(s->orphan_timer);
     lz_loop_remove(s->drain_timer);
     lz_loop_remove(s->handshake_timer);
@@ -110,8 +152,7 @@ void session_close(coord *c, session *s)
 
 void refuse_and_close(coord *c, session *s, uint32_t code, const char *msg, const char *hint)
 {
-    if (s->sock >= 0)
-        send_refused(s->sock, code, msg, hint);
+    session_send_refused(c, s, code, msg, hint);
     session_close(c, s);
 }
 
@@ -145,9 +186,16 @@ void session_send(coord *c, session *s, const lz_wbuf *b)
 {
     if (s->sock < 0)
         return;
+    size_t len;
+    const uint8_t *data = session_datagram(s, b, &len);
+    if (!data) {
+        if (s->state != S_TLS)
+            drop_client(c, s, "a message to it could not be sealed");
+        return; /* during the handshake: tell_sessions skips it, nothing else sends */
+    }
     if (!s->q_head) {
         lz_error *err = NULL;
-        int r = lz_wire_try_send(s->sock, b, &err);
+        int r = lz_wire_try_send_bytes(s->sock, data, len, &err);
         if (r == 0)
             return;
         if (r < 0) {
@@ -157,20 +205,20 @@ void session_send(coord *c, session *s, const lz_wbuf *b)
             return;
         }
     }
-    if (s->q_bytes + b->len > SESSION_QUEUE_MAX_BYTES) {
+    if (s->q_bytes + len > SESSION_QUEUE_MAX_BYTES) {
         drop_client(c, s, "its client has not read 1 MiB of messages");
         return;
     }
-    queued_msg *q = lz_xmalloc(sizeof(*q) + b->len);
+    queued_msg *q = lz_xmalloc(sizeof(*q) + len);
     q->next = NULL;
-    q->len = b->len;
-    memcpy(q->data, b->data, b->len);
+    q->len = len;
+    memcpy(q->data, data, len);
     if (s->q_tail)
         s->q_tail->next = q;
     else
         s->q_head = q;
     s->q_tail = q;
-    s->q_bytes += b->len;
+    s->q_bytes += len;
 }
 
 void session_flush(coord *c, session *s)
@@ -466,11 +514,8 @@ static int on_run(void *ctx, lz_proto_msg *pm)
         if (i < pm->nfds)
             pm->fds[i] = -1; /* taken */
     }
-    uint8_t rnd[16];
-    if (getrandom(rnd, sizeof(rnd), 0) != sizeof(rnd))
-        memset(rnd, 0, sizeof(rnd));
-    for (int i = 0; i < 16; i++)
-        snprintf(s->id + 2 * i, 3, "%02x", rnd[i]);
+    /* The session id is the one its client certificate names. */
+    memcpy(s->id, s->enrolled_id, sizeof(s->id));
     lz_loop_remove(s->handshake_timer);
     s->handshake_timer = NULL;
     record_session_begin(c, s);
@@ -517,8 +562,63 @@ static int on_close(void *ctx, lz_proto_msg *pm)
     return 0;
 }
 
+/* ENROLL, in the clear: issue this connection's client certificate for the
+ * CLI's own key, under a fresh session id, and start TLS. */
+static int on_enroll(void *ctx, lz_proto_msg *pm)
+{
+    session *s = ctx;
+    coord *c = s->c;
+    uint32_t version;
+    uint8_t key[LZ_MSG_ENROLL_KEY_LEN];
+    if (!lz_msg_enroll_decode(&pm->r, &version, key))
+        return -1;
+    if (version != LZ_SESSION_PROTOCOL_VERSION) {
+        clog_(c, "session #%u: protocol version %u (ENROLL)", s->no, (unsigned) version);
+        refuse_and_close(c, s, LZ_REFUSE_PROTOCOL, "protocol error (ENROLL: another version)",
+                         "use the same Lazaret version for every terminal of a Domain");
+        return 0;
+    }
+    if (c->state == G_TEARDOWN) {
+        refuse_and_close(c, s, LZ_REFUSE_TEARING_DOWN, "the Domain is shutting down", NULL);
+        return 0;
+    }
+    uint8_t rnd[16];
+    if (lz_random_bytes(rnd, sizeof(rnd)) < 0) {
+        refuse_and_close(c, s, LZ_REFUSE_EXEC_FAILED, "cannot make a session id", NULL);
+        return 0;
+    }
+    for (int i = 0; i < 16; i++)
+        snprintf(s->enrolled_id + 2 * i, 3, "%02x", rnd[i]);
+    lz_error *err = NULL;
+    uint8_t der[LZ_MSG_MAX_CERT];
+    size_t der_len = 0;
+    lz_tls_credential *cred = lz_trust_anchor_issue_client_pub(c->trust, s->enrolled_id, key,
+                                                               &err);
+    int r = cred ? lz_tls_cert_to_der(cred->cert, der, sizeof(der), &der_len, &err) : -1;
+    lz_tls_credential_free(cred);
+    if (r == 0) {
+        s->tls = lz_tls_channel_new(c->tls_ctx, true, &err);
+        r = s->tls ? 0 : -1;
+    }
+    if (r < 0) {
+        log_error(c, "cannot enrol a session", err);
+        lz_error_free(err);
+        refuse_and_close(c, s, LZ_REFUSE_EXEC_FAILED,
+                         "the Session Coordinator cannot issue this session's credential",
+                         "the Domain's logs/coordinator.log says why");
+        return 0;
+    }
+    memcpy(s->enrolled_key, key, sizeof(key));
+    lz_wbuf b;
+    lz_msg_enrolled_encode(&b, s->enrolled_id, der, der_len);
+    session_send(c, s, &b); /* in the clear: S_ENROLL */
+    if (s->sock >= 0)
+        s->state = S_TLS;
+    return 0;
+}
+
 const lz_proto_handler_row session_handlers[] = {
-    { LZ_MSG_HELLO, on_hello },   { LZ_MSG_RUN, on_run },     { LZ_MSG_INPUT, on_input },
+    { LZ_MSG_ENROLL, on_enroll }, { LZ_MSG_HELLO, on_hello },   { LZ_MSG_RUN, on_run },     { LZ_MSG_INPUT, on_input },
     { LZ_MSG_RESIZE, on_resize }, { LZ_MSG_CLOSE, on_close },
     { LZ_MSG_DECISION, escalation_on_decision },
 };
@@ -529,9 +629,8 @@ static void session_violation(coord *c, session *s, const char *reason)
 {
     clog_(c, "session #%u: protocol violation: %s; ending its connection", s->no, reason);
     char *msg = lz_xasprintf("protocol error: %s", reason);
-    if (s->sock >= 0)
-        send_refused(s->sock, LZ_REFUSE_PROTOCOL, msg,
-                     "use the same Lazaret version for every terminal of a Domain");
+    session_send_refused(c, s, LZ_REFUSE_PROTOCOL, msg,
+                         "use the same Lazaret version for every terminal of a Domain");
     free(msg);
     if (s->state == S_RUNNING)
         session_orphan(c, s);
@@ -539,11 +638,65 @@ static void session_violation(coord *c, session *s, const char *reason)
         session_close(c, s);
 }
 
+/* A datagram of the TLS handshake (S_TLS). Nothing but TLS records may
+ * come now: descriptors end the connection. Once established, the client
+ * certificate must be the one issued on this connection at ENROLL (its
+ * session id and the key enrolled), not another connection's. */
+static void session_handshake(coord *c, session *s)
+{
+    static uint8_t in[LZ_TLS_DATAGRAM_MAX], out[LZ_TLS_DATAGRAM_MAX];
+    int fds[LZ_WIRE_MAX_FDS];
+    size_t nfds = 0, out_len = 0;
+    lz_error *err = NULL;
+    ssize_t n = lz_wire_recv_bytes(s->sock, in, sizeof(in), fds, LZ_WIRE_MAX_FDS, &nfds, &err);
+    if (n < 0 && (err->errnum == EAGAIN || err->errnum == EWOULDBLOCK)) {
+        lz_error_free(err);
+        return;
+    }
+    for (size_t i = 0; i < nfds; i++)
+        close(fds[i]);
+    if (n <= 0 || nfds) {
+        clog_(c, "session #%u: %s during the TLS handshake; ending its connection", s->no,
+              n == 0 ? "client disconnected" : nfds ? "descriptors" : err->message);
+        lz_error_free(err);
+        session_close(c, s);
+        return;
+    }
+    int r = lz_tls_channel_handshake(s->tls, in, (size_t) n, out, &out_len, &err);
+    if (out_len) /* a flight, or the alert telling the client why */
+        lz_best_effort(lz_wire_try_send_bytes(s->sock, out, out_len, NULL));
+    if (r < 0) {
+        clog_(c, "session #%u: %s; ending its connection", s->no, err->message);
+        lz_error_free(err);
+        session_close(c, s);
+        return;
+    }
+    if (r == 0)
+        return;
+    X509 *peer = lz_tls_channel_peer(s->tls);
+    char id[LZ_TRUST_SESSION_ID_LEN + 1];
+    if (!lz_tls_cert_subject_id(peer, id) || strcmp(id, s->enrolled_id) != 0 ||
+        !lz_tls_cert_has_key(peer, s->enrolled_key)) {
+        clog_(c, "session #%u: its TLS client certificate is not the one enrolled on this "
+                 "connection; ending its connection", s->no);
+        session_close(c, s);
+        return;
+    }
+    s->state = S_HELLO;
+}
+
 static void session_message(coord *c, session *s)
 {
     static lz_proto_msg m;
     lz_error *err = NULL;
-    int r = lz_proto_recv(s->sock, LZ_DIR_CLI_TO_COORDINATOR, session_proto_state(s), &m, &err);
+    if (s->state == S_TLS) {
+        session_handshake(c, s);
+        return;
+    }
+    unsigned state = session_proto_state(s);
+    int r = s->state == S_ENROLL
+                ? lz_proto_recv(s->sock, LZ_DIR_CLI_TO_COORDINATOR, state, &m, &err)
+                : lz_tls_proto_recv(s->tls, s->sock, LZ_DIR_CLI_TO_COORDINATOR, state, &m, &err);
     if (r < 0 && (err->errnum == EAGAIN || err->errnum == EWOULDBLOCK)) {
         lz_error_free(err); /* a spurious wake-up of the non-blocking socket */
         return;
@@ -620,10 +773,10 @@ static void handshake_over(lz_loop *loop, lz_loop_source *src, void *data)
     (void) loop, (void) src;
     session *s = data;
     s->handshake_timer = NULL;
-    if (s->state != S_HELLO && s->state != S_RUN)
+    if (s->state != S_ENROLL && s->state != S_TLS && s->state != S_HELLO && s->state != S_RUN)
         return;
-    clog_(s->c, "session #%u: no HELLO and RUN within %d s; ending its connection", s->no,
-          HANDSHAKE_TIMEOUT_MS / 1000);
+    clog_(s->c, "session #%u: no ENROLL, TLS handshake, HELLO and RUN within %d s; ending its "
+                "connection", s->no, HANDSHAKE_TIMEOUT_MS / 1000);
     refuse_and_close(s->c, s, LZ_REFUSE_PROTOCOL, "protocol error: no HELLO and RUN in time",
                      "use the same Lazaret version for every terminal of a Domain");
 }
@@ -635,7 +788,7 @@ session *session_attach(coord *c, int fd, pid_t cli_pid)
         if (s->state != S_FREE)
             continue;
         reset_slot(s, c);
-        s->state = S_HELLO;
+        s->state = S_ENROLL;
         s->sock = fd;
         s->sock_src = lz_loop_add_fd(c->loop, fd, POLLIN, on_session_sock, s);
         s->no = ++c->next_no;
@@ -660,7 +813,9 @@ void tell_sessions(coord *c, const char *line)
 {
     lz_wbuf b;
     lz_msg_text_encode(&b, LZ_MSG_PROGRESS, line);
+    /* Not to a session still enrolling: nothing but its handshake may reach
+     * it before TLS is established. */
     for (size_t i = 0; i < MAX_SESSIONS; i++)
-        if (c->sessions[i].state != S_FREE && c->sessions[i].sock >= 0)
+        if (c->sessions[i].state >= S_HELLO && c->sessions[i].sock >= 0)
             session_send(c, &c->sessions[i], &b);
 }

@@ -2,7 +2,9 @@
  *
  * Client Sessions: one per connected `lazaret run`. The state machine is
  *
- *   accept (peer uid checked, SR-10) -> S_HELLO --HELLO--> S_RUN --RUN-->
+ *   accept (peer uid checked, SR-10) -> S_ENROLL --ENROLL--> S_TLS
+ *   --TLS 1.3 handshake, client certificate = the one enrolled--> S_HELLO
+ *   --HELLO--> S_RUN --RUN-->
  *   S_QUEUED (sandbox starting) -> S_RUNNING (STARTED sent) --exit--> EXIT
  *
  * and which CLI message may arrive in which state is protocol/table.h's
@@ -54,7 +56,12 @@ void session_orphan(coord *c, session *s);
 /* Free the slot (closing what it holds) / the same after a REFUSED. */
 void session_close(coord *c, session *s);
 void refuse_and_close(coord *c, session *s, uint32_t code, const char *msg, const char *hint);
+/* REFUSED on a bare socket (no session yet: in the clear). */
 void send_refused(int sock, uint32_t code, const char *msg, const char *hint);
+/* REFUSED to a session's client, in the clear or sealed as its channel is,
+ * without waiting (the connection is about to end). */
+void session_send_refused(coord *c, session *s, uint32_t code, const char *msg,
+                          const char *hint);
 
 /* Send b to the session's client without ever waiting: what its socket
  * cannot take now is queued (in order); a client with more than

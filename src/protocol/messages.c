@@ -269,6 +269,51 @@ char *lz_msg_started_decode(lz_rbuf *r)
     return id;
 }
 
+void lz_msg_enroll_encode(lz_wbuf *b, uint32_t version, const uint8_t key[LZ_MSG_ENROLL_KEY_LEN])
+{
+    lz_wbuf_init(b, LZ_MSG_ENROLL);
+    lz_wbuf_u32(b, version);
+    lz_wbuf_bytes(b, key, LZ_MSG_ENROLL_KEY_LEN);
+}
+
+bool lz_msg_enroll_decode(lz_rbuf *r, uint32_t *ret_version, uint8_t ret_key[LZ_MSG_ENROLL_KEY_LEN])
+{
+    uint32_t v = lz_rbuf_u32(r);
+    const uint8_t *k;
+    size_t n;
+    if (!lz_rbuf_bytes(r, &k, &n, LZ_MSG_ENROLL_KEY_LEN) || n != LZ_MSG_ENROLL_KEY_LEN ||
+        !lz_rbuf_done(r))
+        return false;
+    *ret_version = v;
+    memcpy(ret_key, k, LZ_MSG_ENROLL_KEY_LEN);
+    return true;
+}
+
+void lz_msg_enrolled_encode(lz_wbuf *b, const char *session_id, const uint8_t *der, size_t len)
+{
+    lz_wbuf_init(b, LZ_MSG_ENROLLED);
+    lz_wbuf_str(b, session_id);
+    lz_wbuf_bytes(b, der, len);
+}
+
+bool lz_msg_enrolled_decode(lz_rbuf *r, char ret_id[33], const uint8_t **ret_der,
+                            size_t *ret_len)
+{
+    const uint8_t *id, *der;
+    size_t id_len, der_len;
+    if (!lz_rbuf_bytes(r, &id, &id_len, 32) || id_len != 32 ||
+        !lz_rbuf_bytes(r, &der, &der_len, LZ_MSG_MAX_CERT) || der_len == 0 || !lz_rbuf_done(r))
+        return false;
+    for (size_t i = 0; i < 32; i++)
+        if (!((id[i] >= '0' && id[i] <= '9') || (id[i] >= 'a' && id[i] <= 'f')))
+            return false;
+    memcpy(ret_id, id, 32);
+    ret_id[32] = '\0';
+    *ret_der = der;
+    *ret_len = der_len;
+    return true;
+}
+
 void lz_msg_sup_started_encode(lz_wbuf *b, bool statx_fix)
 {
     lz_wbuf_init(b, LZ_SUP_STARTED);

@@ -4,8 +4,18 @@
  * with wire.h.
  *
  * Session channel (CLI <-> Session Coordinator), a Unix SOCK_SEQPACKET
- * socket in the Domain's 0700 runtime directory, peer uid checked:
+ * socket in the Domain's 0700 runtime directory, peer uid checked. It
+ * begins in the clear with the enrolment, then runs TLS 1.3 with mutual
+ * authentication inside its datagrams (trust/channel.h,
+ * docs/session-channel.md); every message from HELLO on is TLS application
+ * data:
  *
+ *   CLI -> HC   ENROLL    in the clear: protocol version, the CLI's fresh
+ *                         Ed25519 public key
+ *   HC -> CLI   ENROLLED  in the clear: the session id and the client
+ *                         certificate this generation's CA issued for that
+ *                         key (or REFUSED, in the clear)
+ *               ...       the TLS handshake (datagrams of TLS records)
  *   CLI -> HC   HELLO     protocol version, Domain ID, configuration fingerprint
  *               RUN       the session's command; non-interactive: fds stdin,
  *                         stdout, stderr; interactive: no fds (window size,
@@ -57,6 +67,8 @@
 enum {
     LZ_MSG_HELLO = 1,
     LZ_MSG_RUN = 2,
+    LZ_MSG_ENROLL = 3,    /* CLI -> coordinator, in the clear */
+    LZ_MSG_ENROLLED = 14, /* coordinator -> CLI, in the clear */
     LZ_MSG_PROGRESS = 10,
     LZ_MSG_REFUSED = 11,
     LZ_MSG_STARTED = 12,
@@ -178,6 +190,19 @@ bool lz_msg_sup_started_decode(lz_rbuf *r, bool *ret_statx_fix);
  * bytes, resp. LZ_MSG_MAX_TEXT). *ret_text newly allocated. */
 void lz_msg_prompt_encode(lz_wbuf *b, uint16_t type, uint32_t no, const char *text);
 bool lz_msg_prompt_decode(lz_rbuf *r, uint16_t type, uint32_t *ret_no, char **ret_text);
+
+/* ENROLL: the protocol version and a raw Ed25519 public key. */
+#define LZ_MSG_ENROLL_KEY_LEN 32
+void lz_msg_enroll_encode(lz_wbuf *b, uint32_t version, const uint8_t key[LZ_MSG_ENROLL_KEY_LEN]);
+bool lz_msg_enroll_decode(lz_rbuf *r, uint32_t *ret_version, uint8_t ret_key[LZ_MSG_ENROLL_KEY_LEN]);
+
+/* ENROLLED: the session id (32 lowercase hex digits) and the client
+ * certificate's DER (1..LZ_MSG_MAX_CERT bytes, *ret_der points into the
+ * message). */
+#define LZ_MSG_MAX_CERT 4096
+void lz_msg_enrolled_encode(lz_wbuf *b, const char *session_id, const uint8_t *der, size_t len);
+bool lz_msg_enrolled_decode(lz_rbuf *r, char ret_id[33], const uint8_t **ret_der,
+                            size_t *ret_len);
 
 /* Two-u32 messages (EXIT: outcome, code; SUP_EXEC_EXITED: session, status;
  * SUP_SIGNAL: session, signal; DECISION: prompt no, approve 0/1). */

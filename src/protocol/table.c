@@ -17,7 +17,10 @@
 #define LEN_REFUSED (2 + 4 + 2 * TEXT_MAX)
 
 const lz_proto_entry lz_proto_table[] = {
-    /* Session channel, CLI -> coordinator. */
+    /* Session channel, CLI -> coordinator. ENROLL is the one message in the
+     * clear; every other one is TLS application data (trust/channel.h). */
+    { LZ_MSG_ENROLL, "ENROLL", LZ_DIR_CLI_TO_COORDINATOR, S(SESSION_ENROLL), FDS(0),
+      2 + 4 + 4 + LZ_MSG_ENROLL_KEY_LEN },
     { LZ_MSG_HELLO, "HELLO", LZ_DIR_CLI_TO_COORDINATOR, S(SESSION_HELLO), FDS(0),
       2 + 4 + 2 * (4 + 64) },
     /* Interactive: no descriptors; otherwise stdin, stdout, stderr (the
@@ -33,12 +36,15 @@ const lz_proto_entry lz_proto_table[] = {
     { LZ_MSG_DECISION, "DECISION", LZ_DIR_CLI_TO_COORDINATOR, S(SESSION_RUNNING_TTY), FDS(0),
       2 + 4 + 4 },
 
-    /* Session channel, coordinator -> CLI. */
+    /* Session channel, coordinator -> CLI. ENROLLED and a REFUSED before it
+     * are in the clear. */
+    { LZ_MSG_ENROLLED, "ENROLLED", LZ_DIR_COORDINATOR_TO_CLI, S(CLIENT_ENROLLING), FDS(0),
+      2 + 4 + 32 + 4 + LZ_MSG_MAX_CERT },
     { LZ_MSG_PROGRESS, "PROGRESS", LZ_DIR_COORDINATOR_TO_CLI,
       S(CLIENT_WAITING) | S(CLIENT_RUNNING_TTY) | S(CLIENT_RUNNING_PIPES), FDS(0), 2 + TEXT_MAX },
     /* Also while running: the sandbox ended under the session. */
     { LZ_MSG_REFUSED, "REFUSED", LZ_DIR_COORDINATOR_TO_CLI,
-      S(CLIENT_WAITING) | S(CLIENT_RUNNING_TTY) | S(CLIENT_RUNNING_PIPES), FDS(0), LEN_REFUSED },
+      S(CLIENT_ENROLLING) | S(CLIENT_WAITING) | S(CLIENT_RUNNING_TTY) | S(CLIENT_RUNNING_PIPES), FDS(0), LEN_REFUSED },
     { LZ_MSG_STARTED, "STARTED", LZ_DIR_COORDINATOR_TO_CLI, S(CLIENT_WAITING), FDS(0),
       2 + 4 + 64 },
     { LZ_MSG_OUTPUT, "OUTPUT", LZ_DIR_COORDINATOR_TO_CLI, S(CLIENT_RUNNING_TTY), FDS(0),
@@ -90,8 +96,9 @@ const char *lz_proto_name(uint16_t type)
 const char *lz_proto_state_name(lz_proto_dir dir, unsigned state)
 {
     static const char *const session[] = { "HELLO", "RUN", "QUEUED", "RUNNING_TTY",
-                                           "RUNNING_PIPES" };
-    static const char *const client[] = { "WAITING", "RUNNING_TTY", "RUNNING_PIPES" };
+                                           "RUNNING_PIPES", "ENROLL" };
+    static const char *const client[] = { "WAITING", "RUNNING_TTY", "RUNNING_PIPES",
+                                          "ENROLLING" };
     static const char *const supervisor[] = { "IDLE", "RUNNING" };
     static const char *const generation[] = { "STARTING", "RUNNING", "FAILED", "TEARDOWN" };
     const char *const *names = NULL;
@@ -180,6 +187,12 @@ int lz_proto_recv(int sock, lz_proto_dir dir, unsigned state, lz_proto_msg *m, l
         return (int) n;
     }
     m->len = (size_t) n;
+    return lz_proto_admit_msg(dir, state, m, err);
+}
+
+int lz_proto_admit_msg(lz_proto_dir dir, unsigned state, lz_proto_msg *m, lz_error **err)
+{
+    m->entry = NULL;
     if (!lz_rbuf_init(&m->r, m->buf, m->len)) {
         lz_proto_msg_clear(m);
         lz_error_set(err, EPROTO, "a message of %zu bytes has no type",

@@ -57,6 +57,9 @@ typedef enum lz_proto_session_state {
     LZ_PS_SESSION_QUEUED,        /* RUN accepted; the sandbox is starting */
     LZ_PS_SESSION_RUNNING_TTY,   /* an interactive command runs */
     LZ_PS_SESSION_RUNNING_PIPES, /* a non-interactive command runs */
+    LZ_PS_SESSION_ENROLL,        /* connected, in the clear; ENROLL expected (then the
+                                  * TLS handshake, whose datagrams are not messages,
+                                  * then HELLO) */
 } lz_proto_session_state;
 
 /* LZ_DIR_COORDINATOR_TO_CLI: the CLI's view of its session. */
@@ -64,6 +67,7 @@ typedef enum lz_proto_client_state {
     LZ_PS_CLIENT_WAITING,        /* HELLO and RUN sent; no STARTED yet */
     LZ_PS_CLIENT_RUNNING_TTY,    /* STARTED, interactive */
     LZ_PS_CLIENT_RUNNING_PIPES,  /* STARTED, non-interactive */
+    LZ_PS_CLIENT_ENROLLING,      /* ENROLL sent, in the clear; ENROLLED expected */
 } lz_proto_client_state;
 
 /* LZ_DIR_COORDINATOR_TO_SUPERVISOR: the supervisor's view. */
@@ -128,6 +132,13 @@ const lz_proto_entry *lz_proto_admit(lz_proto_dir dir, unsigned state, uint16_t 
  * The caller ends the connection on 0 and -1. */
 LZ_MUST_CHECK
 int lz_proto_recv(int sock, lz_proto_dir dir, unsigned state, lz_proto_msg *m, lz_error **err);
+
+/* The second half of lz_proto_recv, for a message that arrived some other
+ * way (trust/channel.h decrypts it): m->buf, m->len and m->fds/m->nfds are
+ * filled; admit it in direction dir, state `state`. Returns 1, or -1 with
+ * errno EPROTO in *err and the descriptors closed. */
+LZ_MUST_CHECK
+int lz_proto_admit_msg(lz_proto_dir dir, unsigned state, lz_proto_msg *m, lz_error **err);
 
 /* Close the descriptors the message still owns. */
 void lz_proto_msg_clear(lz_proto_msg *m);

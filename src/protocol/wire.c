@@ -105,9 +105,15 @@ int lz_wire_send(int sock, const lz_wbuf *b, const int *fds, size_t n_fds, lz_er
 {
     if (b->overflow)
         return lz_error_set(err, EMSGSIZE, "cannot send a control message: it is too large");
+    return lz_wire_send_bytes(sock, b->data, b->len, fds, n_fds, err);
+}
+
+int lz_wire_send_bytes(int sock, const void *data, size_t len, const int *fds, size_t n_fds,
+                       lz_error **err)
+{
     if (n_fds > LZ_WIRE_MAX_FDS)
         return lz_error_set(err, EINVAL, "cannot send %zu descriptors in one message", n_fds);
-    struct iovec iov = { .iov_base = (void *) b->data, .iov_len = b->len };
+    struct iovec iov = { .iov_base = (void *) data, .iov_len = len };
     union {
         char buf[CMSG_SPACE(sizeof(int) * LZ_WIRE_MAX_FDS)];
         struct cmsghdr align;
@@ -136,8 +142,13 @@ int lz_wire_try_send(int sock, const lz_wbuf *b, lz_error **err)
 {
     if (b->overflow)
         return lz_error_set(err, EMSGSIZE, "cannot send a control message: it is too large");
+    return lz_wire_try_send_bytes(sock, b->data, b->len, err);
+}
+
+int lz_wire_try_send_bytes(int sock, const void *data, size_t len, lz_error **err)
+{
     for (;;) {
-        ssize_t r = send(sock, b->data, b->len, MSG_NOSIGNAL | MSG_DONTWAIT);
+        ssize_t r = send(sock, data, len, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (r >= 0)
             return 0;
         if (errno == EAGAIN || errno == EWOULDBLOCK)
@@ -150,7 +161,13 @@ int lz_wire_try_send(int sock, const lz_wbuf *b, lz_error **err)
 ssize_t lz_wire_recv(int sock, void *buf, int *fds, size_t max_fds, size_t *ret_n_fds,
                      lz_error **err)
 {
-    struct iovec iov = { .iov_base = buf, .iov_len = LZ_WIRE_MAX };
+    return lz_wire_recv_bytes(sock, buf, LZ_WIRE_MAX, fds, max_fds, ret_n_fds, err);
+}
+
+ssize_t lz_wire_recv_bytes(int sock, void *buf, size_t cap, int *fds, size_t max_fds,
+                           size_t *ret_n_fds, lz_error **err)
+{
+    struct iovec iov = { .iov_base = buf, .iov_len = cap };
     union {
         char buf[CMSG_SPACE(sizeof(int) * LZ_WIRE_MAX_FDS)];
         struct cmsghdr align;

@@ -59,6 +59,14 @@ bool lz_rbuf_done(const lz_rbuf *r);
 LZ_MUST_CHECK
 int lz_wire_send(int sock, const lz_wbuf *b, const int *fds, size_t n_fds, lz_error **err);
 
+/* The same for raw bytes (a TLS datagram, trust/channel.h): no size limit
+ * here, the socket's own. */
+LZ_MUST_CHECK
+int lz_wire_send_bytes(int sock, const void *data, size_t len, const int *fds, size_t n_fds,
+                       lz_error **err);
+LZ_MUST_CHECK
+int lz_wire_try_send_bytes(int sock, const void *data, size_t len, lz_error **err);
+
 /* Send without descriptors where a failure needs no handling at the call:
  * the peer is gone, which is noticed (and handled) where its socket is
  * read. */
@@ -77,5 +85,10 @@ int lz_wire_try_send(int sock, const lz_wbuf *b, lz_error **err);
 LZ_MUST_CHECK
 ssize_t lz_wire_recv(int sock, void *buf, int *fds, size_t max_fds, size_t *ret_n_fds,
                      lz_error **err);
+
+/* lz_wire_recv into a buffer of cap bytes (a TLS datagram). */
+LZ_MUST_CHECK
+ssize_t lz_wire_recv_bytes(int sock, void *buf, size_t cap, int *fds, size_t max_fds,
+                           size_t *ret_n_fds, lz_error **err);
 
 #endif

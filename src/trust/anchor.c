@@ -287,6 +287,91 @@ void lz_tls_credential_free(lz_tls_credential *cred)
     free(cred);
 }
 
+/* ---- what the session channel needs ------------------------------------ */
+
+static bool cert_has_role(X509 *x, lz_tls_role role);
+
+int lz_tls_cert_to_der(X509 *cert, uint8_t *out, size_t cap, size_t *ret_len, lz_error **err)
+{
+    int n = cert ? i2d_X509(cert, NULL) : -1;
+    if (n <= 0 || (size_t) n > cap)
+        return ossl_fail(err, "cannot encode a certificate (%d bytes, room for %zu)", n, cap);
+    unsigned char *p = out;
+    if (i2d_X509(cert, &p) != n)
+        return ossl_fail(err, "cannot encode a certificate");
+    *ret_len = (size_t) n;
+    return 0;
+}
+
+bool lz_tls_cert_subject_id(X509 *cert, char out[LZ_TRUST_SESSION_ID_LEN + 1])
+{
+    X509_NAME *n = cert ? X509_get_subject_name(cert) : NULL;
+    int i = n ? X509_NAME_get_index_by_NID(n, NID_commonName, -1) : -1;
+    if (i < 0 || X509_NAME_get_index_by_NID(n, NID_commonName, i) >= 0)
+        return false;
+    const ASN1_STRING *v = X509_NAME_ENTRY_get_data(X509_NAME_get_entry(n, i));
+    int len = v ? ASN1_STRING_length(v) : 0;
+    if (len <= 0 || len > LZ_TRUST_SESSION_ID_LEN ||
+        memchr(ASN1_STRING_get0_data(v), '\0', (size_t) len))
+        return false;
+    memcpy(out, ASN1_STRING_get0_data(v), (size_t) len);
+    out[len] = '\0';
+    return true;
+}
+
+bool lz_tls_cert_has_key(X509 *cert, const uint8_t pub[32])
+{
+    EVP_PKEY *k = cert ? X509_get0_pubkey(cert) : NULL;
+    uint8_t raw[32];
+    size_t len = sizeof(raw);
+    bool ok = k && EVP_PKEY_get_id(k) == EVP_PKEY_ED25519 &&
+              EVP_PKEY_get_raw_public_key(k, raw, &len) == 1 && len == 32 &&
+              CRYPTO_memcmp(raw, pub, 32) == 0;
+    ERR_clear_error();
+    return ok;
+}
+
+lz_tls_credential *lz_tls_client_credential(X509 *ca, const char *session_id, EVP_PKEY *key,
+                                            const uint8_t *der, size_t len, lz_error **err)
+{
+    const unsigned char *p = der;
+    X509 *x = der && len && len <= 65536 ? d2i_X509(NULL, &p, (long) len) : NULL;
+    if (!x || p != der + len) {
+        X509_free(x);
+        ossl_fail(err, "the Session Coordinator's client certificate cannot be parsed");
+        return NULL;
+    }
+    char id[LZ_TRUST_SESSION_ID_LEN + 1];
+    uint8_t raw[32];
+    size_t raw_len = sizeof(raw);
+    const char *why = NULL;
+    if (X509_verify(x, X509_get0_pubkey(ca)) != 1)
+        why = "it is not signed by the generation's CA the Domain publishes";
+    else if (!cert_has_role(x, LZ_TLS_ROLE_CLIENT))
+        why = "it does not carry the role ClientCLI";
+    else if (!lz_tls_cert_subject_id(x, id) || strcmp(id, session_id) != 0)
+        why = "it names another session";
+    else if (EVP_PKEY_get_raw_public_key(key, raw, &raw_len) != 1 || raw_len != 32 ||
+             !lz_tls_cert_has_key(x, raw))
+        why = "it is not for this CLI's key";
+    ERR_clear_error();
+    if (why) {
+        X509_free(x);
+        lz_error_set(err, EACCES, "the Session Coordinator's client certificate is refused: %s",
+                     why);
+        lz_error_hint(err, "the Domain's coordinator may have just restarted; run the command "
+                           "again");
+        return NULL;
+    }
+    lz_tls_credential *c = lz_xcalloc(1, sizeof(*c));
+    c->role = LZ_TLS_ROLE_CLIENT;
+    snprintf(c->subject_id, sizeof(c->subject_id), "%s", session_id);
+    EVP_PKEY_up_ref(key);
+    c->key = key;
+    c->cert = x;
+    return c;
+}
+
 /* ---- the anchor -------------------------------------------------------- */
 
 lz_trust_anchor *lz_trust_anchor_create(const lz_generation_identity *id, lz_error **err)

@@ -150,6 +150,28 @@ LZ_MUST_CHECK
 X509 *lz_tls_ca_from_der(const uint8_t *der, size_t len,
                          const uint8_t sha256[LZ_TRUST_SHA256_LEN], lz_error **err);
 
+/* ---- what the session channel needs (trust/channel.h) ------------------ */
+
+/* The certificate's DER into out (at most cap bytes); *ret_len its length. */
+LZ_MUST_CHECK
+int lz_tls_cert_to_der(X509 *cert, uint8_t *out, size_t cap, size_t *ret_len, lz_error **err);
+
+/* The subject id (CN) of a certificate this module issued: exactly one CN
+ * of 1..LZ_TRUST_SESSION_ID_LEN bytes. false otherwise. */
+bool lz_tls_cert_subject_id(X509 *cert, char out[LZ_TRUST_SESSION_ID_LEN + 1]);
+
+/* Is cert's public key the raw Ed25519 key pub? */
+bool lz_tls_cert_has_key(X509 *cert, const uint8_t pub[32]);
+
+/* The CLI's credential: the client certificate the coordinator issued at
+ * enrolment (DER, no byte left over), accepted only when it is signed by
+ * ca, carries the role ClientCLI and the subject id session_id, and holds
+ * the public half of key (the CLI's own, which never left it). Takes a
+ * reference on key. Newly allocated. */
+LZ_MUST_CHECK
+lz_tls_credential *lz_tls_client_credential(X509 *ca, const char *session_id, EVP_PKEY *key,
+                                            const uint8_t *der, size_t len, lz_error **err);
+
 /* Fill *err with "<message>: <OpenSSL error queue text>" and clear the
  * queue; for the callers that drive SSL_accept/SSL_connect themselves. When
  * ssl is not NULL and its peer failed verification, the verification result

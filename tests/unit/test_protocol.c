@@ -82,8 +82,8 @@ int lz_cli_usage_error(const char *cmd, const char *fmt, ...)
 
 /* The receiver states of each direction (table.h's enumerations). */
 static const unsigned n_states[LZ_DIR_COUNT] = {
-    [LZ_DIR_CLI_TO_COORDINATOR] = LZ_PS_SESSION_RUNNING_PIPES + 1,
-    [LZ_DIR_COORDINATOR_TO_CLI] = LZ_PS_CLIENT_RUNNING_PIPES + 1,
+    [LZ_DIR_CLI_TO_COORDINATOR] = LZ_PS_SESSION_ENROLL + 1,
+    [LZ_DIR_COORDINATOR_TO_CLI] = LZ_PS_CLIENT_ENROLLING + 1,
     [LZ_DIR_COORDINATOR_TO_SUPERVISOR] = LZ_PS_SUPERVISOR_RUNNING + 1,
     [LZ_DIR_SUPERVISOR_TO_COORDINATOR] = LZ_PS_GENERATION_TEARDOWN + 1,
 };

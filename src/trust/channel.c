@@ -1,0 +1,262 @@
+/* SPDX-License-Identifier: Apache-2.0
+ *
+ * TLS inside SOCK_SEQPACKET datagrams (channel.h). The SSL object reads
+ * from one memory BIO and writes to another; nothing here touches a socket
+ * except the lz_tls_proto_* functions at the end.
+ */
+#include "trust/channel.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <openssl/bio.h>
+#include <openssl/err.h>
+
+#include "common/util.h"
+#include "trust/anchor.h"
+
+struct lz_tls_channel {
+    SSL *ssl;
+    BIO *in, *out; /* owned by ssl */
+    bool established;
+    uint8_t datagram[LZ_TLS_DATAGRAM_MAX]; /* for lz_tls_proto_* */
+};
+
+lz_tls_channel *lz_tls_channel_new(SSL_CTX *ctx, bool server, lz_error **err)
+{
+    lz_tls_channel *ch = lz_xcalloc(1, sizeof(*ch));
+    ch->ssl = SSL_new(ctx);
+    ch->in = BIO_new(BIO_s_mem());
+    ch->out = BIO_new(BIO_s_mem());
+    if (!ch->ssl || !ch->in || !ch->out) {
+        BIO_free(ch->in);
+        BIO_free(ch->out);
+        SSL_free(ch->ssl);
+        free(ch);
+        lz_tls_error(err, NULL, "cannot set up TLS on the session channel");
+        return NULL;
+    }
+    /* An empty memory BIO reads as "retry later", not as end of file. */
+    BIO_set_mem_eof_return(ch->in, -1);
+    BIO_set_mem_eof_return(ch->out, -1);
+    SSL_set_bio(ch->ssl, ch->in, ch->out);
+    if (server)
+        SSL_set_accept_state(ch->ssl);
+    else
+        SSL_set_connect_state(ch->ssl);
+    return ch;
+}
+
+void lz_tls_channel_free(lz_tls_channel *ch)
+{
+    if (!ch)
+        return;
+    SSL_free(ch->ssl);
+    explicit_bzero(ch->datagram, sizeof(ch->datagram));
+    free(ch);
+}
+
+bool lz_tls_channel_established(const lz_tls_channel *ch)
+{
+    return ch && ch->established;
+}
+
+X509 *lz_tls_channel_peer(const lz_tls_channel *ch)
+{
+    if (!ch || !ch->established)
+        return NULL;
+    return SSL_get0_peer_certificate(ch->ssl);
+}
+
+/* Whatever the SSL object wrote since: into out, as one datagram. */
+static int take_output(lz_tls_channel *ch, uint8_t *out, size_t *out_len, lz_error **err)
+{
+    size_t pending = BIO_ctrl_pending(ch->out);
+    *out_len = 0;
+    if (pending > LZ_TLS_DATAGRAM_MAX) {
+        (void) BIO_reset(ch->out);
+        return lz_error_set(err, EMSGSIZE, "TLS produced %zu bytes for one datagram (at most %d)",
+                            pending, LZ_TLS_DATAGRAM_MAX);
+    }
+    if (pending == 0)
+        return 0;
+    int n = BIO_read(ch->out, out, (int) pending);
+    if (n != (int) pending)
+        return lz_tls_error(err, NULL, "cannot take TLS output");
+    *out_len = pending;
+    return 0;
+}
+
+static int pass_error(lz_error **err, lz_error *e)
+{
+    if (err && !*err)
+        *err = e;
+    else
+        lz_error_free(e);
+    return -1;
+}
+
+/* A TLS failure is a protocol violation of the peer's: EPROTO. */
+static void mark_protocol(lz_error **err)
+{
+    if (err && *err)
+        (*err)->errnum = EPROTO;
+}
+
+/* Feed one received datagram to the SSL object. */
+static int feed(lz_tls_channel *ch, const uint8_t *in, size_t in_len, lz_error **err)
+{
+    if (in_len > LZ_TLS_DATAGRAM_MAX)
+        return lz_error_set(err, EPROTO, "a TLS datagram of %zu bytes (at most %d)", in_len,
+                            LZ_TLS_DATAGRAM_MAX);
+    if (in_len && BIO_write(ch->in, in, (int) in_len) != (int) in_len)
+        return lz_tls_error(err, NULL, "cannot take a TLS datagram");
+    return 0;
+}
+
+/* A datagram holds whole records: bytes left in the input BIO are the
+ * start of a record the next datagram would have to finish. */
+static int check_whole_records(lz_tls_channel *ch, lz_error **err)
+{
+    if (BIO_ctrl_pending(ch->in) == 0)
+        return 0;
+    (void) BIO_reset(ch->in);
+    return lz_error_set(err, EPROTO, "a TLS datagram ends inside a record");
+}
+
+int lz_tls_channel_handshake(lz_tls_channel *ch, const uint8_t *in, size_t in_len,
+                             uint8_t out[LZ_TLS_DATAGRAM_MAX], size_t *out_len, lz_error **err)
+{
+    *out_len = 0;
+    if (ch->established)
+        return lz_error_set(err, EINVAL, "the TLS handshake is already complete");
+    if (feed(ch, in, in_len, err) < 0)
+        return -1;
+    ERR_clear_error();
+    int r = SSL_do_handshake(ch->ssl);
+    int e = r == 1 ? SSL_ERROR_NONE : SSL_get_error(ch->ssl, r);
+    /* The alert that tells the peer why goes out on failure too. */
+    lz_error *out_err = NULL;
+    int took = take_output(ch, out, out_len, &out_err);
+    if (r == 1) {
+        if (took < 0)
+            return pass_error(err, out_err);
+        if (check_whole_records(ch, err) < 0)
+            return -1;
+        ch->established = true;
+        return 1;
+    }
+    if (e == SSL_ERROR_WANT_READ) {
+        if (took < 0)
+            return pass_error(err, out_err);
+        if (check_whole_records(ch, err) < 0)
+            return -1;
+        return 0;
+    }
+    lz_error_free(out_err);
+    lz_tls_error(err, ch->ssl, "the TLS handshake of the session channel failed");
+    mark_protocol(err);
+    return -1;
+}
+
+int lz_tls_channel_seal(lz_tls_channel *ch, const uint8_t *msg, size_t len,
+                        uint8_t out[LZ_TLS_DATAGRAM_MAX], size_t *out_len, lz_error **err)
+{
+    *out_len = 0;
+    if (!ch->established)
+        return lz_error_set(err, EINVAL, "TLS is not established on the session channel");
+    if (len == 0 || len > LZ_WIRE_MAX)
+        return lz_error_set(err, EMSGSIZE, "cannot seal a message of %zu bytes", len);
+    ERR_clear_error();
+    size_t written = 0;
+    if (SSL_write_ex(ch->ssl, msg, len, &written) != 1 || written != len)
+        return lz_tls_error(err, ch->ssl, "cannot encrypt a session message");
+    return take_output(ch, out, out_len, err);
+}
+
+int lz_tls_channel_open(lz_tls_channel *ch, const uint8_t *in, size_t in_len,
+                        uint8_t out[LZ_WIRE_MAX], size_t *out_len, lz_error **err)
+{
+    *out_len = 0;
+    if (!ch->established)
+        return lz_error_set(err, EINVAL, "TLS is not established on the session channel");
+    if (feed(ch, in, in_len, err) < 0)
+        return -1;
+    size_t n = 0;
+    for (;;) {
+        ERR_clear_error();
+        size_t got = 0;
+        uint8_t extra;
+        /* Past one message's worth, one byte more is the proof of too much. */
+        int r = n < LZ_WIRE_MAX ? SSL_read_ex(ch->ssl, out + n, LZ_WIRE_MAX - n, &got)
+                                : SSL_read_ex(ch->ssl, &extra, 1, &got);
+        if (r == 1) {
+            if (n == LZ_WIRE_MAX) {
+                (void) BIO_reset(ch->in);
+                return lz_error_set(err, EPROTO, "a TLS datagram holds more than one message "
+                                                 "may (%d bytes)", LZ_WIRE_MAX);
+            }
+            n += got;
+            continue;
+        }
+        int e = SSL_get_error(ch->ssl, r);
+        if (e == SSL_ERROR_WANT_READ)
+            break;
+        if (e == SSL_ERROR_ZERO_RETURN)
+            return lz_error_set(err, EPROTO, "the peer closed TLS on the session channel");
+        lz_tls_error(err, ch->ssl, "a session message failed TLS");
+        mark_protocol(err);
+        return -1;
+    }
+    if (check_whole_records(ch, err) < 0)
+        return -1;
+    *out_len = n;
+    return 0;
+}
+
+/* ---- on a socket ------------------------------------------------------- */
+
+int lz_tls_proto_send(lz_tls_channel *ch, int sock, const lz_wbuf *b, const int *fds,
+                      size_t n_fds, lz_error **err)
+{
+    if (b->overflow)
+        return lz_error_set(err, EMSGSIZE, "cannot send a control message: it is too large");
+    size_t n;
+    if (lz_tls_channel_seal(ch, b->data, b->len, ch->datagram, &n, err) < 0)
+        return -1;
+    return lz_wire_send_bytes(sock, ch->datagram, n, fds, n_fds, err);
+}
+
+void lz_tls_proto_post(lz_tls_channel *ch, int sock, const lz_wbuf *b)
+{
+    lz_best_effort(lz_tls_proto_send(ch, sock, b, NULL, 0, NULL));
+}
+
+int lz_tls_proto_recv(lz_tls_channel *ch, int sock, lz_proto_dir dir, unsigned state,
+                      lz_proto_msg *m, lz_error **err)
+{
+    m->nfds = 0;
+    m->entry = NULL;
+    ssize_t n = lz_wire_recv_bytes(sock, ch->datagram, sizeof(ch->datagram), m->fds,
+                                   LZ_WIRE_MAX_FDS, &m->nfds, err);
+    if (n <= 0) {
+        m->nfds = 0; /* lz_wire_recv_bytes closed what it refused */
+        return (int) n;
+    }
+    size_t len;
+    if (lz_tls_channel_open(ch, ch->datagram, (size_t) n, m->buf, &len, err) < 0) {
+        lz_proto_msg_clear(m);
+        return -1;
+    }
+    if (len == 0) {
+        if (m->nfds) {
+            lz_proto_msg_clear(m);
+            return lz_error_set(err, EPROTO, "descriptors on a datagram without a message");
+        }
+        return lz_error_set(err, EAGAIN, "a datagram without a message");
+    }
+    m->len = len;
+    return lz_proto_admit_msg(dir, state, m, err);
+}
