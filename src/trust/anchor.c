@@ -357,8 +357,7 @@ lz_tls_credential *lz_tls_client_credential(X509 *ca, const char *session_id, EV
     ERR_clear_error();
     if (why) {
         X509_free(x);
-        lz_error_set(err, EACCES, "the Session Coordinator's client certificate is refused: %s",
-                     why);
+        lz_error_set(err, 0, "the Session Coordinator's client certificate is refused: %s", why);
         lz_error_hint(err, "the Domain's coordinator may have just restarted; run the command "
                            "again");
         return NULL;

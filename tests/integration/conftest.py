@@ -557,7 +557,8 @@ def leftovers(lz) -> list:
     out = [str(p) for p in domain_processes(lz.root)]
     for d in domain_dirs(lz):
         out += [f"runtime file {e}" for e in d.iterdir()
-                if e.name.startswith("gen-") or e.name == "coordinator.sock"]
+                if e.name.startswith("gen-") or e.name in ("coordinator.sock",
+                                                           "coordinator.trust")]
     out += host_mounts(lz.root)
     return out
 
