@@ -778,6 +778,15 @@ static int secure_session(lz_resolved_config *cfg, int sock, attempt_result *res
             close(fds[i]);
         if (n < 0)
             goto fail;
+        if (n == 0 && retry_silently) {
+            /* Closed right after ENROLLED without a word: the generation
+             * began its teardown meanwhile (it refuses nothing it cannot
+             * seal). Like a refusal to retry: join the next one. */
+            *result = ATTEMPT_RETRY;
+            lz_tls_channel_free(session_tls);
+            session_tls = NULL;
+            goto out;
+        }
         if (n == 0 || nfds) {
             lz_error_set(&err, EPROTO, "the Session Coordinator %s during the TLS handshake",
                          n == 0 ? "closed the connection" : "sent descriptors");

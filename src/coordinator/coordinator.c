@@ -69,8 +69,11 @@ void lz_coordinator_main(lz_coordinator_args *a)
      * secure heap: mlock'd, out of core dumps, zeroed when freed
      * (docs/escalation.md "Key material"). Without one they are still
      * zeroed when freed, so a failure here is noted, not fatal. */
-    if (CRYPTO_secure_malloc_init(64 * 1024, 32) != 1)
+    int secure = CRYPTO_secure_malloc_init(64 * 1024, 32);
+    if (secure == 0)
         clog_(c, "no OpenSSL secure heap: the Trust Anchor's keys are in ordinary memory");
+    else if (secure == 2)
+        clog_(c, "the OpenSSL secure heap could not be locked in memory (RLIMIT_MEMLOCK)");
 
     lz_error *err = NULL;
     if (generation_begin(c, &err) < 0) {

@@ -74,3 +74,7 @@ def test_a_publication_of_another_generation_is_refused(rig):
     assert (r.returncode, r.stdout) == (0, "joined\n"), (r.returncode, r.stdout, r.stderr)
     assert _sessions_started(rig.lz) == started + 1
     rig.release(h)
+    # The Trust Anchor's keys were made in OpenSSL's secure heap (coordinator.c).
+    for log in rig.lz.root.rglob("logs/coordinator.log"):
+        text = log.read_text(errors="replace")
+        assert "no OpenSSL secure heap" not in text, text
