@@ -760,8 +760,20 @@ void session_accept(coord *c)
         return;
     }
     if (!session_attach(c, fd, cred.pid)) {
-        send_refused(fd, LZ_REFUSE_EXEC_FAILED, "too many sessions in this Domain",
-                     "end some sessions first");
+        /* Say who holds the slots: connections that never got as far as a
+         * command (attack round i11e: 127 half-done handshakes) look like
+         * sessions otherwise. */
+        size_t starting = 0;
+        for (size_t i = 0; i < MAX_SESSIONS; i++)
+            starting += c->sessions[i].state != S_RUNNING && c->sessions[i].state != S_FREE;
+        char *msg = lz_xasprintf("too many sessions in this Domain: all %d slots are taken, %zu "
+                                 "of them by connections that have not started a command",
+                                 MAX_SESSIONS, starting);
+        send_refused(fd, LZ_REFUSE_EXEC_FAILED, msg,
+                     starting ? "end some sessions, or wait: a connection that does not start "
+                                "a command within 30 s loses its slot"
+                              : "end some sessions first");
+        free(msg);
         close(fd);
     }
 }

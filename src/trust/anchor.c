@@ -336,7 +336,13 @@ lz_tls_credential *lz_tls_client_credential(X509 *ca, const char *session_id, EV
 {
     const unsigned char *p = der;
     X509 *x = der && len && len <= 65536 ? d2i_X509(NULL, &p, (long) len) : NULL;
-    if (!x || p != der + len) {
+    /* Exactly DER, as the coordinator encoded it (d2i_X509 takes some BER
+     * too): what is checked below is what the handshake will present. */
+    unsigned char *canon = NULL;
+    int canon_len = x && p == der + len ? i2d_X509(x, &canon) : -1;
+    bool exact = canon_len > 0 && (size_t) canon_len == len && memcmp(canon, der, len) == 0;
+    OPENSSL_free(canon);
+    if (!exact) {
         X509_free(x);
         ossl_fail(err, "the Session Coordinator's client certificate cannot be parsed");
         return NULL;
@@ -347,8 +353,9 @@ lz_tls_credential *lz_tls_client_credential(X509 *ca, const char *session_id, EV
     const char *why = NULL;
     if (X509_verify(x, X509_get0_pubkey(ca)) != 1)
         why = "it is not signed by the generation's CA the Domain publishes";
-    else if (!cert_has_role(x, LZ_TLS_ROLE_CLIENT))
-        why = "it does not carry the role ClientCLI";
+    else if (!cert_has_role(x, LZ_TLS_ROLE_CLIENT) ||
+             X509_check_purpose(x, X509_PURPOSE_SSL_CLIENT, 0) != 1)
+        why = "it does not carry the role ClientCLI"; /* subject OU and extendedKeyUsage */
     else if (!lz_tls_cert_subject_id(x, id) || strcmp(id, session_id) != 0)
         why = "it names another session";
     else if (EVP_PKEY_get_raw_public_key(key, raw, &raw_len) != 1 || raw_len != 32 ||

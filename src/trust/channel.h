@@ -70,7 +70,8 @@ int lz_tls_channel_seal(lz_tls_channel *ch, const uint8_t *msg, size_t len,
  * TLS 1.3 KeyUpdate, say). -1 for anything else a datagram must not be:
  * a record that fails authentication, a datagram ending inside a record,
  * more plaintext than one message, an alert (the peer refused us: its
- * reason is in the message), the peer's close_notify. */
+ * reason is in the message), the peer's close_notify. After a refused
+ * datagram every later one is refused too (the connection is over). */
 LZ_MUST_CHECK
 int lz_tls_channel_open(lz_tls_channel *ch, const uint8_t *in, size_t in_len,
                         uint8_t out[LZ_WIRE_MAX], size_t *out_len, lz_error **err);

@@ -18,13 +18,30 @@
  * Domain Store and status.json; a coord with a zeroed resolved config
  * (profile, workspace label set), no listening socket, the Git Sentry plan
  * empty (LZ_GIT_PLAN_INIT: every audit returns at once, so sentry_failed()
- * and its teardown_and_exit() are unreachable), the generation STARTING.
+ * and its teardown_and_exit() are unreachable), the generation STARTING;
+ * the generation's Trust Anchor, server SSL_CTX and nonce made as
+ * trust_begin() (generation.c) makes them, and its publication written and
+ * read back the way a CLI reads it; one fixed Ed25519 key for every CLI.
+ *
+ * The CLIs are real session-channel peers (docs/session-channel.md): a
+ * session starts in ENROLL; before the first sealed record on a fresh
+ * session its handle enrols (ENROLL with the fixed key, in the clear),
+ * accepts ENROLLED's certificate only through lz_tls_client_credential
+ * against the published CA, and completes the TLS 1.3 handshake with
+ * lz_tls_client_ctx and a client lz_tls_channel, datagram by datagram
+ * through the coordinator's own loop; then every record is sealed, one per
+ * datagram. A raw step sends its bytes unsealed instead, whatever the
+ * session's state (a cleartext ENROLL or garbage before enrolment, a
+ * forged handshake datagram, an unsealed record after TLS).
  *
  * Input: a sequence of steps, each [u8 op][u8 arg][u16 len (big endian)]
  * [len bytes] (len is cut to what is left):
  *   op % 8 == 0..3  record for session handle op (attached first when the
- *                   handle has no live session), with arg % 5 descriptors
+ *                   handle has no live session), with (arg & 0x7f) % 5 descriptors
  *                   (memfds: told apart from the runtime's own, below);
+ *                   sealed (enrolling first, see above) unless arg & 0x80
+ *                   (raw); an empty record is always sent raw (it reads
+ *                   as the client's shutdown);
  *            4      record from the supervisor, with arg % 5 descriptors;
  *            5      the CLI of handle arg % 4 disconnects (its end closes);
  *            6      the supervisor dies (its end closes);
@@ -37,13 +54,22 @@
  *
  * Invariants (a violation aborts):
  *  - n_active is the number of slots not FREE, after every step;
+ *  - an honest CLI's enrolment and handshake always succeed (the session
+ *    is then in HELLO, the client channel established);
  *  - a record the table does not admit on a session (or one too short for
- *    a type) ends that session only: its peer receives REFUSED and then
- *    EOF, and every other slot keeps its state;
+ *    a type), sealed after TLS or in the clear during ENROLL, ends that
+ *    session only: its peer receives REFUSED (decrypted, resp. in the
+ *    clear) and then EOF, and every other slot keeps its state;
+ *  - a raw (unsealed) record after TLS is established ends that session
+ *    (EOF), so does any datagram with descriptors during the handshake;
  *  - the peer of a live session never sees EOF; a peer whose session is
  *    gone (or orphaned: sock -1) sees EOF;
- *  - nothing the coordinator sends a CLI carries descriptors, and every
- *    record is one of the table's coordinator->CLI types;
+ *  - nothing the coordinator sends a CLI carries descriptors; before
+ *    ENROLLED every datagram is a cleartext record of the table's
+ *    coordinator->CLI rows (REFUSED or ENROLLED), after it every datagram
+ *    is whole TLS records and nothing in the clear, and once the handle's
+ *    TLS is established every datagram opens with its channel to exactly
+ *    one coordinator->CLI message within its row's max_len;
  *  - at the end of each input, after session_close() of every slot and a
  *    reset of the generation's state, the process's open descriptors and
  *    lz_loop_count() are back to their baseline: no path leaked a
@@ -69,11 +95,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <openssl/evp.h>
+
 #include "common/util.h"
 #include "coordinator/relay.h"
 #include "coordinator/session.h"
 #include "coordinator/status.h"
 #include "store/domain_store.h"
+#include "trust/anchor.h"
+#include "trust/channel.h"
+#include "trust/publication.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -93,6 +124,14 @@ typedef struct handle {
     bool eof;          /* the coordinator closed its end */
     uint16_t last_type; /* last record received, 0 when none */
     bool got_refused;  /* a REFUSED arrived since the last step began */
+    /* The session channel, as a CLI sees it. */
+    bool enrolled;     /* ENROLLED arrived (after it: nothing in the clear) */
+    char enrolled_id[33];
+    uint8_t cert[LZ_MSG_MAX_CERT];
+    size_t cert_len;
+    SSL_CTX *cctx;     /* this session's client context (its certificate) */
+    lz_tls_channel *tls; /* NULL until this handle enrolled itself */
+    bool desync;       /* a sealed record was not sent: raw from then on */
 } handle;
 
 static coord *C;
@@ -105,6 +144,9 @@ static handle H[N_HANDLES];
 static int base_ours;
 static unsigned base_sources;
 static bool trace; /* LZ_FUZZ_TRACE=1: one line per step on stderr */
+static EVP_PKEY *cli_key; /* every CLI's Ed25519 key (fixed) */
+static uint8_t cli_pub[LZ_MSG_ENROLL_KEY_LEN];
+static X509 *published_ca; /* the CA as the publication names it */
 
 /* The descriptors the code under test could have made: sockets, PTYs,
  * the descriptors this fuzzer passes in records (memfds named "lz-fuzz"),
@@ -254,6 +296,30 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     snprintf(C->fp_hex, sizeof(C->fp_hex), "%s", FP_HEX);
     CHECK(lz_store_generation_begin(A.store, C->fp_hex, &C->generation, NULL) == 0);
     snprintf(C->container_id, sizeof(C->container_id), "lazaret-fuzz");
+    /* The generation's Trust Anchor, as trust_begin() makes it. */
+    snprintf(C->nonce, sizeof(C->nonce), "%s", "00112233445566778899aabbccddeeff");
+    char gen[24];
+    snprintf(gen, sizeof(gen), "%lld", (long long) C->generation);
+    lz_generation_identity gid = { .agent_profile = CFG.profile, .domain_id = C->id_hex,
+                                   .generation_id = gen, .nonce = C->nonce };
+    C->trust = lz_trust_anchor_create(&gid, &err);
+    CHECK(C->trust != NULL);
+    C->tls_ctx = lz_tls_server_ctx(lz_trust_anchor_ca_cert(C->trust),
+                                   lz_trust_anchor_server(C->trust), &err);
+    CHECK(C->tls_ctx != NULL);
+    CHECK(lz_trust_publish(C->trust, tmp_fd, tmp_path, &err) == 0);
+    lz_trust_publication publ;
+    CHECK(lz_trust_publication_read(tmp_fd, tmp_path, &publ, &err) == 0);
+    published_ca = publ.ca; /* kept for the process's life */
+    CHECK(X509_cmp(published_ca, lz_trust_anchor_ca_cert(C->trust)) == 0);
+    /* One fixed key: the inputs replay the same way (only the CA, the
+     * session ids and the traffic keys are random). */
+    static const uint8_t seed[32] = "lazaret fuzz_dispatch CLI key..";
+    cli_key = EVP_PKEY_new_raw_private_key(EVP_PKEY_ED25519, NULL, seed, sizeof(seed));
+    CHECK(cli_key != NULL);
+    size_t pub_len = sizeof(cli_pub);
+    CHECK(EVP_PKEY_get_raw_public_key(cli_key, cli_pub, &pub_len) == 1 &&
+          pub_len == sizeof(cli_pub));
     sup_channel_open();
     for (int i = 0; i < N_HANDLES; i++)
         H[i].peer = -1;
@@ -305,8 +371,12 @@ static bool send_record(int fd, const uint8_t *p, size_t len, size_t nfds)
 
 /* Read everything pending on a peer end. Returns the number of records;
  * *eof when the other end is closed; descriptors received are closed (and
- * counted in *nfds). Sets *last to the last record's type. */
-static uint8_t rbuf[LZ_WIRE_MAX];
+ * counted in *nfds). Sets *last to the last record's type. (The
+ * supervisor's end; a CLI's is drain_handle.) A sealed datagram can be
+ * larger than a message: LZ_TLS_DATAGRAM_MAX. */
+static uint8_t rbuf[LZ_TLS_DATAGRAM_MAX];
+static uint8_t plain[LZ_WIRE_MAX];
+static uint8_t hs_out[LZ_TLS_DATAGRAM_MAX];
 
 static int drain(int fd, bool *eof, size_t *nfds, uint16_t *last, bool *refused)
 {
@@ -361,15 +431,113 @@ static bool handle_live(const handle *h)
     return h->peer >= 0 && h->s->state != S_FREE && h->s->no == h->no && h->s->sock >= 0;
 }
 
+/* One message to a CLI (in the clear, or decrypted): a row of the table's
+ * coordinator->CLI direction, within its max_len. */
+static void cli_message(handle *h, const uint8_t *p, size_t len)
+{
+    CHECK(len >= 2);
+    uint16_t type = (uint16_t) ((p[0] << 8) | p[1]);
+    const lz_proto_entry *e = lz_proto_find(type);
+    CHECK(e && e->dir == LZ_DIR_COORDINATOR_TO_CLI);
+    CHECK(len <= e->max_len);
+    h->last_type = type;
+    if (type == LZ_MSG_REFUSED)
+        h->got_refused = true;
+}
+
+/* Whole TLS records (content types 20..23: change_cipher_spec, alert,
+ * handshake, application data) and nothing else. */
+static bool tls_framed(const uint8_t *d, size_t len)
+{
+    size_t pos = 0;
+    while (pos < len) {
+        if (len - pos < 5 || d[pos] < 20 || d[pos] > 23)
+            return false;
+        pos += 5 + (((size_t) d[pos + 3] << 8) | d[pos + 4]);
+    }
+    return pos == len;
+}
+
+/* Read everything pending on a CLI's end, as that CLI: before ENROLLED in
+ * the clear; after it, TLS records only (fed to this handle's handshake
+ * when it enrolled itself, its flights sent back at once); once TLS is
+ * established, every datagram is opened. */
+static void drain_handle(handle *h)
+{
+    for (;;) {
+        union {
+            char buf[CMSG_SPACE(sizeof(int) * 8)];
+            struct cmsghdr align;
+        } ctrl;
+        struct iovec iov = { .iov_base = rbuf, .iov_len = sizeof(rbuf) };
+        struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctrl.buf,
+                              .msg_controllen = sizeof(ctrl.buf) };
+        ssize_t r = recvmsg(h->peer, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+        if (r < 0) {
+            CHECK(errno == EAGAIN || errno == EWOULDBLOCK || errno == ECONNRESET);
+            if (errno == ECONNRESET)
+                h->eof = true;
+            return;
+        }
+        CHECK(!(msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)));
+        /* the coordinator passes no descriptor to a CLI */
+        CHECK(CMSG_FIRSTHDR(&msg) == NULL);
+        if (r == 0) {
+            h->eof = true; /* the coordinator never sends an empty datagram */
+            return;
+        }
+        size_t len = (size_t) r;
+        if (h->tls && lz_tls_channel_established(h->tls)) {
+            size_t n = 0;
+            lz_error *err = NULL;
+            if (lz_tls_channel_open(h->tls, rbuf, len, plain, &n, &err) < 0) {
+                fprintf(stderr, "fuzz_dispatch: a datagram of the coordinator's does not open: "
+                                "%s\n", err->message);
+                CHECK(false);
+            }
+            CHECK(n > 0); /* one message per datagram, never none */
+            cli_message(h, plain, n);
+        } else if (!h->enrolled) {
+            /* In the clear: REFUSED or ENROLLED only (state ENROLLING). */
+            char why[160];
+            CHECK(len >= 2);
+            uint16_t type = (uint16_t) ((rbuf[0] << 8) | rbuf[1]);
+            CHECK(lz_proto_admit(LZ_DIR_COORDINATOR_TO_CLI, LZ_PS_CLIENT_ENROLLING, type, len, 0,
+                                 why, sizeof(why)) != NULL);
+            cli_message(h, rbuf, len);
+            if (type == LZ_MSG_ENROLLED) {
+                lz_rbuf rb;
+                const uint8_t *der;
+                CHECK(lz_rbuf_init(&rb, rbuf, len));
+                CHECK(lz_msg_enrolled_decode(&rb, h->enrolled_id, &der, &h->cert_len));
+                memcpy(h->cert, der, h->cert_len);
+                h->enrolled = true;
+            }
+        } else {
+            /* After ENROLLED the coordinator says nothing in the clear. */
+            CHECK(tls_framed(rbuf, len));
+            if (h->tls) {
+                size_t out = 0;
+                lz_error *err = NULL;
+                if (lz_tls_channel_handshake(h->tls, rbuf, len, hs_out, &out, &err) < 0) {
+                    fprintf(stderr, "fuzz_dispatch: an honest CLI's handshake failed: %s\n",
+                            err->message);
+                    CHECK(false);
+                }
+                if (out)
+                    (void) send_record(h->peer, hs_out, out, 0);
+            }
+        }
+    }
+}
+
 static void drain_all(void)
 {
     for (int i = 0; i < N_HANDLES; i++) {
         handle *h = &H[i];
         if (h->peer < 0)
             continue;
-        size_t nfds = 0;
-        drain(h->peer, &h->eof, &nfds, &h->last_type, &h->got_refused);
-        CHECK(nfds == 0); /* the coordinator passes no descriptor to a CLI */
+        drain_handle(h);
         /* EOF exactly when the coordinator has let go of the socket. */
         CHECK(h->eof == !handle_live(h));
     }
@@ -385,6 +553,8 @@ static void handle_release(handle *h)
 {
     if (h->peer >= 0)
         close(h->peer);
+    lz_tls_channel_free(h->tls);
+    SSL_CTX_free(h->cctx);
     memset(h, 0, sizeof(*h));
     h->peer = -1;
 }
@@ -441,17 +611,56 @@ static handle *attach(int k)
     return h;
 }
 
-static void step_session(int k, size_t nfds, const uint8_t *p, size_t len)
+/* An honest CLI's start: ENROLL with the fixed key, ENROLLED's
+ * certificate accepted against the published CA, the TLS handshake. Every
+ * step must succeed, the session is then in HELLO. */
+static void secure(handle *h)
+{
+    lz_wbuf b;
+    lz_msg_enroll_encode(&b, LZ_SESSION_PROTOCOL_VERSION, cli_pub);
+    CHECK(send_record(h->peer, b.data, b.len, 0));
+    run_loop();
+    CHECK(h->enrolled && !h->eof && handle_live(h) && h->s->state == S_TLS);
+    lz_error *err = NULL;
+    lz_tls_credential *cred = lz_tls_client_credential(published_ca, h->enrolled_id, cli_key,
+                                                       h->cert, h->cert_len, &err);
+    if (!cred) {
+        fprintf(stderr, "fuzz_dispatch: ENROLLED refused: %s\n", err->message);
+        CHECK(false);
+    }
+    h->cctx = lz_tls_client_ctx(published_ca, cred, &err);
+    lz_tls_credential_free(cred);
+    CHECK(h->cctx != NULL);
+    h->tls = lz_tls_channel_new(h->cctx, false, &err);
+    CHECK(h->tls != NULL);
+    size_t out = 0;
+    CHECK(lz_tls_channel_handshake(h->tls, NULL, 0, hs_out, &out, &err) == 0 && out > 0);
+    CHECK(send_record(h->peer, hs_out, out, 0));
+    run_loop(); /* ClientHello; the server's flight; our last flight (drain_handle) */
+    CHECK(lz_tls_channel_established(h->tls));
+    CHECK(!h->eof && handle_live(h) && h->s->state == S_HELLO);
+}
+
+static void step_session(int k, uint8_t arg, size_t nfds, const uint8_t *p, size_t len)
 {
     handle *h = attach(k);
     if (!h)
         return;
     CHECK(handle_live(h));
     session *s = h->s;
-    /* Does the table admit it in the session's state? */
-    bool violation;
+    /* Sealed unless asked for raw (or empty: a shutdown); a handle that
+     * did not enrol itself cannot seal. */
+    bool raw = (arg & 0x80) || len == 0;
+    if (!raw && !h->tls && s->state == S_ENROLL)
+        secure(h);
+    if (!h->tls || h->desync)
+        raw = true;
+    bool secured = h->tls != NULL, handshaking = s->state == S_TLS;
+    /* Does the table admit it in the session's state? Predicted for
+     * sealed records, and for raw ones in the clear (ENROLL). */
+    bool violation = false, predicted = !raw || s->state == S_ENROLL;
     if (len == 0) {
-        violation = false; /* reads as the client's shutdown */
+        predicted = false; /* reads as the client's shutdown */
     } else if (len == 1) {
         violation = true;  /* no type */
     } else {
@@ -471,10 +680,30 @@ static void step_session(int k, size_t nfds, const uint8_t *p, size_t len)
     bool paused = s->in_pending_len > 0;
     h->got_refused = false;
     h->last_type = 0;
-    bool sent = send_record(h->peer, p, len, nfds);
+    bool sent;
+    if (raw) {
+        sent = send_record(h->peer, p, len, nfds);
+    } else {
+        static uint8_t sealed[LZ_TLS_DATAGRAM_MAX];
+        size_t n = 0;
+        CHECK(lz_tls_channel_seal(h->tls, p, len, sealed, &n, NULL) == 0);
+        sent = send_record(h->peer, sealed, n, nfds);
+        /* A sealed record that was not sent leaves a gap in the record
+         * numbers: what follows fails TLS, no longer a prediction. */
+        h->desync = !sent;
+    }
     run_loop();
     check_n_active();
-    if (!violation || !sent || paused)
+    if (raw && secured && len > 0 && sent && !paused) {
+        /* Unsealed bytes after TLS: that session's connection ends. */
+        CHECK(h->eof);
+        CHECK(s->state == S_FREE || (s->state == S_RUNNING && s->sock < 0 && s->no == h->no));
+    }
+    if (handshaking && nfds > 0 && sent) {
+        /* Descriptors on a handshake datagram end the connection. */
+        CHECK(h->eof && s->state == S_FREE);
+    }
+    if (!predicted || !violation || !sent || paused)
         return;
     /* That session only: REFUSED, then EOF; its slot freed, or kept by a
      * running command that is now orphaned. */
@@ -586,10 +815,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             len = size - pos;
         const uint8_t *p = data + pos;
         pos += len;
-        size_t nfds = arg % (LZ_WIRE_MAX_FDS + 1);
+        size_t nfds = (arg & 0x7f) % (LZ_WIRE_MAX_FDS + 1); /* bit 7: raw (step_session) */
         switch (op) {
         case 0: case 1: case 2: case 3:
-            step_session(op, nfds, p, len);
+            step_session(op, arg, nfds, p, len);
             break;
         case 4:
             step_supervisor(nfds, p, len);
@@ -610,8 +839,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             for (size_t i = 0; i < MAX_SESSIONS; i++)
                 if (C->sessions[i].state != S_FREE)
                     fprintf(stderr, " #%u=%s%s", C->sessions[i].no,
-                            lz_proto_state_name(LZ_DIR_CLI_TO_COORDINATOR,
-                                                session_proto_state(&C->sessions[i])),
+                            C->sessions[i].state == S_TLS /* in no row's states */
+                                ? "TLS_HANDSHAKE"
+                                : lz_proto_state_name(LZ_DIR_CLI_TO_COORDINATOR,
+                                                      session_proto_state(&C->sessions[i])),
                             C->sessions[i].sock < 0 ? "(orphan)" : "");
             fputc('\n', stderr);
         }

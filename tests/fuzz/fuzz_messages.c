@@ -3,7 +3,11 @@
  * libFuzzer target for the control-channel decoders (src/protocol): every
  * input is one received SOCK_SEQPACKET record, handed to lz_rbuf_init() and
  * to every message decoder in turn (HELLO, RUN, REFUSED, SUP_EXEC, text,
- * pair), whatever its type field says: a peer chooses the type too.
+ * pair, ENROLL, ENROLLED), whatever its type field says: a peer chooses the
+ * type too. The same bytes also go to lz_trust_publication_decode (the
+ * Domain's coordinator.trust file, src/trust/publication.h), whose
+ * accepted input must re-encode (its CA certificate's DER included) to the
+ * whole input, type field and all.
  *
  * Invariants checked (a violation aborts, which libFuzzer records as a
  * crash):
@@ -24,8 +28,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <openssl/x509.h>
+
 #include "protocol/messages.h"
 #include "protocol/wire.h"
+#include "trust/publication.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -169,6 +176,72 @@ static void fuzz_pair(const uint8_t *data, size_t size)
     check_reencoded(data, size);
 }
 
+static void fuzz_enroll(const uint8_t *data, size_t size)
+{
+    lz_rbuf r;
+    if (!reader(&r, data, size))
+        return;
+    uint32_t v = 0;
+    uint8_t key[LZ_MSG_ENROLL_KEY_LEN];
+    if (!lz_msg_enroll_decode(&r, &v, key))
+        return;
+    CHECK(size == 2 + 4 + 4 + LZ_MSG_ENROLL_KEY_LEN);
+    lz_msg_enroll_encode(&out, v, key);
+    check_reencoded(data, size);
+}
+
+static void fuzz_enrolled(const uint8_t *data, size_t size)
+{
+    lz_rbuf r;
+    if (!reader(&r, data, size))
+        return;
+    char id[33];
+    const uint8_t *der = NULL;
+    size_t der_len = 0;
+    if (!lz_msg_enrolled_decode(&r, id, &der, &der_len))
+        return;
+    CHECK(strlen(id) == 32);
+    for (size_t i = 0; i < 32; i++)
+        CHECK((id[i] >= '0' && id[i] <= '9') || (id[i] >= 'a' && id[i] <= 'f'));
+    /* the certificate points into the record, none of it past the end */
+    CHECK(der_len >= 1 && der_len <= LZ_MSG_MAX_CERT);
+    CHECK(der >= data && der + der_len == data + size);
+    lz_msg_enrolled_encode(&out, id, der, der_len);
+    check_reencoded(data, size);
+}
+
+static void fuzz_publication(const uint8_t *data, size_t size)
+{
+    lz_trust_publication p;
+    memset(&p, 0, sizeof(p));
+    lz_error *err = NULL;
+    if (lz_trust_publication_decode(data, size, &p, &err) < 0) {
+        CHECK(err != NULL && err->message != NULL);
+        CHECK(zeroed(&p, sizeof(p))); /* *ret is filled only on success */
+        lz_error_free(err);
+        return;
+    }
+    CHECK(err == NULL && p.ca != NULL);
+    check_str(p.agent_profile, 64);
+    check_str(p.domain_id, 64);
+    check_str(p.generation_id, 19);
+    CHECK(p.agent_profile[0] && p.domain_id[0] && p.generation_id[0]);
+    /* Re-encode as lz_trust_publish does: the CA's DER as OpenSSL writes it
+     * must be the bytes the file held (d2i accepted nothing but DER). */
+    unsigned char *der = NULL;
+    int der_len = i2d_X509(p.ca, &der);
+    CHECK(der_len > 0);
+    lz_wbuf_init(&out, LZ_TRUST_PUBLICATION_TYPE);
+    lz_wbuf_u32(&out, p.protocol_version);
+    lz_wbuf_str(&out, p.agent_profile);
+    lz_wbuf_str(&out, p.domain_id);
+    lz_wbuf_str(&out, p.generation_id);
+    lz_wbuf_bytes(&out, der, (size_t) der_len);
+    OPENSSL_free(der);
+    CHECK(!out.overflow && out.len == size && memcmp(out.data, data, size) == 0);
+    lz_trust_publication_clear(&p);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     /* a record is never larger than LZ_WIRE_MAX (lz_wire_recv) */
@@ -180,5 +253,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     fuzz_exec(data, size);
     fuzz_text(data, size);
     fuzz_pair(data, size);
+    fuzz_enroll(data, size);
+    fuzz_enrolled(data, size);
+    fuzz_publication(data, size);
     return 0;
 }

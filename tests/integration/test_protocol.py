@@ -8,15 +8,19 @@ test_terminal.py does), the test opens further connections to the Domain's
 coordinator.sock *as the Domain's user* (a short helper process runs as
 lztest, connects and hands the connected socket back over SCM_RIGHTS: the
 coordinator checks the peer uid recorded at connect(), so the root test
-process can then drive the socket) and sends one illegal message per
-connection: an unknown type, messages of the other direction (STARTED,
-OUTPUT), messages out of state (RUN before HELLO, INPUT before RUN, HELLO
-twice), wrong descriptor counts (HELLO with an fd, a non-interactive RUN
-with one fd), an oversized HELLO, a truncated record (> 65536 bytes) and
-malformed payloads (HELLO with a length prefix past its end, RUN with cwd
-"../x"). Each must get REFUSED with code 1 (protocol) and then EOF, with the
-reason in coordinator.log; after each, the interactive shell still echoes
-and the Domain is the same (coordinator pid and generation of status.json).
+process can then drive the socket), enrols and runs TLS 1.3 on it as the CLI
+does (session_client.py, docs/session-channel.md), and sends one illegal
+message per connection, sealed like every message after the handshake: an
+unknown type, messages of the other direction (STARTED, OUTPUT), messages
+out of state (RUN before HELLO, INPUT before RUN, HELLO twice), wrong
+descriptor counts (HELLO with an fd, a non-interactive RUN with one fd), an
+oversized HELLO, a datagram cut by the socket (more than
+LZ_TLS_DATAGRAM_MAX = 65536 + 1024 bytes), a sealed plaintext of more than
+LZ_WIRE_MAX = 65536 bytes in a datagram that fits, and malformed payloads
+(HELLO with a length prefix past its end, RUN with cwd "../x"). Each must
+get REFUSED with code 1 (protocol), sealed, and then EOF, with the reason in
+coordinator.log; after each, the interactive shell still echoes and the
+Domain is the same (coordinator pid and generation of status.json).
 
 Every case has a control on a fresh connection: the same prefix, then the
 legal message of that state, driven to a served session (STARTED, the
@@ -41,7 +45,6 @@ import os
 import re
 import select
 import socket
-import struct
 import subprocess
 import sys
 import time
@@ -50,39 +53,19 @@ from pathlib import Path
 import pytest
 
 from conftest import domain_dirs, domain_processes
+from session_client import (CLOSE, EXIT, HELLO, INPUT, OUTPUT, PROGRESS,  # noqa: F401
+                            PROTOCOL_VERSION, REFUSED, RESIZE, RUN, STARTED, STEP,
+                            TLS_DATAGRAM_MAX, WIRE_MAX, ChannelError, Reader, SessionClient,
+                            message, sbytes, u32)
 from test_terminal import Term, started_shell, terms  # noqa: F401 (terms: a fixture)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
-# protocol/messages.h
-HELLO, RUN, PROGRESS, REFUSED, STARTED, EXIT = 1, 2, 10, 11, 12, 13
-INPUT, RESIZE, CLOSE, OUTPUT = 20, 21, 22, 23
 REFUSE_PROTOCOL = 1
-PROTOCOL_VERSION = 1
-WIRE_MAX = 65536
 HELLO_MAX = 2 + 4 + 2 * (4 + 64)  # its row's max_len in protocol/table.c
 
-STEP = 20  # seconds for one reply of the coordinator
 
-
-# ---- wire encoding (protocol/wire.h): u16 type, u32 numbers, u32-length strings
-
-def u32(v: int) -> bytes:
-    return struct.pack(">I", v)
-
-
-def sbytes(b) -> bytes:
-    if isinstance(b, str):
-        b = b.encode()
-    return u32(len(b)) + b
-
-
-def message(mtype: int, *fields) -> bytes:
-    out = struct.pack(">H", mtype)
-    for f in fields:
-        out += u32(f) if isinstance(f, int) else sbytes(f)
-    return out
-
+# ---- wire encoding (protocol/wire.h): session_client.py; the session's messages
 
 def strv(items) -> bytes:
     return u32(len(items)) + b"".join(sbytes(x) for x in items)
@@ -95,25 +78,6 @@ def hello(ctx, domain_id=None) -> bytes:
 def run_msg(argv, interactive=False, cwd="", rows=24, cols=80, term="") -> bytes:
     return (message(RUN, 1 if interactive else 0, rows, cols, term, cwd) + strv(argv)
             + strv(["LANG=C.UTF-8"]))
-
-
-class Reader:
-    """A bounded reader of one received record."""
-
-    def __init__(self, data: bytes):
-        self.d, self.p = data, 2
-        self.type = struct.unpack(">H", data[:2])[0]
-
-    def u32(self) -> int:
-        v = struct.unpack(">I", self.d[self.p:self.p + 4])[0]
-        self.p += 4
-        return v
-
-    def bytes(self) -> bytes:
-        n = self.u32()
-        v = self.d[self.p:self.p + n]
-        self.p += n
-        return v
 
 
 # ---- connections as the Domain's user -----------------------------------------
@@ -131,31 +95,44 @@ socket.send_fds(back, [b"s"], [s.fileno()])
 
 
 class Conn:
+    """A session connection: in the clear until secure(), then every
+    message sealed (one per datagram) and every datagram received opened."""
+
     def __init__(self, sock: socket.socket, what: str):
         self.sock = sock
         self.what = what
-        self.seen = []  # (type, raw) of every record received
-        # Room for the one record over LZ_WIRE_MAX the truncation case sends.
+        self.ch = SessionClient(sock, what)
+        self.seen = []  # (type, message) of every message received
+        # Room for the one datagram over LZ_TLS_DATAGRAM_MAX the
+        # oversized-datagram case sends.
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 18)
 
+    def secure(self, domain_dir: Path):
+        """ENROLL and the TLS handshake, trusting the Domain's publication."""
+        try:
+            self.ch.secure(domain_dir)
+        except ChannelError as e:
+            pytest.fail(f"{self.what}: cannot secure the session channel: {e}", pytrace=False)
+
     def send(self, data: bytes, fds=()):
-        if fds:
-            socket.send_fds(self.sock, [data], list(fds))
+        """One message: sealed once TLS is up, else in the clear."""
+        if self.ch.tls is not None:
+            self.ch.send(data, fds)
         else:
-            self.sock.send(data)
+            self.ch.raw_send(data, fds)
+
+    def send_raw(self, data: bytes, fds=()):
+        """A datagram as it is (no TLS), whatever the channel's state."""
+        self.ch.raw_send(data, fds)
 
     def recv(self, timeout=STEP):
-        """One record (b"" at EOF); fails after timeout."""
-        self.sock.settimeout(timeout)
+        """One message (b"" at EOF); fails after timeout."""
         try:
-            data = self.sock.recv(WIRE_MAX)
-        except socket.timeout:
-            pytest.fail(f"{self.what}: no record from the coordinator within {timeout} s "
-                        f"(seen so far: {[t for t, _ in self.seen]})", pytrace=False)
-        except ConnectionResetError:
-            data = b""
+            data = self.ch.recv(timeout)
+        except ChannelError as e:
+            pytest.fail(f"{e} (seen so far: {[t for t, _ in self.seen]})", pytrace=False)
         if data:
-            self.seen.append((struct.unpack(">H", data[:2])[0], data))
+            self.seen.append((Reader(data).type, data))
         return data
 
     def next(self, timeout=STEP) -> Reader:
@@ -194,7 +171,9 @@ class Conn:
         self.sock.close()
 
 
-def connect_as_user(lz, domain_dir: Path, what: str) -> Conn:
+def connect_as_user(lz, domain_dir: Path, what: str, secure: bool = True) -> Conn:
+    """A connection of the Domain's user; enrolled and under TLS unless
+    secure is False (then it has sent nothing)."""
     here, there = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     try:
         p = subprocess.run([sys.executable, "-I", "-c", _CONNECT, str(domain_dir),
@@ -207,7 +186,10 @@ def connect_as_user(lz, domain_dir: Path, what: str) -> Conn:
         here.close()
         there.close()
     assert len(fds) == 1
-    return Conn(socket.socket(fileno=fds[0]), what)
+    conn = Conn(socket.socket(fileno=fds[0]), what)
+    if secure:
+        conn.secure(domain_dir)
+    return conn
 
 
 class Pipes:
@@ -352,9 +334,18 @@ CASES = [
     ("hello-oversized", [], (lambda c, p: hello(c, domain_id="a" * 200), "none"),
      (lambda c, p: hello(c), "none"), "pipes",
      r"HELLO of \d+ bytes \(at most %d\)" % HELLO_MAX),
-    ("truncated-record", [],
-     (lambda c, p: hello(c) + b"\0" * (WIRE_MAX + 4000), "none"),
+    # A datagram larger than LZ_TLS_DATAGRAM_MAX: the socket cuts it for the
+    # coordinator's buffer, which refuses it before any TLS (its bytes need
+    # not be records).
+    ("oversized-datagram", [],
+     (lambda c, p: b"\x17\x03\x03" + os.urandom(TLS_DATAGRAM_MAX + 100), "raw"),
      (lambda c, p: hello(c), "none"), "pipes", r"truncated control message"),
+    # One SSL write of LZ_WIRE_MAX + 1 bytes: five records, a datagram that
+    # fits (65537 + 5 * 22 bytes), but more plaintext than one message.
+    ("oversized-plaintext", [],
+     (lambda c, p: hello(c) + b"\0" * (WIRE_MAX + 1 - len(hello(c))), "none"),
+     (lambda c, p: hello(c), "none"), "pipes",
+     r"a TLS datagram holds more than one message may \(65536 bytes\)"),
     # A length prefix of 1000 with 3 bytes behind it.
     ("hello-bad-length", [],
      (lambda c, p: message(HELLO, PROTOCOL_VERSION) + u32(1000) + b"abc", "none"),
@@ -367,7 +358,9 @@ CASES = [
 
 
 def _send(conn: Conn, data: bytes, kind: str, pipes: Pipes, devnull: int):
-    if kind == "none":
+    if kind == "raw":
+        conn.send_raw(data)
+    elif kind == "none":
         conn.send(data)
     elif kind == "one":
         conn.send(data, [devnull])
@@ -750,12 +743,13 @@ def test_a_client_that_stops_reading_never_stalls_the_domain(terms):
         wait_log(log, mark, r"session #\d+: protocol violation: unknown message type")
         shell_still_echoes(t, "after-non-reading-client")
         _same_domain(lz, ctx, "a non-reading client")
-        # The control: what was waiting unread in the peer's socket.
+        # The control: what was waiting unread in the peer's socket (sealed
+        # datagrams, counted as they are).
         conn.sock.setblocking(False)
         unread = 0
         try:
             while True:
-                data = conn.sock.recv(WIRE_MAX)
+                data = conn.sock.recv(TLS_DATAGRAM_MAX)
                 if not data:
                     break
                 unread += len(data)
@@ -786,14 +780,15 @@ def test_idle_connections_cannot_hold_every_session_slot(terms):
     ctx = _context(lz)
     idle = connect_many_as_user(lz, ctx["dir"], MAX_SESSIONS + 2)
     try:
-        late = connect_as_user(lz, ctx["dir"], "while the slots are full")
+        # Refused at accept, in the clear, before any ENROLL.
+        late = connect_as_user(lz, ctx["dir"], "while the slots are full", secure=False)
         try:
             code, msg, _ = late.expect_refused()
             assert "too many sessions" in msg, f"refused with {code} {msg!r}"
         finally:
             late.close()
         time.sleep(HANDSHAKE_TIMEOUT + 5)
-        # The idle ones were told why and closed.
+        # The idle ones (never enrolled) were told why, in the clear, and closed.
         ended = 0
         for s in idle:
             s.setblocking(False)

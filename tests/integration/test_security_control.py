@@ -119,8 +119,8 @@ for kind, path in zip(sys.argv[1::2], sys.argv[2::2]):
             os.chdir(os.path.dirname(path))
             s.connect(os.path.basename(path))
             os.chdir("/")
-            # Not a valid HELLO: the coordinator answers it with an error,
-            # after the peer check.
+            # Not a valid ENROLL (the first message, in the clear): the
+            # coordinator answers it with a REFUSED, after the peer check.
             try:
                 s.send(b"\0" * 16)
                 data = s.recv(4096)
