@@ -222,9 +222,39 @@ static int refuse_overlap(lz_error **err, const tree *a, const tree *b, const ch
 
 /* ---- workspace -------------------------------------------------------- */
 
-static int resolve_workspace(const char *requested, lz_path_plan *ret, lz_error **err)
+/* The top level of the Git working tree around dir (canonical): the nearest
+ * directory, dir itself or an ancestor, that holds a `.git` entry (a
+ * directory, or a file as in a linked worktree or a submodule) — where
+ * `git rev-parse --show-toplevel` would stop, found without running git
+ * (host git never runs on what a sandbox may have written, docs/git.md).
+ * Never home or above it: a home directory under version control (a
+ * dotfiles repository) is not taken for a project, and neither is what
+ * contains it. NULL when there is none. docs/configuration.md "Which
+ * directory is the workspace". */
+static char *git_toplevel(const char *dir, const char *home)
+{
+    _cleanup_free_ char *p = lz_xstrdup(dir);
+    _cleanup_free_ char *home_canonical = realpath(home, NULL); /* dir is canonical */
+    const char *h = home_canonical ? home_canonical : home;
+    for (;;) {
+        if (strcmp(p, h) == 0 || lz_path_is_strict_descendant(h, p))
+            return NULL;
+        _cleanup_free_ char *dotgit = join(p, ".git");
+        struct stat st;
+        if (stat(dotgit, &st) == 0 && (S_ISDIR(st.st_mode) || S_ISREG(st.st_mode)))
+            return lz_xstrdup(p);
+        char *slash = strrchr(p, '/');
+        if (!slash || slash == p)
+            return NULL; /* reached "/": the root is never a workspace */
+        *slash = '\0';
+    }
+}
+
+static int resolve_workspace(const char *requested, const char *home, lz_path_plan *ret,
+                             bool *ret_from_git, lz_error **err)
 {
     _cleanup_free_ char *abs = NULL, *canonical = NULL, *cwd = NULL;
+    *ret_from_git = false;
     if (requested && requested[0] == '/') {
         abs = lz_xstrdup(requested);
     } else {
@@ -240,6 +270,17 @@ static int resolve_workspace(const char *requested, lz_path_plan *ret, lz_error 
     if (!canonical) {
         lz_error_set(err, errno, "cannot open the workspace %s", abs);
         return lz_error_hint(err, "pass an existing project directory with --workspace DIR");
+    }
+    /* Without --workspace, inside a Git working tree the workspace is its
+     * top level: the same Domain (with its .git, tools and state) from
+     * any of its subdirectories; the command starts in the matching one. */
+    if (!requested) {
+        char *top = git_toplevel(canonical, home);
+        if (top) {
+            *ret_from_git = strcmp(top, canonical) != 0;
+            free(canonical);
+            canonical = top;
+        }
     }
     if (strcmp(canonical, "/") == 0) {
         lz_error_set(err, 0, "the workspace cannot be the root directory");
@@ -341,7 +382,8 @@ int lz_config_load(const lz_load_request *req, lz_resolved_config **ret, lz_erro
     src.plan = (lz_path_plan) LZ_PATH_PLAN_INIT;
 
     /* 2. Workspace and Domain ID. */
-    if (resolve_workspace(req->workspace, &cfg->workspace, err) < 0)
+    if (resolve_workspace(req->workspace, in.home, &cfg->workspace, &cfg->workspace_from_git,
+                          err) < 0)
         goto out;
     if (lz_domain_id_v1(cfg->profile, cfg->workspace.label, cfg->domain_id, err) < 0)
         goto out;

@@ -45,6 +45,7 @@ typedef struct lz_resolved_config {
     char *profile;
     lz_path_plan config_file;
     lz_path_plan workspace;
+    bool workspace_from_git;           /* the Git top level above the current directory */
     lz_path_plan storage_root;
     lz_path_plan runtime_root;
     lz_path_plan profile_dir;

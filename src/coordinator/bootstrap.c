@@ -127,6 +127,17 @@ static int start_coordinator(const lz_resolved_config *cfg, int dirfd, int lock_
     }
     if (lz_domain_recover(cfg, dirfd, err) < 0)
         goto out;
+    if (progress) {
+        /* Which directory the sandbox gets is worth a line whenever a
+         * Domain starts (on a terminal: progress prints only there). */
+        char *line = lz_xasprintf("starting profile '%s' for the workspace %s%s", cfg->profile,
+                                  cfg->workspace.label,
+                                  cfg->workspace_from_git ? " (the top of the Git working tree "
+                                                            "you are in)"
+                                                          : "");
+        progress(line, userdata);
+        free(line);
+    }
     if (lz_image_prepare(&cfg->storage_root, cfg->image, progress, userdata, &image, err) < 0)
         goto out;
     /* Bind before forking so that the next connect() succeeds at once. */

@@ -109,6 +109,47 @@ def test_cwd_follows_the_workspace_subdirectory(rig):
     rig.release(holder)
 
 
+def test_a_run_inside_a_git_working_tree_uses_its_top_level(rig):
+    """Issue 12, item 1: without --workspace, a run from a subdirectory of a
+    Git working tree gets the tree's top level as its workspace — the same
+    Domain as from the top — and starts in the matching subdirectory.
+    Control: outside a working tree the current directory is the workspace."""
+    rig.config({"bb": {}})
+    ok(rig.lz.run_as_user(["git", "init", "-q", str(rig.ws)]))
+    sub = rig.lz.mkdir("ws/pkg/mod")
+    holder = rig.hold("bb")  # --workspace ws: the Domain of the top level
+    p = ok(rig.run("bb", sh("pwd; touch /workspace/from-sub"), ws=None, cwd=sub))
+    assert p.stdout == "/workspace/pkg/mod\n", p.stdout
+    assert (rig.ws / "from-sub").exists() and not (sub / "from-sub").exists()
+    assert len(rig.coordinators()) == 1 and len(domain_dirs(rig.lz)) == 1, \
+        "a run from the subdirectory made another Domain"
+    rig.release(holder)
+    # Control: a directory outside any working tree is its own workspace.
+    other = rig.lz.mkdir("elsewhere/deep")
+    p = ok(rig.run("bb", sh("pwd; touch /workspace/here"), ws=None, cwd=other))
+    assert p.stdout == "/workspace\n" and (other / "here").exists(), p.stdout
+
+
+def test_a_home_under_version_control_is_never_the_workspace(rig):
+    """A dotfiles repository at $HOME: a run in a project below it that is
+    not a working tree of its own keeps the project as its workspace, never
+    the home directory."""
+    rig.config({"bb": {}})
+    ok(rig.lz.run_as_user(["git", "init", "-q", str(rig.lz.home)]))
+    proj = rig.lz.home / "projects" / "plain"
+    rig.lz.mkdir(proj)
+    # Control: Git itself takes the home directory for this project's top.
+    top = ok(rig.lz.run_as_user(["git", "-C", str(proj), "rev-parse", "--show-toplevel"]))
+    assert top.stdout.strip() == str(rig.lz.home.resolve()), top.stdout
+    try:
+        p = ok(rig.run("bb", sh("touch /workspace/marker; ls /workspace"), ws=None, cwd=proj))
+        assert (proj / "marker").exists(), p.stdout
+        assert not (rig.lz.home / "marker").exists() and not \
+            (rig.lz.home / "projects" / "marker").exists()
+    finally:
+        subprocess.run(["rm", "-rf", str(rig.lz.home / ".git")], check=True)
+
+
 def test_busybox_image_git_works_inside(rig):
     # The repository is made on the host: one the sandbox makes is
     # quarantined (docs/git.md, "Not a repository").

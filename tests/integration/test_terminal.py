@@ -34,7 +34,7 @@ import pexpect
 import pytest
 
 from conftest import (COORDINATOR, RUN_TIMEOUT, SUPERVISOR, TEARDOWN_TIMEOUT,
-                      domain_processes, wait_torn_down)
+                      domain_processes, ok, wait_torn_down)
 
 ROWS, COLS = 30, 100
 TERM = "xterm-256color"
@@ -329,6 +329,27 @@ def test_command_argument_runs_on_a_terminal(terms):
     terms.check_report(t, st)
     assert st == 5, t.text
     assert re.search(rf"/dev/pts/\d+\r\n{ROWS} {COLS}\r\n", t.text), t.text
+
+
+def test_a_starting_domain_names_its_workspace_on_the_terminal(terms):
+    """Issue 12, item 1: a run from a subdirectory of a Git working tree
+    says on the terminal which workspace it chose (the tree's top level).
+    Control: a run with --workspace names it without the Git note."""
+    terms.config()
+    ok(terms.lz.run_as_user(["git", "init", "-q", str(terms.ws)]))
+    sub = terms.lz.mkdir("ws/src/lib")
+    t = terms.wrapped(f'cd {sub} && exec "$LZ" run bb -- pwd')
+    st = t.wait_exit()
+    terms.check_report(t, st)
+    assert st == 0, t.text
+    assert (f"lazaret: starting profile 'bb' for the workspace {terms.ws.resolve()} "
+            "(the top of the Git working tree you are in)") in t.text, t.text
+    assert "/workspace/src/lib\r\n" in t.text, t.text
+    terms.torn_down()
+    t = terms.shell(cmd=["true"])
+    st = t.wait_exit()
+    assert st == 0, t.text
+    assert f"for the workspace {terms.ws.resolve()}\r\n" in t.text, t.text
 
 
 # ---- two sessions of one Domain ------------------------------------------------
