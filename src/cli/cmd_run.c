@@ -565,7 +565,7 @@ static void client_receive(client *cl)
                 : lz_tls_proto_recv(session_tls, cl->sock, LZ_DIR_COORDINATOR_TO_CLI, state, &m,
                                     &err);
     }
-    /* A datagram without a message (a TLS KeyUpdate): nothing happened. */
+    /* A datagram without a message (an empty TLS record): nothing happened. */
     if (r < 0 && err->errnum == EAGAIN) {
         lz_error_free(err);
         return;

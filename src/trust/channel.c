@@ -25,6 +25,8 @@ struct lz_tls_channel {
      * a record it would complete with the next datagram's bytes, so nothing
      * more is read on this channel (sealing is unaffected). */
     bool input_failed;
+    /* The peer sent a handshake message after the handshake (msg_cb). */
+    bool post_handshake;
 };
 
 /* The ciphertext of one datagram, for lz_tls_proto_*: not secret (the
@@ -32,6 +34,21 @@ struct lz_tls_channel {
  * CLI, the coordinator) are single-threaded and done with each datagram
  * before the next. */
 static uint8_t datagram[LZ_TLS_DATAGRAM_MAX];
+
+/* OpenSSL reports every protocol message it reads or writes here. After
+ * the handshake the session channel has no use for any handshake message:
+ * OpenSSL answers a KeyUpdate(update_requested) by writing into the output
+ * BIO, which only a seal drains — a flood of them grew the coordinator
+ * without bound (attack round i11f) — and session tickets are off. So one
+ * received after the handshake fails the datagram (lz_tls_channel_open). */
+static void msg_cb(int write_p, int version, int content_type, const void *buf, size_t len,
+                   SSL *ssl, void *arg)
+{
+    (void) version, (void) buf, (void) len, (void) ssl;
+    lz_tls_channel *ch = arg;
+    if (!write_p && content_type == SSL3_RT_HANDSHAKE && ch->established)
+        ch->post_handshake = true;
+}
 
 lz_tls_channel *lz_tls_channel_new(SSL_CTX *ctx, bool server, lz_error **err)
 {
@@ -51,6 +68,8 @@ lz_tls_channel *lz_tls_channel_new(SSL_CTX *ctx, bool server, lz_error **err)
     BIO_set_mem_eof_return(ch->in, -1);
     BIO_set_mem_eof_return(ch->out, -1);
     SSL_set_bio(ch->ssl, ch->in, ch->out);
+    SSL_set_msg_callback(ch->ssl, msg_cb);
+    SSL_set_msg_callback_arg(ch->ssl, ch);
     if (server)
         SSL_set_accept_state(ch->ssl);
     else
@@ -230,6 +249,15 @@ int lz_tls_channel_open(lz_tls_channel *ch, const uint8_t *in, size_t in_len,
         /* Past one message's worth, one byte more is the proof of too much. */
         int r = n < LZ_WIRE_MAX ? SSL_read_ex(ch->ssl, out + n, LZ_WIRE_MAX - n, &got)
                                 : SSL_read_ex(ch->ssl, &extra, 1, &got);
+        /* Reading must neither take a handshake message nor make OpenSSL
+         * write anything (its answer would pile up until the next seal). */
+        if (ch->post_handshake || BIO_ctrl_pending(ch->out) != 0) {
+            (void) BIO_reset(ch->in);
+            (void) BIO_reset(ch->out);
+            ch->input_failed = true;
+            return lz_error_set(err, EPROTO, "a TLS handshake message (a KeyUpdate, say) after "
+                                             "the handshake: the session channel takes none");
+        }
         if (r == 1) {
             if (n == LZ_WIRE_MAX) {
                 (void) BIO_reset(ch->in);

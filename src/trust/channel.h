@@ -66,8 +66,9 @@ int lz_tls_channel_seal(lz_tls_channel *ch, const uint8_t *msg, size_t len,
                         uint8_t out[LZ_TLS_DATAGRAM_MAX], size_t *out_len, lz_error **err);
 
 /* Open one datagram into out (at most LZ_WIRE_MAX bytes of plaintext).
- * *out_len 0 means the datagram held records without application data (a
- * TLS 1.3 KeyUpdate, say). -1 for anything else a datagram must not be:
+ * *out_len 0 means the datagram held records without application data (an
+ * empty application record). -1 for anything else a datagram must not be:
+ * a handshake message after the handshake (a KeyUpdate),
  * a record that fails authentication, a datagram ending inside a record,
  * more plaintext than one message, an alert (the peer refused us: its
  * reason is in the message), the peer's close_notify. After a refused

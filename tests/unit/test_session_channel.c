@@ -20,7 +20,7 @@
  *    anchor;
  *  - a client trusting another anchor's CA (fails at the client), a client
  *    presenting another anchor's certificate (fails at the server);
- *  - descriptors on a datagram that holds no message (a TLS 1.3 KeyUpdate)
+ *  - descriptors on a datagram of a post-handshake message (a TLS 1.3 KeyUpdate)
  *    are closed and refused; descriptors with RUN arrive in m->fds;
  *  - the publication: round trip, every truncation and one-byte extension,
  *    a CA certificate in BER that is not DER, a symlink, a FIFO (without
@@ -722,6 +722,64 @@ static void send_dgram(int sock, const uint8_t *d, size_t n, const int *fds, siz
         fail_msg("lz_wire_send_bytes: %s", e->message);
 }
 
+/* Attack round i11f: KeyUpdate(update_requested) after the handshake made
+ * OpenSSL write an answer into the output BIO on every read, which only a
+ * seal drains: a flood (KeyUpdates between one-byte application records)
+ * grew the coordinator without bound. Now any handshake message after the
+ * handshake fails its datagram. Control: the same records without the
+ * KeyUpdates open as one message. */
+static void test_post_handshake_messages_refused(void **state)
+{
+    (void) state;
+    lz_trust_anchor *a = anchor("8", NONCE_A);
+    lz_error *e = NULL;
+    SSL_CTX *sctx = lz_tls_server_ctx(lz_trust_anchor_ca_cert(a), lz_trust_anchor_server(a), &e);
+    lz_tls_credential *cred = lz_trust_anchor_issue_client(a, SESSION, &e);
+    SSL_CTX *cctx = lz_tls_client_ctx(lz_trust_anchor_ca_cert(a), cred, &e);
+    assert_non_null(sctx);
+    assert_non_null(cctx);
+    static uint8_t plain[LZ_WIRE_MAX];
+    for (int with_key_updates = 0; with_key_updates < 2; with_key_updates++) {
+        lz_tls_channel *s = lz_tls_channel_new(sctx, true, &e);
+        raw_client rc;
+        raw_handshake(&rc, cctx, s);
+        /* one datagram: [KeyUpdate(requested)] 'x' [KeyUpdate] 'y' ... */
+        static const char text[] = "xyzw";
+        for (size_t i = 0; i < 4; i++) {
+            if (with_key_updates) {
+                assert_int_equal(SSL_key_update(rc.ssl, SSL_KEY_UPDATE_REQUESTED), 1);
+                assert_int_equal(SSL_do_handshake(rc.ssl), 1);
+            }
+            size_t w = 0;
+            assert_int_equal(SSL_write_ex(rc.ssl, text + i, 1, &w), 1);
+        }
+        size_t n = raw_take(&rc, dg);
+        size_t len = 0;
+        int r = lz_tls_channel_open(s, dg, n, plain, &len, &e);
+        if (!with_key_updates) {
+            assert_int_equal(r, 0);
+            assert_int_equal(len, 4);
+            assert_memory_equal(plain, text, 4);
+        } else {
+            assert_int_equal(r, -1);
+            assert_int_equal(e->errnum, EPROTO);
+            assert_true(has(e, "KeyUpdate"));
+            lz_error_free(e);
+            e = NULL;
+            /* and nothing piled up for the next seal: one small record */
+            size_t out = 0;
+            assert_int_equal(lz_tls_channel_seal(s, (const uint8_t *) "ok", 2, dg2, &out, &e), 0);
+            assert_true(out < 128);
+        }
+        lz_tls_channel_free(s);
+        SSL_free(rc.ssl);
+    }
+    SSL_CTX_free(sctx);
+    SSL_CTX_free(cctx);
+    lz_tls_credential_free(cred);
+    lz_trust_anchor_destroy(a);
+}
+
 static void test_socket_descriptors(void **state)
 {
     (void) state;
@@ -746,7 +804,10 @@ static void test_socket_descriptors(void **state)
     static lz_proto_msg m;
     int base = count_fds();
 
-    /* attack: a KeyUpdate (no application data) carrying three descriptors */
+    /* attack: a KeyUpdate carrying three descriptors. Refused as a
+     * post-handshake message (attack round i11f: the session channel
+     * takes none), its descriptors closed, and the channel reads nothing
+     * more. */
     assert_int_equal(SSL_key_update(rc.ssl, SSL_KEY_UPDATE_NOT_REQUESTED), 1);
     assert_int_equal(SSL_do_handshake(rc.ssl), 1);
     size_t n = raw_take(&rc, dg);
@@ -755,24 +816,17 @@ static void test_socket_descriptors(void **state)
     int r = lz_tls_proto_recv(s, sv[0], LZ_DIR_CLI_TO_COORDINATOR, LZ_PS_SESSION_RUN, &m, &e);
     assert_int_equal(r, -1);
     assert_int_equal(e->errnum, EPROTO);
-    assert_true(has(e, "descriptors on a datagram without a message"));
+    assert_true(has(e, "KeyUpdate"));
     lz_error_free(e);
     e = NULL;
     assert_int_equal(m.nfds, 0);
     assert_int_equal(count_fds(), base); /* the three received were closed */
+    lz_tls_channel_free(s);
+    SSL_free(rc.ssl);
 
-    /* control: a KeyUpdate without descriptors is no message (EAGAIN), and
-     * the new keys then work for a RUN with its three descriptors */
-    assert_int_equal(SSL_key_update(rc.ssl, SSL_KEY_UPDATE_NOT_REQUESTED), 1);
-    assert_int_equal(SSL_do_handshake(rc.ssl), 1);
-    n = raw_take(&rc, dg);
-    send_dgram(sv[1], dg, n, NULL, 0);
-    r = lz_tls_proto_recv(s, sv[0], LZ_DIR_CLI_TO_COORDINATOR, LZ_PS_SESSION_RUN, &m, &e);
-    assert_int_equal(r, -1);
-    assert_int_equal(e->errnum, EAGAIN);
-    lz_error_free(e);
-    e = NULL;
-    assert_int_equal(count_fds(), base);
+    /* control: on a new connection, a RUN with its three descriptors */
+    s = lz_tls_channel_new(sctx, true, &e);
+    raw_handshake(&rc, cctx, s);
 
     lz_wbuf b;
     lz_msg_run run = { .interactive = false, .term = (char *) "", .cwd = (char *) "",
@@ -1265,6 +1319,7 @@ int main(void)
         cmocka_unit_test(test_other_connection),
         cmocka_unit_test(test_client_trusting_another_anchor),
         cmocka_unit_test(test_client_presenting_another_anchors_cert),
+        cmocka_unit_test(test_post_handshake_messages_refused),
         cmocka_unit_test(test_socket_descriptors),
         cmocka_unit_test(test_publication),
         cmocka_unit_test(test_client_credential),
