@@ -24,7 +24,8 @@ const char lz_usage_config[] =
     "and print the resolved profile, its Domain ID and configuration fingerprint.\n"
     "\n"
     "Options:\n"
-    "  --workspace DIR  the project directory (default: the current directory)\n"
+    "  --workspace DIR  the project directory (default: the top of the Git working\n"
+    "                   tree you are in, else the current directory)\n"
     "  --json           print one JSON object instead of text\n"
     "\n"
     "Exit status: 0 valid, 1 invalid, 2 usage error.\n";

@@ -35,6 +35,8 @@ static void print_main_usage(FILE *out)
             "Commands:\n");
     for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
         fprintf(out, "  %-8s %s\n", commands[i].name, commands[i].summary);
+    fprintf(out, "  %-8s %s\n", "help", "show this help, or a command's: lazaret help COMMAND");
+    fprintf(out, "  %-8s %s\n", "version", "show the version");
     fprintf(out,
             "\n"
             "Options:\n"
@@ -133,12 +135,33 @@ int main(int argc, char **argv)
     if (g.config_path && g.config_path[0] == '\0')
         return lz_cli_usage_error(NULL, "option --config needs a non-empty FILE argument");
 
+    if (strcmp(argv[i], "version") == 0) {
+        if (i + 1 < argc)
+            return lz_cli_usage_error("version", "takes no arguments");
+        printf("lazaret %s\n", LAZARET_VERSION);
+        return LZ_EXIT_OK;
+    }
+    bool help = strcmp(argv[i], "help") == 0;
+    if (help) {
+        if (i + 1 >= argc) {
+            print_main_usage(stdout);
+            return LZ_EXIT_OK;
+        }
+        if (i + 2 < argc)
+            return lz_cli_usage_error("help", "takes at most one COMMAND");
+        i++;
+    }
+
     const lz_command *cmd = NULL;
     for (size_t k = 0; k < sizeof(commands) / sizeof(commands[0]); k++)
         if (strcmp(argv[i], commands[k].name) == 0)
             cmd = &commands[k];
     if (!cmd)
         return lz_cli_usage_error(NULL, "unknown command '%s'", argv[i]);
+    if (help) {
+        fputs(cmd->usage, stdout);
+        return LZ_EXIT_OK;
+    }
 
     if (lz_cli_wants_help(argc - i, argv + i)) {
         fputs(cmd->usage, stdout);

@@ -293,6 +293,19 @@ static int resolve_workspace(const char *requested, const char *home, lz_path_pl
         lz_error_set(err, ENOTDIR, "the workspace %s is not a directory", canonical);
         return lz_error_hint(err, "pass a project directory with --workspace DIR");
     }
+    /* A directory every user may write (/tmp, /var/tmp, a shared drop
+     * box) is nobody's project: other users could plant files in what the
+     * sandbox reads and the developer's host tools then run on (a
+     * .git/config, a Makefile). */
+    if (ret->target.mode & S_IWOTH) {
+        mode_t mode = ret->target.mode & 07777;
+        lz_plan_clear(ret);
+        lz_error_set(err, 0, "the workspace %s is writable by every user (mode %04o)", canonical,
+                     (unsigned) mode);
+        return lz_error_hint(err, "use a project directory of your own, e.g. mkdir -p "
+                                  "~/projects/NAME && cd ~/projects/NAME (or pass one with "
+                                  "--workspace DIR)");
+    }
     return 0;
 }
 

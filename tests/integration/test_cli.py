@@ -2,6 +2,7 @@
 """The command-line front door: help, version, dispatch, exit statuses and the
 refusal to run as root (SR-1)."""
 
+import os
 import re
 
 import pytest
@@ -111,3 +112,34 @@ def test_help_works_as_root(lz):
     p = lz.run(["doctor", "--help"], as_root=True)
     assert p.returncode == 0
     assert p.stdout.startswith("Usage: lazaret doctor")
+
+
+# ---- issue 12, item 8: the small things ------------------------------------------
+
+def test_version_and_help_commands(lz, repo_root):
+    p = lz.run(["version"])
+    assert (p.returncode, p.stdout) == (0, f"lazaret {project_version(repo_root)}\n"), p.stderr
+    p = lz.run(["help"])
+    assert p.returncode == 0 and p.stdout == lz.run(["--help"]).stdout
+    for cmd in COMMANDS:
+        p = lz.run(["help", cmd])
+        assert p.returncode == 0, p.stderr
+        assert p.stdout == lz.run([cmd, "--help"]).stdout
+    p = lz.run(["help", "frobnicate"])
+    assert p.returncode == 2 and "unknown command 'frobnicate'" in p.stderr
+
+
+def test_a_world_writable_workspace_is_refused(lz, write_profiles):
+    """/tmp-like directories are nobody's project: refused with the fix.
+    Control: the same directory at 0755 is accepted."""
+    write_profiles(lz, {"bb": {}})
+    shared = lz.mkdir("shared-drop", mode=0o1777)
+    p = lz.run(["config", "check", "bb", "--workspace", str(shared)])
+    assert p.returncode != 0, p.stdout
+    assert f"the workspace {shared} is writable by every user (mode 1777)" in p.stderr, p.stderr
+    assert "fix:" in p.stderr
+    p = lz.run(["run", "bb", "--workspace", str(shared), "--", "true"])
+    assert p.returncode == 125 and "writable by every user" in p.stderr, p.stderr
+    os.chmod(shared, 0o755)
+    p = lz.run(["config", "check", "bb", "--workspace", str(shared)])
+    assert p.returncode == 0, p.stderr
