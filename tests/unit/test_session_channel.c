@@ -738,7 +738,7 @@ static void test_post_handshake_messages_refused(void **state)
     SSL_CTX *cctx = lz_tls_client_ctx(lz_trust_anchor_ca_cert(a), cred, &e);
     assert_non_null(sctx);
     assert_non_null(cctx);
-    static uint8_t plain[LZ_WIRE_MAX];
+    static uint8_t opened[LZ_WIRE_MAX];
     for (int with_key_updates = 0; with_key_updates < 2; with_key_updates++) {
         lz_tls_channel *s = lz_tls_channel_new(sctx, true, &e);
         raw_client rc;
@@ -755,11 +755,11 @@ static void test_post_handshake_messages_refused(void **state)
         }
         size_t n = raw_take(&rc, dg);
         size_t len = 0;
-        int r = lz_tls_channel_open(s, dg, n, plain, &len, &e);
+        int r = lz_tls_channel_open(s, dg, n, opened, &len, &e);
         if (!with_key_updates) {
             assert_int_equal(r, 0);
             assert_int_equal(len, 4);
-            assert_memory_equal(plain, text, 4);
+            assert_memory_equal(opened, text, 4);
         } else {
             assert_int_equal(r, -1);
             assert_int_equal(e->errnum, EPROTO);
