@@ -217,6 +217,10 @@ typedef struct client {
  * after the prompt was drawn answer nothing. */
 #define PROMPT_GRACE_MS 1000
 
+/* A non-interactive command still running this long after a signal was
+ * forwarded to it is killed (docs/runtime.md "Signals"). */
+#define FORWARD_KILL_AFTER_MS 10000
+
 static int64_t ms_since(const struct timespec *t)
 {
     struct timespec now;
@@ -889,8 +893,10 @@ static attempt_result attempt_session(lz_resolved_config *cfg, int sock, char **
     lz_msg_hello h = { LZ_SESSION_PROTOCOL_VERSION, id, fp };
     lz_msg_hello_encode(&b, &h);
     int sent = lz_tls_proto_send(session_tls, sock, &b, NULL, 0, &err);
+    size_t envc = 0;
+    _cleanup_free_ char **env = locale_env(&envc);
     lz_msg_run run = { .interactive = false, .term = (char *) (term ? term : ""), .cwd = cwd,
-                       .argv = argv, .argc = argc };
+                       .argv = argv, .argc = argc, .env = env, .envc = envc };
     lz_msg_run_encode(&b, &run);
     int fds[3] = { in[0], out[1], errp[1] };
     if (sent == 0)
@@ -902,6 +908,20 @@ static attempt_result attempt_session(lz_resolved_config *cfg, int sock, char **
 
     int in_w = in[1];
     fcntl(in_w, F_SETFL, O_NONBLOCK);
+    /* Signals to this CLI are the command's, as with `docker run`
+     * (docs/runtime.md "Signals"): forwarded; a second SIGINT, or the
+     * command still running FORWARD_KILL_AFTER_MS after a forwarded
+     * signal, kills it. */
+    sigset_t sigs, old_sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGHUP);
+    sigaddset(&sigs, SIGQUIT);
+    sigprocmask(SIG_BLOCK, &sigs, &old_sigs);
+    int sfd = signalfd(-1, &sigs, SFD_CLOEXEC | SFD_NONBLOCK);
+    bool forwarded_int = false;
+    struct timespec kill_at = { 0, 0 };
     bool stdin_open = true, out_open = true, err_open = true;
     char pending[65536];
     size_t pending_len = 0;
@@ -915,9 +935,13 @@ static attempt_result attempt_session(lz_resolved_config *cfg, int sock, char **
             break;
         if (cl.ended && !cl.exited)
             break;
-        struct pollfd p[5];
+        struct pollfd p[6];
         int np = 0;
-        int i_stdin = -1, i_inw = -1, i_out = -1, i_err = -1, i_sock = -1;
+        int i_stdin = -1, i_inw = -1, i_out = -1, i_err = -1, i_sock = -1, i_sig = -1;
+        if (sfd >= 0) {
+            i_sig = np;
+            p[np++] = (struct pollfd) { .fd = sfd, .events = POLLIN };
+        }
         if (stdin_open && pending_len == 0 && cl.started) {
             i_stdin = np;
             p[np++] = (struct pollfd) { .fd = STDIN_FILENO, .events = POLLIN };
@@ -949,6 +973,18 @@ static attempt_result attempt_session(lz_resolved_config *cfg, int sock, char **
             if (ms >= 500)
                 break;
             timeout = (int) (500 - ms);
+        } else if (kill_at.tv_sec) {
+            struct timespec now;
+            clock_gettime(CLOCK_MONOTONIC, &now);
+            int64_t ms = (kill_at.tv_sec - now.tv_sec) * 1000 +
+                         (kill_at.tv_nsec - now.tv_nsec) / 1000000;
+            if (ms <= 0) {
+                lz_msg_signal_encode(&b, SIGKILL);
+                session_post(sock, &b);
+                kill_at = (struct timespec) { 0, 0 };
+                continue;
+            }
+            timeout = (int) ms;
         }
         int r = poll(p, (nfds_t) np, timeout);
         if (r < 0) {
@@ -958,6 +994,31 @@ static attempt_result attempt_session(lz_resolved_config *cfg, int sock, char **
         }
         if (r == 0)
             continue;
+        if (i_sig >= 0 && (p[i_sig].revents & POLLIN)) {
+            struct signalfd_siginfo si;
+            if (read(sfd, &si, sizeof(si)) == sizeof(si)) {
+                int sig = (int) si.ssi_signo;
+                if (!cl.started) {
+                    /* No command yet: the session ends, as before. */
+                    lz_msg_empty_encode(&b, LZ_MSG_CLOSE);
+                    session_post(sock, &b);
+                    *status = 128 + sig;
+                    break;
+                }
+                if (!cl.exited) {
+                    int fwd = sig == SIGINT && forwarded_int ? SIGKILL : sig;
+                    forwarded_int = forwarded_int || sig == SIGINT;
+                    lz_msg_signal_encode(&b, (uint32_t) fwd);
+                    session_post(sock, &b);
+                    if (fwd == SIGKILL) {
+                        kill_at = (struct timespec) { 0, 0 };
+                    } else if (!kill_at.tv_sec) {
+                        clock_gettime(CLOCK_MONOTONIC, &kill_at);
+                        kill_at.tv_sec += FORWARD_KILL_AFTER_MS / 1000;
+                    }
+                }
+            }
+        }
         if (i_stdin >= 0 && (p[i_stdin].revents & (POLLIN | POLLHUP | POLLERR))) {
             ssize_t n = read(STDIN_FILENO, pending, sizeof(pending));
             if (n <= 0) {
@@ -1007,6 +1068,15 @@ static attempt_result attempt_session(lz_resolved_config *cfg, int sock, char **
         }
     }
     explicit_bzero(pending, pending_len); /* stdin the command never read */
+    if (sfd >= 0) {
+        /* What arrived after the command ended is dropped, not turned into
+         * this CLI's death by the unblocking below. */
+        struct signalfd_siginfo si;
+        while (read(sfd, &si, sizeof(si)) == sizeof(si))
+            ;
+        close(sfd);
+    }
+    sigprocmask(SIG_SETMASK, &old_sigs, NULL);
     if (in_w >= 0)
         close(in_w);
     close(out[0]);

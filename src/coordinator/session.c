@@ -549,6 +549,23 @@ static int on_resize(void *ctx, lz_proto_msg *pm)
     return 0;
 }
 
+/* A signal the non-interactive CLI got (Ctrl-C, kill): for the command, as
+ * `docker run` forwards it (docs/runtime.md "Signals"). */
+static int on_signal_msg(void *ctx, lz_proto_msg *pm)
+{
+    session *s = ctx;
+    uint32_t sig;
+    if (!lz_msg_signal_decode(&pm->r, &sig))
+        return -1;
+    if (s->exited || s->killed)
+        return 0;
+    clog_(s->c, "session #%u: its client forwards signal %u", s->no, (unsigned) sig);
+    send_signal(s->c, s, (int) sig);
+    if (sig == SIGKILL)
+        s->killed = true;
+    return 0;
+}
+
 static int on_close(void *ctx, lz_proto_msg *pm)
 {
     session *s = ctx;
@@ -620,6 +637,7 @@ static int on_enroll(void *ctx, lz_proto_msg *pm)
 const lz_proto_handler_row session_handlers[] = {
     { LZ_MSG_ENROLL, on_enroll }, { LZ_MSG_HELLO, on_hello },   { LZ_MSG_RUN, on_run },     { LZ_MSG_INPUT, on_input },
     { LZ_MSG_RESIZE, on_resize }, { LZ_MSG_CLOSE, on_close },
+    { LZ_MSG_SIGNAL, on_signal_msg },
     { LZ_MSG_DECISION, escalation_on_decision },
 };
 const size_t session_handlers_len = sizeof(session_handlers) / sizeof(session_handlers[0]);

@@ -2,6 +2,7 @@
 #include "protocol/messages.h"
 
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
 
 #include "common/util.h"
@@ -90,6 +91,8 @@ bool lz_msg_locale_var_ok(const char *entry)
     if (n == 4 && strncmp(entry, "LANG", 4) == 0)
         return true;
     if (n == 8 && strncmp(entry, "LANGUAGE", 8) == 0)
+        return true;
+    if (n == 9 && strncmp(entry, "COLORTERM", 9) == 0)
         return true;
     if (n > 3 && strncmp(entry, "LC_", 3) == 0) {
         for (size_t i = 3; i < n; i++)
@@ -267,6 +270,26 @@ char *lz_msg_started_decode(lz_rbuf *r)
         return NULL;
     }
     return id;
+}
+
+bool lz_msg_signal_forwardable(uint32_t sig)
+{
+    return sig == SIGINT || sig == SIGTERM || sig == SIGHUP || sig == SIGQUIT || sig == SIGKILL;
+}
+
+void lz_msg_signal_encode(lz_wbuf *b, uint32_t sig)
+{
+    lz_wbuf_init(b, LZ_MSG_SIGNAL);
+    lz_wbuf_u32(b, sig);
+}
+
+bool lz_msg_signal_decode(lz_rbuf *r, uint32_t *ret_sig)
+{
+    uint32_t sig = lz_rbuf_u32(r);
+    if (!lz_rbuf_done(r) || !lz_msg_signal_forwardable(sig))
+        return false;
+    *ret_sig = sig;
+    return true;
 }
 
 void lz_msg_enroll_encode(lz_wbuf *b, uint32_t version, const uint8_t key[LZ_MSG_ENROLL_KEY_LEN])

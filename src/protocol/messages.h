@@ -18,8 +18,10 @@
  *               ...       the TLS handshake (datagrams of TLS records)
  *   CLI -> HC   HELLO     protocol version, Domain ID, configuration fingerprint
  *               RUN       the session's command; non-interactive: fds stdin,
- *                         stdout, stderr; interactive: no fds (window size,
- *                         TERM and locale in the message)
+ *                         stdout, stderr; interactive: no fds (window size);
+ *                         TERM and locale in the message for both
+ *               SIGNAL    non-interactive: a signal the CLI got, for the
+ *                         command (docs/runtime.md "Signals")
  *               INPUT     interactive: bytes typed (TerminalInput)
  *               RESIZE    interactive: new window size (TerminalResize)
  *               CLOSE     the client ends the session (SessionClose)
@@ -34,8 +36,9 @@
  *   interactive session (CLOSE for either kind). Anything else is a
  *   protocol violation that ends the connection.
  *
- *   Signals (Ctrl-C, Ctrl-Z, Ctrl-\) are not messages: they travel as bytes
- *   through the PTY, whose line discipline inside the sandbox decides.
+ *   An interactive session's signals (Ctrl-C, Ctrl-Z, Ctrl-\) are not
+ *   messages: they travel as bytes through the PTY, whose line discipline
+ *   inside the sandbox decides.
  *
  * Supervisor channel (coordinator <-> Runtime Supervisor), a socketpair:
  *
@@ -77,6 +80,7 @@ enum {
     LZ_MSG_RESIZE = 21,
     LZ_MSG_CLOSE = 22,
     LZ_MSG_OUTPUT = 23,
+    LZ_MSG_SIGNAL = 24,  /* CLI -> coordinator, non-interactive: forward a signal */
     /* Host escalation prompts (docs/escalation.md "The prompt"). */
     LZ_MSG_PROMPT = 30,        /* coordinator -> CLI: u32 prompt no, text */
     LZ_MSG_PROMPT_CLOSED = 31, /* coordinator -> CLI: u32 prompt no, why */
@@ -203,6 +207,12 @@ bool lz_msg_enroll_decode(lz_rbuf *r, uint32_t *ret_version, uint8_t ret_key[LZ_
 void lz_msg_enrolled_encode(lz_wbuf *b, const char *session_id, const uint8_t *der, size_t len);
 bool lz_msg_enrolled_decode(lz_rbuf *r, char ret_id[33], const uint8_t **ret_der,
                             size_t *ret_len);
+
+/* SIGNAL: a signal the non-interactive CLI received, for its command:
+ * SIGINT, SIGTERM, SIGHUP, SIGQUIT, or SIGKILL (the second SIGINT). */
+bool lz_msg_signal_forwardable(uint32_t sig);
+void lz_msg_signal_encode(lz_wbuf *b, uint32_t sig);
+bool lz_msg_signal_decode(lz_rbuf *r, uint32_t *ret_sig);
 
 /* Two-u32 messages (EXIT: outcome, code; SUP_EXEC_EXITED: session, status;
  * SUP_SIGNAL: session, signal; DECISION: prompt no, approve 0/1). */

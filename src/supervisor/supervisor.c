@@ -608,7 +608,7 @@ static void do_signal(sup *s, uint32_t session_no, uint32_t sig)
          * unseen in the sandbox with its session already reported ended
          * (tests/integration/test_protocol.py, the running-session case). */
         const char *sname = sig == SIGHUP ? "HUP" : sig == SIGTERM ? "TERM"
-                          : sig == SIGINT ? "INT" : "KILL";
+                          : sig == SIGINT ? "INT" : sig == SIGQUIT ? "QUIT" : "KILL";
         char name[64];
         snprintf(name, sizeof(name), "exec-%u.pid", session_no);
         _cleanup_free_ char *line = last_line_of(s->gen_fd, name);
@@ -717,7 +717,7 @@ static int on_signal_msg(void *ctx, lz_proto_msg *m)
 {
     uint32_t no, sig;
     if (!lz_msg_pair_decode(&m->r, &no, &sig) ||
-        (sig != SIGHUP && sig != SIGTERM && sig != SIGINT && sig != SIGKILL))
+        (sig != SIGHUP && sig != SIGTERM && sig != SIGINT && sig != SIGQUIT && sig != SIGKILL))
         return -1;
     do_signal(ctx, no, sig);
     return 0;

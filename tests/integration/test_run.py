@@ -610,3 +610,49 @@ def test_overlong_arguments_are_refused_by_name(rig):
     assert r.returncode == 2, (r.returncode, r.stderr)
     assert "argument 3 of the command is 4097 bytes long" in r.stderr, r.stderr
     assert "malformed" not in r.stderr
+
+
+# ---- issue 12, item 5: a non-interactive run behaves like `docker run` ----------
+
+_TRAP = ("trap 'echo got {name}; exit 42' {name}; echo ready; "
+         "while :; do sleep 0.1; done")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT],
+                         ids=lambda s: s.name)
+def test_signals_to_the_cli_reach_a_non_interactive_command(rig, sig):
+    """The command's handler runs and the CLI exits with the command's status.
+    Control (SIGINT): a command without a handler dies of the signal, 130."""
+    rig.config({"bb": {}})
+    name = sig.name[3:]
+    s = rig.start("bb", sh(_TRAP.format(name=name)))
+    s.read_until("ready")
+    s.proc.send_signal(sig)
+    r = s.finish()
+    assert (r.returncode, r.stdout) == (42, f"ready\ngot {name}\n"), (r.returncode, r.stdout,
+                                                                      r.stderr)
+    if sig == signal.SIGINT:
+        s = rig.start("bb", sh("echo ready; while :; do sleep 0.1; done"))
+        s.read_until("ready")
+        s.proc.send_signal(sig)
+        r = s.finish()
+        assert r.returncode == 130, (r.returncode, r.stdout, r.stderr)
+
+
+def test_a_second_sigint_kills_a_command_that_ignores_the_first(rig):
+    rig.config({"bb": {}})
+    s = rig.start("bb", sh("trap 'echo ignored' INT; echo ready; while :; do sleep 0.1; done"))
+    s.read_until("ready")
+    s.proc.send_signal(signal.SIGINT)
+    s.read_until("ignored")
+    assert s.proc.poll() is None, "the first SIGINT ended the CLI"
+    s.proc.send_signal(signal.SIGINT)
+    r = s.finish()
+    assert r.returncode == 137, (r.returncode, r.stdout, r.stderr)
+
+
+def test_locale_and_colorterm_reach_a_non_interactive_command(rig):
+    rig.config({"bb": {}})
+    r = ok(rig.run("bb", sh('echo "$LANG|$LC_ALL|$COLORTERM"'),
+                   env={"LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "COLORTERM": "truecolor"}))
+    assert r.stdout == "C.UTF-8|C.UTF-8|truecolor\n", r.stdout
