@@ -42,12 +42,24 @@ int lz_cmd_status(int argc, char **argv, const lz_global_options *g);
 int lz_cmd_state(int argc, char **argv, const lz_global_options *g);
 int lz_cmd_config(int argc, char **argv, const lz_global_options *g);
 int lz_cmd_doctor(int argc, char **argv, const lz_global_options *g);
+int lz_cmd_stop(int argc, char **argv, const lz_global_options *g);
 
 extern const char lz_usage_run[];
 extern const char lz_usage_status[];
 extern const char lz_usage_state[];
 extern const char lz_usage_config[];
 extern const char lz_usage_doctor[];
+extern const char lz_usage_stop[];
+
+/* Is the Domain lock in the Domain runtime directory dirfd held (by its
+ * coordinator)? Takes no lock that outlives the call. */
+bool lz_cli_domain_lock_held(int dirfd);
+
+/* The status.json objects of this user's running Domains (a JSON array,
+ * new reference), *ret_root set to the runtime domains directory (newly
+ * allocated); NULL after reporting an unusable XDG_RUNTIME_DIR. */
+struct json_t;
+struct json_t *lz_cli_running_domains(char **ret_root);
 
 /* True when argv[1..] asks for help ("--help" or "-h" anywhere before "--"). */
 bool lz_cli_wants_help(int argc, char **argv);

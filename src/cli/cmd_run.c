@@ -20,6 +20,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <jansson.h>
 #include <poll.h>
 #include <sys/ioctl.h>
 #include <sys/signalfd.h>
@@ -525,7 +526,9 @@ static int on_refused(void *ctx, lz_proto_msg *m)
     if (!lz_msg_refused_decode(&m->r, &r))
         return -1;
     terminal_restore();
-    if (r.code == LZ_REFUSE_TEARING_DOWN) {
+    /* Only a session that has not started joins the next generation: a
+     * started one's command is gone with this one, and is told so. */
+    if (r.code == LZ_REFUSE_TEARING_DOWN && !cl->started) {
         cl->result = ATTEMPT_RETRY;
     } else {
         print_remote("lazaret: error: ", r.message, "\n");
@@ -717,20 +720,20 @@ static char **locale_env(size_t *ret_n)
  * certificate of the handshake (lz_tls_client_ctx). Returns 0 with
  * session_tls set, or -1 with *result (a refusal or failure was reported,
  * or a silent retry) and *status. */
-static int secure_session(lz_resolved_config *cfg, int sock, attempt_result *result, int *status)
+static int secure_channel(int sock, const char *domain_hex, int dirfd, const char *dir_label,
+                          attempt_result *result, int *status)
 {
     *status = LZ_EXIT_RUN_LAZARET_FAILED;
     *result = ATTEMPT_DONE;
     lz_error *err = NULL;
-    client cl = { .cfg = cfg, .sock = sock, .status = status, .result = ATTEMPT_DONE,
-                  .enrolling = true };
+    client cl = { .sock = sock, .status = status, .result = ATTEMPT_DONE, .enrolling = true };
     EVP_PKEY *key = EVP_PKEY_Q_keygen(NULL, NULL, "ED25519");
     uint8_t pub[LZ_MSG_ENROLL_KEY_LEN];
     size_t pub_len = sizeof(pub);
     lz_trust_publication publ = { 0 };
     lz_tls_credential *cred = NULL;
     SSL_CTX *ctx = NULL;
-    int dirfd = -1, r = -1;
+    int r = -1;
     if (!key || EVP_PKEY_get_raw_public_key(key, pub, &pub_len) != 1 || pub_len != sizeof(pub)) {
         lz_tls_error(&err, NULL, "cannot make this session's Ed25519 key");
         goto fail;
@@ -748,16 +751,13 @@ static int secure_session(lz_resolved_config *cfg, int sock, attempt_result *res
         *result = cl.result;
         goto out; /* reported by client_receive, or a silent retry */
     }
-    char id[65];
-    lz_digest_hex(cfg->domain_id, id);
-    dirfd = lz_plan_open(&cfg->runtime_domain_root, O_PATH | O_DIRECTORY, true, &err);
-    if (dirfd < 0 ||
-        lz_trust_publication_read(dirfd, cfg->runtime_domain_root.label, &publ, &err) < 0)
+    if (lz_trust_publication_read(dirfd, dir_label, &publ, &err) < 0)
         goto fail;
-    if (strcmp(publ.domain_id, id) != 0 || publ.protocol_version != LZ_SESSION_PROTOCOL_VERSION) {
+    if (strcmp(publ.domain_id, domain_hex) != 0 ||
+        publ.protocol_version != LZ_SESSION_PROTOCOL_VERSION) {
         lz_error_set(&err, EPROTO, "the Trust Anchor publication in %s is for another Domain or "
                                    "protocol version",
-                     cfg->runtime_domain_root.label);
+                     dir_label);
         lz_error_hint(&err, "use the same Lazaret version for every terminal of a Domain");
         goto fail;
     }
@@ -816,9 +816,24 @@ out:
     lz_tls_credential_free(cred);
     EVP_PKEY_free(key);
     lz_trust_publication_clear(&publ);
-    if (dirfd >= 0)
-        close(dirfd);
     return r;
+}
+
+static int secure_session(lz_resolved_config *cfg, int sock, attempt_result *result, int *status)
+{
+    lz_error *err = NULL;
+    _cleanup_close_ int dirfd = lz_plan_open(&cfg->runtime_domain_root, O_PATH | O_DIRECTORY,
+                                             true, &err);
+    if (dirfd < 0) {
+        lz_error_report(err, stderr);
+        lz_error_free(err);
+        *status = LZ_EXIT_RUN_LAZARET_FAILED;
+        *result = ATTEMPT_DONE;
+        return -1;
+    }
+    char id[65];
+    lz_digest_hex(cfg->domain_id, id);
+    return secure_channel(sock, id, dirfd, cfg->runtime_domain_root.label, result, status);
 }
 
 static attempt_result attempt_session(lz_resolved_config *cfg, int sock, char **argv,
@@ -1083,6 +1098,134 @@ static attempt_result attempt_session(lz_resolved_config *cfg, int sock, char **
     close(errp[0]);
     close(sock);
     return cl.result;
+}
+
+/* ---- lazaret stop ------------------------------------------------------- */
+
+const char lz_usage_stop[] =
+    "Usage: lazaret [--config FILE] stop [--profile PROFILE] [--workspace DIR]\n"
+    "\n"
+    "End the running Domain of the workspace (chosen as for 'run') cleanly: every\n"
+    "session is told that the Domain was stopped, its command ends, and the\n"
+    "sandbox is torn down. Without --profile, every running Domain of the\n"
+    "workspace. Nothing running is not an error.\n"
+    "\n"
+    "Options:\n"
+    "  --profile PROFILE  only this profile's Domain\n"
+    "  --workspace DIR    the project directory (default: as for 'run')\n";
+
+/* Wait until nothing holds the Domain lock of dirfd: its coordinator has
+ * exited (teardown done). */
+static bool wait_lock_released(int dirfd, int timeout_ms)
+{
+    for (int waited = 0; waited < timeout_ms; waited += 50) {
+        if (!lz_cli_domain_lock_held(dirfd))
+            return true;
+        struct timespec d = { 0, 50 * 1000 * 1000 };
+        nanosleep(&d, NULL);
+    }
+    return !lz_cli_domain_lock_held(dirfd);
+}
+
+/* Stop one running Domain: over its session channel (enrolment, TLS, then
+ * STOP instead of HELLO), never by a signal to a pid read from a file. */
+static int stop_domain(int dirfd, const char *label, const char *id, const char *profile,
+                       const char *workspace)
+{
+    lz_error *err = NULL;
+    int sock = lz_domain_connect_running(dirfd, &err);
+    if (sock < 0) {
+        lz_error_prefix(&err, "cannot reach Domain %.16s… (profile '%s')", id, profile);
+        lz_error_report(err, stderr);
+        lz_error_free(err);
+        return -1;
+    }
+    attempt_result res;
+    int st;
+    if (secure_channel(sock, id, dirfd, label, &res, &st) < 0) {
+        close(sock);
+        /* A refusal in the clear: it was ending already. */
+        return res == ATTEMPT_RETRY && wait_lock_released(dirfd, 30000) ? 0 : -1;
+    }
+    lz_wbuf b;
+    lz_msg_text_encode(&b, LZ_MSG_STOP, id);
+    lz_best_effort(lz_tls_proto_send(session_tls, sock, &b, NULL, 0, NULL));
+    /* Its answer is the teardown's: a REFUSED (stopped), then EOF. */
+    for (;;) {
+        struct pollfd p = { .fd = sock, .events = POLLIN };
+        if (poll(&p, 1, 30000) <= 0)
+            break;
+        static lz_proto_msg m;
+        int r = lz_tls_proto_recv(session_tls, sock, LZ_DIR_COORDINATOR_TO_CLI,
+                                  LZ_PS_CLIENT_WAITING, &m, &err);
+        lz_proto_msg_clear(&m);
+        lz_error_free(lz_error_take(&err));
+        if (r == 0 || (r < 0 && !(err == NULL && errno == EAGAIN)))
+            break;
+    }
+    close(sock);
+    lz_tls_channel_free(session_tls);
+    session_tls = NULL;
+    if (!wait_lock_released(dirfd, 30000)) {
+        lz_error_set(&err, ETIMEDOUT, "Domain %.16s… (profile '%s') did not finish its teardown "
+                                      "within 30 s",
+                     id, profile);
+        lz_error_hint(&err, "see 'lazaret status' and the Domain's logs/coordinator.log");
+        lz_error_report(err, stderr);
+        lz_error_free(err);
+        return -1;
+    }
+    printf("stopped profile '%s' for the workspace %s\n", profile, workspace);
+    return 0;
+}
+
+int lz_cmd_stop(int argc, char **argv, const lz_global_options *g)
+{
+    (void) g;
+    const char *profile = NULL, *workspace = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if ((strcmp(a, "--profile") == 0 || strcmp(a, "--workspace") == 0) && i + 1 < argc) {
+            if (a[2] == 'p')
+                profile = argv[++i];
+            else
+                workspace = argv[++i];
+        } else {
+            return lz_cli_usage_error("stop", "unexpected argument '%s'", a);
+        }
+    }
+    lz_error *err = NULL;
+    _cleanup_free_ char *ws = lz_workspace_choose(workspace, &err);
+    if (!ws) {
+        lz_error_report(err, stderr);
+        lz_error_free(err);
+        return LZ_EXIT_FAILURE;
+    }
+    _cleanup_free_ char *root = NULL;
+    json_t *all = lz_cli_running_domains(&root);
+    if (!all)
+        return LZ_EXIT_FAILURE;
+    int found = 0, failed = 0;
+    size_t i;
+    json_t *d;
+    json_array_foreach(all, i, d) {
+        const char *id = json_string_value(json_object_get(d, "domain_id"));
+        const char *p = json_string_value(json_object_get(d, "profile"));
+        const char *w = json_string_value(json_object_get(d, "workspace"));
+        if (!id || !p || !w || strcmp(w, ws) != 0 || (profile && strcmp(p, profile) != 0) ||
+            strlen(id) != 64 || strspn(id, "0123456789abcdef") != 64)
+            continue;
+        found++;
+        _cleanup_free_ char *label = lz_xasprintf("%s/%s", root, id);
+        _cleanup_close_ int dirfd = open(label, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (dirfd < 0 || stop_domain(dirfd, label, id, p, w) < 0)
+            failed++;
+    }
+    json_decref(all);
+    if (!found)
+        printf("no Domain%s%s%s is running for the workspace %s\n", profile ? " of profile '" : "",
+               profile ? profile : "", profile ? "'" : "", ws);
+    return failed ? LZ_EXIT_FAILURE : LZ_EXIT_OK;
 }
 
 int lz_cmd_run(int argc, char **argv, const lz_global_options *g)

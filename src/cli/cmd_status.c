@@ -32,7 +32,7 @@ const char lz_usage_status[] =
     "  --json  print one JSON array\n";
 
 /* A coordinator holds the Domain lock while it runs. */
-static bool lock_held(int dirfd)
+bool lz_cli_domain_lock_held(int dirfd)
 {
     int fd = openat(dirfd, "lock", O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0)
@@ -91,16 +91,8 @@ static void print_text(json_t *d)
                json_string_value(json_object_get(r, "network")));
 }
 
-int lz_cmd_status(int argc, char **argv, const lz_global_options *g)
+json_t *lz_cli_running_domains(char **ret_root)
 {
-    (void) g;
-    bool as_json = false;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--json") == 0)
-            as_json = true;
-        else
-            return lz_cli_usage_error("status", "unexpected argument '%s'", argv[i]);
-    }
     const char *rt = getenv("XDG_RUNTIME_DIR");
     const char *what = NULL;
     _cleanup_free_ char *norm = rt && *rt ? lz_env_path_normalize(rt, &what) : NULL;
@@ -110,9 +102,9 @@ int lz_cmd_status(int argc, char **argv, const lz_global_options *g)
         lz_error_hint(&err, "export XDG_RUNTIME_DIR=/run/user/$(id -u)");
         lz_error_report(err, stderr);
         lz_error_free(err);
-        return LZ_EXIT_FAILURE;
+        return NULL;
     }
-    _cleanup_free_ char *domains = lz_xasprintf("%s/lazaret/domains", norm);
+    char *domains = lz_xasprintf("%s/lazaret/domains", norm);
     json_t *all = json_array();
     DIR *d = opendir(domains);
     if (d) {
@@ -123,7 +115,7 @@ int lz_cmd_status(int argc, char **argv, const lz_global_options *g)
             int dfd = openat(dirfd(d), e->d_name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
             if (dfd < 0)
                 continue;
-            if (lock_held(dfd)) {
+            if (lz_cli_domain_lock_held(dfd)) {
                 int sfd = openat(dfd, "status.json", O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
                 json_t *st = sfd >= 0 ? json_loadfd(sfd, JSON_REJECT_DUPLICATES, NULL) : NULL;
                 if (sfd >= 0)
@@ -135,6 +127,24 @@ int lz_cmd_status(int argc, char **argv, const lz_global_options *g)
         }
         closedir(d);
     }
+    *ret_root = domains;
+    return all;
+}
+
+int lz_cmd_status(int argc, char **argv, const lz_global_options *g)
+{
+    (void) g;
+    bool as_json = false;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--json") == 0)
+            as_json = true;
+        else
+            return lz_cli_usage_error("status", "unexpected argument '%s'", argv[i]);
+    }
+    _cleanup_free_ char *root = NULL;
+    json_t *all = lz_cli_running_domains(&root);
+    if (!all)
+        return LZ_EXIT_FAILURE;
     if (as_json) {
         json_dumpf(all, stdout, JSON_INDENT(2) | JSON_ENSURE_ASCII);
         fputc('\n', stdout);

@@ -309,6 +309,20 @@ static int resolve_workspace(const char *requested, const char *home, lz_path_pl
     return 0;
 }
 
+char *lz_workspace_choose(const char *requested, lz_error **err)
+{
+    inputs in = { 0 };
+    char *label = NULL;
+    lz_path_plan plan = LZ_PATH_PLAN_INIT;
+    bool from_git;
+    if (read_inputs(&in, err) == 0 && resolve_workspace(requested, in.home, &plan, &from_git,
+                                                        err) == 0)
+        label = lz_xstrdup(plan.label);
+    lz_plan_clear(&plan);
+    inputs_clear(&in);
+    return label;
+}
+
 /* ---- volumes ---------------------------------------------------------- */
 
 static int resolve_volume_label(const lz_volume_decl *d, const char *home, const char *profile_dir,

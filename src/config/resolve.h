@@ -86,6 +86,13 @@ typedef struct lz_load_request {
 LZ_MUST_CHECK
 int lz_config_load(const lz_load_request *req, lz_resolved_config **ret, lz_error **err);
 
+/* The workspace a run with `--workspace requested` (NULL: none) would get,
+ * by the same rules (docs/configuration.md "Which directory is the
+ * workspace"), without a configuration: its canonical path, newly
+ * allocated, or NULL with *err. */
+LZ_MUST_CHECK
+char *lz_workspace_choose(const char *requested, lz_error **err);
+
 void lz_resolved_config_free(lz_resolved_config *cfg);
 
 /* Wipe (explicit_bzero) and free every resolved env value; each value is

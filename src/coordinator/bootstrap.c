@@ -57,6 +57,14 @@ static int try_connect(int dirfd, lz_error **err)
     return s;
 }
 
+int lz_domain_connect_running(int dirfd, lz_error **err)
+{
+    int s = try_connect(dirfd, err);
+    if (s == -2)
+        return lz_error_set(err, errno, "the Domain's coordinator does not answer");
+    return s;
+}
+
 static int open_lock(int dirfd, const char *name, lz_error **err)
 {
     int fd = openat(dirfd, name, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);

@@ -30,6 +30,11 @@ LZ_MUST_CHECK
 int lz_domain_connect(const lz_resolved_config *cfg, lz_progress_fn progress, void *userdata,
                       lz_error **err);
 
+/* Connect to the coordinator of the Domain runtime directory dirfd when one
+ * serves it (its socket, peer uid checked); never starts one. */
+LZ_MUST_CHECK
+int lz_domain_connect_running(int dirfd, lz_error **err);
+
 /* Recover the Domain's previous generations (caller holds the Domain lock):
  * kill only processes whose recorded identity still matches, remove the
  * runtime files, mark everything released. Never touches what it cannot

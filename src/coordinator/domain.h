@@ -145,6 +145,7 @@ struct coord {
     char nonce[LZ_TRUST_NONCE_LEN + 1];
     lz_trust_anchor *trust;
     SSL_CTX *tls_ctx;
+    const char *teardown_why; /* what sessions are told at teardown; NULL: shutting down */
 };
 
 #endif

@@ -427,8 +427,10 @@ void teardown_and_exit(coord *c, int status)
     close(c->a->listen_fd);
     for (size_t i = 0; i < MAX_SESSIONS; i++)
         if (c->sessions[i].state != S_FREE)
-            refuse_and_close(c, &c->sessions[i], LZ_REFUSE_TEARING_DOWN,
-                             "the Domain is shutting down", NULL);
+            refuse_and_close(c, &c->sessions[i],
+                             c->teardown_why ? LZ_REFUSE_STOPPED : LZ_REFUSE_TEARING_DOWN,
+                             c->teardown_why ? c->teardown_why : "the Domain is shutting down",
+                             NULL);
     /* Every request ends Cancelled and its host command's process group is
      * killed before anything else goes (OR-3). */
     escalation_teardown(c);

@@ -12,6 +12,7 @@
 
 #include "common/util.h"
 #include "coordinator/escalation.h"
+#include "coordinator/generation.h"
 #include "coordinator/git_audit.h"
 #include "coordinator/log.h"
 #include "coordinator/record.h"
@@ -498,6 +499,29 @@ static int on_hello(void *ctx, lz_proto_msg *pm)
     return 0;
 }
 
+/* `lazaret stop`: the developer ends the Domain. Every session is told why
+ * (teardown's refusal carries c->teardown_why), then the Domain tears down
+ * as after its last session; the stopping CLI waits for the lock to go. */
+static int on_stop(void *ctx, lz_proto_msg *pm)
+{
+    session *s = ctx;
+    coord *c = s->c;
+    char *id = lz_msg_text_decode(&pm->r);
+    if (!id)
+        return -1;
+    bool same = strcmp(id, c->id_hex) == 0;
+    free(id);
+    if (!same) {
+        refuse_and_close(c, s, LZ_REFUSE_PROTOCOL, "this coordinator serves another Domain", NULL);
+        return 0;
+    }
+    clog_(c, "session #%u: 'lazaret stop' (client pid %d): ending the Domain", s->no,
+          (int) s->cli_pid);
+    c->teardown_why = "the Domain was stopped with 'lazaret stop'";
+    teardown_and_exit(c, 0);
+    return 0; /* not reached */
+}
+
 static int on_run(void *ctx, lz_proto_msg *pm)
 {
     session *s = ctx;
@@ -635,7 +659,7 @@ static int on_enroll(void *ctx, lz_proto_msg *pm)
 }
 
 const lz_proto_handler_row session_handlers[] = {
-    { LZ_MSG_ENROLL, on_enroll }, { LZ_MSG_HELLO, on_hello },   { LZ_MSG_RUN, on_run },     { LZ_MSG_INPUT, on_input },
+    { LZ_MSG_ENROLL, on_enroll }, { LZ_MSG_HELLO, on_hello }, { LZ_MSG_STOP, on_stop },   { LZ_MSG_RUN, on_run },     { LZ_MSG_INPUT, on_input },
     { LZ_MSG_RESIZE, on_resize }, { LZ_MSG_CLOSE, on_close },
     { LZ_MSG_SIGNAL, on_signal_msg },
     { LZ_MSG_DECISION, escalation_on_decision },

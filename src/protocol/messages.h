@@ -20,6 +20,8 @@
  *               RUN       the session's command; non-interactive: fds stdin,
  *                         stdout, stderr; interactive: no fds (window size);
  *                         TERM and locale in the message for both
+ *               STOP      instead of HELLO (`lazaret stop`): the Domain id;
+ *                         every session is told and the Domain tears down
  *               SIGNAL    non-interactive: a signal the CLI got, for the
  *                         command (docs/runtime.md "Signals")
  *               INPUT     interactive: bytes typed (TerminalInput)
@@ -71,6 +73,7 @@ enum {
     LZ_MSG_HELLO = 1,
     LZ_MSG_RUN = 2,
     LZ_MSG_ENROLL = 3,    /* CLI -> coordinator, in the clear */
+    LZ_MSG_STOP = 4,      /* CLI -> coordinator, instead of HELLO: Domain id; end the Domain */
     LZ_MSG_ENROLLED = 14, /* coordinator -> CLI, in the clear */
     LZ_MSG_PROGRESS = 10,
     LZ_MSG_REFUSED = 11,
@@ -103,6 +106,7 @@ enum {
     LZ_REFUSE_TEARING_DOWN = 3, /* the generation is ending: retry */
     LZ_REFUSE_START_FAILED = 4, /* the sandbox could not be started */
     LZ_REFUSE_EXEC_FAILED = 5,  /* the session command could not be started */
+    LZ_REFUSE_STOPPED = 6,      /* the Domain was stopped (lazaret stop): do not retry */
 };
 
 /* SessionExitOutcome */

@@ -28,6 +28,8 @@ const lz_proto_entry lz_proto_table[] = {
     { LZ_MSG_RUN, "RUN", LZ_DIR_CLI_TO_COORDINATOR, S(SESSION_RUN), FDS(0) | FDS(3), LZ_WIRE_MAX },
     { LZ_MSG_INPUT, "INPUT", LZ_DIR_CLI_TO_COORDINATOR, S(SESSION_RUNNING_TTY), FDS(0),
       2 + 4 + LZ_MSG_MAX_DATA },
+    /* `lazaret stop`, on a connection of its own after the TLS handshake. */
+    { LZ_MSG_STOP, "STOP", LZ_DIR_CLI_TO_COORDINATOR, S(SESSION_HELLO), FDS(0), 2 + 4 + 64 },
     /* Non-interactive only: an interactive session's signals are bytes for
      * its PTY's line discipline. */
     { LZ_MSG_SIGNAL, "SIGNAL", LZ_DIR_CLI_TO_COORDINATOR, S(SESSION_RUNNING_PIPES), FDS(0),

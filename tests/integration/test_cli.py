@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-COMMANDS = ["run", "status", "state", "config", "doctor"]
+COMMANDS = ["run", "status", "state", "config", "stop", "doctor"]
 
 
 def project_version(repo_root):
@@ -97,7 +97,7 @@ def test_unavailable_commands_say_so(lz, cmd, status):
 
 
 @pytest.mark.parametrize("cmd,status", [("config", 1), ("doctor", 1), ("run", 125),
-                                        ("status", 1), ("state", 1)])
+                                        ("status", 1), ("state", 1), ("stop", 1)])
 def test_root_is_refused(lz, cmd, status):
     args = [cmd, "check", "default"] if cmd == "config" else [cmd]
     p = lz.run(args, as_root=True)

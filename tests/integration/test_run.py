@@ -656,3 +656,31 @@ def test_locale_and_colorterm_reach_a_non_interactive_command(rig):
     r = ok(rig.run("bb", sh('echo "$LANG|$LC_ALL|$COLORTERM"'),
                    env={"LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "COLORTERM": "truecolor"}))
     assert r.stdout == "C.UTF-8|C.UTF-8|truecolor\n", r.stdout
+
+
+# ---- issue 12, item 2 (part): lazaret stop --------------------------------------
+
+def test_stop_ends_the_running_domain_and_tells_its_sessions(rig):
+    """`lazaret stop` in the workspace: the running session is told why and
+    ends with 125, the Domain is torn down, the command says what it
+    stopped. Control: with nothing running it says so and succeeds; another
+    profile's Domain is left alone by `--profile`."""
+    rig.config({"bb": {}, "other": {}})
+    p = ok(rig.lz.run(["stop", "--workspace", str(rig.ws)]))
+    assert "no Domain is running for the workspace" in p.stdout, p.stdout
+    s = rig.start("bb", sh("echo ready; sleep 600"))
+    s.read_until("ready")
+    keep = rig.hold("other")
+    p = ok(rig.lz.run(["stop", "--profile", "bb"], cwd=rig.ws))
+    assert p.stdout == f"stopped profile 'bb' for the workspace {rig.ws.resolve()}\n", p.stdout
+    r = s.finish()
+    assert r.returncode == 125, (r.returncode, r.stdout, r.stderr)
+    assert "the Domain was stopped with 'lazaret stop'" in r.stderr, r.stderr
+    assert len(rig.coordinators()) == 1, "--profile bb stopped the other profile's Domain too"
+    # Without --profile: every Domain of the workspace (here: "other").
+    p = ok(rig.lz.run(["stop", "--workspace", str(rig.ws)]))
+    assert "stopped profile 'other'" in p.stdout, p.stdout
+    r = keep.finish()
+    assert r.returncode == 125 and "stopped with 'lazaret stop'" in r.stderr, r.stderr
+    left, _ = wait_torn_down(rig.lz, TEARDOWN_TIMEOUT)
+    assert not left, left
