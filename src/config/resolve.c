@@ -347,6 +347,41 @@ static int resolve_volume_label(const lz_volume_decl *d, const char *home, const
     return 0;
 }
 
+/* The Storage Root by the configuration's storage.data_root, else
+ * $XDG_DATA_HOME/lazaret, else ~/.local/share/lazaret (canonical). */
+static char *storage_root_of(const lz_config_doc *doc, const inputs *in, lz_error **err)
+{
+    _cleanup_free_ char *abs = NULL;
+    if (doc->data_root)
+        abs = expand_host_path(doc->data_root, false, in->home, NULL);
+    else if (in->data_home)
+        abs = join(in->data_home, "lazaret");
+    else
+        abs = join(in->home, ".local/share/lazaret");
+    if (!abs) {
+        lz_error_set(err, 0, "storage.data_root: invalid host path");
+        return NULL;
+    }
+    return lz_canonicalize(abs, err);
+}
+
+char *lz_storage_root_choose(const char *config_path, lz_error **err)
+{
+    inputs in = { 0 };
+    lz_config_source src = { .plan = LZ_PATH_PLAN_INIT };
+    lz_config_doc *doc = NULL;
+    char *root = NULL;
+    _cleanup_free_ char *path = NULL;
+    if (read_inputs(&in, err) == 0 && (path = lz_config_source_select(config_path, in.home, err)) &&
+        lz_config_source_read(path, &src, err) == 0 &&
+        lz_config_doc_parse(src.bytes, src.len, src.plan.label, &doc, err) == 0)
+        root = storage_root_of(doc, &in, err);
+    lz_config_doc_free(doc);
+    lz_config_source_clear(&src);
+    inputs_clear(&in);
+    return root;
+}
+
 /* ---- main ------------------------------------------------------------- */
 
 int lz_config_load(const lz_load_request *req, lz_resolved_config **ret, lz_error **err)
@@ -419,14 +454,7 @@ int lz_config_load(const lz_load_request *req, lz_resolved_config **ret, lz_erro
 
     /* 3. Canonical labels of the roots, then the ancestry checks. */
     {
-        _cleanup_free_ char *storage_abs = NULL;
-        if (doc->data_root)
-            storage_abs = expand_host_path(doc->data_root, false, in.home, NULL);
-        else if (in.data_home)
-            storage_abs = join(in.data_home, "lazaret");
-        else
-            storage_abs = join(in.home, ".local/share/lazaret");
-        if (!storage_abs || !(storage_label = lz_canonicalize(storage_abs, err)))
+        if (!(storage_label = storage_root_of(doc, &in, err)))
             goto out;
         _cleanup_free_ char *runtime_abs = join(in.runtime_dir, "lazaret");
         if (!(runtime_label = lz_canonicalize(runtime_abs, err)))

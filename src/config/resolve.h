@@ -93,6 +93,12 @@ int lz_config_load(const lz_load_request *req, lz_resolved_config **ret, lz_erro
 LZ_MUST_CHECK
 char *lz_workspace_choose(const char *requested, lz_error **err);
 
+/* The Storage Root the configuration (config_path, NULL: the default file)
+ * names, canonical, newly allocated; NULL with *err. For the commands that
+ * look at every Domain rather than one profile's. */
+LZ_MUST_CHECK
+char *lz_storage_root_choose(const char *config_path, lz_error **err);
+
 void lz_resolved_config_free(lz_resolved_config *cfg);
 
 /* Wipe (explicit_bzero) and free every resolved env value; each value is

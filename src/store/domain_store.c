@@ -319,6 +319,65 @@ static int run(lz_domain_store *s, lz_error **err, const char *what, int rows, c
     return 0;
 }
 
+void lz_domain_summary_clear(lz_domain_summary *s)
+{
+    free(s->workspace);
+    memset(s, 0, sizeof(*s));
+}
+
+int lz_store_read_summary(int domain_root_fd, lz_domain_summary *ret, lz_error **err)
+{
+    char link[64], target[4096];
+    snprintf(link, sizeof(link), "/proc/self/fd/%d", domain_root_fd);
+    ssize_t tn = readlink(link, target, sizeof(target) - 1);
+    if (tn <= 0 || target[0] != '/')
+        return lz_error_set(err, tn < 0 ? errno : 0, "cannot locate a Domain Root");
+    target[tn] = '\0';
+    _cleanup_free_ char *label = lz_xasprintf("%s/store.db", target);
+    struct stat st;
+    if (fstatat(domain_root_fd, "store.db", &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode))
+        return lz_error_set(err, 0, "the Domain Store %s is missing or not a regular file", label);
+    sqlite3 *db = NULL;
+    int rc = sqlite3_open_v2(label, &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOFOLLOW |
+                                             SQLITE_OPEN_FULLMUTEX, NULL);
+    lz_domain_summary s = { 0 };
+    sqlite3_stmt *q = NULL;
+    if (rc == SQLITE_OK) {
+        sqlite3_busy_timeout(db, 2000);
+        rc = sqlite3_prepare_v2(db,
+                                "SELECT d.profile_name, d.canonical_workspace,"
+                                " (SELECT count(*) FROM generation),"
+                                " (SELECT coalesce(max(generation_id), 0) FROM generation),"
+                                " (SELECT coalesce(max(max(started_at, coalesce(ended_at, 0))), 0)"
+                                "  FROM generation),"
+                                " (SELECT count(*) FROM session)"
+                                " FROM domain d LIMIT 1",
+                                -1, &q, NULL);
+    }
+    if (rc == SQLITE_OK && sqlite3_step(q) == SQLITE_ROW) {
+        const char *p = (const char *) sqlite3_column_text(q, 0);
+        const void *w = sqlite3_column_blob(q, 1);
+        int wn = sqlite3_column_bytes(q, 1);
+        if (p && strlen(p) < sizeof(s.profile) && w && wn > 0 && !memchr(w, '\0', (size_t) wn)) {
+            snprintf(s.profile, sizeof(s.profile), "%s", p);
+            s.workspace = lz_xstrndup(w, (size_t) wn);
+            s.generations = sqlite3_column_int64(q, 2);
+            s.last_generation = sqlite3_column_int64(q, 3);
+            s.last_used = sqlite3_column_int64(q, 4);
+            s.sessions = sqlite3_column_int64(q, 5);
+        }
+    }
+    if (!s.workspace)
+        lz_error_set(err, 0, "cannot read the Domain Store %s: %s", label,
+                     db ? sqlite3_errmsg(db) : "cannot open it");
+    sqlite3_finalize(q);
+    sqlite3_close(db);
+    if (!s.workspace)
+        return -1;
+    *ret = s;
+    return 0;
+}
+
 int lz_store_generation_begin(lz_domain_store *s, const char *fingerprint_hex,
                               int64_t *ret_generation, lz_error **err)
 {

@@ -62,6 +62,22 @@ int lz_domain_store_open(int domain_root_fd, const char *domain_id_hex, const ch
 void lz_domain_store_close(lz_domain_store *store);
 
 /* Start a new generation in state 'starting'. */
+/* What `lazaret state list` shows of a Domain that may not be running:
+ * read from its store with a read-only connection (the running
+ * coordinator's writes are not disturbed; WAL readers do not block). */
+typedef struct lz_domain_summary {
+    char profile[65];
+    char *workspace;        /* canonical workspace path, newly allocated */
+    int64_t generations;    /* generations ever begun */
+    int64_t last_generation;
+    int64_t last_used;      /* Unix time of the last generation's start or end */
+    int64_t sessions;       /* sessions ever begun */
+} lz_domain_summary;
+
+LZ_MUST_CHECK
+int lz_store_read_summary(int domain_root_fd, lz_domain_summary *ret, lz_error **err);
+void lz_domain_summary_clear(lz_domain_summary *s);
+
 LZ_MUST_CHECK
 int lz_store_generation_begin(lz_domain_store *s, const char *fingerprint_hex,
                               int64_t *ret_generation, lz_error **err);

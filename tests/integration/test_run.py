@@ -16,6 +16,7 @@ Several runs in one Domain are cheap while a session holds the Domain
 for a teardown (~6 s) and starting a new generation.
 """
 
+import json
 import os
 import subprocess
 import secrets
@@ -684,3 +685,31 @@ def test_stop_ends_the_running_domain_and_tells_its_sessions(rig):
     assert r.returncode == 125 and "stopped with 'lazaret stop'" in r.stderr, r.stderr
     left, _ = wait_torn_down(rig.lz, TEARDOWN_TIMEOUT)
     assert not left, left
+
+
+# ---- issue 12, item 2 (part): lazaret state list ---------------------------------
+
+def test_state_list_shows_every_domain_running_or_not(rig):
+    """Every Domain with state on disk: profile, workspace, last use, the
+    size of its persistent directories, and whether it runs. Control: before
+    any run, nothing is listed."""
+    rig.config({"bb": {"persistent_dirs": ["/opt"]}, "other": {}})
+    p = ok(rig.lz.run(["state", "list", "--json"]))
+    assert json.loads(p.stdout) == [], p.stdout
+    ok(rig.run("bb", sh("dd if=/dev/zero of=/opt/blob bs=1024 count=2048 2>/dev/null")))
+    left, _ = wait_torn_down(rig.lz, TEARDOWN_TIMEOUT)
+    assert not left, left
+    h = rig.hold("other")
+    doms = json.loads(ok(rig.lz.run(["state", "list", "--json"])).stdout)
+    by_profile = {d["profile"]: d for d in doms}
+    assert set(by_profile) == {"bb", "other"}, doms
+    bb, other = by_profile["bb"], by_profile["other"]
+    assert bb["workspace"] == str(rig.ws.resolve()) == other["workspace"]
+    assert bb["running"] is False and other["running"] is True, doms
+    assert other["generation"] >= 1 and other["sessions"] == 1, other
+    assert bb["state_bytes"] >= 2048 * 1024, bb
+    assert bb["last_used"] and bb["last_used"].endswith("Z"), bb
+    text = ok(rig.lz.run(["state", "list"])).stdout
+    assert "profile 'bb'  not running" in text and "profile 'other'  running" in text, text
+    assert "MiB persistent" in text, text
+    rig.release(h)
