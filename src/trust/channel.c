@@ -250,8 +250,11 @@ int lz_tls_channel_open(lz_tls_channel *ch, const uint8_t *in, size_t in_len,
         int r = n < LZ_WIRE_MAX ? SSL_read_ex(ch->ssl, out + n, LZ_WIRE_MAX - n, &got)
                                 : SSL_read_ex(ch->ssl, &extra, 1, &got);
         /* Reading must neither take a handshake message nor make OpenSSL
-         * write anything (its answer would pile up until the next seal). */
-        if (ch->post_handshake || BIO_ctrl_pending(ch->out) != 0) {
+         * write anything (its answer would pile up until the next seal);
+         * on a failed read what it wrote is the alert, reported below. */
+        int e = r == 1 ? SSL_ERROR_NONE : SSL_get_error(ch->ssl, r);
+        bool read_ok = e == SSL_ERROR_NONE || e == SSL_ERROR_WANT_READ;
+        if (ch->post_handshake || (read_ok && BIO_ctrl_pending(ch->out) != 0)) {
             (void) BIO_reset(ch->in);
             (void) BIO_reset(ch->out);
             ch->input_failed = true;
@@ -268,7 +271,6 @@ int lz_tls_channel_open(lz_tls_channel *ch, const uint8_t *in, size_t in_len,
             n += got;
             continue;
         }
-        int e = SSL_get_error(ch->ssl, r);
         if (e == SSL_ERROR_WANT_READ)
             break;
         ch->input_failed = true;
