@@ -493,10 +493,18 @@ def assert_gone(procs, within: float, what: str) -> float:
     return time.monotonic() - t0
 
 
-def row_of(lz, argv_part) -> dict:
-    rows = [r for r in store_rows(lz) if argv_part in r["argv"]]
-    assert len(rows) == 1, rows
-    return rows[0]
+def row_of(lz, argv_part, timeout=10.0) -> dict:
+    """The request's Store row once it has ended (Pending/Running are waited
+    out for at most `timeout` s: the row is written when the keeper has
+    reported the command's process group gone, a moment after its
+    processes disappear from /proc)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        rows = [r for r in store_rows(lz) if argv_part in r["argv"]]
+        assert len(rows) == 1, rows
+        if rows[0]["state"] not in ("Pending", "Running") or time.monotonic() > deadline:
+            return rows[0]
+        time.sleep(0.1)
 
 
 def test_ctrl_c_cancels_and_leaves_no_host_process(terms, host):
