@@ -105,6 +105,8 @@ void lz_coordinator_main(lz_coordinator_args *a)
     lz_loop_add_timer(c->loop, EMPTY_START_TIMEOUT_MS, on_empty_start_over, c);
 
     for (;;) {
+        if (c->stop_requested)
+            teardown_and_exit(c, 0);
         if (c->n_active == 0 && (c->n_ever > 0 || c->empty_start_over))
             teardown_and_exit(c, c->state == G_FAILED ? 1 : 0);
         for (size_t i = 0; i < MAX_SESSIONS; i++)

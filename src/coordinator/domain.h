@@ -146,6 +146,7 @@ struct coord {
     lz_trust_anchor *trust;
     SSL_CTX *tls_ctx;
     const char *teardown_why; /* what sessions are told at teardown; NULL: shutting down */
+    bool stop_requested;      /* `lazaret stop`: the main loop tears down */
 };
 
 #endif

@@ -12,7 +12,6 @@
 
 #include "common/util.h"
 #include "coordinator/escalation.h"
-#include "coordinator/generation.h"
 #include "coordinator/git_audit.h"
 #include "coordinator/log.h"
 #include "coordinator/record.h"
@@ -518,8 +517,10 @@ static int on_stop(void *ctx, lz_proto_msg *pm)
     clog_(c, "session #%u: 'lazaret stop' (client pid %d): ending the Domain", s->no,
           (int) s->cli_pid);
     c->teardown_why = "the Domain was stopped with 'lazaret stop'";
-    teardown_and_exit(c, 0);
-    return 0; /* not reached */
+    /* The main loop tears down once this round is over: never from inside
+     * a session's handler, with the sessions being iterated. */
+    c->stop_requested = true;
+    return 0;
 }
 
 static int on_run(void *ctx, lz_proto_msg *pm)
