@@ -548,6 +548,15 @@ static const lz_proto_handler_row client_handlers[] = {
     { LZ_MSG_PROMPT_CLOSED, on_prompt_closed },
 };
 
+/* One message: in the clear only while enrolling; sealed from then on. */
+static int client_recv(client *cl, unsigned state, lz_proto_msg *m, lz_error **err)
+{
+    return cl->enrolling
+               ? lz_proto_recv(cl->sock, LZ_DIR_COORDINATOR_TO_CLI, state, m, err)
+               : lz_tls_proto_recv(session_tls, cl->sock, LZ_DIR_COORDINATOR_TO_CLI, state, m,
+                                   err);
+}
+
 /* The socket is readable: receive and handle one message. Sets cl->ended
  * when the session is over for this connection (with a message on stderr
  * when that was not an EXIT or a REFUSED). */
@@ -559,19 +568,12 @@ static void client_receive(client *cl)
                      : cl->interactive ? LZ_PS_CLIENT_RUNNING_TTY
                                        : LZ_PS_CLIENT_RUNNING_PIPES;
     lz_error *err = NULL;
-    /* In the clear only while enrolling; sealed from then on. */
-    int r = cl->enrolling
-                ? lz_proto_recv(cl->sock, LZ_DIR_COORDINATOR_TO_CLI, state, &m, &err)
-                : lz_tls_proto_recv(session_tls, cl->sock, LZ_DIR_COORDINATOR_TO_CLI, state, &m,
-                                    &err);
+    int r = client_recv(cl, state, &m, &err);
     /* ECONNRESET: the coordinator closed with our RUN unread; its REFUSED
      * is still queued. */
     if (r < 0 && err->errnum == ECONNRESET) {
         lz_error_free(lz_error_take(&err));
-        r = cl->enrolling
-                ? lz_proto_recv(cl->sock, LZ_DIR_COORDINATOR_TO_CLI, state, &m, &err)
-                : lz_tls_proto_recv(session_tls, cl->sock, LZ_DIR_COORDINATOR_TO_CLI, state, &m,
-                                    &err);
+        r = client_recv(cl, state, &m, &err);
     }
     /* A datagram without a message (an empty TLS record): nothing happened. */
     if (r < 0 && err->errnum == EAGAIN) {

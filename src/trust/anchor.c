@@ -331,19 +331,30 @@ bool lz_tls_cert_has_key(X509 *cert, const uint8_t pub[32])
     return ok;
 }
 
-lz_tls_credential *lz_tls_client_credential(X509 *ca, const char *session_id, EVP_PKEY *key,
-                                            const uint8_t *der, size_t len, lz_error **err)
+X509 *lz_x509_from_exact_der(const uint8_t *der, size_t len)
 {
     const unsigned char *p = der;
     X509 *x = der && len && len <= 65536 ? d2i_X509(NULL, &p, (long) len) : NULL;
-    /* Exactly DER, as the coordinator encoded it (d2i_X509 takes some BER
-     * too): what is checked below is what the handshake will present. */
+    /* d2i_X509 also takes some BER that is not DER (fuzz_messages found a
+     * signature BIT STRING with non-zero padding bits): re-encoded, the
+     * certificate must give exactly the bytes it came from. */
     unsigned char *canon = NULL;
     int canon_len = x && p == der + len ? i2d_X509(x, &canon) : -1;
     bool exact = canon_len > 0 && (size_t) canon_len == len && memcmp(canon, der, len) == 0;
     OPENSSL_free(canon);
     if (!exact) {
         X509_free(x);
+        return NULL;
+    }
+    return x;
+}
+
+lz_tls_credential *lz_tls_client_credential(X509 *ca, const char *session_id, EVP_PKEY *key,
+                                            const uint8_t *der, size_t len, lz_error **err)
+{
+    /* What is checked below is what the handshake will present. */
+    X509 *x = lz_x509_from_exact_der(der, len);
+    if (!x) {
         ossl_fail(err, "the Session Coordinator's client certificate cannot be parsed");
         return NULL;
     }
@@ -653,10 +664,8 @@ X509 *lz_tls_ca_from_der(const uint8_t *der, size_t len,
                            "run the command again");
         return NULL;
     }
-    const unsigned char *p = der;
-    X509 *x = d2i_X509(NULL, &p, (long) len);
-    if (!x || p != der + len) {
-        X509_free(x);
+    X509 *x = lz_x509_from_exact_der(der, len);
+    if (!x) {
         ossl_fail(err, "cannot parse the Trust Anchor CA certificate");
         return NULL;
     }

@@ -163,6 +163,10 @@ bool lz_tls_cert_subject_id(X509 *cert, char out[LZ_TRUST_SESSION_ID_LEN + 1]);
 /* Is cert's public key the raw Ed25519 key pub? */
 bool lz_tls_cert_has_key(X509 *cert, const uint8_t pub[32]);
 
+/* A certificate from DER that is exactly DER (no BER, no byte left over),
+ * or NULL. Newly allocated. */
+X509 *lz_x509_from_exact_der(const uint8_t *der, size_t len);
+
 /* The CLI's credential: the client certificate the coordinator issued at
  * enrolment (DER, no byte left over), accepted only when it is signed by
  * ca, carries the role ClientCLI and the subject id session_id, and holds

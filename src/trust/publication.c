@@ -80,21 +80,11 @@ int lz_trust_publication_decode(const uint8_t *data, size_t len, lz_trust_public
     }
     if (!ok)
         return lz_error_set(err, EPROTO, "the Domain's Trust Anchor publication is malformed");
-    const unsigned char *q = der;
-    p.ca = d2i_X509(NULL, &q, (long) der_len);
-    /* d2i_X509 also takes some BER that is not DER (fuzz_messages found a
-     * signature BIT STRING with non-zero padding bits): strict means the
-     * bytes are exactly the certificate's DER, as lz_trust_publish wrote it. */
-    unsigned char *canon = NULL;
-    int canon_len = p.ca && q == der + der_len ? i2d_X509(p.ca, &canon) : -1;
-    bool exact = canon_len > 0 && (size_t) canon_len == der_len &&
-                 memcmp(canon, der, der_len) == 0;
-    OPENSSL_free(canon);
-    if (!exact) {
-        X509_free(p.ca);
+    /* Strict: exactly the certificate's DER, as lz_trust_publish wrote it. */
+    p.ca = lz_x509_from_exact_der(der, der_len);
+    if (!p.ca)
         return lz_tls_error(err, NULL, "the Domain's Trust Anchor publication holds no valid "
                                        "CA certificate");
-    }
     *ret = p;
     return 0;
 }
