@@ -2,6 +2,7 @@
 #include "store/domain_store.h"
 
 #include <sqlite3.h>
+#include <jansson.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -346,7 +347,10 @@ int lz_store_read_summary(int domain_root_fd, lz_domain_summary *ret, lz_error *
         sqlite3_busy_timeout(db, 2000);
         rc = sqlite3_prepare_v2(db,
                                 "SELECT d.profile_name, d.canonical_workspace,"
-                                " (SELECT count(*) FROM generation),"
+                                /* ids only grow (AUTOINCREMENT) and the newest
+                                 * is never pruned: the newest id counts every
+                                 * generation ever begun */
+                                " (SELECT coalesce(max(generation_id), 0) FROM generation),"
                                 " (SELECT coalesce(max(generation_id), 0) FROM generation),"
                                 " (SELECT coalesce(max(max(started_at, coalesce(ended_at, 0))), 0)"
                                 "  FROM generation),"
@@ -378,9 +382,60 @@ int lz_store_read_summary(int domain_root_fd, lz_domain_summary *ret, lz_error *
     return 0;
 }
 
+int lz_store_prune(lz_domain_store *s, int keep, int64_t *ret_pruned, lz_error **err)
+{
+    if (keep < 1)
+        return lz_error_set(err, EINVAL, "Domain Store %s: cannot keep %d generations", s->label,
+                            keep);
+    /* The victims: older than the keep-th newest generation (ids only grow:
+     * AUTOINCREMENT), over, and with nothing left for recovery to release.
+     * Fewer than `keep` generations: the subquery is NULL, nothing matches.
+     * The dependent rows go first (their REFERENCES are enforced). */
+    static const char fill[] =
+        "INSERT INTO prune_victims "
+        "SELECT g.generation_id FROM generation g WHERE g.state IN ('ended','recovered') "
+        "AND g.generation_id < (SELECT generation_id FROM generation "
+        "                       ORDER BY generation_id DESC LIMIT 1 OFFSET ?) "
+        "AND NOT EXISTS (SELECT 1 FROM participant p WHERE p.generation_id = g.generation_id "
+        "                AND p.state != 'Released')";
+#define PRUNE_FROM(t) "DELETE FROM " t " WHERE generation_id IN (SELECT generation_id FROM prune_victims)"
+    static const char *const deletes[] = { PRUNE_FROM("escalation"), PRUNE_FROM("session"),
+                                           PRUNE_FROM("participant"),
+                                           PRUNE_FROM("network_policy"),
+                                           PRUNE_FROM("generation") };
+#undef PRUNE_FROM
+    if (exec_sql(s, "BEGIN IMMEDIATE;", err) < 0)
+        return -1;
+    if (run(s, err, "cannot prune old generations", ANY_ROWS,
+            "CREATE TEMP TABLE IF NOT EXISTS prune_victims (generation_id INTEGER PRIMARY KEY)",
+            "") < 0 ||
+        run(s, err, "cannot prune old generations", ANY_ROWS, "DELETE FROM prune_victims", "") < 0)
+        goto fail;
+    if (run(s, err, "cannot prune old generations", ANY_ROWS, fill, "i", (int64_t) keep - 1) < 0)
+        goto fail;
+    int64_t pruned = sqlite3_changes(s->db);
+    for (size_t i = 0; pruned > 0 && i < LZ_ARRAY_SIZE(deletes); i++)
+        if (run(s, err, "cannot prune old generations", ANY_ROWS, deletes[i], "") < 0)
+            goto fail;
+    if (run(s, err, "cannot prune old generations", ANY_ROWS, "DELETE FROM prune_victims", "") <
+            0 ||
+        exec_sql(s, "COMMIT;", err) < 0)
+        goto fail;
+    if (ret_pruned)
+        *ret_pruned = pruned;
+    return 0;
+fail:
+    sqlite3_exec(s->db, "ROLLBACK;", NULL, NULL, NULL);
+    return -1;
+}
+
 int lz_store_generation_begin(lz_domain_store *s, const char *fingerprint_hex,
                               int64_t *ret_generation, lz_error **err)
 {
+    /* Before the new row: a store that cannot delete cannot be trusted to
+     * insert either, and the caller's generation id stays untouched. */
+    if (lz_store_prune(s, LZ_STORE_KEEP_GENERATIONS, NULL, err) < 0)
+        return -1;
     if (run(s, err, "cannot start a generation", ONE_ROW,
             "INSERT INTO generation (domain_id, configuration_fingerprint, state, started_at) "
             "SELECT domain_id, ?, 'starting', ? FROM domain LIMIT 1",
@@ -565,4 +620,173 @@ int lz_store_escalation_end(lz_domain_store *s, int64_t generation, const char *
                "WHERE generation_id = ? AND request_id = ? AND state IN ('Pending','Running')",
                "ttitiit", outcome, decision, (int64_t) status, message, now(), generation,
                request_id);
+}
+
+/* ---- read-only views (lazaret state inspect / verify) ------------------- */
+
+/* A read-only connection to <domain root>/store.db: never follows a
+ * symlink, never creates the file, never writes (a running coordinator is
+ * not disturbed: WAL readers do not block its writer). */
+static int open_readonly(int domain_root_fd, char **ret_label, sqlite3 **ret_db, lz_error **err)
+{
+    char link[64], target[4096];
+    snprintf(link, sizeof(link), "/proc/self/fd/%d", domain_root_fd);
+    ssize_t tn = readlink(link, target, sizeof(target) - 1);
+    if (tn <= 0 || target[0] != '/')
+        return lz_error_set(err, tn < 0 ? errno : 0, "cannot locate a Domain Root");
+    target[tn] = '\0';
+    char *label = lz_xasprintf("%s/store.db", target);
+    struct stat st;
+    if (fstatat(domain_root_fd, "store.db", &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode)) {
+        lz_error_set(err, 0, "the Domain Store %s is missing or not a regular file", label);
+        free(label);
+        return -1;
+    }
+    sqlite3 *db = NULL;
+    if (sqlite3_open_v2(label, &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOFOLLOW |
+                                        SQLITE_OPEN_FULLMUTEX, NULL) != SQLITE_OK) {
+        lz_error_set(err, 0, "cannot open the Domain Store %s: %s", label,
+                     db ? sqlite3_errmsg(db) : "out of memory");
+        sqlite3_close(db);
+        free(label);
+        return -1;
+    }
+    sqlite3_busy_timeout(db, 2000);
+    *ret_label = label;
+    *ret_db = db;
+    return 0;
+}
+
+static json_t *column_json(sqlite3_stmt *q, int c)
+{
+    switch (sqlite3_column_type(q, c)) {
+    case SQLITE_INTEGER:
+        return json_integer((json_int_t) sqlite3_column_int64(q, c));
+    case SQLITE_TEXT: {
+        /* The text may be the sandbox's (argv): jansson refuses invalid
+         * UTF-8, which then reads as null rather than failing the view. */
+        json_t *t = json_stringn((const char *) sqlite3_column_text(q, c),
+                                 (size_t) sqlite3_column_bytes(q, c));
+        return t ? t : json_null();
+    }
+    default:
+        return json_null();
+    }
+}
+
+/* Rows of q as objects with the given keys, one per column. */
+static int rows_json(sqlite3 *db, sqlite3_stmt *q, const char *const *keys, size_t n_keys,
+                     json_t *out, const char *label, lz_error **err)
+{
+    int rc;
+    while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
+        json_t *o = json_object();
+        for (size_t k = 0; k < n_keys; k++)
+            json_object_set_new(o, keys[k], column_json(q, (int) k));
+        json_array_append_new(out, o);
+    }
+    if (rc != SQLITE_DONE)
+        return lz_error_set(err, 0, "cannot read the Domain Store %s: %s", label,
+                            sqlite3_errmsg(db));
+    return 0;
+}
+
+int lz_store_read_history(int domain_root_fd, int max_generations, int max_escalations,
+                          json_t **ret, lz_error **err)
+{
+    char *label = NULL;
+    sqlite3 *db = NULL;
+    if (open_readonly(domain_root_fd, &label, &db, err) < 0)
+        return -1;
+    static const char *const gen_keys[] = { "id", "state", "started_at", "ended_at",
+                                            "fingerprint" };
+    static const char *const esc_keys[] = { "generation", "request_id", "argv", "decision",
+                                            "state", "exit_status", "received_at", "ended_at" };
+    json_t *o = json_object(), *gens = json_array(), *escs = json_array();
+    json_object_set_new(o, "generations", gens);
+    json_object_set_new(o, "escalations", escs);
+    sqlite3_stmt *q = NULL;
+    int r = -1;
+    if (sqlite3_prepare_v2(db, "SELECT count(*) FROM generation", -1, &q, NULL) != SQLITE_OK ||
+        sqlite3_step(q) != SQLITE_ROW) {
+        lz_error_set(err, 0, "cannot read the Domain Store %s: %s", label, sqlite3_errmsg(db));
+        goto out;
+    }
+    json_object_set_new(o, "generations_kept", json_integer(sqlite3_column_int64(q, 0)));
+    sqlite3_finalize(q);
+    q = NULL;
+    if (sqlite3_prepare_v2(db, "SELECT generation_id, state, started_at, ended_at, "
+                               "configuration_fingerprint FROM generation "
+                               "ORDER BY generation_id DESC LIMIT ?",
+                           -1, &q, NULL) != SQLITE_OK ||
+        sqlite3_bind_int(q, 1, max_generations) != SQLITE_OK) {
+        lz_error_set(err, 0, "cannot read the Domain Store %s: %s", label, sqlite3_errmsg(db));
+        goto out;
+    }
+    if (rows_json(db, q, gen_keys, LZ_ARRAY_SIZE(gen_keys), gens, label, err) < 0)
+        goto out;
+    sqlite3_finalize(q);
+    q = NULL;
+    /* A store from before the escalation table has no such table: empty. */
+    if (sqlite3_prepare_v2(db, "SELECT generation_id, request_id, argv, decision, state, "
+                               "exit_status, received_at, ended_at FROM escalation "
+                               "ORDER BY received_at DESC, rowid DESC LIMIT ?",
+                           -1, &q, NULL) == SQLITE_OK) {
+        if (sqlite3_bind_int(q, 1, max_escalations) != SQLITE_OK ||
+            rows_json(db, q, esc_keys, LZ_ARRAY_SIZE(esc_keys), escs, label, err) < 0)
+            goto out;
+    }
+    r = 0;
+out:
+    sqlite3_finalize(q);
+    sqlite3_close(db);
+    free(label);
+    if (r < 0)
+        json_decref(o);
+    else
+        *ret = o;
+    return r;
+}
+
+int lz_store_check_health(int domain_root_fd, lz_store_health *ret, lz_error **err)
+{
+    char *label = NULL;
+    sqlite3 *db = NULL;
+    if (open_readonly(domain_root_fd, &label, &db, err) < 0)
+        return -1;
+    lz_store_health h = { 0 };
+    sqlite3_stmt *q = NULL;
+    int r = -1;
+    /* integrity_check first: a file that is no database fails here, with
+     * SQLite's reason, before anything else is read from it. */
+    if (sqlite3_prepare_v2(db, "PRAGMA integrity_check(8)", -1, &q, NULL) != SQLITE_OK) {
+        lz_error_set(err, 0, "cannot read the Domain Store %s: %s", label, sqlite3_errmsg(db));
+        goto out;
+    }
+    int rc = sqlite3_step(q);
+    if (rc != SQLITE_ROW) {
+        lz_error_set(err, 0, "cannot check the Domain Store %s: %s", label, sqlite3_errmsg(db));
+        goto out;
+    }
+    const char *line = (const char *) sqlite3_column_text(q, 0);
+    h.integrity_ok = line && strcmp(line, "ok") == 0;
+    snprintf(h.integrity, sizeof(h.integrity), "%s", line ? line : "(no answer)");
+    sqlite3_finalize(q);
+    q = NULL;
+    if (sqlite3_prepare_v2(db, "SELECT schema_id, schema_version FROM store_metadata", -1, &q,
+                           NULL) == SQLITE_OK &&
+        sqlite3_step(q) == SQLITE_ROW) {
+        const char *id = (const char *) sqlite3_column_text(q, 0);
+        snprintf(h.schema_id, sizeof(h.schema_id), "%s", id ? id : "");
+        h.schema_version = sqlite3_column_int(q, 1);
+        h.schema_ok = strcmp(h.schema_id, LZ_DOMAIN_STORE_SCHEMA_ID) == 0 &&
+                      h.schema_version == LZ_DOMAIN_STORE_SCHEMA_VERSION;
+    }
+    *ret = h;
+    r = 0;
+out:
+    sqlite3_finalize(q);
+    sqlite3_close(db);
+    free(label);
+    return r;
 }

@@ -78,9 +78,52 @@ LZ_MUST_CHECK
 int lz_store_read_summary(int domain_root_fd, lz_domain_summary *ret, lz_error **err);
 void lz_domain_summary_clear(lz_domain_summary *s);
 
+/* Start a new generation in state 'starting', after pruning the store
+ * (lz_store_prune with LZ_STORE_KEEP_GENERATIONS): the store stays bounded
+ * however many generations a Domain has. */
 LZ_MUST_CHECK
 int lz_store_generation_begin(lz_domain_store *s, const char *fingerprint_hex,
                               int64_t *ret_generation, lz_error **err);
+
+/* How many of the newest generations the store keeps (docs/runtime.md
+ * "Store pruning"). */
+#define LZ_STORE_KEEP_GENERATIONS 100
+
+/* Delete every generation older than the `keep` newest ones, with its
+ * participant, session, escalation and network_policy rows, in one
+ * transaction. Never a generation that is not over (state 'ended' or
+ * 'recovered') nor one with a participant not Released (recovery still
+ * needs its record). *ret_pruned (may be NULL): generations deleted. */
+LZ_MUST_CHECK
+int lz_store_prune(lz_domain_store *s, int keep, int64_t *ret_pruned, lz_error **err);
+
+/* What `lazaret state inspect` shows from a store, read like
+ * lz_store_read_summary (read-only connection): a JSON object with
+ * "generations" (newest first, at most max_generations: id, state,
+ * started_at, ended_at, fingerprint), "generations_kept" (rows in the
+ * store) and "escalations" (newest first, at most max_escalations:
+ * generation, request_id, argv (the sandbox's: untrusted text), decision,
+ * state, exit_status, received_at, ended_at). Times are Unix seconds.
+ * *ret is a new reference. */
+struct json_t;
+LZ_MUST_CHECK
+int lz_store_read_history(int domain_root_fd, int max_generations, int max_escalations,
+                          struct json_t **ret, lz_error **err);
+
+/* What `lazaret state verify` checks of a store, on a read-only
+ * connection: the schema it says it has and SQLite's integrity_check. */
+typedef struct lz_store_health {
+    char schema_id[64];      /* "" when the metadata row is missing */
+    int schema_version;
+    bool schema_ok;          /* this Lazaret's schema id and version */
+    bool integrity_ok;       /* PRAGMA integrity_check said "ok" */
+    char integrity[256];     /* its first line otherwise */
+} lz_store_health;
+
+/* -1 with *err when the file cannot be opened or read as an SQLite
+ * database at all (not a database, unreadable). */
+LZ_MUST_CHECK
+int lz_store_check_health(int domain_root_fd, lz_store_health *ret, lz_error **err);
 /* Set a generation's state: "starting", "running", "tearing_down", "ended",
  * "recovered". */
 LZ_MUST_CHECK

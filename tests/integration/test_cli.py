@@ -89,11 +89,18 @@ def test_status_without_running_domains(lz):
 
 
 @pytest.mark.parametrize("sub", ["inspect", "verify", "reset"])
-def test_unavailable_commands_say_so(lz, sub):
-    p = lz.run(["state", sub])
-    assert p.returncode == 1
-    assert f"'lazaret state {sub}' is not available yet" in p.stderr
-    assert "fix:" in p.stderr
+def test_state_commands_without_a_domain_say_which_and_how(lz, write_profiles, sub):
+    """(issue 12 item 2) No Domain has state yet: refused with what was
+    looked for and a fix; a profile name given as DOMAIN is a usage error."""
+    write_profiles(lz, {"bb": {}})
+    ws = lz.mkdir("ws")
+    p = lz.run(["state", sub, "--workspace", ws, "--yes"] if sub == "reset" else
+               ["state", sub, "--workspace", ws])
+    assert p.returncode == 1, (p.returncode, p.stderr)
+    assert f"no Domain has state for the workspace {ws}" in p.stderr, p.stderr
+    assert "fix:" in p.stderr and "lazaret state list" in p.stderr, p.stderr
+    p = lz.run(["state", sub, "myprofile"])
+    assert p.returncode == 2 and "not a Domain ID prefix" in p.stderr, p.stderr
 
 
 @pytest.mark.parametrize("cmd,status", [("config", 1), ("doctor", 1), ("run", 125),

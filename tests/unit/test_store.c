@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <jansson.h>
 
 #include "common/util.h"
 #include "store/domain_store.h"
@@ -680,6 +681,134 @@ static void test_writes_that_record_nothing_fail(void **state)
     lz_domain_store_close(s);
 }
 
+/* ---- pruning (issue 12 item 4) -------------------------------------------- */
+
+/* One complete generation: every kind of row that hangs off it. */
+static int64_t full_generation(lz_domain_store *s, bool end)
+{
+    lz_error *err = NULL;
+    int64_t g = 0;
+    assert_int_equal(lz_store_generation_begin(s, FINGERPRINT, &g, &err), 0);
+    static const lz_role roles[] = { LZ_ROLE_COORDINATOR, LZ_ROLE_SANDBOX };
+    for (size_t i = 0; i < LZ_ARRAY_SIZE(roles); i++) {
+        assert_int_equal(lz_store_participant_intent(s, g, roles[i], "r", &err), 0);
+        assert_int_equal(lz_store_participant_held(s, g, roles[i], NULL, &err), 0);
+        assert_int_equal(lz_store_participant_released(s, g, roles[i], &err), 0);
+    }
+    assert_int_equal(lz_store_network_policy(s, g, "{}", &err), 0);
+    assert_int_equal(lz_store_session_begin(s, g, "s1", 42, false, &err), 0);
+    assert_int_equal(lz_store_session_end(s, g, "s1", "exited", 0, &err), 0);
+    assert_int_equal(lz_store_escalation_begin(s, g, "e1", "s1", "[\"make\"]", "/workspace",
+                                               "why", "rule 1", &err),
+                     0);
+    assert_int_equal(lz_store_escalation_end(s, g, "e1", "Completed", NULL, 0, NULL, &err), 0);
+    if (end)
+        assert_int_equal(lz_store_generation_set_state(s, g, "ended", &err), 0);
+    expect_ok(&err);
+    return g;
+}
+
+static void test_prune_bounds_the_store(void **state)
+{
+    fixture *f = *state;
+    lz_domain_store *s = open_store(f);
+    const int n = 3 * LZ_STORE_KEEP_GENERATIONS + 7;
+    int64_t last = 0;
+    for (int i = 0; i < n; i++)
+        last = full_generation(s, true);
+    sqlite3 *db = inspect(f, false);
+    /* The newest KEEP when the last one began, plus the last one. */
+    const int64_t kept = LZ_STORE_KEEP_GENERATIONS + 1;
+    assert_int_equal(last, n); /* ids keep growing across prunes */
+    assert_int_equal(query_int(db, "SELECT count(*) FROM generation"), kept);
+    assert_int_equal(query_int(db, "SELECT min(generation_id) FROM generation"), n - kept + 1);
+    assert_int_equal(query_int(db, "SELECT count(*) FROM participant"), 2 * kept);
+    assert_int_equal(query_int(db, "SELECT count(*) FROM session"), kept);
+    assert_int_equal(query_int(db, "SELECT count(*) FROM escalation"), kept);
+    assert_int_equal(query_int(db, "SELECT count(*) FROM network_policy"), kept);
+    /* No row of a pruned generation is left behind. */
+    assert_int_equal(query_int(db, "SELECT count(*) FROM participant WHERE generation_id NOT IN "
+                                   "(SELECT generation_id FROM generation)"),
+                     0);
+    sqlite3_close(db);
+    /* The summary still counts every generation ever begun. */
+    lz_domain_summary sum = { 0 };
+    lz_error *err = NULL;
+    assert_int_equal(lz_store_read_summary(f->root_fd, &sum, &err), 0);
+    expect_ok(&err);
+    assert_int_equal(sum.generations, n);
+    lz_domain_summary_clear(&sum);
+    lz_domain_store_close(s);
+}
+
+static void test_prune_spares_what_is_not_over(void **state)
+{
+    fixture *f = *state;
+    lz_domain_store *s = open_store(f);
+    lz_error *err = NULL;
+    int64_t running = full_generation(s, false);      /* never ended (its coordinator died) */
+    int64_t held = full_generation(s, true);          /* ended, a participant not released */
+    assert_int_equal(lz_store_participant_intent(s, held, LZ_ROLE_SUPERVISOR, NULL, &err), 0);
+    int64_t old = full_generation(s, true);           /* ended, released: prunable */
+    for (int i = 0; i < 3; i++)
+        full_generation(s, true);
+    int64_t pruned = -1;
+    assert_int_equal(lz_store_prune(s, 3, &pruned, &err), 0);
+    expect_ok(&err);
+    assert_int_equal(pruned, 1);
+    sqlite3 *db = inspect(f, false);
+    _cleanup_free_ char *q1 = lz_xasprintf("SELECT count(*) FROM generation WHERE generation_id "
+                                           "IN (%lld, %lld)", (long long) running,
+                                           (long long) held);
+    _cleanup_free_ char *q2 = lz_xasprintf("SELECT count(*) FROM generation WHERE generation_id "
+                                           "= %lld", (long long) old);
+    assert_int_equal(query_int(db, q1), 2);
+    assert_int_equal(query_int(db, q2), 0);
+    assert_int_equal(query_int(db, "SELECT count(*) FROM generation"), 5);
+    sqlite3_close(db);
+    /* Control: once it is ended and released, the same prune takes them. */
+    assert_int_equal(lz_store_generation_set_state(s, running, "recovered", &err), 0);
+    assert_int_equal(lz_store_participant_released(s, held, LZ_ROLE_SUPERVISOR, &err), 0);
+    assert_int_equal(lz_store_prune(s, 3, &pruned, &err), 0);
+    expect_ok(&err);
+    assert_int_equal(pruned, 2);
+    assert_int_equal(lz_store_prune(s, 0, NULL, &err), -1);
+    expect_error(&err, "cannot keep 0");
+    lz_domain_store_close(s);
+}
+
+static void test_health_and_history_read_only(void **state)
+{
+    fixture *f = *state;
+    lz_domain_store *s = open_store(f);
+    int64_t g = full_generation(s, true);
+    lz_error *err = NULL;
+    lz_store_health h;
+    assert_int_equal(lz_store_check_health(f->root_fd, &h, &err), 0);
+    expect_ok(&err);
+    assert_true(h.schema_ok && h.integrity_ok);
+    assert_string_equal(h.schema_id, LZ_DOMAIN_STORE_SCHEMA_ID);
+    json_t *hist = NULL;
+    assert_int_equal(lz_store_read_history(f->root_fd, 10, 10, &hist, &err), 0);
+    expect_ok(&err);
+    json_t *g0 = json_array_get(json_object_get(hist, "generations"), 0);
+    assert_int_equal(json_integer_value(json_object_get(g0, "id")), g);
+    assert_string_equal(json_string_value(json_object_get(g0, "state")), "ended");
+    json_t *e0 = json_array_get(json_object_get(hist, "escalations"), 0);
+    assert_string_equal(json_string_value(json_object_get(e0, "state")), "Completed");
+    assert_string_equal(json_string_value(json_object_get(e0, "decision")), "rule 1");
+    json_decref(hist);
+    lz_domain_store_close(s);
+    /* A damaged header: not a database at all, an error (not "ok"). */
+    _cleanup_free_ char *path = P(f, "store.db");
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    assert_true(fd >= 0);
+    assert_int_equal(pwrite(fd, "garbage garbage garbage", 23, 0), 23);
+    close(fd);
+    assert_int_equal(lz_store_check_health(f->root_fd, &h, &err), -1);
+    expect_error(&err, "Domain Store");
+}
+
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
 
 int main(void)
@@ -700,6 +829,9 @@ int main(void)
         T(test_mark_recovered),
         T(test_session_begin_end),
         T(test_writes_that_record_nothing_fail),
+        T(test_prune_bounds_the_store),
+        T(test_prune_spares_what_is_not_over),
+        T(test_health_and_history_read_only),
     };
     return cmocka_run_group_tests_name("test_store", tests, NULL, NULL);
 }
