@@ -18,7 +18,12 @@
 #include "common/util.h"
 #include "fs/confined.h"
 
-#define MAX_IGNORED 256
+/* Bounds of the isolation (docs/git.md "How the copies are mounted"): every
+ * ignored path is a kernel mount in the composed workspace tree, and so is
+ * every ancestor directory of one; fs.mount-max (100,000 by default) bounds
+ * the mounts of each mount namespace, and the tree is copied into runsc's. */
+#define MAX_IGNORED 20000
+#define MAX_WORKSPACE_MOUNTS 50000
 #define MAX_MODULE_DEPTH 8
 #define MAX_TREE_DEPTH 256
 #define MAX_TREE_DIRS 50000 /* of fs.inotify.max_user_watches, shared by the user's Domains */
@@ -175,20 +180,58 @@ typedef struct builder {
     int ws_fd;
 } builder;
 
+/* The plan's mounts are looked up by path for every ancestor of every
+ * ignored path (thousands): a hash index (FNV-1a, open addressing), not a
+ * scan of the list. */
+static size_t hash_str(const char *s)
+{
+    size_t h = (size_t) 1469598103934665603ULL;
+    for (; *s; s++)
+        h = (h ^ (unsigned char) *s) * (size_t) 1099511628211ULL;
+    return h;
+}
+
+static size_t *mount_slot(const lz_git_plan *p, const char *rel)
+{
+    size_t mask = p->mount_index_cap - 1;
+    for (size_t i = hash_str(rel) & mask;; i = (i + 1) & mask) {
+        size_t v = p->mount_index[i];
+        if (v == 0 || strcmp(p->mounts[v - 1].rel, rel) == 0)
+            return &p->mount_index[i];
+    }
+}
+
 static bool has_mount(const lz_git_plan *p, const char *rel)
 {
+    return p->mount_index_cap && *mount_slot(p, rel) != 0;
+}
+
+/* (Re)build the index: after the list was sorted or read back. */
+static void index_mounts(lz_git_plan *p)
+{
+    free(p->mount_index);
+    p->mount_index_cap = 64;
+    while (p->mount_index_cap < 2 * p->n_mounts)
+        p->mount_index_cap *= 2;
+    p->mount_index = lz_xcalloc(p->mount_index_cap, sizeof(size_t));
     for (size_t i = 0; i < p->n_mounts; i++)
-        if (strcmp(p->mounts[i].rel, rel) == 0)
-            return true;
-    return false;
+        *mount_slot(p, p->mounts[i].rel) = i + 1;
 }
 
 static void add_mount(builder *b, const char *rel, lz_mount_base base, bool readonly, bool dir)
 {
-    if (has_mount(b->p, rel))
+    lz_git_plan *p = b->p;
+    if (has_mount(p, rel))
         return;
-    b->p->mounts = lz_xrealloc(b->p->mounts, b->p->n_mounts + 1, sizeof(lz_workspace_mount));
-    b->p->mounts[b->p->n_mounts++] = (lz_workspace_mount) { lz_xstrdup(rel), base, readonly, dir };
+    size_t n = p->n_mounts;
+    if (n == 0 || (n & (n - 1)) == 0) /* capacity: the next power of two */
+        p->mounts = lz_xrealloc(p->mounts, n ? 2 * n : 1, sizeof(lz_workspace_mount));
+    p->mounts[p->n_mounts++] = (lz_workspace_mount) { lz_xstrdup(rel), base, readonly, dir };
+    if (2 * p->n_mounts > p->mount_index_cap) { /* at most half full */
+        index_mounts(p);
+    } else {
+        *mount_slot(p, rel) = p->n_mounts;
+    }
 }
 
 static void add_marker(lz_git_marker **v, size_t *n, const char *rel, const struct stat *st)
@@ -609,6 +652,73 @@ refuse:
                          label);
 }
 
+/* The session-start line (lz_git_sentry_ignored_notice): the count and up
+ * to three distinct names, shallowest first (so `.env` and `dist/` before
+ * `pkg/a/__pycache__/`), each at most 40 bytes: bounded whatever the
+ * workspace holds. ignored[] holds paths with "/" after directories. */
+#define NOTICE_NAMES 3
+#define NOTICE_NAME_MAX 40
+
+static size_t path_depth(const char *rel)
+{
+    size_t d = 0;
+    for (const char *c = rel; (c = strchr(c, '/')) && c[1]; c++)
+        d++;
+    return d;
+}
+
+static char *ignored_notice(const lz_git_plan *p)
+{
+    if (p->n_ignored == 0)
+        return NULL;
+    const char *pick[NOTICE_NAMES];
+    size_t n_pick = 0, n_names = 0;
+    /* Shallowest first: a bounded number of passes over the list, one per
+     * depth, stopping once enough names are found (the names counted past
+     * the last pick only decide whether to print "…"). */
+    size_t max_depth = 0;
+    for (size_t i = 0; i < p->n_ignored; i++) {
+        size_t d = path_depth(p->ignored[i]);
+        if (d > max_depth)
+            max_depth = d;
+    }
+    for (size_t depth = 0; depth <= max_depth && n_names <= NOTICE_NAMES; depth++) {
+        for (size_t i = 0; i < p->n_ignored && n_names <= NOTICE_NAMES; i++) {
+            const char *rel = p->ignored[i];
+            if (path_depth(rel) != depth)
+                continue;
+            const char *base = rel + strlen(rel);
+            if (base > rel && base[-1] == '/')
+                base--;
+            while (base > rel && base[-1] != '/')
+                base--;
+            bool seen = false;
+            for (size_t k = 0; k < n_pick && !seen; k++)
+                seen = strcmp(pick[k], base) == 0;
+            if (seen)
+                continue;
+            n_names++;
+            if (n_pick < NOTICE_NAMES)
+                pick[n_pick++] = base;
+        }
+    }
+    size_t cap = 256 + NOTICE_NAMES * (NOTICE_NAME_MAX + 8);
+    char *line = lz_xcalloc(cap, 1);
+    size_t len = (size_t) snprintf(line, cap, "%zu git-ignored path%s %s the sandbox's own "
+                                              "cop%s (", p->n_ignored,
+                                   p->n_ignored == 1 ? "" : "s", p->n_ignored == 1 ? "is" : "are",
+                                   p->n_ignored == 1 ? "y" : "ies");
+    for (size_t k = 0; k < n_pick; k++) {
+        size_t bl = strlen(pick[k]);
+        bool cut = bl > NOTICE_NAME_MAX;
+        len += (size_t) snprintf(line + len, cap - len, "%s%.*s%s", k ? ", " : "",
+                                 (int) (cut ? NOTICE_NAME_MAX : bl), pick[k], cut ? "…" : "");
+    }
+    snprintf(line + len, cap - len, "%s); see docs/git.md \"Git-ignored files\"",
+             n_names > n_pick ? ", …" : "");
+    return line;
+}
+
 /* Ignored paths: the Domain's own copies under <Domain Root>/ignored/,
  * initially empty, bound over the workspace paths. */
 static int isolate_ignored(builder *b, const lz_resolved_config *cfg, lz_error **err)
@@ -687,11 +797,16 @@ static int isolate_ignored(builder *b, const lz_resolved_config *cfg, lz_error *
             continue;
         if (entry[n - 1] == '/')
             entry[--n] = '\0';
-        if (b->p->n_ignored >= MAX_IGNORED) {
-            lz_error_set(err, 0, "the workspace %s has more than %d ignored paths", b->ws,
-                         MAX_IGNORED);
-            r = lz_error_hint(err, "ignore whole directories rather than many single files, "
-                                   "or set isolate_gitignored = false in the profile");
+        if (b->p->n_ignored >= MAX_IGNORED || b->p->n_mounts >= MAX_WORKSPACE_MOUNTS) {
+            lz_error_set(err, 0,
+                         "the workspace %s has more git-ignored paths than Lazaret isolates "
+                         "(%d paths, %d mounts with their parent directories)",
+                         b->ws, MAX_IGNORED, MAX_WORKSPACE_MOUNTS);
+            r = lz_error_hint(err, "ignore whole directories rather than the files in them "
+                                   "(`build/` rather than `build/*.o`), remove generated "
+                                   "directories you no longer need (git clean -ndX lists "
+                                   "them), or set isolate_gitignored = false in the profile "
+                                   "(ignored files are then shared with the sandbox)");
             break;
         }
         if (!lz_path_is_normalized_rel(entry))
@@ -714,10 +829,21 @@ static int isolate_ignored(builder *b, const lz_resolved_config *cfg, lz_error *
             add_mount(b, anc, LZ_MOUNT_FROM_WORKSPACE, false, true);
             *c = '/';
         }
-        b->p->ignored = lz_xrealloc(b->p->ignored, b->p->n_ignored + 1, sizeof(char *));
-        b->p->ignored[b->p->n_ignored++] = lz_xstrdup(entry);
+        size_t n_ign = b->p->n_ignored;
+        if (n_ign == 0 || (n_ign & (n_ign - 1)) == 0) /* capacity: the next power of two */
+            b->p->ignored = lz_xrealloc(b->p->ignored, n_ign ? 2 * n_ign : 1, sizeof(char *));
+        b->p->ignored[b->p->n_ignored++] = dir ? lz_xasprintf("%s/", entry)
+                                               : lz_xstrdup(entry);
     }
     lz_spawn_output_free(&out);
+    if (r == 0)
+        b->p->ignored_notice = ignored_notice(b->p);
+    /* Kept without the directories' "/" (the audit compares paths). */
+    for (size_t i = 0; i < b->p->n_ignored; i++) {
+        size_t len = strlen(b->p->ignored[i]);
+        if (len > 1 && b->p->ignored[i][len - 1] == '/')
+            b->p->ignored[i][len - 1] = '\0';
+    }
     if (b->p->n_ignored > 1)
         qsort(b->p->ignored, b->p->n_ignored, sizeof(char *), cmp_str);
     b->p->ignored_ids = lz_xcalloc(b->p->n_ignored ? b->p->n_ignored : 1, sizeof(lz_git_marker));
@@ -1839,6 +1965,7 @@ int lz_git_sentry_plan(const lz_resolved_config *cfg, lz_git_plan *ret, lz_error
     }
     if (p.n_mounts > 1)
         qsort(p.mounts, p.n_mounts, sizeof(lz_workspace_mount), cmp_depth);
+    index_mounts(&p);
     *ret = p;
     p = (lz_git_plan) LZ_GIT_PLAN_INIT;
     r = 0;
@@ -1962,6 +2089,7 @@ static int recover_previous(builder *b, lz_error **err)
     lz_git_plan t = LZ_GIT_PLAN_INIT;
     int r = load_baseline(f, &t);
     fclose(f);
+    index_mounts(&t);
     if (r == 0 && t.n_ignored > 1)
         qsort(t.ignored, t.n_ignored, sizeof(char *), cmp_str);
     if (r == 0 && t.quarantine_rel && lz_path_is_normalized_rel(t.quarantine_rel)) {
@@ -2136,11 +2264,18 @@ int lz_git_sentry_audit(lz_git_plan *p, bool full, char **ret_report, lz_error *
     return event_audit(p, ret_report, err);
 }
 
+const char *lz_git_sentry_ignored_notice(const lz_git_plan *plan)
+{
+    return plan->ignored_notice;
+}
+
 void lz_git_plan_clear(lz_git_plan *plan)
 {
     for (size_t i = 0; i < plan->n_mounts; i++)
         free(plan->mounts[i].rel);
     free(plan->mounts);
+    free(plan->mount_index);
+    free(plan->ignored_notice);
     for (size_t i = 0; i < plan->n_ignored; i++)
         free(plan->ignored[i]);
     free(plan->ignored);

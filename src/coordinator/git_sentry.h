@@ -77,6 +77,9 @@ typedef struct lz_git_plan {
     lz_git_kind kind;
     lz_workspace_mount *mounts; /* in mount order: every parent before what lies in it */
     size_t n_mounts;
+    size_t *mount_index;    /* hash of mounts[].rel -> index + 1 (0: empty), mount_index_cap slots */
+    size_t mount_index_cap;
+    char *ignored_notice;   /* the session-start line on the isolated paths, NULL when none */
     size_t n_ignored;       /* how many ignored paths are isolated */
     char **ignored;         /* their relative paths (sorted), skipped by the tree audit */
     lz_git_marker *ignored_ids; /* ... while they are these objects (same order; rel unused) */
@@ -144,6 +147,12 @@ void lz_git_sentry_done(lz_git_plan *plan);
  * refuses to start while any of the named paths exists. */
 LZ_MUST_CHECK
 int lz_git_sentry_mark_unsafe(const lz_resolved_config *cfg, const char *what, lz_error **err);
+
+/* The line a session prints at its start on a terminal: how many git-ignored
+ * paths are the sandbox's own copies and a few of their names (bounded:
+ * three names of at most 40 bytes), with the pointer to the docs. NULL when
+ * none are isolated. The plan keeps it. */
+const char *lz_git_sentry_ignored_notice(const lz_git_plan *plan);
 
 void lz_git_plan_clear(lz_git_plan *plan);
 

@@ -132,17 +132,12 @@ json_t *lz_spec_container(const lz_sandbox_spec *s)
     for (size_t i = 0; i < s->n_mounts; i++)
         add_mount(mounts, s->mounts[i].destination, "bind", s->mounts[i].source,
                   s->mounts[i].readonly ? ro_bind : rw_bind);
+    /* One bind for the whole workspace tree: .git and the Git Sentry's
+     * mounts (read-only protections, bind points, the Domain's copies of
+     * git-ignored paths) are kernel mounts inside it, which the supervisor
+     * composed from descriptors; "rbind" carries them into runsc's gofer
+     * (supervisor.c compose_workspace). */
     add_mount(mounts, "/workspace", "bind", s->workspace, rw_bind);
-    /* .git as its own mount point: the sandbox cannot rename or replace it
-     * (docs/platform.md "Git in a bind-mounted workspace", attack 1). */
-    if (s->git_dir)
-        add_mount(mounts, "/workspace/.git", "bind", s->git_dir, rw_bind);
-    /* Git Sentry: read-only protections and Domain-scoped ignored paths,
-     * nested inside the two binds above (gVisor honours nested binds). */
-    for (size_t i = 0; i < s->n_workspace_mounts; i++)
-        add_mount(mounts, s->workspace_mounts[i].destination, "bind",
-                  s->workspace_mounts[i].source,
-                  s->workspace_mounts[i].readonly ? ro_bind : rw_bind);
 
     char *const init_args[] = { (char *) LZ_GUEST_EXEC, (char *) "--init" };
     json_t *process = lz_spec_process(NULL, 0, "/", s->env, false);

@@ -67,12 +67,9 @@ typedef struct lz_workspace_mount {
 typedef struct lz_sandbox_spec {
     const char *rootfs;          /* host path of the prepared root filesystem */
     const char *hostname;
-    const char *workspace;       /* host path */
-    const char *git_dir;         /* host path of <workspace>/.git when a directory, else NULL */
+    const char *workspace;       /* host path of the composed workspace tree (one bind) */
     const lz_spec_mount *mounts; /* persistent overlays and volumes, in mount order */
     size_t n_mounts;
-    const lz_spec_mount *workspace_mounts; /* Git Sentry: mounts inside /workspace, in order */
-    size_t n_workspace_mounts;
     const char *guest_bin_dir;   /* host directory holding lazaret-exec */
     const char *guest_lib_dir;   /* host directory holding lazaret-statx-fix.so */
     const char *mailbox_inbox;   /* Escalation Mailbox: read-write */

@@ -24,18 +24,16 @@ int lz_stage_init(lz_stage *st, int gen_fd, const char *gen_label, lz_error **er
     return 0;
 }
 
-int lz_stage_fd(lz_stage *st, int obj_fd, bool readonly, const char *what, char **ret_path,
-                lz_error **err)
+/* A detached copy of exactly obj_fd's mount (no submounts), nosuid,nodev
+ * (and read-only when asked). Returns the tree's descriptor or -1. */
+static int clone_restricted(int obj_fd, bool readonly, const char *what, struct stat *ret_sb,
+                            lz_error **err)
 {
-    struct stat sb;
-    if (fstat(obj_fd, &sb) < 0)
+    if (fstat(obj_fd, ret_sb) < 0)
         return lz_error_set(err, errno, "cannot stat %s", what);
-    if (!S_ISDIR(sb.st_mode) && !S_ISREG(sb.st_mode))
+    if (!S_ISDIR(ret_sb->st_mode) && !S_ISREG(ret_sb->st_mode))
         return lz_error_set(err, 0, "%s is neither a directory nor a regular file", what);
-
-    /* A detached copy of exactly this object's mount (no submounts). */
-    _cleanup_close_ int tree = (int) open_tree(obj_fd, "",
-                                               OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
+    int tree = (int) open_tree(obj_fd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
     if (tree < 0) {
         lz_error_set(err, errno, "cannot pin %s for the sandbox", what);
         if (errno == EINVAL)
@@ -46,8 +44,21 @@ int lz_stage_fd(lz_stage *st, int obj_fd, bool readonly, const char *what, char 
     }
     struct mount_attr attr = { .attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
                                            (readonly ? MOUNT_ATTR_RDONLY : 0) };
-    if (mount_setattr(tree, "", AT_EMPTY_PATH, &attr, sizeof(attr)) < 0)
-        return lz_error_set(err, errno, "cannot restrict the mount of %s", what);
+    if (mount_setattr(tree, "", AT_EMPTY_PATH, &attr, sizeof(attr)) < 0) {
+        lz_error_set(err, errno, "cannot restrict the mount of %s", what);
+        close(tree);
+        return -1;
+    }
+    return tree;
+}
+
+int lz_stage_fd(lz_stage *st, int obj_fd, bool readonly, const char *what, char **ret_path,
+                lz_error **err)
+{
+    struct stat sb;
+    _cleanup_close_ int tree = clone_restricted(obj_fd, readonly, what, &sb, err);
+    if (tree < 0)
+        return -1;
 
     char name[32];
     snprintf(name, sizeof(name), "%u", st->next++);
@@ -65,6 +76,22 @@ int lz_stage_fd(lz_stage *st, int obj_fd, bool readonly, const char *what, char 
         return lz_error_set(err, errno, "cannot attach the mount of %s at %s/%s", what, st->label,
                             name);
     *ret_path = lz_xasprintf("%s/%s", st->label, name);
+    return 0;
+}
+
+int lz_stage_fd_over(int obj_fd, int dest_fd, bool readonly, const char *what, lz_error **err)
+{
+    struct stat sb, db;
+    _cleanup_close_ int tree = clone_restricted(obj_fd, readonly, what, &sb, err);
+    if (tree < 0)
+        return -1;
+    if (fstat(dest_fd, &db) < 0)
+        return lz_error_set(err, errno, "cannot stat the mount point of %s", what);
+    if ((sb.st_mode & S_IFMT) != (db.st_mode & S_IFMT))
+        return lz_error_set(err, 0, "the mount point of %s is not a %s", what,
+                            S_ISDIR(sb.st_mode) ? "directory" : "regular file");
+    if (move_mount(tree, "", dest_fd, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
+        return lz_error_set(err, errno, "cannot mount %s in the sandbox's workspace tree", what);
     return 0;
 }
 

@@ -44,6 +44,16 @@ LZ_MUST_CHECK
 int lz_stage_fd(lz_stage *st, int obj_fd, bool readonly, const char *what, char **ret_path,
                 lz_error **err);
 
+/* Mount a clone of the object obj_fd refers to (as lz_stage_fd: exactly that
+ * mount, nosuid,nodev, read-only in the kernel when asked) over dest_fd, an
+ * O_PATH descriptor of a directory or regular file of the same type inside
+ * a tree staged earlier. This is how the workspace tree is composed: the
+ * Git Sentry's mounts become kernel mounts inside the staged workspace,
+ * which runsc receives as ONE bind (docs/git.md "How the copies are
+ * mounted": runsc 2022 cannot take more than about 250 binds). */
+LZ_MUST_CHECK
+int lz_stage_fd_over(int obj_fd, int dest_fd, bool readonly, const char *what, lz_error **err);
+
 void lz_stage_clear(lz_stage *st);
 
 #endif

@@ -1,0 +1,177 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Git-ignored isolation at scale, and the session-start line (issue 12,
+item 3; docs/git.md "Git-ignored files").
+
+A workspace with 5,000 ignored directories (`__pycache__/` and
+`node_modules/` in each of 2,500 packages) starts, and the sandbox never
+writes through to the host's copy of any of them: not by writing there, not
+by renaming a package directory away and making a new one under the old name,
+not by removing an ignored directory and making it again. The control runs
+the same script with isolate_gitignored = false (the layout without the
+defence): the same writes land in the host's directories, so the assertions
+can fail. A path that is not ignored is written through in both runs.
+
+The start line ("N git-ignored paths are the sandbox's own copies (...)")
+appears on a terminal and not when stderr is a pipe.
+"""
+
+import re
+
+from conftest import RUN_TIMEOUT, TEARDOWN_TIMEOUT, ok, sh, wait_torn_down
+from test_git import domain_root, git, new_repo
+from test_terminal import terms  # noqa: F401 (the fixture)
+
+PACKAGES = 2500                      # x 2 ignored directories = 5,000
+IGNORED_NAMES = ("__pycache__", "node_modules")
+SAMPLE = range(0, PACKAGES, 50)      # packages whose ignored dirs hold host files
+RENAMED, REMOVED, PLAIN = 7, 9, 11   # packages the attack script works on
+
+
+def _big_ws(lz):
+    """2,500 packages p<i>/ with a tracked file f and two ignored
+    directories; the sampled ones hold a host file host.txt in each."""
+    ws = new_repo(lz, "ws", {"README": "x\n", ".gitignore": "__pycache__/\nnode_modules/\n"})
+    sample = " ".join(str(i) for i in SAMPLE)
+    ok(lz.run_as_user(sh(
+        f"set -e\ncd {ws}\ni=0\n"
+        f"while [ $i -lt {PACKAGES} ]; do mkdir p$i p$i/__pycache__ p$i/node_modules; "
+        "echo host > p$i/f; i=$((i+1)); done\n"
+        f"for i in {sample}; do for d in {' '.join(IGNORED_NAMES)}; do "
+        "echo host-$i > p$i/$d/host.txt; done; done\n"), timeout=600))
+    git(lz, ws, "add", "-A")
+    git(lz, ws, "commit", "-q", "-m", "packages")
+    # What the Git Sentry asks the host's Git (empty directories included).
+    listed = git(lz, ws, "ls-files", "-z", "--others", "--ignored", "--exclude-standard",
+                 "--directory").stdout.split("\0")
+    assert len([e for e in listed if e]) == 2 * PACKAGES, listed[:10]
+    return ws
+
+
+ATTACK = (
+    # every ignored directory: a new file, and the sampled host file overwritten
+    "n=0; for d in p*/__pycache__ p*/node_modules; do "
+    "echo sandbox > $d/sb && echo sandbox > $d/host.txt || n=$((n+1)); done; echo WRITEFAIL=$n\n"
+    # a package renamed away, a new one under its name: its ignored dirs are then new
+    f"if mv p{RENAMED} p{RENAMED}-moved 2>/dev/null; then echo RENAMED; "
+    "else echo RENAME-REFUSED; fi\n"
+    f"mkdir -p p{RENAMED}/node_modules && echo sandbox > p{RENAMED}/node_modules/through\n"
+    # an ignored directory removed and made again
+    f"rm -rf p{REMOVED}/__pycache__ 2>/dev/null; mkdir -p p{REMOVED}/__pycache__; "
+    f"echo sandbox > p{REMOVED}/__pycache__/through\n"
+    # not ignored: the host's file, written through
+    f"echo sandbox > p{PLAIN}/f\n"
+    "echo DONE\n")
+
+
+def _host_ignored_problems(ws) -> list:
+    """What the sandbox left in the host's ignored directories."""
+    bad = []
+    for i in range(PACKAGES):
+        for d in IGNORED_NAMES:
+            p = ws / f"p{i}" / d
+            want = {"host.txt": f"host-{i}\n"} if i in SAMPLE else {}
+            have = {e.name: e.read_text() for e in p.iterdir()} if p.is_dir() else None
+            if have != want:
+                bad.append(f"{p}: {have} (want {want})")
+    return bad
+
+
+def test_5000_ignored_dirs_start_and_the_host_copies_stay_the_hosts(rig):
+    lz = rig.lz
+    ws = _big_ws(lz)
+    rig.config({"bb": {}})
+    p = ok(rig.run("bb", sh(ATTACK), ws=ws, timeout=RUN_TIMEOUT * 4))
+    assert "WRITEFAIL=0\n" in p.stdout and "DONE\n" in p.stdout, p.stdout + p.stderr
+    # A package directory holds bind points: the kernel refuses the rename.
+    assert "RENAME-REFUSED\n" in p.stdout, p.stdout
+    assert (ws / f"p{RENAMED}").is_dir() and not (ws / f"p{RENAMED}-moved").exists()
+    # Control inside the same run: a path that is not ignored is written through.
+    assert (ws / f"p{PLAIN}" / "f").read_text() == "sandbox\n"
+    # The host's ignored directories: exactly what the host put there.
+    bad = _host_ignored_problems(ws)
+    assert not bad, f"{len(bad)} host copies changed, e.g.:\n" + "\n".join(bad[:10])
+    left, _ = wait_torn_down(lz, TEARDOWN_TIMEOUT)
+    assert not left, "\n".join(left)
+    # The writes went to the Domain's copies (the sandbox's own).
+    ign = domain_root(rig, ws) / "ignored"
+    # (p<REMOVED>/__pycache__: its copy was emptied by the rm -rf)
+    missing = [f"p{i}/{d}" for i in range(PACKAGES) for d in IGNORED_NAMES
+               if (i, d) != (REMOVED, "__pycache__") and
+               not (ign / f"p{i}" / d / "sb").is_file()]
+    assert not missing, f"{len(missing)} copies without the sandbox's file: {missing[:10]}"
+    assert (ign / f"p{RENAMED}" / "node_modules" / "through").read_text() == "sandbox\n"
+    assert (ign / f"p{REMOVED}" / "__pycache__" / "through").read_text() == "sandbox\n"
+    # The host's Git sees only the write-through control.
+    st = git(lz, ws, "status", "--porcelain").stdout
+    assert st == f" M p{PLAIN}/f\n", st
+
+
+def test_control_without_isolation_the_same_script_writes_the_hosts_copies(rig):
+    """The weakened layout (isolate_gitignored = false): the same attack
+    lands in the host's ignored directories, so the test above can fail."""
+    lz = rig.lz
+    ws = _big_ws(lz)
+    rig.config({"bb": {"isolate_gitignored": False}})
+    p = ok(rig.run("bb", sh(ATTACK), ws=ws, timeout=RUN_TIMEOUT * 4))
+    assert "WRITEFAIL=0\n" in p.stdout and "DONE\n" in p.stdout, p.stdout + p.stderr
+    assert "RENAMED\n" in p.stdout, p.stdout
+    bad = _host_ignored_problems(ws)
+    # p<RENAMED>'s two directories moved away with it; every other one was written.
+    assert len(bad) == 2 * PACKAGES, f"{len(bad)} of {2 * PACKAGES} host copies written"
+    assert (ws / "p0" / "__pycache__" / "host.txt").read_text() == "sandbox\n"
+    assert (ws / f"p{RENAMED}" / "node_modules" / "through").read_text() == "sandbox\n"
+    assert (ws / f"p{REMOVED}" / "__pycache__" / "through").read_text() == "sandbox\n"
+    assert (ws / f"p{PLAIN}" / "f").read_text() == "sandbox\n"
+
+
+# ---- the session-start line -----------------------------------------------------------
+
+NOTICE = re.compile(r"lazaret: (\d+) git-ignored paths? (?:is|are) the sandbox's own "
+                    r"cop(?:y|ies) \(([^)]*)\); see docs/git.md \"Git-ignored files\"")
+
+
+def _small_ws(lz):
+    ws = new_repo(lz, "ws", {"README": "x\n", ".gitignore": ".env\ndist/\nnode_modules/\n"})
+    lz.write(ws / ".env", "SECRET=host\n", mode=0o644)
+    lz.mkdir(ws / "dist")
+    return ws
+
+
+def test_start_line_names_the_ignored_paths_on_a_terminal(terms):  # noqa: F811
+    _small_ws(terms.lz)
+    terms.config()
+    t = terms.shell(cmd=["true"])
+    st = t.wait_exit()
+    terms.check_report(t, st)
+    assert st == 0, t.text
+    m = NOTICE.search(t.text)
+    assert m, f"no start line on the terminal:\n{t.text}"
+    # .env, dist/ and the placeholder Lazaret made for node_modules/
+    assert m.group(1) == "3" and m.group(2) == ".env, dist/, node_modules/", m.group(0)
+    assert t.text.count("git-ignored path") == 1, t.text
+
+
+def test_start_line_is_not_printed_without_a_terminal(rig):
+    """Control for the test above: the same run with stderr a pipe."""
+    ws = _small_ws(rig.lz)
+    rig.config({"bb": {}})
+    p = ok(rig.run("bb", sh("cat .env; echo END"), ws=ws))
+    assert p.stdout == "END\n", p.stdout       # the isolation itself is on
+    assert "git-ignored" not in p.stderr, p.stderr
+
+
+def test_start_line_counts_5000_and_names_a_few(terms):  # noqa: F811
+    """Bounded whatever the count: the number and the distinct names."""
+    ws = _big_ws(terms.lz)
+    terms.config()
+    t = terms.shell(cmd=["true"])
+    st = t.wait_exit(timeout=RUN_TIMEOUT * 4)
+    assert st == 0, t.text
+    m = NOTICE.search(t.text)
+    assert m, t.text
+    # + the placeholders Lazaret makes at the top for the two directory patterns
+    assert m.group(1) == str(2 * PACKAGES + 2) and \
+        m.group(2) == "__pycache__/, node_modules/", \
+        m.group(0)
+    assert len(m.group(0)) < 200
+    assert ws.is_dir()
