@@ -37,8 +37,8 @@
  * Not program starts, and so not here: forks that run Lazaret's own code
  * without exec - coordinator/bootstrap.c (the coordinator's double fork),
  * supervisor/userns.c (the user-namespace child), supervisor/supervisor.c
- * (the pid-namespace init), supervisor/sidecar.c (in_netns helpers and the
- * address watcher), cli/cmd_doctor.c (namespace probes). A long-lived one
+ * (the pid-namespace init), supervisor/sidecar.c (in_netns helpers, the
+ * address watcher and the --publish forwarders), cli/cmd_doctor.c (namespace probes). A long-lived one
  * drops the descriptors it inherited with lz_close_fds_except(), as O_CLOEXEC
  * only acts at exec. src/guest/ runs inside the sandbox, not on the host.
  *

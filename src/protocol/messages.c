@@ -3,6 +3,7 @@
 
 #include <stdlib.h>
 #include <signal.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "common/util.h"
@@ -80,6 +81,105 @@ void lz_msg_run_encode(lz_wbuf *b, const lz_msg_run *m)
     lz_wbuf_str(b, m->cwd ? m->cwd : "");
     put_strv(b, m->argv, m->argc);
     put_strv(b, m->env, m->envc);
+    lz_wbuf_u32(b, (uint32_t) m->n_publish);
+    for (size_t i = 0; i < m->n_publish; i++) {
+        lz_wbuf_u32(b, m->publish[i].addr);
+        lz_wbuf_u32(b, m->publish[i].host_port);
+        lz_wbuf_u32(b, m->publish[i].port);
+    }
+}
+
+/* A decimal port 1..65535: digits only, no leading zero. */
+static bool parse_port(const char *s, size_t n, uint16_t *ret)
+{
+    if (n == 0 || n > 5 || s[0] == '0')
+        return false;
+    uint32_t v = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return false;
+        v = v * 10 + (uint32_t) (s[i] - '0');
+    }
+    if (v > 65535)
+        return false;
+    *ret = (uint16_t) v;
+    return true;
+}
+
+/* A dotted IPv4 address, four decimal octets without leading zeros (what
+ * inet_pton accepts, without depending on it: this file is libc-only and
+ * strict). */
+static bool parse_ipv4(const char *s, size_t n, uint32_t *ret)
+{
+    uint32_t a = 0;
+    size_t i = 0;
+    for (int octet = 0; octet < 4; octet++) {
+        if (octet) {
+            if (i >= n || s[i] != '.')
+                return false;
+            i++;
+        }
+        size_t start = i;
+        uint32_t v = 0;
+        while (i < n && s[i] >= '0' && s[i] <= '9' && i - start < 3)
+            v = v * 10 + (uint32_t) (s[i++] - '0');
+        if (i == start || v > 255 || (i - start > 1 && s[start] == '0'))
+            return false;
+        a = a << 8 | v;
+    }
+    if (i != n)
+        return false;
+    *ret = a;
+    return true;
+}
+
+bool lz_msg_publish_parse(const char *spec, lz_msg_publish *ret, char *why, size_t why_len)
+{
+    const char *c2 = strrchr(spec, ':');
+    if (!c2) {
+        snprintf(why, why_len, "'%s' is not HOSTPORT:PORT", spec);
+        return false;
+    }
+    const char *c1 = NULL;
+    for (const char *p = spec; p < c2; p++)
+        if (*p == ':')
+            c1 = p;
+    lz_msg_publish p = { .addr = 0x7f000001u };
+    const char *hp = c1 ? c1 + 1 : spec;
+    if (c1 && !parse_ipv4(spec, (size_t) (c1 - spec), &p.addr)) {
+        snprintf(why, why_len, "'%.*s' in '%s' is not an IPv4 address", (int) (c1 - spec), spec,
+                 spec);
+        return false;
+    }
+    if (c1 && strchr(spec, ':') != c1) {
+        snprintf(why, why_len, "'%s' is not [ADDR:]HOSTPORT:PORT", spec);
+        return false;
+    }
+    /* Loopback only: a published port is the sandbox's server answering on
+     * the developer's machine, not on the network (docs/network.md). */
+    if ((p.addr >> 24) != 127) {
+        snprintf(why, why_len, "'%.*s' is not a loopback address: a port is published on "
+                               "127.0.0.0/8 only", (int) (c1 - spec), spec);
+        return false;
+    }
+    if (!parse_port(hp, (size_t) (c2 - hp), &p.host_port)) {
+        snprintf(why, why_len, "host port '%.*s' in '%s' is not a number from 1 to 65535",
+                 (int) (c2 - hp), hp, spec);
+        return false;
+    }
+    if (!parse_port(c2 + 1, strlen(c2 + 1), &p.port)) {
+        snprintf(why, why_len, "sandbox port '%s' in '%s' is not a number from 1 to 65535",
+                 c2 + 1, spec);
+        return false;
+    }
+    *ret = p;
+    return true;
+}
+
+void lz_msg_publish_host(const lz_msg_publish *p, char *buf, size_t len)
+{
+    snprintf(buf, len, "%u.%u.%u.%u:%u", p->addr >> 24, (p->addr >> 16) & 0xff,
+             (p->addr >> 8) & 0xff, p->addr & 0xff, p->host_port);
 }
 
 bool lz_msg_locale_var_ok(const char *entry)
@@ -118,7 +218,19 @@ bool lz_msg_run_decode(lz_rbuf *r, lz_msg_run *m)
     bool env_ok = true;
     for (size_t i = 0; m->env && i < m->envc; i++)
         env_ok = env_ok && lz_msg_locale_var_ok(m->env[i]);
-    if (!lz_rbuf_done(r) || flags > 1 || m->rows > 65535 || m->cols > 65535 || !env_ok) {
+    /* Published ports: bounded, loopback, ports 1..65535, no host address
+     * and port twice (the second bind would fail anyway; say so here). */
+    uint32_t np = m->env ? lz_rbuf_u32(r) : 0;
+    bool pub_ok = np <= LZ_MSG_MAX_PUBLISH;
+    for (uint32_t i = 0; pub_ok && i < np; i++) {
+        uint32_t addr = lz_rbuf_u32(r), hp = lz_rbuf_u32(r), port = lz_rbuf_u32(r);
+        pub_ok = (addr >> 24) == 127 && hp >= 1 && hp <= 65535 && port >= 1 && port <= 65535;
+        m->publish[i] = (lz_msg_publish) { addr, (uint16_t) hp, (uint16_t) port };
+        for (uint32_t j = 0; pub_ok && j < i; j++)
+            pub_ok = m->publish[j].addr != addr || m->publish[j].host_port != hp;
+    }
+    m->n_publish = pub_ok ? np : 0;
+    if (!lz_rbuf_done(r) || !pub_ok || flags > 1 || m->rows > 65535 || m->cols > 65535 || !env_ok) {
         lz_msg_run_clear(m);
         return false;
     }

@@ -19,7 +19,8 @@
  *   CLI -> HC   HELLO     protocol version, Domain ID, configuration fingerprint
  *               RUN       the session's command; non-interactive: fds stdin,
  *                         stdout, stderr; interactive: no fds (window size);
- *                         TERM and locale in the message for both
+ *                         TERM, locale and the ports to publish in the
+ *                         message for both
  *               STOP      instead of HELLO (`lazaret stop`): the Domain id;
  *                         every session is told and the Domain tears down
  *               SIGNAL    non-interactive: a signal the CLI got, for the
@@ -47,6 +48,8 @@
  *   HC -> RS    SUP_START             create and start this generation's sandbox
  *               SUP_EXEC              run a session command in it; fds: stdio
  *               SUP_SIGNAL            signal a session's command (its client left)
+ *               SUP_PUBLISH           relay a listening socket's connections to a
+ *                                     sandbox port while a session runs; fd: the socket
  *               SUP_STOP              kill and delete the sandbox, then exit
  *   RS -> HC    SUP_STARTED / SUP_FAILED, SUP_EXEC_EXITED, SUP_STOPPED
  *
@@ -93,6 +96,7 @@ enum {
     LZ_SUP_EXEC = 101,
     LZ_SUP_STOP = 102,
     LZ_SUP_SIGNAL = 103,
+    LZ_SUP_PUBLISH = 104, /* session no, sandbox port; fd: the listening socket */
     LZ_SUP_STARTED = 110,
     LZ_SUP_FAILED = 111,
     LZ_SUP_EXEC_EXITED = 112,
@@ -118,6 +122,26 @@ typedef struct lz_msg_hello {
     char *fingerprint;
 } lz_msg_hello;
 
+/* A published port (`lazaret run --publish [ADDR:]HOSTPORT:PORT`,
+ * docs/network.md "Publishing a port"): the coordinator listens on
+ * addr:host_port (a loopback address, host byte order) in its network
+ * namespace, and every connection made there is relayed to the sandbox's
+ * TCP port `port`. */
+#define LZ_MSG_MAX_PUBLISH 8
+typedef struct lz_msg_publish {
+    uint32_t addr;       /* inside 127.0.0.0/8, host byte order */
+    uint16_t host_port;  /* 1..65535 */
+    uint16_t port;       /* 1..65535, in the sandbox */
+} lz_msg_publish;
+
+/* Parse "[ADDR:]HOSTPORT:PORT" (ADDR a dotted IPv4 address inside
+ * 127.0.0.0/8, default 127.0.0.1; ports 1..65535, decimal, no sign or
+ * leading zero). False with the reason in why. */
+bool lz_msg_publish_parse(const char *spec, lz_msg_publish *ret, char *why, size_t why_len);
+
+/* "127.0.0.1:8080" into buf (at least 22 bytes). */
+void lz_msg_publish_host(const lz_msg_publish *p, char *buf, size_t len);
+
 typedef struct lz_msg_run {
     bool interactive;
     uint32_t rows, cols;
@@ -127,6 +151,8 @@ typedef struct lz_msg_run {
     size_t argc;
     char **env;        /* the client's locale: "LANG=…", "LC_*=…" only */
     size_t envc;
+    lz_msg_publish publish[LZ_MSG_MAX_PUBLISH]; /* --publish, no host port twice */
+    size_t n_publish;
 } lz_msg_run;
 
 /* Largest payload of INPUT/OUTPUT. */
@@ -219,7 +245,8 @@ void lz_msg_signal_encode(lz_wbuf *b, uint32_t sig);
 bool lz_msg_signal_decode(lz_rbuf *r, uint32_t *ret_sig);
 
 /* Two-u32 messages (EXIT: outcome, code; SUP_EXEC_EXITED: session, status;
- * SUP_SIGNAL: session, signal; DECISION: prompt no, approve 0/1). */
+ * SUP_SIGNAL: session, signal; DECISION: prompt no, approve 0/1;
+ * SUP_PUBLISH: session, sandbox port). */
 void lz_msg_pair_encode(lz_wbuf *b, uint16_t type, uint32_t a, uint32_t c);
 bool lz_msg_pair_decode(lz_rbuf *r, uint32_t *a, uint32_t *c);
 

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -24,6 +25,7 @@
 
 #include "common/spawn.h"
 #include "common/util.h"
+#include "supervisor/forward.h"
 
 #define ROUTER_IF "lzr0"
 #define SANDBOX_IF "lzs0"
@@ -480,8 +482,23 @@ static const char ruleset_tail[] =
     "    type filter hook input priority filter; policy drop;\n"
     "    iifname \"lo\" accept\n"
     "    iifname \"" SLIRP_IF "\" ct state established,related accept\n"
+    /* --publish: the sandbox answers connections the router's forwarder
+     * made (the reply direction of a connection the router originated);
+     * a connection the sandbox begins is new, in the original direction,
+     * and rejected below. */
+    "    iifname \"" ROUTER_IF "\" ip saddr " SANDBOX_ADDR " ct direction reply accept\n"
     "    iifname \"" ROUTER_IF "\" meta l4proto tcp reject with tcp reset\n"
     "    iifname \"" ROUTER_IF "\" reject with icmp type admin-prohibited\n"
+    "  }\n"
+    /* What the router itself sends: only to the sandbox's address (the
+     * forwarder's connections, and the resets and ICMP errors of the
+     * forward chain's rejects, which leave through this hook). Nothing
+     * of the router's own reaches slirp4netns, whatever a subverted
+     * forwarder asks for; forwarded traffic does not pass here. */
+    "  chain output {\n"
+    "    type filter hook output priority filter; policy drop;\n"
+    "    oifname \"lo\" accept\n"
+    "    oifname \"" ROUTER_IF "\" ip daddr " SANDBOX_ADDR " accept\n"
     "  }\n"
     "  chain postrouting {\n"
     "    type nat hook postrouting priority srcnat; policy accept;\n"
@@ -836,6 +853,69 @@ fail:
     lz_ipv4_list_clear(&host_local);
     lz_network_clear(&net);
     return -1;
+}
+
+pid_t lz_network_publish(const lz_network *net, int listen_fd, uint16_t port, lz_error **err)
+{
+    /* Only a listening IPv4 TCP socket: anything else is refused before a
+     * process is started for it. */
+    int v = 0, dom = 0, type = 0;
+    socklen_t l = sizeof(v);
+    if (getsockopt(listen_fd, SOL_SOCKET, SO_ACCEPTCONN, &v, &l) < 0 || !v ||
+        (l = sizeof(dom), getsockopt(listen_fd, SOL_SOCKET, SO_DOMAIN, &dom, &l)) < 0 ||
+        dom != AF_INET || (l = sizeof(type), getsockopt(listen_fd, SOL_SOCKET, SO_TYPE, &type,
+                                                        &l)) < 0 || type != SOCK_STREAM) {
+        lz_error_set(err, EINVAL, "publish: the descriptor for sandbox port %u is not a "
+                                  "listening TCP socket", port);
+        return -1;
+    }
+    if (!net->router_netns || port == 0) {
+        lz_error_set(err, EINVAL, "publish: no network for sandbox port %u", port);
+        return -1;
+    }
+    int ns = open(net->router_netns, O_RDONLY | O_CLOEXEC);
+    if (ns < 0) {
+        lz_error_set(err, errno, "publish: cannot open %s", net->router_netns);
+        return -1;
+    }
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(ns);
+        lz_error_set(err, errno, "publish: cannot fork the forwarder");
+        return -1;
+    }
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        prctl(PR_SET_NAME, "lz-publish");
+        if (getppid() != parent)
+            _exit(1);
+        int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+        for (int i = 0; i < 3; i++)
+            dup2(devnull, i);
+        /* A fork without exec: O_CLOEXEC does not help, close the rest
+         * (the supervisor channel, runsc's descriptors, other sessions'). */
+        const int keep[] = { 0, 1, 2, listen_fd, ns };
+        if (lz_close_fds_except(keep, LZ_ARRAY_SIZE(keep)) < 0)
+            _exit(1);
+        sigset_t none;
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+        /* The listening socket stays in the host's namespace (a socket keeps
+         * the one it was created in); the connections to the sandbox are
+         * made from the router's, over the veth link. With runsc's own
+         * network stack the sandbox's address is still 169.254.77.2 on
+         * that link (docs/network.md "Publishing a port"). */
+        if (setns(ns, CLONE_NEWNET) < 0)
+            _exit(1);
+        close(ns);
+        struct sockaddr_in target = { .sin_family = AF_INET, .sin_port = htons(port) };
+        if (inet_pton(AF_INET, SANDBOX_ADDR, &target.sin_addr) != 1 || lz_forward_confine() < 0)
+            _exit(1);
+        _exit(lz_forward_run(listen_fd, &target));
+    }
+    close(ns);
+    return pid;
 }
 
 void lz_network_clear(lz_network *net)

@@ -35,6 +35,7 @@
 #define LAZARET_SUPERVISOR_SIDECAR_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "common/error.h"
@@ -66,6 +67,18 @@ int lz_network_setup(const lz_resolved_config *cfg, const char *gen_dir, int gen
                      lz_network *ret, lz_error **err);
 
 void lz_network_clear(lz_network *net);
+
+/* `lazaret run --publish` (docs/network.md "Publishing a port"): fork a
+ * forwarder (lz-publish) that joins the router's network namespace,
+ * confines itself (supervisor/forward.h) and relays every connection
+ * accepted on listen_fd — a listening TCP socket bound on the host, which
+ * stays in the host's namespace — to the sandbox's address, port `port`.
+ * The router's nftables let the router itself send only to the sandbox's
+ * address, and accept from the sandbox only the replies of connections it
+ * made. Returns the forwarder's pid (the caller reaps it and kills it when
+ * the session ends), or -1. */
+LZ_MUST_CHECK
+pid_t lz_network_publish(const lz_network *net, int listen_fd, uint16_t port, lz_error **err);
 
 /* The watcher ended (pid == net->watch_pid): host addresses added from now
  * on would not be denied, so egress ends: slirp4netns is killed (fail

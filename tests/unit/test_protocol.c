@@ -838,6 +838,91 @@ static void test_sup_started_round_trip(void **state)
 
 #define S(fn) cmocka_unit_test_setup_teardown(fn, sock_setup, sock_teardown)
 
+/* --publish specs (docs/network.md "Publishing a port"). */
+static void test_publish_parse(void **state)
+{
+    (void) state;
+    char why[256];
+    lz_msg_publish p;
+    assert_true(lz_msg_publish_parse("8080:80", &p, why, sizeof(why)));
+    assert_int_equal(p.addr, 0x7f000001u);
+    assert_int_equal(p.host_port, 8080);
+    assert_int_equal(p.port, 80);
+    assert_true(lz_msg_publish_parse("127.1.2.3:65535:1", &p, why, sizeof(why)));
+    assert_int_equal(p.addr, 0x7f010203u);
+    assert_int_equal(p.host_port, 65535);
+    assert_int_equal(p.port, 1);
+    char host[32];
+    lz_msg_publish_host(&p, host, sizeof(host));
+    assert_string_equal(host, "127.1.2.3:65535");
+    static const char *const bad[] = {
+        "", "8080", ":80", "8080:", "0:80", "80:0", "65536:80", "80:65536", "08080:80",
+        "+80:80", "-1:80", "80:8a", " 80:80", "80:80 ", "10.0.0.1:80:80", "0.0.0.0:80:80",
+        "128.0.0.1:80:80", "127.0.0.256:80:80", "127.0.0:80:80", "127.0.0.01:80:80",
+        "127.0.0.1.1:80:80", "localhost:80:80", "a:127.0.0.1:80:80", "::1:80:80",
+        "127.0.0.1:80:80:80", "99999999999:80",
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        lz_msg_publish q = { 1, 2, 3 };
+        why[0] = '\0';
+        if (lz_msg_publish_parse(bad[i], &q, why, sizeof(why)))
+            fail_msg("accepted --publish '%s'", bad[i]);
+        assert_true(why[0] != '\0');
+        assert_int_equal(q.addr, 1); /* untouched */
+    }
+}
+
+static void put_run_publish(uint32_t n, const uint32_t (*entries)[3])
+{
+    lz_msg_run r = { .term = (char *) "", .cwd = (char *) "" };
+    lz_msg_run_encode(&wb, &r); /* n_publish = 0: the count is the last u32 */
+    wb.len -= 4;
+    lz_wbuf_u32(&wb, n);
+    for (uint32_t i = 0; i < n; i++)
+        for (int k = 0; k < 3; k++)
+            lz_wbuf_u32(&wb, entries[i][k]);
+}
+
+static void test_run_publish_round_trip(void **state)
+{
+    (void) state;
+    lz_msg_run r = { .term = (char *) "", .cwd = (char *) "", .n_publish = 2,
+                     .publish = { { 0x7f000001u, 8080, 80 }, { 0x7f000002u, 8080, 3000 } } };
+    lz_msg_run_encode(&wb, &r);
+    assert_true(reread(&wb, wb.len));
+    lz_msg_run got;
+    assert_true(lz_msg_run_decode(&rd, &got));
+    assert_int_equal(got.n_publish, 2);
+    assert_memory_equal(got.publish, r.publish, 2 * sizeof(r.publish[0]));
+    lz_msg_run_clear(&got);
+    /* What a decoder refuses: not loopback, port 0 or > 65535, a host
+     * address and port twice, more than LZ_MSG_MAX_PUBLISH. */
+    static const uint32_t bad[][2][3] = {
+        { { 0x0a000001u, 8080, 80 }, { 0x7f000001u, 1, 1 } },
+        { { 0x7f000001u, 0, 80 }, { 0x7f000001u, 1, 1 } },
+        { { 0x7f000001u, 8080, 65536 }, { 0x7f000001u, 1, 1 } },
+        { { 0x7f000001u, 8080, 80 }, { 0x7f000001u, 8080, 81 } },
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        put_run_publish(2, bad[i]);
+        assert_true(reread(&wb, wb.len));
+        assert_false(lz_msg_run_decode(&rd, &got));
+    }
+    uint32_t many[LZ_MSG_MAX_PUBLISH + 1][3];
+    for (uint32_t i = 0; i <= LZ_MSG_MAX_PUBLISH; i++) {
+        many[i][0] = 0x7f000001u;
+        many[i][1] = 10000 + i;
+        many[i][2] = 80;
+    }
+    put_run_publish(LZ_MSG_MAX_PUBLISH, many);
+    assert_true(reread(&wb, wb.len));
+    assert_true(lz_msg_run_decode(&rd, &got));
+    lz_msg_run_clear(&got);
+    put_run_publish(LZ_MSG_MAX_PUBLISH + 1, many);
+    assert_true(reread(&wb, wb.len));
+    assert_false(lz_msg_run_decode(&rd, &got));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -865,6 +950,8 @@ int main(void)
         cmocka_unit_test(test_data_round_trip),
         cmocka_unit_test(test_started_round_trip),
         cmocka_unit_test(test_sup_started_round_trip),
+        cmocka_unit_test(test_publish_parse),
+        cmocka_unit_test(test_run_publish_round_trip),
     };
     return cmocka_run_group_tests_name("test_protocol", tests, NULL, NULL);
 }

@@ -1,0 +1,304 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include "supervisor/forward.h"
+
+#include <errno.h>
+#include <linux/audit.h>
+#include <linux/capability.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <poll.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ---- confinement ------------------------------------------------------- */
+
+#if defined(__x86_64__)
+#define FW_AUDIT_ARCH AUDIT_ARCH_X86_64
+#elif defined(__aarch64__)
+#define FW_AUDIT_ARCH AUDIT_ARCH_AARCH64
+#endif
+
+/* What the relay (and malloc, and the sanitizers' allocator) calls. */
+static const int fw_allowed[] = {
+    SYS_read, SYS_write, SYS_close, SYS_ppoll, SYS_accept4, SYS_socket, SYS_connect,
+    SYS_shutdown, SYS_getsockopt, SYS_setsockopt, SYS_recvfrom, SYS_sendto,
+    SYS_clock_gettime, SYS_brk, SYS_mmap, SYS_munmap, SYS_mremap, SYS_madvise,
+    SYS_rt_sigreturn, SYS_restart_syscall, SYS_exit, SYS_exit_group, SYS_futex,
+    /* The sanitizers' runtime, at exit and in reports: harmless. */
+    SYS_sigaltstack, SYS_getpid, SYS_gettid, SYS_sched_yield,
+#ifdef SYS_poll
+    SYS_poll,
+#endif
+};
+
+int lz_forward_confine(void)
+{
+    struct rlimit nofile = { 2 * LZ_FORWARD_MAX_CONNS + 16, 2 * LZ_FORWARD_MAX_CONNS + 16 };
+    if (setrlimit(RLIMIT_NOFILE, &nofile) < 0 || prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+        return -1;
+    /* Every capability of the user namespace (the forwarder is its root):
+     * first the bounding set, then every set of this process. */
+    for (int cap = 0; cap <= 63; cap++)
+        if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
+            return -1;
+    struct __user_cap_header_struct hdr = { _LINUX_CAPABILITY_VERSION_3, 0 };
+    struct __user_cap_data_struct data[2];
+    memset(data, 0, sizeof(data));
+    if (syscall(SYS_capset, &hdr, data) < 0)
+        return -1;
+    if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
+        return -1;
+#ifdef FW_AUDIT_ARCH
+    enum { N = sizeof(fw_allowed) / sizeof(fw_allowed[0]) };
+    struct sock_filter f[4 + 2 * N + 1];
+    size_t k = 0;
+    /* A call of another architecture (x32, i386 through int 0x80) is
+     * refused outright: its numbers mean other calls. */
+    f[k++] = (struct sock_filter) BPF_STMT(BPF_LD | BPF_W | BPF_ABS,
+                                           offsetof(struct seccomp_data, arch));
+    f[k++] = (struct sock_filter) BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, FW_AUDIT_ARCH, 1, 0);
+    f[k++] = (struct sock_filter) BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS);
+    f[k++] = (struct sock_filter) BPF_STMT(BPF_LD | BPF_W | BPF_ABS,
+                                           offsetof(struct seccomp_data, nr));
+    for (size_t i = 0; i < N; i++) {
+        f[k++] = (struct sock_filter) BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K,
+                                               (uint32_t) fw_allowed[i], 0, 1);
+        f[k++] = (struct sock_filter) BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
+    }
+    /* Anything else fails with EPERM (not a kill: a sanitizer runtime's
+     * occasional extra call must not end the relay; denied is denied). */
+    f[k++] = (struct sock_filter) BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM);
+    struct sock_fprog prog = { (unsigned short) k, f };
+    if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0) < 0)
+        return -1;
+#endif
+    return 0;
+}
+
+/* ---- the relay --------------------------------------------------------- */
+
+/* One direction: bytes read from `from` waiting to be written to `to`. */
+typedef struct fw_dir {
+    char *buf;
+    size_t off, len;
+    bool eof;    /* `from` said end of stream */
+    bool shut;   /* passed on: shutdown(to, SHUT_WR) */
+} fw_dir;
+
+typedef struct fw_conn {
+    int h, g;              /* host side (accepted), sandbox side (connected) */
+    bool connecting;
+    int64_t deadline;      /* connecting: the connect deadline; after the host side's
+                            * end: when the connection is cut unless bytes move */
+    fw_dir hg, gh;         /* host -> sandbox, sandbox -> host */
+} fw_conn;
+
+static int64_t now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t) t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+/* Cut a connection. An abortive close (RST) on the side that is still open
+ * when the other failed, so the peer sees an error, not a clean end. */
+static void conn_end(fw_conn *c, bool abort)
+{
+    if (abort) {
+        struct linger l = { 1, 0 };
+        setsockopt(c->h, SOL_SOCKET, SO_LINGER, &l, sizeof(l));
+        if (c->g >= 0)
+            setsockopt(c->g, SOL_SOCKET, SO_LINGER, &l, sizeof(l));
+    }
+    close(c->h);
+    if (c->g >= 0)
+        close(c->g);
+    free(c->hg.buf);
+    free(c->gh.buf);
+    memset(c, 0, sizeof(*c));
+    c->h = c->g = -1;
+}
+
+/* Move what can be moved in one direction. -1: the connection failed;
+ * *moved is set when bytes were read or written. */
+static int dir_pump(fw_dir *d, int from, int to, bool readable, bool *moved)
+{
+    if (readable && !d->eof && d->len < LZ_FORWARD_BUF) {
+        /* Compact first so the free room is one piece. */
+        if (d->off) {
+            memmove(d->buf, d->buf + d->off, d->len);
+            d->off = 0;
+        }
+        ssize_t n = recv(from, d->buf + d->len, LZ_FORWARD_BUF - d->len, 0);
+        if (n > 0) {
+            d->len += (size_t) n;
+            *moved = true;
+        } else if (n == 0)
+            d->eof = true;
+        else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+            return -1;
+    }
+    /* Whatever waits is tried (a non-blocking send that cannot go now says
+     * EAGAIN), so bytes just read leave in the same round. */
+    if (d->len) {
+        ssize_t n = send(to, d->buf + d->off, d->len, MSG_NOSIGNAL);
+        if (n > 0) {
+            *moved = true;
+            d->off += (size_t) n;
+            d->len -= (size_t) n;
+            if (!d->len)
+                d->off = 0;
+        } else if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+            return -1;
+        }
+    }
+    if (d->eof && !d->len && !d->shut) {
+        /* The half-close passes on; the other direction goes on. */
+        if (shutdown(to, SHUT_WR) < 0 && errno != ENOTCONN)
+            return -1;
+        d->shut = true;
+    }
+    return 0;
+}
+
+static void conn_accept(fw_conn *c, int listen_fd, const struct sockaddr_in *target)
+{
+    int h = accept4(listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (h < 0)
+        return;
+    int g = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    char *b1 = malloc(LZ_FORWARD_BUF), *b2 = malloc(LZ_FORWARD_BUF);
+    int r = g >= 0 ? connect(g, (const struct sockaddr *) target, sizeof(*target)) : -1;
+    if (g < 0 || !b1 || !b2 || (r < 0 && errno != EINPROGRESS)) {
+        struct linger l = { 1, 0 };
+        setsockopt(h, SOL_SOCKET, SO_LINGER, &l, sizeof(l));
+        close(h);
+        if (g >= 0)
+            close(g);
+        free(b1);
+        free(b2);
+        return;
+    }
+    *c = (fw_conn) { .h = h, .g = g, .connecting = r < 0,
+                     .deadline = now_ms() + LZ_FORWARD_CONNECT_MS,
+                     .hg = { .buf = b1 }, .gh = { .buf = b2 } };
+}
+
+int lz_forward_run(int listen_fd, const struct sockaddr_in *target)
+{
+    static fw_conn conns[LZ_FORWARD_MAX_CONNS];
+    for (size_t i = 0; i < LZ_FORWARD_MAX_CONNS; i++)
+        conns[i].h = conns[i].g = -1;
+    static struct pollfd p[1 + 2 * LZ_FORWARD_MAX_CONNS];
+    for (;;) {
+        size_t n = 0, used = 0;
+        int64_t now = now_ms(), wait = -1;
+        p[n++] = (struct pollfd) { .fd = listen_fd, .events = POLLIN };
+        for (size_t i = 0; i < LZ_FORWARD_MAX_CONNS; i++) {
+            fw_conn *c = &conns[i];
+            if (c->h < 0)
+                continue;
+            used++;
+            short he = 0, ge = 0;
+            if (c->connecting) {
+                ge = POLLOUT;
+                int64_t left = c->deadline > now ? c->deadline - now : 0;
+                wait = wait < 0 || left < wait ? left : wait;
+            } else {
+                if (c->hg.eof) {
+                    int64_t left = c->deadline > now ? c->deadline - now : 0;
+                    wait = wait < 0 || left < wait ? left : wait;
+                }
+                /* Read a side only while its direction has room (flow
+                 * control); write it only while something waits for it. */
+                if (!c->hg.eof && c->hg.len < LZ_FORWARD_BUF)
+                    he |= POLLIN;
+                if (c->gh.len)
+                    he |= POLLOUT;
+                if (!c->gh.eof && c->gh.len < LZ_FORWARD_BUF)
+                    ge |= POLLIN;
+                if (c->hg.len)
+                    ge |= POLLOUT;
+            }
+            /* A side with nothing to do is not polled at all: a hung-up
+             * socket reports POLLHUP whatever it is asked, and would spin
+             * the loop while the other side (the sandbox) refuses to read. */
+            p[n++] = (struct pollfd) { .fd = he ? c->h : -1, .events = he };
+            p[n++] = (struct pollfd) { .fd = ge ? c->g : -1, .events = ge };
+        }
+        /* Full: further connections wait in the listen backlog. */
+        if (used == LZ_FORWARD_MAX_CONNS)
+            p[0].fd = -1;
+        struct timespec ts = { wait / 1000, (wait % 1000) * 1000000 };
+        int r = ppoll(p, n, wait < 0 ? NULL : &ts, NULL);
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            return 1;
+        }
+        if (p[0].revents & (POLLERR | POLLNVAL))
+            return 1;
+        now = now_ms();
+        size_t k = 1;
+        for (size_t i = 0; i < LZ_FORWARD_MAX_CONNS; i++) {
+            fw_conn *c = &conns[i];
+            if (c->h < 0)
+                continue;
+            short hr = p[k].revents, gr = p[k + 1].revents;
+            k += 2;
+            if (c->connecting) {
+                if (gr) {
+                    int soerr = 0;
+                    socklen_t sl = sizeof(soerr);
+                    if (getsockopt(c->g, SOL_SOCKET, SO_ERROR, &soerr, &sl) < 0 || soerr) {
+                        conn_end(c, true); /* nothing listens there: the host side is reset */
+                        continue;
+                    }
+                    c->connecting = false;
+                } else if (now >= c->deadline) {
+                    conn_end(c, true);
+                }
+                continue;
+            }
+            /* An error (a reset) on either side cuts the connection. */
+            if ((hr | gr) & (POLLERR | POLLNVAL)) {
+                conn_end(c, true);
+                continue;
+            }
+            bool h_in = hr & (POLLIN | POLLHUP), g_in = gr & (POLLIN | POLLHUP);
+            bool host_ended = c->hg.eof, moved = false;
+            if (dir_pump(&c->hg, c->h, c->g, h_in, &moved) < 0 ||
+                dir_pump(&c->gh, c->g, c->h, g_in, &moved) < 0) {
+                conn_end(c, true);
+                continue;
+            }
+            /* The host side ended: the linger clock starts, and restarts
+             * whenever bytes move. */
+            if (c->hg.eof && (!host_ended || moved))
+                c->deadline = now + LZ_FORWARD_LINGER_MS;
+            else if (c->hg.eof && now >= c->deadline) {
+                conn_end(c, true);
+                continue;
+            }
+            /* Both directions ended and were passed on: done. */
+            if (c->hg.shut && c->gh.shut)
+                conn_end(c, false);
+        }
+        if (p[0].fd >= 0 && (p[0].revents & POLLIN)) {
+            for (size_t i = 0; i < LZ_FORWARD_MAX_CONNS; i++)
+                if (conns[i].h < 0) {
+                    conn_accept(&conns[i], listen_fd, target);
+                    break;
+                }
+        }
+    }
+}

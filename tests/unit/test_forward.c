@@ -1,0 +1,288 @@
+/* SPDX-License-Identifier: Apache-2.0
+ *
+ * The --publish forwarder (src/supervisor/forward.h), on loopback: the
+ * relay runs in a forked child with a listening socket, towards a target
+ * server of the test's; its confinement in another child.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/capability.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "supervisor/forward.h"
+
+static int listen_lo(uint16_t *port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    assert_true(fd >= 0);
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    assert_int_equal(bind(fd, (struct sockaddr *) &a, sizeof(a)), 0);
+    assert_int_equal(listen(fd, 128), 0);
+    socklen_t l = sizeof(a);
+    getsockname(fd, (struct sockaddr *) &a, &l);
+    *port = ntohs(a.sin_port);
+    return fd;
+}
+
+static int connect_lo(uint16_t port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port),
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    assert_int_equal(connect(fd, (struct sockaddr *) &a, sizeof(a)), 0);
+    struct timeval tv = { 5, 0 };
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    return fd;
+}
+
+/* A forwarder from a new listening socket to 127.0.0.1:target. */
+static pid_t start_forwarder(uint16_t target, uint16_t *ret_port)
+{
+    int l = listen_lo(ret_port);
+    int fl = fcntl(l, F_GETFL);
+    fcntl(l, F_SETFL, fl | O_NONBLOCK); /* as the coordinator makes it */
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        struct sockaddr_in t = { .sin_family = AF_INET, .sin_port = htons(target),
+                                 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+        _exit(lz_forward_run(l, &t));
+    }
+    close(l);
+    return pid;
+}
+
+static void stop_forwarder(pid_t pid)
+{
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+}
+
+static ssize_t read_all(int fd, char *buf, size_t cap)
+{
+    size_t n = 0;
+    for (;;) {
+        ssize_t r = read(fd, buf + n, cap - n);
+        if (r < 0)
+            return -errno;
+        if (r == 0)
+            return (ssize_t) n;
+        n += (size_t) r;
+        if (n == cap)
+            return (ssize_t) n;
+    }
+}
+
+/* Bytes both ways; the target's half-close reaches the client, whose own
+ * direction still works afterwards; the client's half-close reaches the
+ * target. */
+static void test_relay_and_half_close(void **state)
+{
+    (void) state;
+    uint16_t tport, fport;
+    int target = listen_lo(&tport);
+    pid_t fw = start_forwarder(tport, &fport);
+    int c = connect_lo(fport);
+    int s = accept4(target, NULL, NULL, SOCK_CLOEXEC);
+    assert_true(s >= 0);
+    assert_int_equal(write(c, "ping\n", 5), 5);
+    char buf[64];
+    assert_int_equal(read(s, buf, sizeof(buf)), 5);
+    assert_memory_equal(buf, "ping\n", 5);
+    assert_int_equal(write(s, "pong\n", 5), 5);
+    shutdown(s, SHUT_WR);
+    assert_int_equal(read_all(c, buf, sizeof(buf)), 5); /* then end of stream */
+    assert_memory_equal(buf, "pong\n", 5);
+    assert_int_equal(write(c, "more\n", 5), 5); /* still open towards the target */
+    assert_int_equal(read(s, buf, sizeof(buf)), 5);
+    shutdown(c, SHUT_WR);
+    assert_int_equal(read(s, buf, sizeof(buf)), 0);
+    close(s);
+    close(c);
+    stop_forwarder(fw);
+    close(target);
+}
+
+/* Nothing listens on the target: the client is reset, not left waiting. */
+static void test_refused_target_resets_the_client(void **state)
+{
+    (void) state;
+    uint16_t tport, fport;
+    int target = listen_lo(&tport);
+    close(target); /* the port is free now: a connect there is refused */
+    pid_t fw = start_forwarder(tport, &fport);
+    int c = connect_lo(fport);
+    char buf[8];
+    ssize_t r = read(c, buf, sizeof(buf));
+    assert_true(r == 0 || (r < 0 && errno == ECONNRESET));
+    close(c);
+    stop_forwarder(fw);
+}
+
+/* At most LZ_FORWARD_MAX_CONNS connections reach the target at once; a
+ * freed slot lets the next in. */
+static void test_connection_limit(void **state)
+{
+    (void) state;
+    uint16_t tport, fport;
+    int target = listen_lo(&tport);
+    pid_t fw = start_forwarder(tport, &fport);
+    enum { N = LZ_FORWARD_MAX_CONNS + 8 };
+    int c[N], s[N];
+    for (int i = 0; i < N; i++)
+        c[i] = connect_lo(fport);
+    int got = 0;
+    for (;;) {
+        struct pollfd p = { .fd = target, .events = POLLIN };
+        if (poll(&p, 1, 1000) != 1)
+            break;
+        s[got++] = accept4(target, NULL, NULL, SOCK_CLOEXEC);
+        assert_true(got <= N);
+    }
+    assert_int_equal(got, LZ_FORWARD_MAX_CONNS);
+    /* One ends from both sides: its slot frees, one more gets through. */
+    close(c[0]);
+    close(s[0]);
+    struct pollfd p = { .fd = target, .events = POLLIN };
+    assert_int_equal(poll(&p, 1, 5000), 1);
+    int extra = accept4(target, NULL, NULL, SOCK_CLOEXEC);
+    assert_true(extra >= 0);
+    close(extra);
+    for (int i = 1; i < N; i++)
+        close(c[i]);
+    for (int i = 1; i < got; i++)
+        close(s[i]);
+    stop_forwarder(fw);
+    close(target);
+}
+
+/* A target that writes without end to a client that does not read: the
+ * forwarder stops reading it (flow control), so what the target managed to
+ * write is bounded by the kernel buffers plus LZ_FORWARD_BUF. Control: the
+ * same target writes far more to a client that reads. */
+static size_t flood_for(int s, int ms)
+{
+    fcntl(s, F_SETFL, fcntl(s, F_GETFL) | O_NONBLOCK);
+    static char junk[65536];
+    size_t total = 0;
+    for (int t = 0; t < ms / 10; t++) {
+        struct pollfd p = { .fd = s, .events = POLLOUT };
+        if (poll(&p, 1, 10) != 1)
+            continue;
+        ssize_t w;
+        while ((w = write(s, junk, sizeof(junk))) > 0)
+            total += (size_t) w;
+    }
+    return total;
+}
+
+static void test_flow_control(void **state)
+{
+    (void) state;
+    uint16_t tport, fport;
+    int target = listen_lo(&tport);
+    pid_t fw = start_forwarder(tport, &fport);
+    int c = connect_lo(fport);
+    int s = accept4(target, NULL, NULL, SOCK_CLOEXEC);
+    int sz = 65536;
+    setsockopt(s, SOL_SOCKET, SO_SNDBUF, &sz, sizeof(sz));
+    setsockopt(c, SOL_SOCKET, SO_RCVBUF, &sz, sizeof(sz));
+    size_t stalled = flood_for(s, 1000);
+    /* Kernel buffers on two connections (a few MiB on loopback) plus the
+     * forwarder's own: without flow control the forwarder would take as
+     * much as a reading client does (the control below). */
+    assert_true(stalled < (size_t) 16 << 20);
+    pid_t reader = fork();
+    if (reader == 0) {
+        char buf[65536];
+        for (;;)
+            if (read(c, buf, sizeof(buf)) <= 0)
+                _exit(0);
+    }
+    size_t flowing = flood_for(s, 3000);
+    kill(reader, SIGKILL);
+    waitpid(reader, NULL, 0);
+    printf("# stalled: %zu bytes, flowing: %zu bytes\n", stalled, flowing);
+    assert_true(flowing > 2 * stalled && flowing > (size_t) 8 << 20);
+    close(s);
+    close(c);
+    stop_forwarder(fw);
+    close(target);
+}
+
+/* After lz_forward_confine: no file can be opened, no process signalled,
+ * nothing bound, no capability left, no new privileges; TCP sockets still
+ * connect. Control: before it, the same calls succeed. */
+static void test_confinement(void **state)
+{
+    (void) state;
+    uint16_t tport;
+    int target = listen_lo(&tport);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        int code = 0;
+        int f = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        if (f < 0)
+            _exit(10); /* control */
+        close(f);
+        if (lz_forward_confine() < 0)
+            _exit(11);
+        if (open("/dev/null", O_RDONLY | O_CLOEXEC) >= 0 || errno != EPERM)
+            code |= 1;
+        if (kill(getppid(), 0) == 0 || errno != EPERM)
+            code |= 2;
+        int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(tport),
+                                 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+        if (s < 0 || connect(s, (struct sockaddr *) &a, sizeof(a)) < 0)
+            code |= 4;
+        struct sockaddr_in any = { .sin_family = AF_INET };
+        int b = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (b >= 0 && bind(b, (struct sockaddr *) &any, sizeof(any)) == 0)
+            code |= 8;
+        struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, 0 };
+        struct __user_cap_data_struct d[2];
+        if (syscall(SYS_capget, &h, d) == 0 || errno != EPERM)
+            code |= 16; /* capget is not in the list either */
+        if (prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) == 1)
+            code |= 32; /* prctl is refused: -1 */
+        _exit(code);
+    }
+    int st;
+    waitpid(pid, &st, 0);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
+    close(target);
+}
+
+int main(void)
+{
+    signal(SIGPIPE, SIG_IGN);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_relay_and_half_close),
+        cmocka_unit_test(test_refused_target_resets_the_client),
+        cmocka_unit_test(test_connection_limit),
+        cmocka_unit_test(test_flow_control),
+        cmocka_unit_test(test_confinement),
+    };
+    return cmocka_run_group_tests_name("test_forward", tests, NULL, NULL);
+}
