@@ -149,6 +149,32 @@ user_phase() {
         echo "== a host command, auto-approved by the rule for /usr/bin/uname -sr:"
         lazaret-escalate --why "show the host kernel" -- /usr/bin/uname -sr'
     status=$?
+    echo
+    mkdir -p "$ws/src"
+    say "running from the subdirectory src/: the workspace is still the repository, $ws"
+    (cd "$ws/src" && "$bin" "$@" run default -- sh -c '
+        echo "== the command starts in $(pwd)"
+        echo "== the same Domain as from the top: /root/.demo-runs has $(wc -l < /root/.demo-runs) line(s)"')
+    echo
+    say "running: lazaret state list"
+    "$bin" "$@" state list
+    echo
+    say "a command left running in the background, then: lazaret stop"
+    "$bin" "$@" run default -- sleep 600 </dev/null >"$HOME/.demo-stop.out" 2>&1 &
+    bg=$!
+    tries=0
+    until "$bin" "$@" status 2>/dev/null | grep -q "streams, client pid"; do
+        tries=$((tries + 1))
+        if [ "$tries" -ge 120 ]; then
+            break
+        fi
+        sleep 0.5
+    done
+    "$bin" "$@" stop
+    bgstatus=0
+    wait "$bg" || bgstatus=$?
+    say "the background command ended with status $bgstatus; it was told:"
+    sed 's/^/    /' "$HOME/.demo-stop.out"
     if [ -t 0 ] && [ -t 1 ]; then
         echo
         say "a host command no rule approves: Lazaret asks you (type y and Enter to run it)"
@@ -226,6 +252,18 @@ install -m 0755 -o "$uid" -g "$gid" "$repo/build/src/cli/lazaret-escalate" \
     "$home/.local/bin/lazaret-escalate"
 install -m 0644 -o "$uid" -g "$gid" "$repo/build/src/cli/lazaret-statx-fix.so" \
     "$home/.local/bin/lazaret-statx-fix.so"
+# The manual page and the shell completions, where man(1), bash-completion
+# and zsh look in a user's own tree (a system install: meson install).
+for d in "$home/.local/share" "$home/.local/share/man" "$home/.local/share/man/man1" \
+    "$home/.local/share/bash-completion" "$home/.local/share/bash-completion/completions" \
+    "$home/.local/share/zsh" "$home/.local/share/zsh/site-functions"; do
+    [ -d "$d" ] || install -d -m 0755 -o "$uid" -g "$gid" "$d"
+done
+install -m 0644 -o "$uid" -g "$gid" "$repo/man/lazaret.1" "$home/.local/share/man/man1/lazaret.1"
+install -m 0644 -o "$uid" -g "$gid" "$repo/completions/lazaret.bash" \
+    "$home/.local/share/bash-completion/completions/lazaret"
+install -m 0644 -o "$uid" -g "$gid" "$repo/completions/_lazaret" \
+    "$home/.local/share/zsh/site-functions/_lazaret"
 
 # The Network Sidecar's slirp4netns opens /dev/net/tun as the demo user:
 # desktops ship it 0666; some servers 0600 (lazaret doctor explains).

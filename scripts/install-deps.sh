@@ -9,6 +9,7 @@ libtomlplusplus-dev libjansson-dev libssl-dev libsqlite3-dev libmnl-dev
 libseccomp-dev libcap-dev libcmocka-dev libsubid-dev
 runsc slirp4netns uidmap nftables iproute2 skopeo umoci busybox-static debootstrap
 git python3 python3-pytest python3-pexpect python3-cryptography tmux passwd util-linux procps
+groff-base bash-completion zsh
 "
 
 missing=""

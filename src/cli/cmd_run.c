@@ -46,7 +46,8 @@
 #include "trust/publication.h"
 
 const char lz_usage_run[] =
-    "Usage: lazaret [--config FILE] run PROFILE [--workspace DIR] [-- COMMAND [ARG...]]\n"
+    "Usage: lazaret [--config FILE] run PROFILE [--workspace DIR] [--publish HOSTPORT:PORT]...\n"
+    "                                   [-- COMMAND [ARG...]]\n"
     "\n"
     "Launch PROFILE's sandbox for the workspace, or join it when it is already\n"
     "running, and run COMMAND in it (default: the image's login shell). The\n"
@@ -56,9 +57,45 @@ const char lz_usage_run[] =
     "\n"
     "Options:\n"
     "  --workspace DIR  the project directory (default: as above)\n"
+    "  --publish [ADDR:]HOSTPORT:PORT\n"
+    "                   while this command runs, connections to ADDR:HOSTPORT on\n"
+    "                   this machine (ADDR in 127.0.0.0/8, default 127.0.0.1) reach\n"
+    "                   TCP port PORT of the sandbox (its server must listen on\n"
+    "                   0.0.0.0); repeatable, at most 8\n"
     "\n"
     "Exit status: the command's; 128+N when it died of signal N; 125 when Lazaret\n"
     "failed, 126 when the command is not executable, 127 when it was not found.\n";
+
+/* ---- --publish (docs/network.md "Publishing a port") ------------------- */
+
+/* Parsed once from the command line; every attempt's RUN carries them (the
+ * coordinator listens on them, so a retry after a teardown binds again). */
+static lz_msg_publish run_publish[LZ_MSG_MAX_PUBLISH];
+static size_t run_n_publish;
+
+static void run_publish_into(lz_msg_run *run)
+{
+    memcpy(run->publish, run_publish, sizeof(run_publish));
+    run->n_publish = run_n_publish;
+}
+
+static int run_publish_add(const char *spec)
+{
+    lz_msg_publish p;
+    char why[256];
+    if (!lz_msg_publish_parse(spec, &p, why, sizeof(why)))
+        return lz_cli_usage_error("run", "--publish: %s (use [127.x.y.z:]HOSTPORT:PORT, e.g. "
+                                         "--publish 8080:80)", why);
+    if (run_n_publish == LZ_MSG_MAX_PUBLISH)
+        return lz_cli_usage_error("run", "--publish: at most %d ports per session",
+                                  LZ_MSG_MAX_PUBLISH);
+    for (size_t k = 0; k < run_n_publish; k++)
+        if (run_publish[k].addr == p.addr && run_publish[k].host_port == p.host_port)
+            return lz_cli_usage_error("run", "--publish: host port %u is given twice",
+                                      p.host_port);
+    run_publish[run_n_publish++] = p;
+    return 0;
+}
 
 /* ---- the developer's terminal ------------------------------------------- */
 
@@ -99,10 +136,13 @@ static void print_remote(const char *prefix, const char *text, const char *suffi
     free(safe);
 }
 
-static void progress(const char *line, void *userdata)
+/* Image preparation's phases reach stderr with or without a terminal (a
+ * first start can take minutes, and a CI log should say why); notes only
+ * on a terminal, where they do not mix into a script's captured stderr. */
+static void progress(lz_progress_kind kind, const char *line, void *userdata)
 {
     (void) userdata;
-    if (isatty(STDERR_FILENO))
+    if (kind == LZ_PROGRESS_PHASE || isatty(STDERR_FILENO))
         print_remote("lazaret: ", line, "\n");
 }
 
@@ -178,6 +218,7 @@ static void send_resize(int sock)
  * table (protocol/table.h) in the session's state and handled below. */
 typedef struct client {
     lz_resolved_config *cfg;
+    const char *log_label; /* the Domain's coordinator.log, full path, for messages */
     int sock;
     bool interactive;
     bool started;      /* STARTED arrived */
@@ -196,6 +237,10 @@ typedef struct client {
      * it and go nowhere else; the coordinator holds the session's output
      * back meanwhile. */
     bool prompting;
+    /* The terminal went away without a SIGHUP reaching us (we are not its
+     * session leader nor in its foreground group): a read of 0 or EIO from
+     * the raw terminal, or EIO writing to it. */
+    bool terminal_gone;
     uint32_t prompt_no;
     char answer[8];
     size_t answer_len;
@@ -259,8 +304,8 @@ static void release_notices(client *cl)
         p = nl + 1;
     }
     if (cl->held_dropped)
-        fprintf(stderr, "lazaret: %zu more notices arrived during the prompt (see the Domain's "
-                        "logs/coordinator.log)\r\n", cl->held_dropped);
+        fprintf(stderr, "lazaret: %zu more notices arrived during the prompt (see %s)\r\n",
+                cl->held_dropped, cl->log_label);
     free(cl->held);
     cl->held = NULL;
     cl->held_len = cl->held_dropped = 0;
@@ -461,7 +506,7 @@ static int on_progress(void *ctx, lz_proto_msg *m)
     else if (cl->interactive ? termios_raw : cl->started)
         print_remote(termios_raw ? "\r\nlazaret: " : "lazaret: ", t, termios_raw ? "\r\n" : "\n");
     else
-        progress(t, NULL);
+        progress(LZ_PROGRESS_NOTE, t, NULL);
     free(t);
     return 0;
 }
@@ -497,12 +542,14 @@ static int on_started(void *ctx, lz_proto_msg *m)
 
 static int on_output(void *ctx, lz_proto_msg *m)
 {
-    (void) ctx;
+    client *cl = ctx;
     const uint8_t *d;
     size_t len;
     if (!lz_msg_data_decode(&m->r, &d, &len))
         return -1;
-    lz_write_all(STDOUT_FILENO, d, len);
+    if (lz_write_all(STDOUT_FILENO, d, len) < 0 && cl->interactive &&
+        (errno == EIO || errno == EPIPE || errno == ENXIO))
+        cl->terminal_gone = true;
     return 0;
 }
 
@@ -532,8 +579,7 @@ static int on_refused(void *ctx, lz_proto_msg *m)
         cl->result = ATTEMPT_RETRY;
     } else {
         print_remote("lazaret: error: ", r.message, "\n");
-        if (r.hint && *r.hint)
-            print_remote("  fix: ", r.hint, "\n");
+        print_remote("  fix: ", r.hint && *r.hint ? r.hint : LZ_ERROR_GENERAL_FIX, "\n");
     }
     lz_msg_refused_clear(&r);
     cl->ended = true;
@@ -606,12 +652,12 @@ static void client_receive(client *cl)
     if (malformed || (r < 0 && err->errnum == EPROTO)) {
         lz_error_set(&e, 0, "the Session Coordinator sent what this Lazaret does not accept (%s%s)",
                      malformed ? "malformed " : "", malformed ? lz_proto_name(type) : err->message);
-        lz_error_hint(&e, "use the same Lazaret version for every terminal of a Domain; the "
-                          "Domain's logs/coordinator.log may say more");
+        lz_error_hint(&e, "use the same Lazaret version for every terminal of a Domain; %s may "
+                          "say more", cl->log_label);
     } else {
         lz_error_set(&e, r < 0 ? err->errnum : 0,
                      "the Session Coordinator ended the session unexpectedly");
-        lz_error_hint(&e, "run the command again; the Domain's logs/coordinator.log says why");
+        lz_error_hint(&e, "run the command again; %s says why", cl->log_label);
     }
     if (cl->interactive)
         fputs("\r\n", stderr);
@@ -634,8 +680,9 @@ static attempt_result relay_interactive(lz_resolved_config *cfg, int sock, int *
     int sfd = signalfd(-1, &mask, SFD_CLOEXEC);
     bool stdin_open = true;
     *status = LZ_EXIT_RUN_LAZARET_FAILED;
-    client cl = { .cfg = cfg, .sock = sock, .interactive = true, .status = status,
-                  .result = ATTEMPT_DONE };
+    _cleanup_free_ char *log_label = lz_domain_log_label(cfg);
+    client cl = { .cfg = cfg, .log_label = log_label, .sock = sock, .interactive = true,
+                  .status = status, .result = ATTEMPT_DONE };
 
     for (;;) {
         struct pollfd p[3] = {
@@ -669,8 +716,12 @@ static attempt_result relay_interactive(lz_resolved_config *cfg, int sock, int *
         if (p[1].revents & (POLLIN | POLLHUP | POLLERR)) {
             uint8_t data[LZ_MSG_MAX_DATA];
             ssize_t n = read(STDIN_FILENO, data, sizeof(data));
-            if (n <= 0) {
+            if (n < 0 && (errno == EINTR || errno == EAGAIN)) {
+                /* nothing yet */
+            } else if (n <= 0) {
+                /* In raw mode ^D is a byte: 0 or an error is a hang-up. */
                 stdin_open = false;
+                cl.terminal_gone = true;
             } else if (cl.prompting) {
                 prompt_keys(&cl, data, (size_t) n);
                 explicit_bzero(data, (size_t) n);
@@ -683,11 +734,18 @@ static attempt_result relay_interactive(lz_resolved_config *cfg, int sock, int *
                 explicit_bzero(data, (size_t) n);
             }
         }
-        if (!(p[0].revents & (POLLIN | POLLHUP | POLLERR)))
-            continue;
-        client_receive(&cl);
-        if (cl.ended)
+        if ((p[0].revents & (POLLIN | POLLHUP | POLLERR)) && (client_receive(&cl), cl.ended))
             break;
+        if (cl.terminal_gone) {
+            /* As for SIGHUP: end the session, the coordinator hangs up
+             * the command (docs/runtime.md "A command whose terminal went
+             * away"). */
+            lz_wbuf b;
+            lz_msg_empty_encode(&b, LZ_MSG_CLOSE);
+            session_post(sock, &b);
+            *status = 128 + SIGHUP;
+            break;
+        }
     }
     terminal_restore();
     free(cl.held);
@@ -723,12 +781,13 @@ static char **locale_env(size_t *ret_n)
  * session_tls set, or -1 with *result (a refusal or failure was reported,
  * or a silent retry) and *status. */
 static int secure_channel(int sock, const char *domain_hex, int dirfd, const char *dir_label,
-                          attempt_result *result, int *status)
+                          const char *log_label, attempt_result *result, int *status)
 {
     *status = LZ_EXIT_RUN_LAZARET_FAILED;
     *result = ATTEMPT_DONE;
     lz_error *err = NULL;
-    client cl = { .sock = sock, .status = status, .result = ATTEMPT_DONE, .enrolling = true };
+    client cl = { .sock = sock, .status = status, .result = ATTEMPT_DONE, .enrolling = true,
+                  .log_label = log_label };
     EVP_PKEY *key = EVP_PKEY_Q_keygen(NULL, NULL, "ED25519");
     uint8_t pub[LZ_MSG_ENROLL_KEY_LEN];
     size_t pub_len = sizeof(pub);
@@ -806,8 +865,7 @@ static int secure_channel(int sock, const char *domain_hex, int dirfd, const cha
 fail:
     lz_error_prefix(&err, "cannot secure the session channel to the Domain's coordinator");
     if (err && !err->hint)
-        lz_error_hint(&err, "run the command again; the Domain's logs/coordinator.log may say "
-                            "more");
+        lz_error_hint(&err, "run the command again; %s may say more", log_label);
     lz_error_report(err, stderr);
     lz_error_free(err);
     lz_tls_channel_free(session_tls);
@@ -835,7 +893,8 @@ static int secure_session(lz_resolved_config *cfg, int sock, attempt_result *res
     }
     char id[65];
     lz_digest_hex(cfg->domain_id, id);
-    return secure_channel(sock, id, dirfd, cfg->runtime_domain_root.label, result, status);
+    _cleanup_free_ char *log = lz_domain_log_label(cfg);
+    return secure_channel(sock, id, dirfd, cfg->runtime_domain_root.label, log, result, status);
 }
 
 static attempt_result attempt_session(lz_resolved_config *cfg, int sock, char **argv,
@@ -886,6 +945,7 @@ static attempt_result attempt_session(lz_resolved_config *cfg, int sock, char **
         lz_msg_run run = { .interactive = true, .rows = ws.ws_row, .cols = ws.ws_col,
                            .term = (char *) (term ? term : ""), .cwd = cwd, .argv = argv,
                            .argc = argc, .env = env, .envc = envc };
+        run_publish_into(&run);
         attempt_result r = ATTEMPT_DONE;
         if (lz_tls_proto_send(session_tls, sock, &b, NULL, 0, &err) == 0) {
             lz_msg_run_encode(&b, &run);
@@ -914,6 +974,7 @@ static attempt_result attempt_session(lz_resolved_config *cfg, int sock, char **
     _cleanup_free_ char **env = locale_env(&envc);
     lz_msg_run run = { .interactive = false, .term = (char *) (term ? term : ""), .cwd = cwd,
                        .argv = argv, .argc = argc, .env = env, .envc = envc };
+    run_publish_into(&run);
     lz_msg_run_encode(&b, &run);
     int fds[3] = { in[0], out[1], errp[1] };
     if (sent == 0)
@@ -944,8 +1005,9 @@ static attempt_result attempt_session(lz_resolved_config *cfg, int sock, char **
     size_t pending_len = 0;
     struct timespec exit_at = { 0, 0 };
     *status = LZ_EXIT_RUN_LAZARET_FAILED;
-    client cl = { .cfg = cfg, .sock = sock, .interactive = false, .status = status,
-                  .result = ATTEMPT_DONE };
+    _cleanup_free_ char *log_label = lz_domain_log_label(cfg);
+    client cl = { .cfg = cfg, .log_label = log_label, .sock = sock, .interactive = false,
+                  .status = status, .result = ATTEMPT_DONE };
 
     for (;;) {
         if (cl.exited && !out_open && !err_open)
@@ -1131,8 +1193,8 @@ static bool wait_lock_released(int dirfd, int timeout_ms)
 
 /* Stop one running Domain: over its session channel (enrolment, TLS, then
  * STOP instead of HELLO), never by a signal to a pid read from a file. */
-static int stop_domain(int dirfd, const char *label, const char *id, const char *profile,
-                       const char *workspace)
+static int stop_domain(int dirfd, const char *label, const char *log, const char *id,
+                       const char *profile, const char *workspace)
 {
     lz_error *err = NULL;
     int sock = lz_domain_connect_running(dirfd, &err);
@@ -1144,7 +1206,7 @@ static int stop_domain(int dirfd, const char *label, const char *id, const char 
     }
     attempt_result res;
     int st;
-    if (secure_channel(sock, id, dirfd, label, &res, &st) < 0) {
+    if (secure_channel(sock, id, dirfd, label, log, &res, &st) < 0) {
         close(sock);
         /* A refusal in the clear: it was ending already. */
         return res == ATTEMPT_RETRY && wait_lock_released(dirfd, 30000) ? 0 : -1;
@@ -1172,7 +1234,7 @@ static int stop_domain(int dirfd, const char *label, const char *id, const char 
         lz_error_set(&err, ETIMEDOUT, "Domain %.16s… (profile '%s') did not finish its teardown "
                                       "within 30 s",
                      id, profile);
-        lz_error_hint(&err, "see 'lazaret status' and the Domain's logs/coordinator.log");
+        lz_error_hint(&err, "see 'lazaret status' and %s", log);
         lz_error_report(err, stderr);
         lz_error_free(err);
         return -1;
@@ -1220,7 +1282,10 @@ int lz_cmd_stop(int argc, char **argv, const lz_global_options *g)
         found++;
         _cleanup_free_ char *label = lz_xasprintf("%s/%s", root, id);
         _cleanup_close_ int dirfd = open(label, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (dirfd < 0 || stop_domain(dirfd, label, id, p, w) < 0)
+        /* The log's path as the coordinator published it: only for messages. */
+        const char *log = json_string_value(json_object_get(d, "log"));
+        if (dirfd < 0 || stop_domain(dirfd, label, log ? log : "the Domain's coordinator.log",
+                                     id, p, w) < 0)
             failed++;
     }
     json_decref(all);
@@ -1245,6 +1310,12 @@ int lz_cmd_run(int argc, char **argv, const lz_global_options *g)
             workspace = argv[++i];
         } else if (strncmp(a, "--workspace=", 12) == 0) {
             workspace = a + 12;
+        } else if (strcmp(a, "--publish") == 0 || strncmp(a, "--publish=", 10) == 0) {
+            if (!a[9] && i + 1 >= argc)
+                return lz_cli_usage_error("run", "option --publish needs HOSTPORT:PORT");
+            int r = run_publish_add(a[9] ? a + 10 : argv[++i]);
+            if (r != 0)
+                return r;
         } else if (a[0] == '-' && a[1] != '\0') {
             return lz_cli_usage_error("run", "unknown option '%s'", a);
         } else if (!profile) {

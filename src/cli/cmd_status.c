@@ -53,6 +53,9 @@ static void print_text(json_t *d)
            (long long) json_integer_value(json_object_get(d, "generation")),
            json_string_value(json_object_get(d, "state")),
            (long long) json_integer_value(json_object_get(d, "coordinator_pid")));
+    const char *log = json_string_value(json_object_get(d, "log"));
+    if (log)
+        printf("  log:         %s\n", log);
     json_t *sessions = json_object_get(d, "sessions");
     printf("  sessions:    %zu\n", json_array_size(sessions));
     size_t i;

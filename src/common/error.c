@@ -109,7 +109,8 @@ void lz_error_report(const lz_error *err, FILE *out)
         fprintf(out, "lazaret: error: %s: %s\n", err->message, strerror(err->errnum));
     else
         fprintf(out, "lazaret: error: %s\n", err->message);
-    if (err->hint)
-        fprintf(out, "  fix: %s\n", err->hint);
+    /* Every error ends with a fix line (docs/errors.md): where the code
+     * knows no specific one, the general next step. */
+    fprintf(out, "  fix: %s\n", err->hint ? err->hint : LZ_ERROR_GENERAL_FIX);
     fflush(out);
 }

@@ -58,8 +58,13 @@ void lz_error_free(lz_error *err);
 /* Move the error out: returns *err and sets *err to NULL. */
 lz_error *lz_error_take(lz_error **err);
 
-/* Print "lazaret: error: <message>[: <strerror>]" and, when there is one,
- * "  fix: <hint>" to out. */
+/* Print "lazaret: error: <message>[: <strerror>]" and "  fix: <hint>" (or
+ * LZ_ERROR_GENERAL_FIX) to out. */
 void lz_error_report(const lz_error *err, FILE *out);
+
+/* The fix line of an error without a specific hint. */
+#define LZ_ERROR_GENERAL_FIX                                                                    \
+    "run 'lazaret doctor' to check this machine's set-up; if it finds nothing wrong, report "   \
+    "the message above with the output of 'lazaret version'"
 
 #endif

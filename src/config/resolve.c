@@ -567,10 +567,19 @@ int lz_config_load(const lz_load_request *req, lz_resolved_config **ret, lz_erro
     /* 4. Create or open the Lazaret-owned roots. */
     if (lz_ensure_owned_root(storage_label, &cfg->storage_root, err) < 0) {
         lz_error_prefix(err, "Storage Root");
+        if (err && *err && !(*err)->hint)
+            lz_error_hint(err, "Lazaret keeps images and Domain state in %s: make its parent a "
+                               "directory you own, or set storage.data_root in %s to one",
+                          storage_label, cfg->config_file.label);
         goto out;
     }
     if (lz_ensure_owned_root(runtime_label, &cfg->runtime_root, err) < 0) {
         lz_error_prefix(err, "Runtime Root");
+        if (err && *err && !(*err)->hint)
+            lz_error_hint(err, "Lazaret keeps its sockets and locks in $XDG_RUNTIME_DIR/lazaret: "
+                               "set XDG_RUNTIME_DIR to a directory you own, mode 0700 — normally "
+                               "export XDG_RUNTIME_DIR=/run/user/$(id -u), which your login "
+                               "session creates");
         goto out;
     }
     {
@@ -849,4 +858,9 @@ size_t lz_resolved_config_fds(const lz_resolved_config *cfg, int *out, size_t ma
         KEEP(cfg->rules[i].executable.ancestor_fd);
 #undef KEEP
     return n;
+}
+
+char *lz_domain_log_label(const lz_resolved_config *cfg)
+{
+    return lz_xasprintf("%s/logs/coordinator.log", cfg->storage_domain_root.label);
 }

@@ -93,6 +93,10 @@ int lz_config_load(const lz_load_request *req, lz_resolved_config **ret, lz_erro
 LZ_MUST_CHECK
 char *lz_workspace_choose(const char *requested, lz_error **err);
 
+/* The full path of the Domain's coordinator log,
+ * <Domain Root>/logs/coordinator.log, for messages (newly allocated). */
+char *lz_domain_log_label(const lz_resolved_config *cfg);
+
 /* The Storage Root the configuration (config_path, NULL: the default file)
  * names, canonical, newly allocated; NULL with *err. For the commands that
  * look at every Domain rather than one profile's. */

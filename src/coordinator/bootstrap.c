@@ -143,7 +143,7 @@ static int start_coordinator(const lz_resolved_config *cfg, int dirfd, int lock_
                                   cfg->workspace_from_git ? " (the top of the Git working tree "
                                                             "you are in)"
                                                           : "");
-        progress(line, userdata);
+        progress(LZ_PROGRESS_NOTE, line, userdata);
         free(line);
     }
     if (lz_image_prepare(&cfg->storage_root, cfg->image, progress, userdata, &image, err) < 0)
@@ -285,7 +285,8 @@ int lz_domain_connect(const lz_resolved_config *cfg, lz_progress_fn progress, vo
         /* A coordinator holds the Domain but does not answer: it is starting
          * up or tearing down. */
         if (!said_waiting && progress) {
-            progress("waiting for the Domain's previous generation to finish", userdata);
+            progress(LZ_PROGRESS_NOTE, "waiting for the Domain's previous generation to finish",
+                     userdata);
             said_waiting = true;
         }
         struct timespec now;

@@ -58,6 +58,7 @@ void lz_coordinator_main(lz_coordinator_args *a)
     c->loop = lz_loop_new();
     c->git = (lz_git_plan) LZ_GIT_PLAN_INIT;
     c->sup.sock = -1;
+    c->logs_fd = -1;
     sessions_init(c);
     prctl(PR_SET_NAME, "lz-coordinator");
     lz_nodump_reassert(); /* inherited already; this process holds the secrets */

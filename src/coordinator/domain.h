@@ -88,6 +88,10 @@ typedef struct session {
     lz_tls_channel *tls;
     lz_msg_run run;
     int fds[3];
+    /* --publish: the listening sockets, bound on RUN (so a host port in use
+     * refuses the session at once), handed to the supervisor with the
+     * session's SUP_EXEC (docs/network.md "Publishing a port"). */
+    int pub_fds[LZ_MSG_MAX_PUBLISH];
     lz_loop_source *orphan_timer; /* SIGKILL when the grace after SIGHUP ends */
     bool killed;               /* SIGKILL already requested */
     /* Interactive sessions: the coordinator owns the PTY master; the slave
@@ -119,6 +123,7 @@ struct coord {
     lz_coordinator_args *a;
     lz_loop *loop;
     FILE *log;
+    int logs_fd;              /* O_PATH of <Domain Root>/logs, for rotation (log.c) */
     char id_hex[65], fp_hex[65];
     int64_t generation;
     char gen_name[32];
@@ -146,6 +151,7 @@ struct coord {
     lz_trust_anchor *trust;
     SSL_CTX *tls_ctx;
     const char *teardown_why; /* what sessions are told at teardown; NULL: shutting down */
+    const char *teardown_hint; /* and what to do (NULL: the log's path) */
     bool stop_requested;      /* `lazaret stop`: the main loop tears down */
 };
 

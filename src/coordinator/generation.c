@@ -180,16 +180,17 @@ static void supervisor_lost(coord *c, const char *why)
     c->sup_alive = false;
     if (c->sup.init_pid > 0)
         kill(c->sup.init_pid, SIGKILL); /* no sandbox outlives its channel */
-    if (c->state == G_STARTING)
-        start_failed(c, "the Runtime Supervisor ended while starting the sandbox",
-                     "see the Domain's logs/ directory; run 'lazaret doctor'");
+    if (c->state == G_STARTING) {
+        _cleanup_free_ char *log = lz_domain_log_label(c->a->cfg);
+        _cleanup_free_ char *hint = lz_xasprintf("run 'lazaret doctor'; %s says why", log);
+        start_failed(c, "the Runtime Supervisor ended while starting the sandbox", hint);
+    }
     for (size_t i = 0; i < MAX_SESSIONS; i++) {
         session *s = &c->sessions[i];
         if (s->state == S_RUNNING)
             session_send_refused(c, s, LZ_REFUSE_EXEC_FAILED,
                                  "the Runtime Supervisor ended unexpectedly; the sandbox is gone",
-                                 "run the command again; the Domain's logs/coordinator.log says "
-                                 "why");
+                                 NULL);
         if (s->state != S_FREE)
             session_close(c, s);
     }
@@ -227,10 +228,24 @@ static int on_sup_started(void *ctx, lz_proto_msg *m)
 
 static int on_sup_failed(void *ctx, lz_proto_msg *m)
 {
+    coord *c = ctx;
     lz_msg_refused f;
     if (!lz_msg_refused_decode(&m->r, &f))
         return -1;
-    start_failed(ctx, f.message, f.hint);
+    if (c->state == G_STARTING) {
+        start_failed(c, f.message, f.hint);
+    } else if (c->state == G_RUNNING) {
+        /* The sandbox died under the generation: every session ends with
+         * this, not with runsc exec's status, and the Domain tears down. */
+        clog_(c, "the sandbox is gone: %s", f.message);
+        free(c->failure.message);
+        free(c->failure.hint);
+        c->failure.message = lz_xstrdup(f.message);
+        c->failure.hint = f.hint && *f.hint ? lz_xstrdup(f.hint) : NULL;
+        c->teardown_why = c->failure.message;
+        c->teardown_hint = c->failure.hint;
+        c->stop_requested = true;
+    }
     lz_msg_refused_clear(&f);
     return 0;
 }
@@ -364,7 +379,7 @@ void generation_start(coord *c)
         log_error(c, "cannot record the supervisor and sandbox", err);
         lz_resolved_config_forget_env_values((lz_resolved_config *) a->cfg);
         start_failed(c, err->message, "check the disk holding the Storage Root (space, "
-                                      "permissions); the Domain's logs/coordinator.log says more");
+                                      "permissions), then run the command again");
         goto out;
     }
     int spawned = lz_supervisor_spawn(&sc, &c->sup, &err);
@@ -430,7 +445,7 @@ void teardown_and_exit(coord *c, int status)
             refuse_and_close(c, &c->sessions[i],
                              c->teardown_why ? LZ_REFUSE_STOPPED : LZ_REFUSE_TEARING_DOWN,
                              c->teardown_why ? c->teardown_why : "the Domain is shutting down",
-                             NULL);
+                             c->teardown_hint);
     /* Every request ends Cancelled and its host command's process group is
      * killed before anything else goes (OR-3). */
     escalation_teardown(c);

@@ -10,6 +10,40 @@
 
 #include "common/util.h"
 
+/* The log does not grow without bound (issue 12): past LOG_ROTATE_BYTES it
+ * is renamed to coordinator.log.1 (replacing the previous one) and a new
+ * one is begun, so a Domain keeps at most twice this much log. Checked when
+ * a generation opens the log and after every line it writes. logs/ is
+ * Lazaret's own (0700, never bound into a sandbox). */
+#define LOG_ROTATE_BYTES ((off_t) 4 << 20)
+
+static int open_log(int logs)
+{
+    struct stat st;
+    if (fstatat(logs, "coordinator.log", &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
+        st.st_size >= LOG_ROTATE_BYTES)
+        renameat(logs, "coordinator.log", logs, "coordinator.log.1");
+    return openat(logs, "coordinator.log", O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW,
+                  0600);
+}
+
+/* (Re)open the log: it becomes stderr too, so what a library, the
+ * supervisor or a sanitizer prints lands in it. */
+static void attach_log(coord *c, int fd)
+{
+    if (fd < 0)
+        return;
+    dup2(fd, STDERR_FILENO);
+    FILE *f = fdopen(fd, "a");
+    if (!f) {
+        close(fd);
+        return;
+    }
+    if (c->log)
+        fclose(c->log);
+    c->log = f;
+}
+
 void clog_open(coord *c)
 {
     lz_error *e = NULL;
@@ -18,13 +52,18 @@ void clog_open(coord *c)
     if (root < 0)
         return;
     mkdirat(root, "logs", 0700);
-    int fd = openat(root, "logs/coordinator.log",
-                    O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
-    if (fd >= 0) {
-        dup2(fd, STDERR_FILENO);
-        c->log = fdopen(fd, "a");
-    }
+    c->logs_fd = openat(root, "logs", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     close(root);
+    if (c->logs_fd >= 0)
+        attach_log(c, open_log(c->logs_fd));
+}
+
+static void rotate_if_due(coord *c)
+{
+    struct stat st;
+    if (c->logs_fd < 0 || fstat(fileno(c->log), &st) < 0 || st.st_size < LOG_ROTATE_BYTES)
+        return;
+    attach_log(c, open_log(c->logs_fd));
 }
 
 void clog_(coord *c, const char *fmt, ...)
@@ -46,6 +85,7 @@ void clog_(coord *c, const char *fmt, ...)
     free(line);
     fputc('\n', c->log);
     fflush(c->log);
+    rotate_if_due(c);
 }
 
 void log_error(coord *c, const char *what, const lz_error *e)

@@ -1,9 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "coordinator/session.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -26,6 +29,8 @@ static void reset_slot(session *s, coord *c)
     s->sock = -1;
     s->master = -1;
     s->fds[0] = s->fds[1] = s->fds[2] = -1;
+    for (size_t i = 0; i < LZ_MSG_MAX_PUBLISH; i++)
+        s->pub_fds[i] = -1;
     s->state = S_FREE;
 }
 
@@ -85,11 +90,17 @@ static const uint8_t *session_datagram(session *s, const lz_wbuf *b, size_t *ret
 
 void session_send_refused(coord *c, session *s, uint32_t code, const char *msg, const char *hint)
 {
-    (void) c;
     /* Queued datagrams would have to go first (TLS records are numbered):
      * a client that has not read them does not get the reason either. */
     if (s->sock < 0 || s->q_head)
         return;
+    /* Every refusal the developer sees has a fix line (docs/errors.md):
+     * without a specific one, the log's full path. */
+    _cleanup_free_ char *fallback = NULL;
+    if (!hint || !*hint) {
+        _cleanup_free_ char *log = lz_domain_log_label(c->a->cfg);
+        hint = fallback = lz_xasprintf("run the command again; %s says more", log);
+    }
     lz_wbuf b;
     lz_msg_refused m = { code, (char *) msg, (char *) hint };
     lz_msg_refused_encode(&b, LZ_MSG_REFUSED, &m);
@@ -121,6 +132,84 @@ static void drop_socket(session *s)
 
 static void send_signal(coord *c, session *s, int sig);
 
+/* ---- published ports (docs/network.md "Publishing a port") ------------- */
+
+static void publish_close(session *s)
+{
+    for (size_t i = 0; i < LZ_MSG_MAX_PUBLISH; i++) {
+        if (s->pub_fds[i] >= 0)
+            close(s->pub_fds[i]);
+        s->pub_fds[i] = -1;
+    }
+}
+
+/* Listen on every host address of the session's --publish, in this
+ * process's network namespace (the host's: the coordinator runs where the
+ * developer started the Domain). The kernel arbitrates: a host port some
+ * program — or another session's --publish — listens on refuses the bind
+ * (no SO_REUSEPORT), and the session is refused with that port. */
+static int publish_bind(session *s, char *msg, size_t msg_len, char *hint, size_t hint_len)
+{
+    for (size_t i = 0; i < s->run.n_publish; i++) {
+        const lz_msg_publish *p = &s->run.publish[i];
+        char host[32];
+        lz_msg_publish_host(p, host, sizeof(host));
+        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        /* SO_REUSEADDR only lets a port whose earlier connections linger in
+         * TIME_WAIT be listened on again; Linux still refuses a second
+         * listener. */
+        int one = 1;
+        struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(p->host_port),
+                                 .sin_addr.s_addr = htonl(p->addr) };
+        if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
+            bind(fd, (struct sockaddr *) &a, sizeof(a)) < 0 || listen(fd, 64) < 0) {
+            int e = errno;
+            if (fd >= 0)
+                close(fd);
+            publish_close(s);
+            if (e == EADDRINUSE) {
+                snprintf(msg, msg_len, "cannot publish sandbox port %u on %s: the host port is "
+                                       "in use (by another program or another session's "
+                                       "--publish)", p->port, host);
+                snprintf(hint, hint_len, "choose another host port (--publish OTHER:%u), or end "
+                                         "what listens there (ss -ltnp 'sport = :%u')",
+                         p->port, p->host_port);
+            } else if (e == EACCES) {
+                snprintf(msg, msg_len, "cannot publish sandbox port %u on %s: ports below %s "
+                                       "need privileges Lazaret does not have", p->port, host,
+                         "net.ipv4.ip_unprivileged_port_start (1024 by default)");
+                snprintf(hint, hint_len, "choose a host port of 1024 or more "
+                                         "(--publish 8080:%u)", p->port);
+            } else {
+                snprintf(msg, msg_len, "cannot publish sandbox port %u on %s: %s", p->port, host,
+                         strerror(e));
+                snprintf(hint, hint_len, "check that %s is an address of this machine's "
+                                         "loopback (ip addr show lo)", host);
+            }
+            return -1;
+        }
+        s->pub_fds[i] = fd;
+    }
+    return 0;
+}
+
+/* Hand the session's listening sockets to the supervisor, which relays
+ * their connections to the sandbox while this session's command runs, and
+ * close the coordinator's copies: from now on the supervisor's forwarder
+ * holds the port, and it ends with the command. */
+static int publish_send(coord *c, session *s, lz_error **err)
+{
+    for (size_t i = 0; i < s->run.n_publish; i++) {
+        lz_wbuf b;
+        lz_msg_pair_encode(&b, LZ_SUP_PUBLISH, s->no, s->run.publish[i].port);
+        if (lz_wire_send(c->sup.sock, &b, &s->pub_fds[i], 1, err) < 0)
+            return -1;
+        close(s->pub_fds[i]);
+        s->pub_fds[i] = -1;
+    }
+    return 0;
+}
+
 void session_close(coord *c, session *s)
 {
     if (s->state == S_FREE)
@@ -133,6 +222,7 @@ void session_close(coord *c, session *s)
     for (int i = 0; i < 3; i++)
         if (s->fds[i] >= 0)
             close(s->fds[i]);
+    publish_close(s);
     relay_close(s);
     lz_tls_channel_free(s->tls); /* this connection's traffic keys */
     s->tls = NULL;
@@ -284,6 +374,17 @@ void session_exec(coord *c, session *s)
             return;
         }
     }
+    const char *ignored = lz_git_sentry_ignored_notice(&c->git);
+    if (ignored) {
+        /* Which files are not the host's inside (docs/git.md "Git-ignored
+         * files"): before STARTED, so the CLI treats it as a note and prints
+         * it only when its stderr is a terminal (cmd_run.c progress()). */
+        lz_wbuf b;
+        lz_msg_text_encode(&b, LZ_MSG_PROGRESS, ignored);
+        session_send(c, s, &b);
+        if (s->sock < 0) /* dropped: closed on the next round */
+            return;
+    }
     char *cwd = s->run.cwd[0] ? lz_xasprintf("/workspace/%s", s->run.cwd)
                               : lz_xstrdup("/workspace");
     size_t cap = 3 + s->run.envc;
@@ -315,11 +416,12 @@ void session_exec(coord *c, session *s)
     lz_wbuf b;
     lz_msg_exec_encode(&b, &m);
     int stdio[3] = { slave, slave, slave };
-    if (lz_wire_send(c->sup.sock, &b, s->run.interactive ? stdio : s->fds, 3, &err) < 0) {
+    if (publish_send(c, s, &err) < 0 ||
+        lz_wire_send(c->sup.sock, &b, s->run.interactive ? stdio : s->fds, 3, &err) < 0) {
         log_error(c, "cannot send a session to the supervisor", err);
         lz_error_free(err);
         refuse_and_close(c, s, LZ_REFUSE_EXEC_FAILED, "the Runtime Supervisor is not responding",
-                         "run the command again; see the Domain's logs/coordinator.log");
+                         NULL);
     } else {
         for (int i = 0; i < 3; i++) {
             if (s->fds[i] >= 0)
@@ -539,6 +641,12 @@ static int on_run(void *ctx, lz_proto_msg *pm)
         if (i < pm->nfds)
             pm->fds[i] = -1; /* taken */
     }
+    char pmsg[512], phint[256];
+    if (publish_bind(s, pmsg, sizeof(pmsg), phint, sizeof(phint)) < 0) {
+        clog_(c, "session refused: %s", pmsg);
+        refuse_and_close(c, s, LZ_REFUSE_EXEC_FAILED, pmsg, phint);
+        return 0;
+    }
     /* The session id is the one its client certificate names. */
     memcpy(s->id, s->enrolled_id, sizeof(s->id));
     lz_loop_remove(s->handshake_timer);
@@ -646,8 +754,7 @@ static int on_enroll(void *ctx, lz_proto_msg *pm)
         log_error(c, "cannot enrol a session", err);
         lz_error_free(err);
         refuse_and_close(c, s, LZ_REFUSE_EXEC_FAILED,
-                         "the Session Coordinator cannot issue this session's credential",
-                         "the Domain's logs/coordinator.log says why");
+                         "the Session Coordinator cannot issue this session's credential", NULL);
         return 0;
     }
     memcpy(s->enrolled_key, key, sizeof(key));

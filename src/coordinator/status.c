@@ -33,14 +33,17 @@ void publish_status(coord *c)
                                                       "client_pid", (int) s->cli_pid, "state",
                                                       s->state == S_RUNNING ? "running" : "queued"));
     }
-    json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:I, s:s, s:i, s:s, s:o, s:o, s:o}", "domain_id",
+    char *log = lz_domain_log_label(c->a->cfg);
+    json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:I, s:s, s:i, s:s, s:s, s:o, s:o, s:o}",
+                          "domain_id",
                           c->id_hex, "profile", c->a->cfg->profile, "workspace",
                           c->a->cfg->workspace.label, "configuration_fingerprint", c->fp_hex,
                           "generation", (json_int_t) c->generation, "state",
                           generation_state_name(c->state), "coordinator_pid", (int) getpid(),
-                          "container_id", c->container_id, "sessions", sessions,
+                          "container_id", c->container_id, "log", log, "sessions", sessions,
                           "network_policy", lz_derived_network_policy(c->a->cfg, LZ_NET_RESOLVER),
                           "escalations", escalation_status(c));
+    free(log);
     char *text = json_dumps(o, JSON_INDENT(2) | JSON_ENSURE_ASCII);
     json_decref(o);
     if (!text)

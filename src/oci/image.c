@@ -176,7 +176,8 @@ int lz_image_prepare(const lz_path_plan *storage_root, const char *reference,
     }
     if (flock(lock_fd, LOCK_EX | LOCK_NB) < 0) {
         if (progress)
-            progress("waiting for another Lazaret to finish preparing an image", userdata);
+            progress(LZ_PROGRESS_PHASE, "waiting for another Lazaret to finish preparing an image",
+                     userdata);
         if (flock(lock_fd, LOCK_EX) < 0) {
             lz_error_set(err, errno, "cannot lock the Storage Catalog %s", images.label);
             goto out;
@@ -212,7 +213,7 @@ int lz_image_prepare(const lz_path_plan *storage_root, const char *reference,
             char *line = lz_xasprintf("preparing image %s (first use of this image; this can "
                                       "take minutes)",
                                       reference);
-            progress(line, userdata);
+            progress(LZ_PROGRESS_PHASE, line, userdata);
             free(line);
         }
         tmp_label = lz_xasprintf("%s/.tmp-%d", rootfs_dir.label, (int)getpid());
@@ -230,7 +231,7 @@ int lz_image_prepare(const lz_path_plan *storage_root, const char *reference,
             goto out;
         }
         if (progress)
-            progress("unpacking image", userdata);
+            progress(LZ_PROGRESS_PHASE, "unpacking image", userdata);
         _cleanup_free_ char *image_arg = lz_xasprintf("%s/layout:image", tmp_label);
         _cleanup_free_ char *bundle = lz_xasprintf("%s/bundle", tmp_label);
         char *const unpack_argv[] = {(char *)"umoci",
@@ -251,7 +252,7 @@ int lz_image_prepare(const lz_path_plan *storage_root, const char *reference,
         }
         remove_tree(tmp_label, NULL);
         if (progress)
-            progress("image ready", userdata);
+            progress(LZ_PROGRESS_PHASE, "image ready", userdata);
     }
 
     if (lz_plan_existing(final_label, &img.bundle, err) < 0)

@@ -28,14 +28,20 @@ typedef struct lz_prepared_image {
     char *workdir;           /* the image's working directory or NULL */
 } lz_prepared_image;
 
-typedef void (*lz_progress_fn)(const char *line, void *userdata);
+/* What a progress line is: a phase of slow work (image preparation),
+ * shown on stderr even without a terminal, one line per phase, so a CI log
+ * or a script's output says why nothing else happens for minutes; or a
+ * note (which workspace, waiting for a previous generation), shown on a
+ * terminal only. */
+typedef enum lz_progress_kind { LZ_PROGRESS_PHASE, LZ_PROGRESS_NOTE } lz_progress_kind;
+typedef void (*lz_progress_fn)(lz_progress_kind kind, const char *line, void *userdata);
 
 /* The transport-qualified form skopeo understands ("docker://" added to a
  * plain reference). Newly allocated. */
 char *lz_image_source(const char *reference);
 
 /* Prepare `reference` beneath the Storage Root. progress (may be NULL)
- * receives human-readable lines while slow work happens. */
+ * receives one LZ_PROGRESS_PHASE line per phase of slow work. */
 LZ_MUST_CHECK
 int lz_image_prepare(const lz_path_plan *storage_root, const char *reference,
                      lz_progress_fn progress, void *userdata, lz_prepared_image *ret,

@@ -68,14 +68,20 @@ const lz_proto_entry lz_proto_table[] = {
       LZ_WIRE_MAX },
     { LZ_SUP_SIGNAL, "SUP_SIGNAL", LZ_DIR_COORDINATOR_TO_SUPERVISOR, S(SUPERVISOR_RUNNING),
       FDS(0), 2 + 4 + 4 },
+    /* One listening socket, right before the SUP_EXEC of its session. */
+    { LZ_SUP_PUBLISH, "SUP_PUBLISH", LZ_DIR_COORDINATOR_TO_SUPERVISOR, S(SUPERVISOR_RUNNING),
+      FDS(1), 2 + 4 + 4 },
     { LZ_SUP_STOP, "SUP_STOP", LZ_DIR_COORDINATOR_TO_SUPERVISOR,
       S(SUPERVISOR_IDLE) | S(SUPERVISOR_RUNNING), FDS(0), 2 },
 
     /* Supervisor channel, supervisor -> coordinator. */
     { LZ_SUP_STARTED, "SUP_STARTED", LZ_DIR_SUPERVISOR_TO_COORDINATOR, S(GENERATION_STARTING),
       FDS(0), 2 + 4 },
-    { LZ_SUP_FAILED, "SUP_FAILED", LZ_DIR_SUPERVISOR_TO_COORDINATOR, S(GENERATION_STARTING),
-      FDS(0), LEN_REFUSED },
+    /* Starting: the start failed. Running: the sandbox died under the
+     * generation (supervisor.c, sandbox_lost); it may race the teardown. */
+    { LZ_SUP_FAILED, "SUP_FAILED", LZ_DIR_SUPERVISOR_TO_COORDINATOR,
+      S(GENERATION_STARTING) | S(GENERATION_RUNNING) | S(GENERATION_TEARDOWN), FDS(0),
+      LEN_REFUSED },
     /* Commands end while the generation runs; during teardown the
      * coordinator still reads them while it waits for SUP_STOPPED. */
     { LZ_SUP_EXEC_EXITED, "SUP_EXEC_EXITED", LZ_DIR_SUPERVISOR_TO_COORDINATOR,

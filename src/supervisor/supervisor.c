@@ -44,6 +44,15 @@ typedef struct exec_slot {
     uint32_t session_no;
 } exec_slot;
 
+/* A forwarder of `--publish` (docs/network.md "Publishing a port"): it
+ * lives while its session's command runs. pid 0: free; a slot is freed only
+ * when the forwarder is reaped, so a kill never reaches a recycled pid. */
+#define MAX_PUBS 1024
+typedef struct pub_slot {
+    pid_t pid;
+    uint32_t session_no;
+} pub_slot;
+
 typedef struct sup {
     const lz_supervisor_config *sc;
     int sock;
@@ -56,6 +65,17 @@ typedef struct sup {
     lz_network net;             /* the Network Sidecar */
     lz_state_anchor anchor;     /* the persistent overlays */
     exec_slot execs[MAX_EXECS];
+    /* The sandbox process (runsc-sandbox: the gVisor kernel), as runsc
+     * create's --pid-file names it; a pidfd on it, so that its death is
+     * seen however the reaper's order falls. 0 / -1 when not running. */
+    pid_t sandbox_pid;
+    int sandbox_pidfd;
+    bool sandbox_lost;          /* it died under the generation: reported once */
+    pub_slot pubs[MAX_PUBS];
+    /* A session whose --publish could not be set up: its SUP_EXEC fails
+     * (exit 125, the reason is in the log) instead of running without. */
+    uint32_t pub_failed_session;
+    bool pub_failed;
 } sup;
 
 /* ---- small helpers ----------------------------------------------------- */
@@ -193,6 +213,75 @@ static int runsc_simple(sup *s, char *const *args, const char *errname, lz_error
     return 0;
 }
 
+/* ---- the sandbox process ------------------------------------------------ */
+
+/* Read the sandbox's pid from runsc create's --pid-file (in the private
+ * generation directory) and hold a pidfd on it. Without one (an unreadable
+ * file), a death of the sandbox is still seen when its channel ends, only
+ * not told apart from the command's own status 128. */
+static void watch_sandbox(sup *s)
+{
+    s->sandbox_pid = 0;
+    s->sandbox_pidfd = -1;
+    int fd = openat(s->gen_fd, "sandbox.pid", O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    char buf[32] = { 0 };
+    ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+    if (fd >= 0)
+        close(fd);
+    char *end = NULL;
+    long pid = n > 0 ? strtol(buf, &end, 10) : 0;
+    if (pid <= 1 || pid > INT32_MAX || !end || (*end != '\0' && *end != '\n')) {
+        fprintf(stderr, "lz-supervisor: cannot read the sandbox's pid from sandbox.pid\n");
+        return;
+    }
+    s->sandbox_pid = (pid_t) pid;
+    s->sandbox_pidfd = (int) syscall(SYS_pidfd_open, s->sandbox_pid, 0);
+    if (s->sandbox_pidfd >= 0)
+        lz_best_effort(fcntl(s->sandbox_pidfd, F_SETFD, FD_CLOEXEC));
+}
+
+/* How long an exec that ended with runsc's failure status waits for the
+ * sandbox's death to become visible. runsc exec fails that way when the
+ * sandbox's control socket closes, which happens in the sandbox's own exit
+ * path just before it becomes a zombie (docs/runtime.md "When the sandbox
+ * dies"); a command that itself exits 128 has its exit reported this much
+ * later. */
+#define SANDBOX_DEATH_GRACE_MS 500
+
+/* True when the sandbox process has died (waiting up to wait_ms for its
+ * pidfd). */
+static bool sandbox_dead(sup *s, int wait_ms)
+{
+    if (s->sandbox_lost)
+        return true;
+    if (s->sandbox_pidfd < 0)
+        return false;
+    struct pollfd p = { .fd = s->sandbox_pidfd, .events = POLLIN };
+    int r;
+    while ((r = poll(&p, 1, wait_ms)) < 0 && errno == EINTR)
+        ;
+    return r > 0;
+}
+
+/* The sandbox died under the generation: say so once, to the log and to
+ * the coordinator, which ends every session with Lazaret's message (exit
+ * 125) instead of runsc exec's status and tears the Domain down. */
+static void sandbox_lost(sup *s)
+{
+    if (s->sandbox_lost)
+        return;
+    s->sandbox_lost = true;
+    fprintf(stderr, "lz-supervisor: the sandbox process (runsc-sandbox, pid %d) died under the "
+                    "generation\n", (int) s->sandbox_pid);
+    lz_error *e = NULL;
+    lz_error_set(&e, 0, "the Domain's sandbox ended unexpectedly: its gVisor kernel process "
+                        "(runsc-sandbox) died while commands ran");
+    lz_error_hint(&e, "run the command again to start a new sandbox; the runsc log %s may say why",
+                  s->sc->log_path ? s->sc->log_path : "(none)");
+    send_failed(s, e);
+    lz_error_free(e);
+}
+
 /* ---- start ------------------------------------------------------------- */
 
 /* The environment of sandbox processes: the image's, then HOME, then the
@@ -261,12 +350,10 @@ static void free_strv(char **v)
 /* The sandbox's host objects, each pinned by descriptor (stage.h): the
  * strings below are staging points in the generation directory. */
 typedef struct staged_layout {
-    char *rootfs, *workspace, *git_dir, *guest_bin, *guest_lib;
+    char *rootfs, *workspace, *guest_bin, *guest_lib;
     char *inbox, *outbox, *credentials; /* the Escalation Mailbox */
     lz_spec_mount *mounts;    /* persistent overlays and volumes */
     size_t n_mounts;
-    lz_spec_mount *ws_mounts; /* the Git Sentry's, inside /workspace */
-    size_t n_ws_mounts;
     char **owned;
     size_t n_owned;
 } staged_layout;
@@ -277,7 +364,6 @@ static void staged_layout_clear(staged_layout *l)
         free(l->owned[i]);
     free(l->owned);
     free(l->mounts);
-    free(l->ws_mounts);
     *l = (staged_layout) { 0 };
 }
 
@@ -336,6 +422,96 @@ static int open_ws_mount_source(sup *s, int ws, int ignored, int empty,
                               "again");
 }
 
+/* A mount point inside the staged workspace tree: beneath its root, no
+ * symlink or magic link on the way, but crossing the mounts attached there
+ * before (a bind point's clone is a mount of its own; what lies in it is
+ * reached through it, as the sandbox will reach it). */
+static int open_in_tree(int root, const char *rel)
+{
+    struct open_how how = { .flags = O_PATH | O_NOFOLLOW | O_CLOEXEC,
+                            .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
+                                       RESOLVE_NO_MAGICLINKS };
+    for (int i = 0;; i++) {
+        long r = syscall(SYS_openat2, root, rel, &how, sizeof(how));
+        if (r >= 0 || errno != EAGAIN || i >= 32)
+            return (int) r;
+    }
+}
+
+/* Compose /workspace in the staged clone of the workspace (its root: ws_root):
+ * .git and every Git Sentry mount (read-only protections, bind points, the
+ * Domain's copies of git-ignored paths, the quarantine's cover) become kernel
+ * mounts inside it, attached from descriptors in plan order (every parent
+ * before what lies in it), and runsc gets the whole tree as the one
+ * /workspace bind. Per-path runsc binds do not scale: runsc 2022 hands each
+ * bind's gofer connection to the sandbox as a descriptor below 256 and fails
+ * ("unable to remap stdios, FD 256 is already in use") at about 250 binds
+ * (docs/git.md "How the copies are mounted"). Kernel mount points are what
+ * keeps the layout: the gofer's rename or rmdir of one (and of a bind point,
+ * an ancestor) fails with EBUSY in its mount namespace, a copy of this one. */
+static int compose_workspace(sup *s, int ws, int ws_root, lz_error **err)
+{
+    const lz_resolved_config *cfg = s->sc->cfg;
+    struct stat gst;
+    if (fstatat(ws, ".git", &gst, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(gst.st_mode)) {
+        /* .git as its own mount point: the sandbox cannot rename or replace
+         * it (docs/platform.md "Git in a bind-mounted workspace", attack 1). */
+        _cleanup_free_ char *label = join(cfg->workspace.label, ".git");
+        _cleanup_close_ int src = lz_open_confined(ws, ".git", O_PATH | O_DIRECTORY, 0, label, err);
+        _cleanup_close_ int dest = src >= 0 ? open_in_tree(ws_root, ".git") : -1;
+        if (src < 0)
+            return -1;
+        if (dest < 0)
+            return lz_error_set(err, errno, "cannot open the mount point of %s", label);
+        if (lz_stage_fd_over(src, dest, false, label, err) < 0)
+            return -1;
+    }
+    if (s->sc->n_workspace_mounts == 0)
+        return 0;
+    _cleanup_close_ int empty = -1, ignored = -1;
+    if (mkdirat(s->gen_fd, "empty-ro", 0555) < 0 && errno != EEXIST)
+        return lz_error_set(err, errno, "cannot create %s/empty-ro", s->sc->generation_dir);
+    empty = openat(s->gen_fd, "empty-ro", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (empty < 0)
+        return lz_error_set(err, errno, "cannot open %s/empty-ro", s->sc->generation_dir);
+    for (size_t i = 0; i < s->sc->n_workspace_mounts; i++) {
+        const lz_workspace_mount *m = &s->sc->workspace_mounts[i];
+        if (m->base == LZ_MOUNT_FROM_IGNORED && ignored < 0) {
+            _cleanup_close_ int droot = lz_plan_open(&cfg->storage_domain_root,
+                                                     O_PATH | O_DIRECTORY, true, err);
+            if (droot < 0)
+                return -1;
+            ignored = lz_open_confined(droot, "ignored", O_PATH | O_DIRECTORY, 0,
+                                       "the Domain's ignored/", err);
+            if (ignored < 0)
+                return -1;
+        }
+        /* The destination: /workspace/<rel> as the sandbox will see it,
+         * the same kind of object, reached without a symlink, or the mount
+         * would land elsewhere. */
+        _cleanup_free_ char *dlabel = join(cfg->workspace.label, m->rel);
+        _cleanup_close_ int dest = open_in_tree(ws_root, m->rel);
+        struct stat dsb;
+        if (dest < 0) {
+            lz_error_set(err, errno, "cannot open %s in the sandbox's workspace tree", dlabel);
+            return lz_error_hint(err, "the workspace changed while the sandbox was being set up; "
+                                      "run again");
+        }
+        if (fstat(dest, &dsb) < 0 || (m->dir ? !S_ISDIR(dsb.st_mode) : !S_ISREG(dsb.st_mode)))
+            return lz_error_set(err, 0, "%s is no longer a %s; run again", dlabel,
+                                m->dir ? "directory" : "regular file");
+        _cleanup_close_ int src = open_ws_mount_source(s, ws, ignored, empty, m, err);
+        if (src < 0)
+            return -1;
+        _cleanup_free_ char *what = m->base == LZ_MOUNT_FROM_IGNORED
+                                        ? lz_xasprintf("the Domain's copy of %s", m->rel)
+                                        : lz_xstrdup(dlabel);
+        if (lz_stage_fd_over(src, dest, m->readonly, what, err) < 0)
+            return -1;
+    }
+    return 0;
+}
+
 static int stage_layout(sup *s, lz_stage *st, staged_layout *l, lz_error **err)
 {
     const lz_resolved_config *cfg = s->sc->cfg;
@@ -357,11 +533,13 @@ static int stage_layout(sup *s, lz_stage *st, staged_layout *l, lz_error **err)
     if (ws < 0 || !(l->workspace = stage(st, l, fcntl(ws, F_DUPFD_CLOEXEC, 3), false,
                                           cfg->workspace.label, err)))
         return -1;
-    struct stat gst;
-    if (fstatat(ws, ".git", &gst, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(gst.st_mode)) {
-        _cleanup_free_ char *label = join(cfg->workspace.label, ".git");
-        fd = lz_open_confined(ws, ".git", O_PATH | O_DIRECTORY, 0, label, err);
-        if (!(l->git_dir = stage(st, l, fd, false, label, err)))
+    {
+        /* The staging point was just made in st->dir_fd by this process. */
+        _cleanup_close_ int ws_root = openat(st->dir_fd, strrchr(l->workspace, '/') + 1,
+                                             O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (ws_root < 0)
+            return lz_error_set(err, errno, "cannot open %s", l->workspace);
+        if (compose_workspace(s, ws, ws_root, err) < 0)
             return -1;
     }
 
@@ -408,50 +586,6 @@ static int stage_layout(sup *s, lz_stage *st, staged_layout *l, lz_error **err)
         l->mounts[l->n_mounts++] = (lz_spec_mount) { src, cfg->volumes[i].container, ro };
     }
 
-    if (s->sc->n_workspace_mounts == 0)
-        return 0;
-    _cleanup_close_ int empty = -1, ignored = -1;
-    if (mkdirat(s->gen_fd, "empty-ro", 0555) < 0 && errno != EEXIST)
-        return lz_error_set(err, errno, "cannot create %s/empty-ro", s->sc->generation_dir);
-    empty = openat(s->gen_fd, "empty-ro", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (empty < 0)
-        return lz_error_set(err, errno, "cannot open %s/empty-ro", s->sc->generation_dir);
-    l->ws_mounts = lz_xcalloc(s->sc->n_workspace_mounts, sizeof(lz_spec_mount));
-    for (size_t i = 0; i < s->sc->n_workspace_mounts; i++) {
-        const lz_workspace_mount *m = &s->sc->workspace_mounts[i];
-        if (m->base == LZ_MOUNT_FROM_IGNORED && ignored < 0) {
-            _cleanup_close_ int droot = lz_plan_open(&cfg->storage_domain_root,
-                                                     O_PATH | O_DIRECTORY, true, err);
-            if (droot < 0)
-                return -1;
-            ignored = lz_open_confined(droot, "ignored", O_PATH | O_DIRECTORY, 0,
-                                       "the Domain's ignored/", err);
-            if (ignored < 0)
-                return -1;
-        }
-        /* The destination too: /workspace/<rel> must be the same kind of
-         * object, reached without a symlink, or the mount would land
-         * elsewhere inside the sandbox. */
-        _cleanup_free_ char *dlabel = join(cfg->workspace.label, m->rel);
-        _cleanup_close_ int dest = lz_open_confined(ws, m->rel, O_PATH | O_NOFOLLOW, 0, dlabel, err);
-        struct stat dsb;
-        if (dest < 0)
-            return lz_error_hint(err, "the workspace changed while the sandbox was being set up; "
-                                      "run again");
-        if (fstat(dest, &dsb) < 0 || (m->dir ? !S_ISDIR(dsb.st_mode) : !S_ISREG(dsb.st_mode)))
-            return lz_error_set(err, 0, "%s is no longer a %s; run again", dlabel,
-                                m->dir ? "directory" : "regular file");
-        fd = open_ws_mount_source(s, ws, ignored, empty, m, err);
-        _cleanup_free_ char *what = m->base == LZ_MOUNT_FROM_IGNORED
-                                        ? lz_xasprintf("the Domain's copy of %s", m->rel)
-                                        : lz_xstrdup(dlabel);
-        char *src = stage(st, l, fd, m->readonly, what, err);
-        if (!src)
-            return -1;
-        l->ws_mounts[l->n_ws_mounts++] = (lz_spec_mount) {
-            src, keep(l, lz_xasprintf("/workspace/%s", m->rel)), m->readonly
-        };
-    }
     return 0;
 }
 
@@ -472,11 +606,8 @@ static int write_config(sup *s, lz_error **err)
         .rootfs = l.rootfs,
         .hostname = hostname,
         .workspace = l.workspace,
-        .git_dir = l.git_dir,
         .mounts = l.mounts,
         .n_mounts = l.n_mounts,
-        .workspace_mounts = l.ws_mounts,
-        .n_workspace_mounts = l.n_ws_mounts,
         .guest_bin_dir = l.guest_bin,
         .guest_lib_dir = l.guest_lib,
         .mailbox_inbox = l.inbox,
@@ -535,6 +666,7 @@ static int do_start(sup *s, lz_error **err)
     if (runsc_simple(s, start, "runsc-start.err", err) < 0)
         return -1;
     s->started = true;
+    watch_sandbox(s);
 
     /* Detect, don't assume: does statx(AT_NO_AUTOMOUNT) work here? */
     char *const probe[] = { (char *) "exec", (char *) s->sc->container_id,
@@ -558,6 +690,101 @@ static int do_start(sup *s, lz_error **err)
 }
 
 /* ---- exec and stop ----------------------------------------------------- */
+
+/* A non-interactive session's stderr, with runsc's own words taken out.
+ * runsc exec hands its fds 0-2 to the command and writes its own failures
+ * ("waiting on pid 4: ... urpc method ... failed: EOF" when the sandbox
+ * dies) to the same fd 2 (runsc/cmd/util/util.go, Errorf). So the command's
+ * stderr is a socket instead: the kernel tags every chunk written to a unix
+ * socket with its writer's pid (SO_PASSCRED) and never merges two writers'
+ * chunks in one read, so what the sandbox process (the gVisor kernel, which
+ * performs the command's writes) wrote goes to the user's stderr and what
+ * any other process wrote - runsc exec - goes to the log (docs/runtime.md
+ * "When the sandbox dies"). The relay is a child of the supervisor holding
+ * only the socket, the user's stderr and the log; it ends at EOF (every
+ * writer gone) or with the supervisor's pid namespace. Returns the
+ * sandbox's end, or -1 when no relay can be made (the caller then passes
+ * the user's stderr as it is). */
+static void stderr_relay(int sock, int out, pid_t sandbox, uint32_t session_no)
+{
+    static char buf[65536];
+    union {
+        char space[CMSG_SPACE(sizeof(struct ucred))];
+        struct cmsghdr align;
+    } ctl;
+    for (;;) {
+        struct iovec iov = { buf, sizeof(buf) - 1 };
+        struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.space,
+                             .msg_controllen = sizeof(ctl.space) };
+        ssize_t n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return;
+        pid_t from = 0;
+        for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
+            if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_CREDENTIALS &&
+                c->cmsg_len == CMSG_LEN(sizeof(struct ucred))) {
+                struct ucred uc;
+                memcpy(&uc, CMSG_DATA(c), sizeof(uc));
+                from = uc.pid;
+            }
+        if (from == sandbox) {
+            /* A user's stderr that went away (EPIPE): the rest is dropped,
+             * as a closed pipe would. */
+            for (ssize_t off = 0; off < n;) {
+                ssize_t w = write(out, buf + off, (size_t) (n - off));
+                if (w < 0 && errno == EINTR)
+                    continue;
+                if (w <= 0)
+                    break;
+                off += w;
+            }
+        } else {
+            buf[n] = '\0';
+            char *line = lz_text_printable(buf);
+            fprintf(stderr, "lz-supervisor: session #%u: runsc (pid %d) wrote: %s\n", session_no,
+                    (int) from, line);
+            free(line);
+        }
+    }
+}
+
+static int stderr_relay_start(sup *s, int user_err, uint32_t session_no)
+{
+    if (s->sandbox_pid <= 0 || user_err < 3)
+        return -1;
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
+        return -1;
+    int one = 1;
+    /* Nothing flows back into the sandbox: its end only writes. */
+    if (setsockopt(sv[0], SOL_SOCKET, SO_PASSCRED, &one, sizeof(one)) < 0 ||
+        shutdown(sv[0], SHUT_WR) < 0 || shutdown(sv[1], SHUT_RD) < 0) {
+        close(sv[0]);
+        close(sv[1]);
+        return -1;
+    }
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(sv[0]);
+        close(sv[1]);
+        return -1;
+    }
+    if (pid == 0) {
+        /* Keep the socket, the user's stderr and the log (fd 2) only. */
+        int a = sv[0] < user_err ? sv[0] : user_err, b = sv[0] < user_err ? user_err : sv[0];
+        close_range(3, (unsigned) a - 1, 0);
+        close_range((unsigned) a + 1, (unsigned) b - 1, 0);
+        close_range((unsigned) b + 1, ~0U, 0);
+        signal(SIGPIPE, SIG_IGN);
+        prctl(PR_SET_NAME, "lz-stderr-relay", 0, 0, 0);
+        stderr_relay(sv[0], user_err, s->sandbox_pid, session_no);
+        _exit(0);
+    }
+    close(sv[0]);
+    return sv[1];
+}
 
 static int do_exec(sup *s, const lz_msg_exec *m, const int *fds, lz_error **err)
 {
@@ -587,7 +814,9 @@ static int do_exec(sup *s, const lz_msg_exec *m, const int *fds, lz_error **err)
     char *const args[] = { (char *) "exec", (char *) "--internal-pid-file", pidfile,
                            (char *) "--process", (char *) "/proc/self/fd/3",
                            (char *) s->sc->container_id, NULL };
-    int pid = runsc_run_tty(s, args, fds[0], fds[1], fds[2], mfd, m->interactive, err);
+    _cleanup_close_ int relay = m->interactive ? -1 : stderr_relay_start(s, fds[2], m->session_no);
+    int pid = runsc_run_tty(s, args, fds[0], fds[1], relay >= 0 ? relay : fds[2], mfd,
+                            m->interactive, err);
     if (pid < 0)
         return -1;
     s->execs[slot].pid = pid;
@@ -632,8 +861,21 @@ static void do_signal(sup *s, uint32_t session_no, uint32_t sig)
     }
 }
 
+/* End the forwarders of a session (every one when all is true); the
+ * reaper frees their slots. */
+static void pubs_end(sup *s, uint32_t session_no, bool all)
+{
+    for (size_t i = 0; i < MAX_PUBS; i++)
+        if (s->pubs[i].pid > 0 && (all || s->pubs[i].session_no == session_no))
+            kill(s->pubs[i].pid, SIGKILL); /* not reaped yet: still ours */
+}
+
 static void do_stop(sup *s)
 {
+    pubs_end(s, 0, true);
+    /* From here the sandbox's death is the stop's doing, not news. */
+    s->sandbox_pid = 0;
+    lz_close(&s->sandbox_pidfd);
     if (s->started) {
         char *const kill_[] = { (char *) "kill", (char *) s->sc->container_id, (char *) "KILL",
                                 NULL };
@@ -653,12 +895,35 @@ static void child_exited(sup *s, pid_t pid, int status)
      * not be denied, so the sandbox's egress ends (fail closed). */
     if (lz_network_child_exited(&s->net, pid))
         return;
+    for (size_t i = 0; i < MAX_PUBS; i++)
+        if (s->pubs[i].pid == pid) {
+            if (!WIFSIGNALED(status) || WTERMSIG(status) != SIGKILL)
+                fprintf(stderr, "lz-supervisor: the forwarder of session #%u's --publish "
+                                "ended (status %d)\n", s->pubs[i].session_no, status);
+            s->pubs[i].pid = 0;
+            return;
+        }
+    if (s->sandbox_pid > 0 && pid == s->sandbox_pid) {
+        sandbox_lost(s);
+        return;
+    }
     for (size_t i = 0; i < MAX_EXECS; i++) {
         if (s->execs[i].pid != pid)
             continue;
-        lz_wbuf b;
-        lz_msg_pair_encode(&b, LZ_SUP_EXEC_EXITED, s->execs[i].session_no, (uint32_t) status);
-        lz_wire_post(s->sock, &b);
+        /* Its published ports close with it. */
+        pubs_end(s, s->execs[i].session_no, false);
+        /* runsc exec's own failure status (its WaitPID lost the sandbox):
+         * not the command's status when the sandbox is gone. */
+        bool lost = WIFEXITED(status) && WEXITSTATUS(status) == 128 &&
+                    sandbox_dead(s, SANDBOX_DEATH_GRACE_MS);
+        if (lost) {
+            sandbox_lost(s);
+        } else {
+            lz_wbuf b;
+            lz_msg_pair_encode(&b, LZ_SUP_EXEC_EXITED, s->execs[i].session_no,
+                               (uint32_t) status);
+            lz_wire_post(s->sock, &b);
+        }
         s->execs[i].pid = 0;
         char name[64];
         snprintf(name, sizeof(name), "exec-%u.pid", s->execs[i].session_no);
@@ -702,7 +967,11 @@ static int on_exec(void *ctx, lz_proto_msg *m)
     if (!lz_msg_exec_decode(&m->r, &e))
         return -1;
     lz_error *err = NULL;
-    if (do_exec(s, &e, m->fds, &err) < 0) {
+    bool pub_failed = s->pub_failed && s->pub_failed_session == e.session_no;
+    if (pub_failed)
+        s->pub_failed = false;
+    if (pub_failed || do_exec(s, &e, m->fds, &err) < 0) {
+        pubs_end(s, e.session_no, false);
         /* Report as an immediate exit with status 125 << 8. */
         lz_wbuf b;
         lz_msg_pair_encode(&b, LZ_SUP_EXEC_EXITED, e.session_no, 125u << 8);
@@ -711,6 +980,32 @@ static int on_exec(void *ctx, lz_proto_msg *m)
     }
     lz_msg_exec_clear(&e);
     return 0;
+}
+
+/* A --publish socket for the session whose SUP_EXEC follows. */
+static int on_publish(void *ctx, lz_proto_msg *m)
+{
+    sup *s = ctx;
+    uint32_t no, port;
+    if (!lz_msg_pair_decode(&m->r, &no, &port) || port < 1 || port > 65535 || m->nfds != 1)
+        return -1;
+    lz_error *err = NULL;
+    size_t slot = MAX_PUBS;
+    for (size_t i = 0; i < MAX_PUBS && slot == MAX_PUBS; i++)
+        if (s->pubs[i].pid == 0)
+            slot = i;
+    pid_t pid = slot == MAX_PUBS
+                    ? lz_error_set(&err, EAGAIN, "publish: too many published ports")
+                    : lz_network_publish(&s->net, m->fds[0], (uint16_t) port, &err);
+    if (pid < 0) {
+        fprintf(stderr, "lz-supervisor: session #%u: %s\n", no, err->message);
+        lz_error_free(err);
+        s->pub_failed = true;
+        s->pub_failed_session = no;
+        return 0;
+    }
+    s->pubs[slot] = (pub_slot) { pid, no };
+    return 0; /* lz_proto_msg_clear closes the supervisor's copy */
 }
 
 static int on_signal_msg(void *ctx, lz_proto_msg *m)
@@ -740,6 +1035,7 @@ const lz_proto_handler_row lz_supervisor_handlers[] = {
     { LZ_SUP_START, on_start },
     { LZ_SUP_EXEC, on_exec },
     { LZ_SUP_SIGNAL, on_signal_msg },
+    { LZ_SUP_PUBLISH, on_publish },
     { LZ_SUP_STOP, on_stop },
 };
 const size_t lz_supervisor_handlers_len =
@@ -820,7 +1116,7 @@ static int supervisor_main(spawn_ctx *c)
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     prctl(PR_SET_NAME, "lz-supervisor");
     lz_nodump_reassert(); /* this process keeps the profile's env values */
-    sup s = { .sc = c->sc, .sock = c->sock, .gen_fd = -1 };
+    sup s = { .sc = c->sc, .sock = c->sock, .gen_fd = -1, .sandbox_pidfd = -1 };
     /* A /proc of our own pid namespace: runsc re-executes /proc/self/exe
      * from its sandbox child, which fails (EACCES) through the /proc of the
      * parent pid namespace. */

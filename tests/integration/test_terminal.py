@@ -497,6 +497,38 @@ def test_hangup_ends_the_session_and_the_domain(terms, how, last):
     terms.torn_down()
 
 
+def test_hangup_reaches_a_cli_that_is_not_the_session_leader(terms):
+    """The CLI runs in a session of its own (setsid): the pty is not its
+    controlling terminal, so closing the terminal sends it no SIGHUP. It
+    must notice the hung-up terminal itself (a read of 0 or EIO in raw
+    mode) and end its session; the Domain tears down. The control: the
+    session leader of the pty (setsid -w, the wrapper) does get the hang-up
+    and dies, so the CLI really was left to notice it alone."""
+    terms.config()
+    t = terms.wrapped(f'exec setsid -w "$LZ" run bb --workspace {terms.ws}')
+    t.prompt(timeout=RUN_TIMEOUT)
+    typed, printed = t.marker()
+    t.line(f"echo {typed}")
+    t.expect(printed, what="the shell in the sandbox")
+    leader = t.pid
+    clis = [p.pid for p in domain_processes(terms.lz.root, comm="lazaret")]
+    assert len(clis) == 1 and clis[0] != leader, (clis, leader)
+    with open(f"/proc/{clis[0]}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    sid, tty_nr = int(fields[3]), int(fields[4])
+    assert sid == clis[0] and tty_nr == 0, \
+        f"the CLI should lead a session of its own without a controlling tty: {fields[:5]}"
+    pidfd = os.pidfd_open(clis[0])
+    t.child.ptyproc.fileobj.close()  # the terminal window closed
+    ready, _, _ = select.select([pidfd], [], [], 10)
+    os.close(pidfd)
+    assert ready, "the CLI still runs 10 s after its terminal was closed"
+    assert not os.path.exists(f"/proc/{leader}") or \
+        open(f"/proc/{leader}/stat").read().rsplit(")", 1)[1].split()[0] in ("Z", "X"), \
+        "control: the session leader of the pty did not get the hang-up"
+    terms.torn_down()
+
+
 def test_hung_up_program_that_ignores_sighup_is_killed_alone(terms):
     """A program that ignores SIGHUP outlives the hang-up; after the grace
     period (docs/runtime.md: 3 s) it is SIGKILLed. That must kill only it:

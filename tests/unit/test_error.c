@@ -182,7 +182,9 @@ static void test_report(void **state)
     lz_error *err = NULL;
     lz_error_set(&err, 0, "profile \"dev\" not found");
     char *text = report_text(err);
-    assert_string_equal(text, "lazaret: error: profile \"dev\" not found\n");
+    /* without a hint, the general fix line: every error has one */
+    assert_string_equal(text, "lazaret: error: profile \"dev\" not found\n"
+                              "  fix: " LZ_ERROR_GENERAL_FIX "\n");
     free(text);
 
     lz_error_hint(&err, "list profiles with `lazaret config`");
@@ -196,7 +198,8 @@ static void test_report(void **state)
     err = NULL;
     lz_error_set(&err, ENOENT, "cannot open %s", "/home/a/p");
     char *want = NULL;
-    assert_true(asprintf(&want, "lazaret: error: cannot open /home/a/p: %s\n", strerror(ENOENT)) > 0);
+    assert_true(asprintf(&want, "lazaret: error: cannot open /home/a/p: %s\n  fix: %s\n",
+                         strerror(ENOENT), LZ_ERROR_GENERAL_FIX) > 0);
     text = report_text(err);
     assert_string_equal(text, want);
     free(text);
@@ -219,7 +222,7 @@ static void test_report(void **state)
     errno = EACCES;
     lz_error_set(&err, 0, "x");
     text = report_text(err);
-    assert_string_equal(text, "lazaret: error: x\n");
+    assert_string_equal(text, "lazaret: error: x\n  fix: " LZ_ERROR_GENERAL_FIX "\n");
     free(text);
     lz_error_free(err);
 }

@@ -1,0 +1,87 @@
+# bash completion for lazaret(1)                      -*- shell-script -*-
+# SPDX-License-Identifier: Apache-2.0
+# Installed as share/bash-completion/completions/lazaret. Profile names are
+# completed from the [profiles.NAME] table headers of the configuration
+# file, read with sed: nothing is executed and no value is printed.
+
+_lazaret_profiles()
+{
+    local cfg=${XDG_CONFIG_HOME:-$HOME/.config}/lazaret/config.toml i
+    for ((i = 1; i < ${#COMP_WORDS[@]}; i++)); do
+        [[ ${COMP_WORDS[i]} == --config ]] && cfg=${COMP_WORDS[i + 1]}
+    done
+    [[ -r $cfg ]] || return
+    sed -n 's/^[[:space:]]*\[profiles\.\([A-Za-z0-9_-]*\)\][[:space:]]*\(#.*\)\{0,1\}$/\1/p' "$cfg"
+}
+
+_lazaret()
+{
+    local cur prev words cword
+    _init_completion || return
+
+    local commands="run stop status state config doctor help version"
+    local i cmd="" sub=""
+    for ((i = 1; i < cword; i++)); do
+        case ${words[i]} in
+            --config) ((i++)) ;;
+            -*) ;;
+            *)
+                if [[ -z $cmd ]]; then
+                    cmd=${words[i]}
+                elif [[ -z $sub ]]; then
+                    sub=${words[i]}
+                fi
+                ;;
+        esac
+    done
+
+    case $prev in
+        --config) _filedir toml; return ;;
+        --workspace) _filedir -d; return ;;
+        --profile) COMPREPLY=($(compgen -W "$(_lazaret_profiles)" -- "$cur")); return ;;
+        --publish) return ;;
+    esac
+
+    # After "--" everything is the sandboxed command's.
+    for ((i = 1; i < cword; i++)); do
+        [[ ${words[i]} == -- ]] && return
+    done
+
+    case $cmd in
+        "")
+            COMPREPLY=($(compgen -W "$commands --config --help --version" -- "$cur")) ;;
+        run)
+            if [[ -z $sub && $cur != -* ]]; then
+                COMPREPLY=($(compgen -W "$(_lazaret_profiles)" -- "$cur"))
+            else
+                COMPREPLY=($(compgen -W "--workspace --publish --help --" -- "$cur"))
+            fi ;;
+        stop)
+            COMPREPLY=($(compgen -W "--profile --workspace --help" -- "$cur")) ;;
+        status)
+            COMPREPLY=($(compgen -W "--json --help" -- "$cur")) ;;
+        state)
+            case $sub in
+                "") COMPREPLY=($(compgen -W "list inspect verify reset --help" -- "$cur")) ;;
+                list) COMPREPLY=($(compgen -W "--json --help" -- "$cur")) ;;
+                inspect | verify)
+                    COMPREPLY=($(compgen -W "--profile --workspace --json --help" -- "$cur")) ;;
+                reset)
+                    COMPREPLY=($(compgen -W "--profile --workspace --json --stop --yes --help" \
+                        -- "$cur")) ;;
+            esac ;;
+        config)
+            if [[ -z $sub ]]; then
+                COMPREPLY=($(compgen -W "check --help" -- "$cur"))
+            elif [[ $cur == -* ]]; then
+                COMPREPLY=($(compgen -W "--workspace --json --help" -- "$cur"))
+            else
+                COMPREPLY=($(compgen -W "$(_lazaret_profiles)" -- "$cur"))
+            fi ;;
+        help)
+            [[ -z $sub ]] && COMPREPLY=($(compgen -W "$commands" -- "$cur")) ;;
+        doctor | version)
+            COMPREPLY=($(compgen -W "--help" -- "$cur")) ;;
+    esac
+}
+complete -F _lazaret lazaret
