@@ -65,7 +65,9 @@
 
 #include "protocol/wire.h"
 
-#define LZ_SESSION_PROTOCOL_VERSION 1
+/* 2: RUN carries the --publish ports (issue 12). A CLI of another version
+ * is refused at ENROLL with "use the same Lazaret version". */
+#define LZ_SESSION_PROTOCOL_VERSION 2
 
 /* Bounds for untrusted fields. */
 #define LZ_MSG_MAX_ARGS 1024

@@ -47,6 +47,7 @@
 #include <openssl/x509v3.h>
 
 #include "common/error.h"
+#include "protocol/messages.h"
 #include "trust/anchor.h"
 
 /* ---- helpers ------------------------------------------------------------ */
@@ -641,7 +642,7 @@ static void test_destroy_then_create(void **state)
     for (int round = 0; round < 2; round++) {
         lz_trust_anchor *a = anchor(round ? "9" : "8", round ? NONCE_B : NONCE_A);
         const lz_trust_manifest *m = lz_trust_anchor_manifest(a);
-        assert_int_equal(m->protocol_version, 1);
+        assert_int_equal(m->protocol_version, LZ_SESSION_PROTOCOL_VERSION);
         assert_string_equal(m->agent_profile, "claude");
         assert_string_equal(m->domain_id, DOMAIN_ID);
         assert_string_equal(m->generation_id, round ? "9" : "8");
