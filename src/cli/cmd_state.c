@@ -827,16 +827,24 @@ static void print_inspect(json_t *o)
     }
 }
 
+/* select_target, reporting its error: 0, or -1 with t cleared. */
+static int select_or_report(const lz_global_options *g, const state_opts *opts, target *t)
+{
+    lz_error *err = NULL;
+    if (select_target(g, opts, t, &err) == 0)
+        return 0;
+    lz_error_report(err, stderr);
+    lz_error_free(err);
+    target_clear(t);
+    return -1;
+}
+
 static int state_inspect(const lz_global_options *g, const state_opts *opts)
 {
     target t = { .droot = -1 };
     lz_error *err = NULL;
-    if (select_target(g, opts, &t, &err) < 0) {
-        lz_error_report(err, stderr);
-        lz_error_free(err);
-        target_clear(&t);
+    if (select_or_report(g, opts, &t) < 0)
         return LZ_EXIT_FAILURE;
-    }
     json_t *o = target_header(&t);
     json_object_set_new(o, "persistent", inspect_persistent(t.droot));
     json_object_set_new(o, "ignored", inspect_ignored(t.droot));
@@ -1081,13 +1089,8 @@ static void verify_store(checks *c, const target *t)
 static int state_verify(const lz_global_options *g, const state_opts *opts)
 {
     target t = { .droot = -1 };
-    lz_error *err = NULL;
-    if (select_target(g, opts, &t, &err) < 0) {
-        lz_error_report(err, stderr);
-        lz_error_free(err);
-        target_clear(&t);
+    if (select_or_report(g, opts, &t) < 0)
         return LZ_EXIT_FAILURE;
-    }
     checks c = { .list = json_array() };
     struct statx sx;
     if (statx(t.droot, "", AT_EMPTY_PATH, STATX_MNT_ID, &sx) == 0) {

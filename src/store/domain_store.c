@@ -326,26 +326,17 @@ void lz_domain_summary_clear(lz_domain_summary *s)
     memset(s, 0, sizeof(*s));
 }
 
+static int open_readonly(int domain_root_fd, char **ret_label, sqlite3 **ret_db, lz_error **err);
+
 int lz_store_read_summary(int domain_root_fd, lz_domain_summary *ret, lz_error **err)
 {
-    char link[64], target[4096];
-    snprintf(link, sizeof(link), "/proc/self/fd/%d", domain_root_fd);
-    ssize_t tn = readlink(link, target, sizeof(target) - 1);
-    if (tn <= 0 || target[0] != '/')
-        return lz_error_set(err, tn < 0 ? errno : 0, "cannot locate a Domain Root");
-    target[tn] = '\0';
-    _cleanup_free_ char *label = lz_xasprintf("%s/store.db", target);
-    struct stat st;
-    if (fstatat(domain_root_fd, "store.db", &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode))
-        return lz_error_set(err, 0, "the Domain Store %s is missing or not a regular file", label);
+    _cleanup_free_ char *label = NULL;
     sqlite3 *db = NULL;
-    int rc = sqlite3_open_v2(label, &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOFOLLOW |
-                                             SQLITE_OPEN_FULLMUTEX, NULL);
+    if (open_readonly(domain_root_fd, &label, &db, err) < 0)
+        return -1;
     lz_domain_summary s = { 0 };
     sqlite3_stmt *q = NULL;
-    if (rc == SQLITE_OK) {
-        sqlite3_busy_timeout(db, 2000);
-        rc = sqlite3_prepare_v2(db,
+    int rc = sqlite3_prepare_v2(db,
                                 "SELECT d.profile_name, d.canonical_workspace,"
                                 /* ids only grow (AUTOINCREMENT) and the newest
                                  * is never pruned: the newest id counts every
@@ -357,7 +348,6 @@ int lz_store_read_summary(int domain_root_fd, lz_domain_summary *ret, lz_error *
                                 " (SELECT count(*) FROM session)"
                                 " FROM domain d LIMIT 1",
                                 -1, &q, NULL);
-    }
     if (rc == SQLITE_OK && sqlite3_step(q) == SQLITE_ROW) {
         const char *p = (const char *) sqlite3_column_text(q, 0);
         const void *w = sqlite3_column_blob(q, 1);
@@ -372,8 +362,7 @@ int lz_store_read_summary(int domain_root_fd, lz_domain_summary *ret, lz_error *
         }
     }
     if (!s.workspace)
-        lz_error_set(err, 0, "cannot read the Domain Store %s: %s", label,
-                     db ? sqlite3_errmsg(db) : "cannot open it");
+        lz_error_set(err, 0, "cannot read the Domain Store %s: %s", label, sqlite3_errmsg(db));
     sqlite3_finalize(q);
     sqlite3_close(db);
     if (!s.workspace)
