@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli/cli.h"
@@ -49,6 +50,44 @@ static json_t *prefixes_json(const lz_ipv4_prefix_list *l)
         json_array_append_new(a, json_string(buf));
     }
     return a;
+}
+
+/* True when one of the profile's persistent directories is dir or
+ * contains it. */
+static bool persists(const lz_resolved_config *c, const char *dir)
+{
+    for (size_t i = 0; i < c->n_persistent_dirs; i++) {
+        const char *p = c->persistent_dirs[i];
+        size_t n = strlen(p);
+        if (strcmp(p, "/") == 0 || (strncmp(dir, p, n) == 0 && (dir[n] == '/' || !dir[n])))
+            return true;
+    }
+    return false;
+}
+
+/* Advice, not refusal (the configuration is valid): /usr kept across
+ * restarts without dpkg's database means programs a package manager
+ * installed survive while the database that says they are installed does
+ * not (docs/configuration.md "Persistent directories and package
+ * managers"). NULL when there is nothing to say. */
+static char *package_db_warning(const lz_resolved_config *c)
+{
+    /* /usr or a directory in it where dpkg puts files (not /usr/local). */
+    bool keeps_packages = persists(c, "/usr");
+    for (size_t i = 0; i < c->n_persistent_dirs; i++) {
+        const char *p = c->persistent_dirs[i];
+        if (strncmp(p, "/usr/", 5) == 0 && strcmp(p, "/usr/local") != 0 &&
+            strncmp(p, "/usr/local/", 11) != 0)
+            keeps_packages = true;
+    }
+    if (!keeps_packages || persists(c, "/var/lib/dpkg"))
+        return NULL;
+    return lz_xasprintf("profiles.%s.persistent_dirs keeps /usr but not /var/lib/dpkg: what dpkg "
+                        "or apt installs keeps its files after a restart, but the package "
+                        "database forgets it, so the next install or removal goes wrong; add "
+                        "\"/var/lib/dpkg\" (and \"/etc\", where packages keep their "
+                        "configuration) to persistent_dirs",
+                        c->profile);
 }
 
 static int print_json(const lz_resolved_config *c)
@@ -107,6 +146,13 @@ static int print_json(const lz_resolved_config *c)
     }
     json_object_set_new(o, "escalation", json_pack("{s:b, s:o}", "enabled",
                                                    c->escalation_enabled, "auto_approve", rules));
+
+    json_t *warnings = json_array();
+    char *w = package_db_warning(c);
+    if (w)
+        json_array_append_new(warnings, json_string(w));
+    free(w);
+    json_object_set_new(o, "warnings", warnings);
 
     /* Strings come from validated UTF-8 configuration or raw pathnames;
      * JSON_ENSURE_ASCII keeps the output printable whatever the bytes. */
@@ -207,10 +253,15 @@ static int config_check(int argc, char **argv, const lz_global_options *g)
     int status = LZ_EXIT_OK;
     errno = 0;
     int wrote = 0;
-    if (json)
+    if (json) {
         wrote = print_json(cfg);
-    else
+    } else {
         print_text(cfg);
+        char *w = package_db_warning(cfg);
+        if (w)
+            fprintf(stderr, "lazaret: warning: %s\n", w);
+        free(w);
+    }
     if (fflush(stdout) != 0 || ferror(stdout) || wrote < 0) {
         /* errno of the failed write (EPIPE, ENOSPC), 0 when jansson failed. */
         lz_error_set(&err, errno, "cannot write the %s of profile %s to standard output",

@@ -584,6 +584,9 @@ class Ctx:
             f"exit {res.returncode}\n--- stderr\n{res.stderr}\n--- stdout\n{res.stdout}\n" \
             f"--- config\n{text}"
         got = json.loads(res.stdout)
+        # Advice (test_usr_without_the_package_database_warns), not part of
+        # the resolved configuration the reference computes.
+        assert isinstance(got.pop("warnings", None), list), "no warnings array"
         ref = self.reference(text, profile, ws, config=config, env=env)
         rec = ref.pop("_record")
         problems = []
@@ -656,6 +659,32 @@ def test_base_is_valid(ctx):
     # home) are Lazaret-owned too: ~/.local and ~/.local/share.
     _owned_0700(ctx, local)
     _owned_0700(ctx, local / "share")
+
+
+@pytest.mark.parametrize("dirs,warns", [
+    (["/usr", "/root"], True),                        # the README's example before issue 12
+    (["/usr/lib", "/root"], True),
+    (["/usr/local", "/root"], False),                 # dpkg does not install there
+    (["/usr", "/etc", "/var/lib/dpkg", "/root"], False),  # the README's example now
+    (["/usr", "/var"], False),
+    (["/root", "/opt/agent"], False),                 # /usr not kept: nothing to say
+])
+def test_usr_without_the_package_database_warns(ctx, dirs, warns):
+    """config check advises (exit 0) when /usr persists without dpkg's
+    database: the files of an installed package would survive a restart,
+    the record of it would not (docs/configuration.md)."""
+    d = base()
+    d["profiles"]["p"]["persistent_dirs"] = dirs
+    d["profiles"]["p"]["volumes"] = []
+    ctx.config_text(emit(d))
+    res = ctx.check("p", json_out=False)
+    assert res.returncode == 0, res.stderr
+    said = "lazaret: warning: profiles.p.persistent_dirs keeps /usr but not /var/lib/dpkg" \
+        in res.stderr
+    assert said == warns, res.stderr
+    res = ctx.check("p")
+    assert res.returncode == 0, res.stderr
+    assert len(json.loads(res.stdout)["warnings"]) == (1 if warns else 0), res.stdout
 
 
 def test_base_other_profile(ctx):

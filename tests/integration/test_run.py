@@ -17,6 +17,7 @@ for a teardown (~6 s) and starting a new generation.
 """
 
 import json
+import re
 import os
 import subprocess
 import secrets
@@ -551,6 +552,50 @@ def test_missing_subordinate_ids(rig, make_lz, user_factory):
 
 
 # ---- Debian 12 ------------------------------------------------------------------------------------
+
+def _readme_persistent_dirs(repo_root):
+    """persistent_dirs of the README's example configuration."""
+    text = (repo_root / "README.md").read_text()
+    m = re.search(r'^persistent_dirs = (\[[^\]]*\])', text, re.M)
+    assert m, "the README's example has no persistent_dirs line"
+    return json.loads(m.group(1))
+
+
+DPKG_INSTALL = (
+    "set -e; d=/tmp/lzpkg; mkdir -p $d/DEBIAN $d/usr/bin $d/etc; "
+    "printf 'Package: lzhello\\nVersion: 1.0\\nArchitecture: all\\n"
+    "Maintainer: t <t@t.invalid>\\nDescription: t\\n' > $d/DEBIAN/control; "
+    "printf '#!/bin/sh\\necho hello-from-lzhello\\n' > $d/usr/bin/lzhello; "
+    "chmod 755 $d/usr/bin/lzhello; echo conf > $d/etc/lzhello.conf; "
+    "dpkg-deb --build $d /tmp/lzhello.deb >/dev/null; dpkg -i /tmp/lzhello.deb >/dev/null; "
+    "dpkg-query -W -f='${Status}\\n' lzhello")
+DPKG_CHECK = ("lzhello; dpkg-query -W -f='${Status}\\n' lzhello 2>&1 || true; "
+              "cat /etc/lzhello.conf 2>&1 || true")
+
+
+@pytest.mark.parametrize("which", ["readme", "usr-only"])
+def test_dpkg_package_survives_a_restart_with_the_readmes_persistent_dirs(
+        rig, test_images, repo_root, which):
+    """A package installed with dpkg -i is still installed after the Domain
+    restarts, with the README's example persistent_dirs (issue 12, item 8).
+    The control, /usr alone (the README's example before): the program
+    survives but dpkg has forgotten it — what config check warns about."""
+    dirs = _readme_persistent_dirs(repo_root) if which == "readme" else ["/usr", "/root"]
+    assert "/usr" in dirs
+    rig.config({"deb": {"image": test_images.debian, "persistent_dirs": dirs}})
+    p = ok(rig.run("deb", sh(DPKG_INSTALL)))
+    assert p.stdout.strip().endswith("install ok installed"), p.stdout
+    left, _ = wait_torn_down(rig.lz, TEARDOWN_TIMEOUT)
+    assert not left, "\n".join(left)
+    p = rig.run("deb", sh(DPKG_CHECK))
+    assert "hello-from-lzhello" in p.stdout, (p.stdout, p.stderr)  # /usr persisted either way
+    if which == "readme":
+        assert "install ok installed" in p.stdout and "conf" in p.stdout.splitlines()[-1], \
+            p.stdout
+    else:
+        assert "install ok installed" not in p.stdout, \
+            f"control: dpkg remembered the package without its database persisting: {p.stdout}"
+
 
 def test_debian_image_ls_stat_and_git(rig, test_images):
     ok(rig.lz.run_as_user(["git", "init", "-q", str(rig.ws)]))  # made on the host (docs/git.md)
