@@ -61,6 +61,16 @@ bool lz_cli_domain_lock_held(int dirfd);
 struct json_t;
 struct json_t *lz_cli_running_domains(char **ret_root);
 
+/* Enrol on and secure a fresh connection sock to a running Domain's
+ * coordinator, as 'run' does (docs/session-channel.md; cmd_run.c). Returns
+ * 0 with *ret_tls (the caller frees it with lz_tls_channel_free), or -1
+ * after reporting the failure; *ret_ending when the coordinator was tearing
+ * down (it closed during the handshake) and nothing was reported. */
+struct lz_tls_channel;
+int lz_cli_secure_channel(int sock, const char *domain_hex, int dirfd, const char *dir_label,
+                          const char *log_label, struct lz_tls_channel **ret_tls,
+                          bool *ret_ending);
+
 /* True when argv[1..] asks for help ("--help" or "-h" anywhere before "--"). */
 bool lz_cli_wants_help(int argc, char **argv);
 

@@ -54,7 +54,6 @@
  * which holds main(); the copies below fail the test if ever reached
  * (argument parsing and configuration loading are not under test here). */
 #include "cli/cmd_run.c"
-#include "cli/cmd_status.c" /* lazaret stop (in cmd_run.c) finds Domains with it */
 #include "unit_fds.h"
 
 bool lz_cli_wants_help(int argc, char **argv)
