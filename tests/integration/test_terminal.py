@@ -160,6 +160,12 @@ class Terms:
         self.terms.append(t)
         return t
 
+    def shell_args(self, args, **kw) -> Term:
+        """`lazaret ARGS` on a pty of its own, not waited for."""
+        t = Term(self.lz, args, **kw)
+        self.terms.append(t)
+        return t
+
     def wrapped(self, script, **kw) -> Term:
         t = Term(self.lz, wrapper=script, **kw)
         self.terms.append(t)
@@ -620,3 +626,28 @@ def test_ten_mib_of_output_arrive_complete(terms):
     t.child.buffer = data[j + len(e_mark):]
     t.prompt()
     exit_shell(terms, t)
+
+
+@pytest.mark.parametrize("answer", ["n", "y"])
+def test_state_reset_asks_on_a_terminal(terms, answer):
+    """`lazaret state reset` on a terminal shows what it removes and asks
+    [y/N]: anything but y keeps everything (the control), y removes the
+    Domain's persistent directories."""
+    terms.config({"bb": {"persistent_dirs": ["/opt"]}})
+    ok(terms.lz.run(["run", "bb", "--workspace", terms.ws, "--",
+                     "sh", "-c", "echo kept > /opt/marker"]))
+    terms.torn_down()
+    uppers = list(terms.lz.root.rglob("state/*/upper/marker"))
+    assert len(uppers) == 1, uppers
+    t = terms.shell_args(["state", "reset", "--workspace", terms.ws])
+    t.expect("the persistent directories", what="what reset removes")
+    t.expect("[y/N] ", what="the question")
+    t.line(answer)
+    st = t.wait_exit()
+    terms.check_report(t, st)
+    if answer == "y":
+        assert st == 0, t.text
+        assert not uppers[0].exists(), "reset answered y left the persistent file"
+    else:
+        assert st != 0 and "Nothing was removed." in t.text, t.text
+        assert uppers[0].read_text() == "kept\n", "a reset answered n removed state"
