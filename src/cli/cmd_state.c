@@ -140,6 +140,40 @@ static walk size_of(int parent, const char *name)
     return w;
 }
 
+/* The size of the persistent directories: the upper directory of each
+ * state/<dir>/, what the sandbox wrote. Their overlay work directories are
+ * overlayfs's own (work/work is mode 0, unreadable by design) and hold
+ * nothing between generations. */
+static walk state_size(int droot)
+{
+    walk total = { 0 };
+    int fd = openat(droot, "state", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+        total.partial = errno != ENOENT;
+        return total;
+    }
+    DIR *d = fdopendir(fd);
+    if (!d) {
+        close(fd);
+        total.partial = true;
+        return total;
+    }
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+            continue;
+        int dir = openat(dirfd(d), e->d_name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        walk w = dir >= 0 ? size_of(dir, "upper") : (walk){ .partial = true };
+        if (dir >= 0)
+            close(dir);
+        total.bytes += w.bytes;
+        total.entries += w.entries;
+        total.partial |= w.partial;
+    }
+    closedir(d);
+    return total;
+}
+
 static void human(unsigned long long b, char *out, size_t n)
 {
     static const char *const units[] = { "B", "KiB", "MiB", "GiB", "TiB" };
@@ -189,7 +223,7 @@ static json_t *domain_entry(int droot, const char *id, json_t *running)
     }
     lz_error_free(err);
     lz_domain_summary_clear(&s);
-    walk st = size_of(droot, "state"), ig = size_of(droot, "ignored");
+    walk st = state_size(droot), ig = size_of(droot, "ignored");
     json_object_set_new(o, "state_bytes", json_integer((json_int_t) st.bytes));
     json_object_set_new(o, "ignored_bytes", json_integer((json_int_t) ig.bytes));
     json_object_set_new(o, "sizes_partial", json_boolean(st.partial || ig.partial));
@@ -1377,7 +1411,7 @@ static int state_reset(const lz_global_options *g, const state_opts *opts)
         lz_error_hint(&err, "run 'lazaret stop' in its workspace, then reset again");
         goto out;
     }
-    ws = size_of(t.droot, "state");
+    ws = state_size(t.droot);
     wi = size_of(t.droot, "ignored");
     human(ws.bytes, a, sizeof(a));
     human(wi.bytes, b, sizeof(b));

@@ -619,6 +619,7 @@ static int on_stop(void *ctx, lz_proto_msg *pm)
     clog_(c, "session #%u: 'lazaret stop' (client pid %d): ending the Domain", s->no,
           (int) s->cli_pid);
     c->teardown_why = "the Domain was stopped with 'lazaret stop'";
+    c->teardown_hint = "run the command again to start the Domain anew";
     /* The main loop tears down once this round is over: never from inside
      * a session's handler, with the sessions being iterated. */
     c->stop_requested = true;
