@@ -13,7 +13,10 @@
 #   6. lazaret doctor (informational: its failures do not stop the demo)
 #   7. lazaret config check default --workspace ~/lazaret-demo-workspace
 #   8. lazaret run default -- <a short tour>: a command in the sandbox, with
-#      an auto-approved host escalation (the host's uname -sr)
+#      an auto-approved host escalation (the host's uname -sr); then a run
+#      from the subdirectory src/ (the same Domain, the command starts in
+#      /workspace/src), a command left running, lazaret state list, and
+#      lazaret stop (the command is told why and exits 125)
 #   9. on a terminal: a host escalation that asks you (approve it with y),
 #      then lazaret run default, an interactive shell in the sandbox (type
 #      exit to leave); its exit status is the demo's
@@ -156,10 +159,7 @@ user_phase() {
         echo "== the command starts in $(pwd)"
         echo "== the same Domain as from the top: /root/.demo-runs has $(wc -l < /root/.demo-runs) line(s)"')
     echo
-    say "running: lazaret state list"
-    "$bin" "$@" state list
-    echo
-    say "a command left running in the background, then: lazaret stop"
+    say "a command left running in the background: sleep 600"
     "$bin" "$@" run default -- sleep 600 </dev/null >"$HOME/.demo-stop.out" 2>&1 &
     bg=$!
     tries=0
@@ -170,6 +170,11 @@ user_phase() {
         fi
         sleep 0.5
     done
+    echo
+    say "running: lazaret state list (every Domain of yours, running or not)"
+    "$bin" "$@" state list
+    echo
+    say "running: lazaret stop (ends the workspace's Domain cleanly)"
     "$bin" "$@" stop
     bgstatus=0
     wait "$bg" || bgstatus=$?
