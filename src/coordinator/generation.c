@@ -365,6 +365,10 @@ void generation_start(coord *c)
     git_audit_attach(c);
     clog_(c, "Git Sentry: %zu mounts (%zu ignored paths isolated), %zu watched directories",
           c->git.n_mounts, c->git.n_ignored, c->git.n_watches);
+    if (c->git.n_ignored_shared)
+        clog_(c, "Git Sentry: %zu ignored paths stay the host's: the configuration's hooks "
+                 "directory or an include file lies in them (protected, audited)",
+              c->git.n_ignored_shared);
     lz_supervisor_config sc = {
         .cfg = a->cfg, .image = a->image, .generation = c->generation,
         .generation_dir = c->gen_label, .container_id = c->container_id, .runsc = a->runsc,

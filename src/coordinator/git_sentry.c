@@ -22,6 +22,8 @@
  * ignored path is a kernel mount in the composed workspace tree, and so is
  * every ancestor directory of one; fs.mount-max (100,000 by default) bounds
  * the mounts of each mount namespace, and the tree is copied into runsc's. */
+/* New placeholder directories for `name/` patterns, per start. */
+#define MAX_PLACEHOLDERS 64
 #define MAX_IGNORED 20000
 #define MAX_WORKSPACE_MOUNTS 50000
 #define MAX_MODULE_DEPTH 8
@@ -422,8 +424,9 @@ static int host_git_in(builder *b, const char *gd, const char *wt, char *const *
     free(argv);
     if (status < 0 && err && *err && (*err)->errnum == ETIMEDOUT)
         lz_error_hint(err, "Git blocked reading the workspace %s: a .gitignore, "
-                           ".git/info/exclude or configuration file there may be a FIFO or lie "
-                           "on a hung file system; replace it by a regular file",
+                           ".git/info/exclude or configuration file there may be a FIFO, lie "
+                           "on a hung file system or be very large (the sandbox can write "
+                           ".gitignore); replace it by a regular file of sensible size",
                       b->ws);
     return status;
 }
@@ -736,9 +739,14 @@ static int isolate_ignored(builder *b, const lz_resolved_config *cfg, lz_error *
 
     /* Directory patterns of the top-level .gitignore and info/exclude name
      * paths that do not exist yet (node_modules/, target/): give them an
-     * empty placeholder on the host so they can be isolated too. */
+     * empty placeholder on the host so they can be isolated too. Both files
+     * are the sandbox's to write: at most MAX_PLACEHOLDERS new directories
+     * per start (attack round i12a, P1: 300,000 `dN/` lines made as many
+     * host directories). */
     static const char *const pattern_files[] = { ".gitignore", ".git/info/exclude" };
-    for (size_t f = 0; f < LZ_ARRAY_SIZE(pattern_files); f++) {
+    size_t placeholders = 0;
+    for (size_t f = 0; f < LZ_ARRAY_SIZE(pattern_files) && placeholders < MAX_PLACEHOLDERS;
+         f++) {
         int fd = lz_open_confined(b->ws_fd, pattern_files[f], O_RDONLY | O_NONBLOCK, 0,
                                   pattern_files[f], NULL);
         FILE *fp = fd >= 0 ? fdopen(fd, "re") : NULL;
@@ -748,7 +756,7 @@ static int isolate_ignored(builder *b, const lz_resolved_config *cfg, lz_error *
             continue;
         }
         char line[512];
-        while (fgets(line, sizeof(line), fp)) {
+        while (placeholders < MAX_PLACEHOLDERS && fgets(line, sizeof(line), fp)) {
             line[strcspn(line, "\r\n")] = '\0';
             size_t n = strlen(line);
             if (n < 2 || line[n - 1] != '/' || !is_literal_pattern(line))
@@ -758,8 +766,8 @@ static int isolate_ignored(builder *b, const lz_resolved_config *cfg, lz_error *
             if (!*rel || strchr(rel, '/') || strcmp(rel, ".git") == 0 || strcmp(rel, "..") == 0 ||
                 strcmp(rel, ".") == 0 || git_dir_name(rel))
                 continue; /* never a name that would help the workspace look like a Git dir */
-            if (mkdirat(b->ws_fd, rel, 0755) < 0 && errno != EEXIST)
-                continue;
+            if (mkdirat(b->ws_fd, rel, 0755) == 0)
+                placeholders++;
         }
         fclose(fp);
     }
@@ -815,6 +823,18 @@ static int isolate_ignored(builder *b, const lz_resolved_config *cfg, lz_error *
         if (lstat_confined(b->ws_fd, entry, &st) < 0 || S_ISLNK(st.st_mode) ||
             (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode)))
             continue; /* symlinks and special files are left as they are */
+        /* Already a mount of the plan: a protection, or the bind point
+         * above one (a hooks directory or include file of the configuration
+         * inside this ignored directory). The first mount of a path is the
+         * one made, so a copy here would not be bound — and recording the
+         * path as ignored would take the host's directory out of the audit
+         * (attack round i12a, T1). It stays the host's: shared with the
+         * sandbox, protected where the plan protects it, audited like any
+         * other path. */
+        if (has_mount(b->p, entry)) {
+            b->p->n_ignored_shared++;
+            continue;
+        }
         bool dir = S_ISDIR(st.st_mode);
         r = make_ignored_copy(b, ign, entry, dir, err);
         if (r < 0)

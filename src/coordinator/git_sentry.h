@@ -81,6 +81,9 @@ typedef struct lz_git_plan {
     size_t mount_index_cap;
     char *ignored_notice;   /* the session-start line on the isolated paths, NULL when none */
     size_t n_ignored;       /* how many ignored paths are isolated */
+    /* Ignored paths left the host's because the plan protects them or
+     * something inside them (a hooks directory, an include file). */
+    size_t n_ignored_shared;
     char **ignored;         /* their relative paths (sorted), skipped by the tree audit */
     lz_git_marker *ignored_ids; /* ... while they are these objects (same order; rel unused) */
 

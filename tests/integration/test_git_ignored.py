@@ -175,3 +175,66 @@ def test_start_line_counts_5000_and_names_a_few(terms):  # noqa: F811
         m.group(0)
     assert len(m.group(0)) < 200
     assert ws.is_dir()
+
+
+# ---- attack round i12a -------------------------------------------------------------
+
+def test_an_ignored_directory_holding_the_hooks_path_stays_audited(rig):
+    """T1 (attack round i12a): the developer's core.hooksPath is tools/hooks;
+    the sandbox makes tools/ ignored, then, in the next generation, plants a
+    repository tools/x/.git whose fsmonitor is its command. The plan already
+    protects tools/hooks (tools/ is its bind point), so tools/ cannot also be
+    the Domain's copy: it must stay audited, and the planted repository is
+    set aside before the host's Git can run it. Control: the same repository
+    planted on the host without Lazaret makes the host's git status run it."""
+    from test_git import evil_gitdir, host_git_problem
+    rig.config({"bb": {}})
+    lz = rig.lz
+    ws = new_repo(lz, "ws", {"README": "x\n", ".gitignore": "node_modules/\n"})
+    git(lz, ws, "config", "core.hooksPath", "tools/hooks")
+    ok(rig.run("bb", sh("echo tools/ >> /workspace/.gitignore"), ws=ws))
+    left, _ = wait_torn_down(lz, TEARDOWN_TIMEOUT)
+    assert not left, "\n".join(left)
+    marker = lz.home / "t1-planted-ran"
+    # Whether the planting itself succeeds depends on how fast the Git
+    # Sentry sets a new .git aside (it watches audited directories); what
+    # counts is that the host's Git never runs it.
+    ok(rig.run("bb", sh("cd /workspace && mkdir -p tools/x && " +
+                        evil_gitdir("plant", "tools/x/.git", marker)), ws=ws))
+    left, _ = wait_torn_down(lz, TEARDOWN_TIMEOUT)
+    assert not left, "\n".join(left)
+    problem = host_git_problem(lz, [ws / "tools" / "x", ws], marker, may_fail=True)
+    assert problem is None, problem
+    assert not (ws / "tools" / "x" / ".git").exists(), \
+        "the repository planted in the ignored directory holding the hooks path was not set aside"
+    # The coordinator's log says why tools/ is not the sandbox's copy.
+    logs = "".join(p.read_text(errors="replace") for p in lz.root.rglob("logs/coordinator.log"))
+    assert "ignored paths stay the host's" in logs, logs[-2000:]
+    # Control: the payload is real on the host.
+    ctl = new_repo(lz, "ctl", {"README": "x\n"})
+    ok(lz.run_as_user(sh(f"cd {ctl} && mkdir -p tools/x && " +
+                         evil_gitdir("plant", "tools/x/.git", marker))))
+    git(lz, ctl / "tools" / "x", "status", check=False)
+    assert marker.exists(), "control: the planted fsmonitor did not run on the host"
+
+
+def test_gitignore_lines_make_few_host_directories(rig):
+    """P1 (attack round i12a): every literal `name/` line of the top-level
+    .gitignore gets a placeholder directory on the host so that it can be
+    isolated; the sandbox writes .gitignore, so the number is bounded
+    (MAX_PLACEHOLDERS, 64 per start). Control: below the bound each line
+    does get its directory."""
+    rig.config({"bb": {}})
+    lz = rig.lz
+    ws = new_repo(lz, "ws", {"README": "x\n"})
+    ok(rig.run("bb", sh("cd /workspace && i=0; while [ $i -lt 5000 ]; do "
+                        "echo d$i/; i=$((i+1)); done >> .gitignore"), ws=ws))
+    left, _ = wait_torn_down(lz, TEARDOWN_TIMEOUT)
+    assert not left, "\n".join(left)
+    ok(rig.run("bb", ["true"], ws=ws))
+    made = [p for p in ws.iterdir() if re.fullmatch(r"d\d+", p.name)]
+    assert len(made) == 64, f"{len(made)} placeholder directories made on the host"
+    # Control: a small .gitignore gets all of its placeholders.
+    small = new_repo(lz, "small", {"README": "x\n", ".gitignore": "a1/\na2/\na3/\n"})
+    ok(rig.run("bb", ["true"], ws=small))
+    assert all((small / n).is_dir() for n in ("a1", "a2", "a3"))
