@@ -72,7 +72,8 @@ int lz_spawn_capture(const char *path, char *const argv[], const lz_spawn_option
      * stderr when merged, else /dev/null) to the pipe, nothing else open,
      * PR_SET_PDEATHSIG: a probe or helper never outlives its caller. */
     lz_spawn_fd hand[2] = { { wfd, STDOUT_FILENO }, { wfd, STDERR_FILENO } };
-    lz_spawn_async start = { .envp = opt->envp, .fds = hand, .n_fds = opt->merge_stderr ? 2 : 1 };
+    lz_spawn_async start = { .envp = opt->envp, .fds = hand, .n_fds = opt->merge_stderr ? 2 : 1,
+                             .chdir_to_fd = opt->chdir_to_fd, .cwd_fd = opt->cwd_fd };
     lz_child child = { 0 };
     if (lz_spawn_start(path, argv, &start, &child, err) < 0)
         return -1;

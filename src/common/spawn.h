@@ -73,6 +73,10 @@ typedef struct lz_spawn_options {
     /* true: stderr goes into the same capture as stdout (interleaved as the
      * child writes them); false: stderr goes to /dev/null. */
     bool merge_stderr;
+    /* Start in the directory open at cwd_fd (fchdir) instead of the
+     * caller's working directory. */
+    bool chdir_to_fd;
+    int cwd_fd;
 } lz_spawn_options;
 
 typedef struct lz_spawn_output {

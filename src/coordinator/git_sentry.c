@@ -419,7 +419,17 @@ static int host_git_in(builder *b, const char *gd, const char *wt, char *const *
                     home,
                     worktree,
                     NULL };
-    lz_spawn_options opt = { .envp = env, .capture_max = 4 << 20, .timeout_ms = 60000 };
+    /* In the work tree itself, never where the coordinator was started
+     * (the developer's current directory: a subdirectory of the
+     * workspace, since `run` from one joins the top's Domain). Git answers
+     * relative to its working directory: from src/, `ls-files --others
+     * --ignored` listed only what is below src/, so a Domain first started
+     * there isolated nothing at the top (attack round i12b, F3). */
+    _cleanup_close_ int wt_fd = wt && *wt ? lz_open_confined(b->ws_fd, wt, O_PATH | O_DIRECTORY, 0,
+                                                            wt, NULL)
+                                          : -1;
+    lz_spawn_options opt = { .envp = env, .capture_max = 4 << 20, .timeout_ms = 60000,
+                             .chdir_to_fd = true, .cwd_fd = wt_fd >= 0 ? wt_fd : b->ws_fd };
     int status = lz_spawn_capture(git, argv, &opt, out, err);
     free(argv);
     if (status < 0 && err && *err && (*err)->errnum == ETIMEDOUT)

@@ -238,3 +238,28 @@ def test_gitignore_lines_make_few_host_directories(rig):
     small = new_repo(lz, "small", {"README": "x\n", ".gitignore": "a1/\na2/\na3/\n"})
     ok(rig.run("bb", ["true"], ws=small))
     assert all((small / n).is_dir() for n in ("a1", "a2", "a3"))
+
+
+def test_a_domain_first_started_from_a_subdirectory_isolates_the_ignored_paths(rig):
+    """F3 (attack round i12b): `lazaret run` from src/ of a repository joins
+    (or starts) the top's Domain. Started first from there, the ignored
+    `.env` at the top must still be the sandbox's own empty copy: the host's
+    Git that lists the ignored paths runs in the work tree, not in the
+    developer's current directory. Control: without isolation the same run
+    reads the host's `.env`, so the check can fail."""
+    lz = rig.lz
+    ws = new_repo(lz, "ws", {"README": "x\n", ".gitignore": ".env\nbuild/\n"})
+    lz.write(ws / ".env", "SECRET=host-only\n", mode=0o600)
+    lz.mkdir(ws / "src")
+    lz.mkdir(ws / "build")
+    lz.write(ws / "build" / "host.txt", "host build\n", mode=0o644)
+    for isolate, want in ((True, ""), (False, "SECRET=host-only\n")):
+        rig.config({"bb": {"isolate_gitignored": isolate}})
+        p = ok(rig.run("bb", sh("pwd; cat /workspace/.env; ls /workspace/build"), ws=None,
+                       cwd=ws / "src"))
+        lines = p.stdout.split("\n", 1)
+        assert lines[0] == "/workspace/src", p.stdout
+        assert lines[1].startswith(want) and ("host.txt" in lines[1]) == (not isolate), \
+            f"isolate_gitignored={isolate}: {p.stdout!r}"
+        left, _ = wait_torn_down(lz, TEARDOWN_TIMEOUT)
+        assert not left, "\n".join(left)
