@@ -257,8 +257,24 @@ static int on_exec_exited(void *ctx, lz_proto_msg *m)
     if (!lz_msg_pair_decode(&m->r, &no, &status))
         return -1;
     session *s = session_by_no(c, no);
-    if (s) /* a session refused in the meantime has no slot any more */
-        session_command_exited(c, s, (int) status);
+    if (!s) /* a session refused in the meantime has no slot any more */
+        return 0;
+    if (status == LZ_SUP_EXEC_START_FAILED || status == LZ_SUP_EXEC_RUNSC_FAILED) {
+        clog_(c, "session #%u: %s", s->no, status == LZ_SUP_EXEC_START_FAILED
+                                              ? "its command could not be started"
+                                              : "runsc exec ended without its status");
+        escalation_session_ended(c, s);
+        refuse_and_close(c, s, LZ_REFUSE_EXEC_FAILED,
+                         status == LZ_SUP_EXEC_START_FAILED
+                             ? "the sandbox could not start the command"
+                             : "the sandbox's runtime (runsc exec) ended before it reported "
+                               "the command's status",
+                         NULL);
+        return 0;
+    }
+    if (status > 0xffff)
+        return -1; /* no wait status: a protocol violation */
+    session_command_exited(c, s, (int) status);
     return 0;
 }
 

@@ -77,7 +77,31 @@ static void say(const char *a, const char *b, const char *c)
         (void) !write(STDERR_FILENO, buf, (size_t) n < sizeof(buf) ? (size_t) n : sizeof(buf));
 }
 
-static int run_init(void)
+/* Start in dir (below /workspace), or, when the sandbox has no such
+ * directory — it lies in a git-ignored directory, whose copy is the
+ * sandbox's own and may not have it — in its nearest existing parent,
+ * saying so. */
+static void enter_cwd(const char *dir)
+{
+    char path[4096];
+    if (snprintf(path, sizeof(path), "%s", dir) >= (int) sizeof(path))
+        snprintf(path, sizeof(path), "/workspace");
+    while (chdir(path) != 0) {
+        char *slash = strrchr(path, '/');
+        if (!slash || slash == path || strcmp(path, "/workspace") == 0) {
+            (void) !chdir("/workspace");
+            snprintf(path, sizeof(path), "/workspace");
+            break;
+        }
+        *slash = '\0';
+    }
+    if (strcmp(path, dir) != 0)
+        say(dir, " does not exist in the sandbox (inside a git-ignored directory, the copy is "
+                 "the sandbox's own); starting in ", path);
+    setenv("PWD", path, 1);
+}
+
+static _Noreturn void run_init(void)
 {
     sigset_t all;
     sigfillset(&all);
@@ -85,11 +109,15 @@ static int run_init(void)
     for (;;) {
         int sig = 0;
         sigwait(&all, &sig);
+        /* Nothing else ends it: any process of the sandbox may signal
+         * pid 1, and its end ends every session of the Domain (attack
+         * round i12b, F2: `kill 1`). Lazaret stops the sandbox with
+         * `runsc kill KILL`; a SIGKILL from inside (gVisor delivers it to
+         * pid 1, Linux would not) is the sandbox's death (docs/runtime.md
+         * "When the sandbox dies"). */
         if (sig == SIGCHLD) {
             while (waitpid(-1, NULL, WNOHANG) > 0)
                 ;
-        } else if (sig == SIGTERM || sig == SIGINT) {
-            return 0;
         }
     }
 }
@@ -437,7 +465,7 @@ int main(int argc, char **argv)
         return 125;
     }
     if (argc == 2 && strcmp(argv[1], "--init") == 0)
-        return run_init();
+        run_init();
 
     if (argc == 3 && strcmp(argv[1], "--resolv-conf") == 0) {
         /* The resolver the Network Sidecar provides. */
@@ -458,6 +486,10 @@ int main(int argc, char **argv)
 
     int i = 1;
     bool pty = false, login = false;
+    if (i + 1 < argc && strcmp(argv[i], "--cwd") == 0) {
+        enter_cwd(argv[i + 1]);
+        i += 2;
+    }
     if (i < argc && strcmp(argv[i], "--pty") == 0) {
         pty = true;
         i++;

@@ -65,6 +65,17 @@ json_t *lz_spec_process(char *const *argv, size_t argc, const char *cwd, char *c
 {
     json_t *args = json_array();
     json_array_append_new(args, json_string(LZ_GUEST_EXEC));
+    /* A working directory below /workspace is the guest launcher's to
+     * enter: the sandbox's copy of a git-ignored directory may lack it, and
+     * runsc exec would fail the start, its reason written to a stderr the
+     * sandbox has already shut (attack round i12b, F1). runsc starts in
+     * /workspace, which always exists. */
+    const char *spec_cwd = cwd;
+    if (cwd && strncmp(cwd, "/workspace/", 11) == 0) {
+        json_array_append_new(args, json_string("--cwd"));
+        json_array_append_new(args, json_string(cwd));
+        spec_cwd = "/workspace";
+    }
     /* A real pseudo-terminal inside the sandbox for interactive sessions
      * (see src/guest/lazaret-exec.c). */
     if (terminal)
@@ -81,7 +92,7 @@ json_t *lz_spec_process(char *const *argv, size_t argc, const char *cwd, char *c
     json_object_set_new(p, "user", json_pack("{s:i, s:i}", "uid", 0, "gid", 0));
     json_object_set_new(p, "args", args);
     json_object_set_new(p, "env", strv(env, strv_len(env)));
-    json_object_set_new(p, "cwd", json_string(cwd));
+    json_object_set_new(p, "cwd", json_string(spec_cwd));
     json_object_set_new(p, "capabilities", caps());
     json_object_set_new(p, "noNewPrivileges", json_false());
     json_object_set_new(p, "rlimits", rlimits());

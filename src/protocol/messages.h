@@ -246,6 +246,11 @@ bool lz_msg_signal_forwardable(uint32_t sig);
 void lz_msg_signal_encode(lz_wbuf *b, uint32_t sig);
 bool lz_msg_signal_decode(lz_rbuf *r, uint32_t *ret_sig);
 
+/* SUP_EXEC_EXITED's status is a wait status (at most 0xffff), or one of
+ * these: the session ends with Lazaret's message and 125, not a status. */
+#define LZ_SUP_EXEC_START_FAILED 0xffff0001u /* the command was not started (reason logged) */
+#define LZ_SUP_EXEC_RUNSC_FAILED 0xffff0002u /* runsc exec died without its status */
+
 /* Two-u32 messages (EXIT: outcome, code; SUP_EXEC_EXITED: session, status;
  * SUP_SIGNAL: session, signal; DECISION: prompt no, approve 0/1;
  * SUP_PUBLISH: session, sandbox port). */

@@ -246,7 +246,38 @@ static void watch_sandbox(sup *s)
  * path just before it becomes a zombie (docs/runtime.md "When the sandbox
  * dies"); a command that itself exits 128 has its exit reported this much
  * later. */
-#define SANDBOX_DEATH_GRACE_MS 500
+#define SANDBOX_DEATH_GRACE_MS 1000
+
+/* runsc writes its fatal errors to its log too (Errorf: log.Warningf
+ * "FATAL ERROR: ..."): copy the last ones into the Domain's log, whose
+ * lines outlive the generation directory and its runsc.log. */
+static void log_runsc_fatal(sup *s, uint32_t session_no)
+{
+    if (!s->sc->log_path)
+        return;
+    int fd = open(s->sc->log_path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0)
+        return;
+    static char buf[16384];
+    off_t size = lseek(fd, 0, SEEK_END);
+    off_t off = size > (off_t) sizeof(buf) - 1 ? size - (off_t) sizeof(buf) + 1 : 0;
+    ssize_t n = pread(fd, buf, sizeof(buf) - 1, off);
+    close(fd);
+    if (n <= 0)
+        return;
+    buf[n] = '\0';
+    for (char *line = buf, *next; line && *line; line = next) {
+        next = strchr(line, '\n');
+        if (next)
+            *next++ = '\0';
+        const char *f = strstr(line, "FATAL ERROR: ");
+        if (!f)
+            continue;
+        char *safe = lz_text_printable(f + 13);
+        fprintf(stderr, "lz-supervisor: session #%u: runsc: %s\n", session_no, safe);
+        free(safe);
+    }
+}
 
 /* True when the sandbox process has died (waiting up to wait_ms for its
  * pidfd). */
@@ -912,16 +943,27 @@ static void child_exited(sup *s, pid_t pid, int status)
             continue;
         /* Its published ports close with it. */
         pubs_end(s, s->execs[i].session_no, false);
-        /* runsc exec's own failure status (its WaitPID lost the sandbox):
-         * not the command's status when the sandbox is gone. */
-        bool lost = WIFEXITED(status) && WEXITSTATUS(status) == 128 &&
-                    sandbox_dead(s, SANDBOX_DEATH_GRACE_MS);
-        if (lost) {
-            sandbox_lost(s);
+        /* Statuses the sandbox's death also produces: runsc exec's own
+         * failure (128, its WaitPID lost the sandbox), a command SIGKILLed
+         * (137: gVisor kills every process when the sandbox's init dies,
+         * attack round i12b F2), runsc exec itself killed. Not the
+         * command's status when the sandbox is gone. */
+        bool runsc_failed = WIFEXITED(status) && WEXITSTATUS(status) == 128;
+        bool killed = (WIFEXITED(status) && WEXITSTATUS(status) == 128 + SIGKILL) ||
+                      WIFSIGNALED(status);
+        if ((runsc_failed || killed) && sandbox_dead(s, SANDBOX_DEATH_GRACE_MS)) {
+            sandbox_lost(s); /* every session hears of it from the coordinator */
         } else {
+            uint32_t report = (uint32_t) status;
+            if (WIFSIGNALED(status) && WTERMSIG(status) == SIGPIPE) {
+                /* Never sent by Lazaret: runsc exec's write of its own
+                 * error to a stderr the command had shut (attack round
+                 * i12b F1). */
+                log_runsc_fatal(s, s->execs[i].session_no);
+                report = LZ_SUP_EXEC_RUNSC_FAILED;
+            }
             lz_wbuf b;
-            lz_msg_pair_encode(&b, LZ_SUP_EXEC_EXITED, s->execs[i].session_no,
-                               (uint32_t) status);
+            lz_msg_pair_encode(&b, LZ_SUP_EXEC_EXITED, s->execs[i].session_no, report);
             lz_wire_post(s->sock, &b);
         }
         s->execs[i].pid = 0;
@@ -972,9 +1014,12 @@ static int on_exec(void *ctx, lz_proto_msg *m)
         s->pub_failed = false;
     if (pub_failed || do_exec(s, &e, m->fds, &err) < 0) {
         pubs_end(s, e.session_no, false);
-        /* Report as an immediate exit with status 125 << 8. */
+        if (err)
+            fprintf(stderr, "lz-supervisor: session #%u: cannot start its command: %s%s%s\n",
+                    e.session_no, err->message, err->errnum ? ": " : "",
+                    err->errnum ? strerror(err->errnum) : "");
         lz_wbuf b;
-        lz_msg_pair_encode(&b, LZ_SUP_EXEC_EXITED, e.session_no, 125u << 8);
+        lz_msg_pair_encode(&b, LZ_SUP_EXEC_EXITED, e.session_no, LZ_SUP_EXEC_START_FAILED);
         lz_wire_post(s->sock, &b);
         lz_error_free(err);
     }

@@ -127,3 +127,46 @@ def test_coordinator_log_is_rotated(rig):
     left, _ = wait_torn_down(rig.lz, 30)
     ok(rig.run("bb", ["true"]))
     assert old.stat().st_mtime_ns == before
+
+
+def test_start_in_a_directory_the_sandbox_lacks(rig):
+    """From build/sub of the workspace, where build/ is git-ignored: the
+    sandbox's copy of build/ is its own and has no sub/. The command starts
+    in the nearest directory that exists, with a line that says so, and
+    runs (before: runsc exec failed, its reason lost, status 141; attack
+    round i12b F1). Control: from src/, which exists inside, no line."""
+    from test_git import new_repo
+    lz = rig.lz
+    rig.config({"bb": {}})
+    ws = new_repo(lz, "ws", {"README": "x\n", ".gitignore": "build/\n"})
+    lz.mkdir(ws / "build")
+    lz.mkdir(ws / "build" / "sub")
+    lz.mkdir(ws / "src")
+    p = rig.run("bb", sh("pwd; echo ran"), ws=None, cwd=ws / "build" / "sub")
+    assert (p.returncode, p.stdout) == (0, "/workspace/build\nran\n"), (p.returncode, p.stdout,
+                                                                        p.stderr)
+    assert "/workspace/build/sub does not exist in the sandbox" in p.stderr, p.stderr
+    p = ok(rig.run("bb", sh("pwd"), ws=None, cwd=ws / "src"))
+    assert p.stdout == "/workspace/src\n" and "does not exist" not in p.stderr, p.stderr
+
+
+def test_the_sandbox_killing_its_init_ends_sessions_with_lazarets_message(rig):
+    """A process of the sandbox signals pid 1 (attack round i12b, F2):
+    SIGTERM is ignored (the other session runs on); SIGKILL, which gVisor
+    delivers to pid 1, ends the sandbox, and every session ends with 125
+    and Lazaret's message, not with the 137 of its killed command."""
+    rig.config({"bb": {}})
+    a = rig.start("bb", sh("echo started; exec sleep 60"))
+    a.read_until("started")
+    p = rig.run("bb", sh("kill -TERM 1; kill -INT 1; kill -HUP 1; sleep 1; echo alive"))
+    assert (p.returncode, p.stdout) == (0, "alive\n"), (p.returncode, p.stdout, p.stderr)
+    assert a.proc.poll() is None, "a SIGTERM to pid 1 from inside ended another session"
+    b = rig.start("bb", sh("echo started; kill -KILL 1; sleep 30"))
+    b.read_until("started")
+    for s in (a, b):
+        r = s.finish(timeout=30)
+        assert r.returncode == 125, f"exit {r.returncode}, want 125\n{r.stderr}"
+        assert "the Domain's sandbox ended unexpectedly" in r.stderr, r.stderr
+    left, waited = wait_torn_down(rig.lz, 30)
+    assert not left, f"{waited:.0f} s after the sandbox died:\n" + "\n".join(left)
+    ok(rig.run("bb", ["true"]))
