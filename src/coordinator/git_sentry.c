@@ -17,6 +17,7 @@
 #include "common/spawn.h"
 #include "common/util.h"
 #include "fs/confined.h"
+#include "protocol/io.h"
 
 /* Bounds of the isolation (docs/git.md "How the copies are mounted"): every
  * ignored path is a kernel mount in the composed workspace tree, and so is
@@ -236,6 +237,21 @@ static void add_mount(builder *b, const char *rel, lz_mount_base base, bool read
     }
 }
 
+/* Is rel, or a directory above it, bound from the Domain's ignored copies? */
+static bool in_ignored_copy(const lz_git_plan *p, const char *rel)
+{
+    _cleanup_free_ char *copy = lz_xstrdup(rel);
+    for (char *end = copy + strlen(copy);;) {
+        *end = '\0';
+        if (has_mount(p, copy) && p->mounts[*mount_slot(p, copy) - 1].base == LZ_MOUNT_FROM_IGNORED)
+            return true;
+        char *slash = strrchr(copy, '/');
+        if (!slash)
+            return false;
+        end = slash;
+    }
+}
+
 static void add_marker(lz_git_marker **v, size_t *n, const char *rel, const struct stat *st)
 {
     *v = lz_xrealloc(*v, *n + 1, sizeof(lz_git_marker));
@@ -259,6 +275,13 @@ static bool known(const lz_git_marker *v, size_t n, const char *rel, const struc
  * could change what it points to. */
 static int protect_if_exists(builder *b, const char *rel, lz_error **err)
 {
+    /* Inside the Domain's copy of a git-ignored directory the sandbox sees
+     * its own files, never the host's: the host's file there, which the
+     * host's Git reads, is out of its reach already. A protection would be
+     * mounted into the copy, where its mount point need not exist (attack
+     * round i12c, O1: every start refused). */
+    if (in_ignored_copy(b->p, rel))
+        return 0;
     struct stat st;
     if (lstat_confined(b->ws_fd, rel, &st) < 0) {
         if (errno == ENOENT)
@@ -432,6 +455,18 @@ static int host_git_in(builder *b, const char *gd, const char *wt, char *const *
                              .chdir_to_fd = true, .cwd_fd = wt_fd >= 0 ? wt_fd : b->ws_fd };
     int status = lz_spawn_capture(git, argv, &opt, out, err);
     free(argv);
+    /* A cut answer is a wrong answer: the paths after the cut would be
+     * neither isolated nor protected (attack round i12c, T2: a 4.6 MB
+     * ignored list left .env shared). Fail closed. */
+    if (status >= 0 && out->truncated) {
+        lz_spawn_output_free(out);
+        lz_error_set(err, 0, "the host's Git said more than %d MiB about the workspace %s (git %s)",
+                     (int) (opt.capture_max >> 20), b->ws, args[0]);
+        return lz_error_hint(err, "the workspace has too many or too long git-ignored paths: "
+                                  "ignore whole directories rather than the files in them, "
+                                  "remove what git clean -ndX lists, or set isolate_gitignored "
+                                  "= false in the profile");
+    }
     if (status < 0 && err && *err && (*err)->errnum == ETIMEDOUT)
         lz_error_hint(err, "Git blocked reading the workspace %s: a .gitignore, "
                            ".git/info/exclude or configuration file there may be a FIFO, lie "
@@ -441,10 +476,6 @@ static int host_git_in(builder *b, const char *gd, const char *wt, char *const *
     return status;
 }
 
-static int host_git(builder *b, char *const *args, lz_spawn_output *out, lz_error **err)
-{
-    return host_git_in(b, ".git", "", args, out, err);
-}
 
 /* A path value of Git's configuration made absolute the way Git does: `~/`
  * is the developer's home, a relative one is relative to `base`. NULL for
@@ -685,6 +716,7 @@ static char *ignored_notice(const lz_git_plan *p)
     if (p->n_ignored == 0)
         return NULL;
     const char *pick[NOTICE_NAMES];
+    bool pick_dir[NOTICE_NAMES];
     size_t n_pick = 0, n_names = 0;
     /* Shallowest first: a bounded number of passes over the list, one per
      * depth, stopping once enough names are found (the names counted past
@@ -711,8 +743,10 @@ static char *ignored_notice(const lz_git_plan *p)
             if (seen)
                 continue;
             n_names++;
-            if (n_pick < NOTICE_NAMES)
+            if (n_pick < NOTICE_NAMES) {
+                pick_dir[n_pick] = p->ignored_dir && p->ignored_dir[i];
                 pick[n_pick++] = base;
+            }
         }
     }
     size_t cap = 256 + NOTICE_NAMES * (NOTICE_NAME_MAX + 8);
@@ -724,39 +758,259 @@ static char *ignored_notice(const lz_git_plan *p)
     for (size_t k = 0; k < n_pick; k++) {
         size_t bl = strlen(pick[k]);
         bool cut = bl > NOTICE_NAME_MAX;
-        len += (size_t) snprintf(line + len, cap - len, "%s%.*s%s", k ? ", " : "",
-                                 (int) (cut ? NOTICE_NAME_MAX : bl), pick[k], cut ? "…" : "");
+        len += (size_t) snprintf(line + len, cap - len, "%s%.*s%s%s", k ? ", " : "",
+                                 (int) (cut ? NOTICE_NAME_MAX : bl), pick[k], cut ? "…" : "",
+                                 pick_dir[k] ? "/" : "");
     }
     snprintf(line + len, cap - len, "%s); see docs/git.md \"Git-ignored files\"",
              n_names > n_pick ? ", …" : "");
     return line;
 }
 
-/* Ignored paths: the Domain's own copies under <Domain Root>/ignored/,
- * initially empty, bound over the workspace paths. */
-static int isolate_ignored(builder *b, const lz_resolved_config *cfg, lz_error **err)
+/* ---- git-ignored paths ----------------------------------------------------- */
+
+/* Sort the plan's ignored paths, their directory flags alongside. */
+static void sort_ignored(lz_git_plan *p)
 {
-    _cleanup_close_ int droot = lz_plan_open(&cfg->storage_domain_root, O_PATH | O_DIRECTORY,
-                                             true, err);
-    if (droot < 0)
+    typedef struct { char *rel; bool dir; } pair;
+    pair *v = lz_xcalloc(p->n_ignored, sizeof(pair));
+    for (size_t i = 0; i < p->n_ignored; i++)
+        v[i] = (pair) { p->ignored[i], p->ignored_dir[i] };
+    qsort(v, p->n_ignored, sizeof(pair), cmp_str); /* rel first: compares as char * */
+    for (size_t i = 0; i < p->n_ignored; i++) {
+        p->ignored[i] = v[i].rel;
+        p->ignored_dir[i] = v[i].dir;
+    }
+    free(v);
+}
+
+/* The Domain's record of what it isolated, <Domain Root>/ignored.list, and
+ * of the placeholder directories Lazaret made, <Domain Root>/placeholders
+ * (NUL-separated relative paths, "/" after a directory). The Domain Root is
+ * Lazaret's, never bound into a sandbox. The ignore rules are files the
+ * sandbox writes (.gitignore anywhere, .git/info/exclude): a path isolated
+ * once stays isolated until `lazaret state reset`, so that dropping `.env`
+ * from .gitignore does not hand the host's `.env` to the next generation
+ * (attack round i12c, U1/U2). */
+#define IGNORED_RECORD "ignored.list"
+#define PLACEHOLDER_RECORD "placeholders"
+#define RECORD_MAX ((size_t) 8 << 20)
+
+typedef struct name_list {
+    char **v;
+    size_t n;
+} name_list;
+
+static void names_add(name_list *l, const char *s)
+{
+    if (l->n == 0 || (l->n & (l->n - 1)) == 0)
+        l->v = lz_xrealloc(l->v, l->n ? 2 * l->n : 1, sizeof(char *));
+    l->v[l->n++] = lz_xstrdup(s);
+}
+
+static void names_clear(name_list *l)
+{
+    for (size_t i = 0; i < l->n; i++)
+        free(l->v[i]);
+    free(l->v);
+    *l = (name_list) { 0 };
+}
+
+static bool names_has(const name_list *l, const char *s)
+{
+    for (size_t i = 0; i < l->n; i++)
+        if (strcmp(l->v[i], s) == 0)
+            return true;
+    return false;
+}
+
+/* Read a record (missing: empty). Entries that are not normalized relative
+ * paths are dropped: only Lazaret writes the file, but a damaged one must
+ * not name paths outside the workspace. */
+static void record_read(int droot, const char *name, size_t max, name_list *ret)
+{
+    int fd = openat(droot, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || (size_t) st.st_size > RECORD_MAX) {
+        if (fd >= 0)
+            close(fd);
+        return;
+    }
+    char *buf = lz_xmalloc((size_t) st.st_size + 1);
+    ssize_t n = read(fd, buf, (size_t) st.st_size);
+    close(fd);
+    for (size_t i = 0; n > 0 && i < (size_t) n && ret->n < max;) {
+        char *e = buf + i;
+        size_t len = strnlen(e, (size_t) n - i);
+        i += len + 1;
+        if (i > (size_t) n)
+            break; /* no terminating NUL: cut */
+        bool dir = len > 1 && e[len - 1] == '/';
+        if (dir)
+            e[len - 1] = '\0';
+        if (lz_path_is_normalized_rel(e)) {
+            if (dir)
+                e[len - 1] = '/';
+            names_add(ret, e);
+        }
+    }
+    free(buf);
+}
+
+/* Replace a record atomically (a failure keeps the old one). */
+static int record_write(int droot, const char *name, const name_list *l, const char *label,
+                        lz_error **err)
+{
+    _cleanup_free_ char *tmp = lz_xasprintf("%s.tmp", name);
+    int fd = openat(droot, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return lz_error_set(err, errno, "cannot write %s/%s", label, tmp);
+    bool ok = true;
+    for (size_t i = 0; ok && i < l->n; i++)
+        ok = lz_write_all(fd, l->v[i], strlen(l->v[i]) + 1) >= 0;
+    if (close(fd) < 0 || !ok || renameat(droot, tmp, droot, name) < 0) {
+        int e = errno;
+        unlinkat(droot, tmp, 0);
+        return lz_error_set(err, e, "cannot write %s/%s", label, name);
+    }
+    return 0;
+}
+
+typedef struct ignored_run {
+    int droot, ign;
+    name_list record;      /* what earlier generations isolated */
+    name_list placeholders;
+} ignored_run;
+
+static void ignored_run_clear(ignored_run *r)
+{
+    lz_close(&r->droot);
+    lz_close(&r->ign);
+    names_clear(&r->record);
+    names_clear(&r->placeholders);
+}
+
+/* Isolate one path (relative to the workspace; "/" after a directory
+ * allowed): the Domain's copy, bound over it, its parents bind points. */
+static int isolate_one(builder *b, ignored_run *run, const char *path, lz_error **err)
+{
+    _cleanup_free_ char *entry = lz_xstrdup(path);
+    size_t n = strlen(entry);
+    if (n && entry[n - 1] == '/')
+        entry[--n] = '\0';
+    if (!n || !lz_path_is_normalized_rel(entry))
+        return 0;
+    if (in_ignored_copy(b->p, entry))
+        return 0; /* already inside the Domain's copy of a directory above */
+    if (b->p->n_ignored >= MAX_IGNORED || b->p->n_mounts >= MAX_WORKSPACE_MOUNTS) {
+        lz_error_set(err, 0,
+                     "the workspace %s has more git-ignored paths than Lazaret isolates "
+                     "(%d paths, %d mounts with their parent directories)",
+                     b->ws, MAX_IGNORED, MAX_WORKSPACE_MOUNTS);
+        return lz_error_hint(err, "ignore whole directories rather than the files in them "
+                                  "(`build/` rather than `build/*.o`), remove generated "
+                                  "directories you no longer need (git clean -ndX lists "
+                                  "them), or set isolate_gitignored = false in the profile "
+                                  "(ignored files are then shared with the sandbox)");
+    }
+    struct stat st;
+    if (lstat_confined(b->ws_fd, entry, &st) < 0 || S_ISLNK(st.st_mode) ||
+        (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode)))
+        return 0; /* symlinks and special files are left as they are */
+    /* Already a mount of the plan: a protection, or the bind point above
+     * one (a hooks directory or include file of the configuration inside
+     * this ignored directory). The first mount of a path is the one made,
+     * so a copy here would not be bound — and recording the path as
+     * ignored would take the host's directory out of the audit (attack
+     * round i12a, T1). It stays the host's: shared with the sandbox,
+     * protected where the plan protects it, audited like any other path. */
+    if (has_mount(b->p, entry)) {
+        b->p->n_ignored_shared++;
+        return 0;
+    }
+    bool dir = S_ISDIR(st.st_mode);
+    if (make_ignored_copy(b, run->ign, entry, dir, err) < 0)
         return -1;
-    if (mkdirat(droot, "ignored", 0700) < 0 && errno != EEXIST)
+    add_mount(b, entry, LZ_MOUNT_FROM_IGNORED, false, dir);
+    /* Its parents become bind points: gVisor lets the sandbox rename a
+     * directory with a mount inside, which would leave a new, writable
+     * directory under the ignored path's name. */
+    _cleanup_free_ char *anc = lz_xstrdup(entry);
+    for (char *c = anc; (c = strchr(c, '/')); c++) {
+        *c = '\0';
+        add_mount(b, anc, LZ_MOUNT_FROM_WORKSPACE, false, true);
+        *c = '/';
+    }
+    /* Kept without a directory's "/" (the audit compares paths), whether
+     * it is one alongside. */
+    size_t n_ign = b->p->n_ignored;
+    if (n_ign == 0 || (n_ign & (n_ign - 1)) == 0) { /* capacity: the next power of two */
+        b->p->ignored = lz_xrealloc(b->p->ignored, n_ign ? 2 * n_ign : 1, sizeof(char *));
+        b->p->ignored_dir = lz_xrealloc(b->p->ignored_dir, n_ign ? 2 * n_ign : 1, sizeof(bool));
+    }
+    b->p->ignored[n_ign] = lz_xstrdup(entry);
+    b->p->ignored_dir[n_ign] = dir;
+    b->p->n_ignored++;
+    return 0;
+}
+
+/* The paths the host's Git lists as ignored in the work tree wt ("" the
+ * workspace's own; gd its Git directory), isolated. */
+static int isolate_listed(builder *b, ignored_run *run, const char *gd, const char *wt,
+                          lz_error **err)
+{
+    lz_spawn_output out = { 0 };
+    char *const args[] = { (char *) "ls-files", (char *) "-z", (char *) "--others",
+                           (char *) "--ignored", (char *) "--exclude-standard",
+                           (char *) "--directory", NULL };
+    int status = host_git_in(b, gd, wt, args, &out, err);
+    if (status < 0)
+        return -1;
+    if (status != 0) {
+        lz_spawn_output_free(&out);
+        return lz_error_set(err, 0, "git ls-files failed (status %d) in %s%s%s", status, b->ws,
+                            *wt ? "/" : "", wt);
+    }
+    int r = 0;
+    for (size_t i = 0; r == 0 && i < out.len;) {
+        char *entry = out.data + i;
+        size_t n = strnlen(entry, out.len - i);
+        i += n + 1;
+        if (n == 0)
+            continue;
+        _cleanup_free_ char *rel = *wt ? lz_xasprintf("%s/%s", wt, entry) : lz_xstrdup(entry);
+        r = isolate_one(b, run, rel, err);
+    }
+    lz_spawn_output_free(&out);
+    return r;
+}
+
+/* Begin: the Domain's ignored/, the records, the placeholders. */
+static int isolate_begin(builder *b, const lz_resolved_config *cfg, ignored_run *run,
+                         lz_error **err)
+{
+    run->droot = lz_plan_open(&cfg->storage_domain_root, O_PATH | O_DIRECTORY, true, err);
+    if (run->droot < 0)
+        return -1;
+    if (mkdirat(run->droot, "ignored", 0700) < 0 && errno != EEXIST)
         return lz_error_set(err, errno, "cannot create %s/ignored", cfg->storage_domain_root.label);
-    _cleanup_close_ int ign = lz_open_confined(droot, "ignored", O_PATH | O_DIRECTORY, 0,
-                                               "ignored/ of the Domain Root", err);
-    if (ign < 0)
+    run->ign = lz_open_confined(run->droot, "ignored", O_PATH | O_DIRECTORY, 0,
+                                "ignored/ of the Domain Root", err);
+    if (run->ign < 0)
         return -1;
+    record_read(run->droot, IGNORED_RECORD, MAX_IGNORED, &run->record);
+    record_read(run->droot, PLACEHOLDER_RECORD, MAX_PLACEHOLDERS, &run->placeholders);
 
     /* Directory patterns of the top-level .gitignore and info/exclude name
      * paths that do not exist yet (node_modules/, target/): give them an
      * empty placeholder on the host so they can be isolated too. Both files
-     * are the sandbox's to write: at most MAX_PLACEHOLDERS new directories
-     * per start (attack round i12a, P1: 300,000 `dN/` lines made as many
-     * host directories). */
+     * are the sandbox's to write: at most MAX_PLACEHOLDERS such directories
+     * in the Domain's life (attack rounds i12a P1 and i12c P3: 300,000 `dN/`
+     * lines made as many host directories, then 64 more at every start). */
+    size_t before = run->placeholders.n;
     static const char *const pattern_files[] = { ".gitignore", ".git/info/exclude" };
-    size_t placeholders = 0;
-    for (size_t f = 0; f < LZ_ARRAY_SIZE(pattern_files) && placeholders < MAX_PLACEHOLDERS;
-         f++) {
+    for (size_t f = 0; f < LZ_ARRAY_SIZE(pattern_files) &&
+                       run->placeholders.n < MAX_PLACEHOLDERS; f++) {
         int fd = lz_open_confined(b->ws_fd, pattern_files[f], O_RDONLY | O_NONBLOCK, 0,
                                   pattern_files[f], NULL);
         FILE *fp = fd >= 0 ? fdopen(fd, "re") : NULL;
@@ -766,7 +1020,7 @@ static int isolate_ignored(builder *b, const lz_resolved_config *cfg, lz_error *
             continue;
         }
         char line[512];
-        while (placeholders < MAX_PLACEHOLDERS && fgets(line, sizeof(line), fp)) {
+        while (run->placeholders.n < MAX_PLACEHOLDERS && fgets(line, sizeof(line), fp)) {
             line[strcspn(line, "\r\n")] = '\0';
             size_t n = strlen(line);
             if (n < 2 || line[n - 1] != '/' || !is_literal_pattern(line))
@@ -776,11 +1030,15 @@ static int isolate_ignored(builder *b, const lz_resolved_config *cfg, lz_error *
             if (!*rel || strchr(rel, '/') || strcmp(rel, ".git") == 0 || strcmp(rel, "..") == 0 ||
                 strcmp(rel, ".") == 0 || git_dir_name(rel))
                 continue; /* never a name that would help the workspace look like a Git dir */
-            if (mkdirat(b->ws_fd, rel, 0755) == 0)
-                placeholders++;
+            if (!names_has(&run->placeholders, rel) && mkdirat(b->ws_fd, rel, 0755) == 0)
+                names_add(&run->placeholders, rel);
         }
         fclose(fp);
     }
+    if (run->placeholders.n != before &&
+        record_write(run->droot, PLACEHOLDER_RECORD, &run->placeholders,
+                     cfg->storage_domain_root.label, err) < 0)
+        return -1;
 
     /* Git opens these with a blocking open: a FIFO there would hang it. */
     static const char *const must_be_files[] = { ".gitignore", ".git/info/exclude" };
@@ -793,96 +1051,55 @@ static int isolate_ignored(builder *b, const lz_resolved_config *cfg, lz_error *
                                       "(or remove it)");
         }
     }
+    return 0;
+}
 
-    lz_spawn_output out = { 0 };
-    char *const args[] = { (char *) "ls-files", (char *) "-z", (char *) "--others",
-                           (char *) "--ignored", (char *) "--exclude-standard",
-                           (char *) "--directory", NULL };
-    int status = host_git(b, args, &out, err);
-    if (status < 0)
-        return -1;
-    if (status != 0) {
-        lz_spawn_output_free(&out);
-        return lz_error_set(err, 0, "git ls-files failed (status %d) in the workspace %s", status,
-                            b->ws);
-    }
+/* Finish: what earlier generations isolated is isolated again, the record
+ * is the union, and the plan's list is sorted and pinned for the audit
+ * (called again after the nested work trees added theirs). */
+static int isolate_finish(builder *b, const lz_resolved_config *cfg, ignored_run *run,
+                          lz_error **err)
+{
     int r = 0;
-    for (size_t i = 0; r == 0 && i < out.len;) {
-        char *entry = out.data + i;
-        size_t n = strnlen(entry, out.len - i);
-        i += n + 1;
-        if (n == 0)
-            continue;
-        if (entry[n - 1] == '/')
-            entry[--n] = '\0';
-        if (b->p->n_ignored >= MAX_IGNORED || b->p->n_mounts >= MAX_WORKSPACE_MOUNTS) {
-            lz_error_set(err, 0,
-                         "the workspace %s has more git-ignored paths than Lazaret isolates "
-                         "(%d paths, %d mounts with their parent directories)",
-                         b->ws, MAX_IGNORED, MAX_WORKSPACE_MOUNTS);
-            r = lz_error_hint(err, "ignore whole directories rather than the files in them "
-                                   "(`build/` rather than `build/*.o`), remove generated "
-                                   "directories you no longer need (git clean -ndX lists "
-                                   "them), or set isolate_gitignored = false in the profile "
-                                   "(ignored files are then shared with the sandbox)");
-            break;
-        }
-        if (!lz_path_is_normalized_rel(entry))
-            continue;
-        struct stat st;
-        if (lstat_confined(b->ws_fd, entry, &st) < 0 || S_ISLNK(st.st_mode) ||
-            (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode)))
-            continue; /* symlinks and special files are left as they are */
-        /* Already a mount of the plan: a protection, or the bind point
-         * above one (a hooks directory or include file of the configuration
-         * inside this ignored directory). The first mount of a path is the
-         * one made, so a copy here would not be bound — and recording the
-         * path as ignored would take the host's directory out of the audit
-         * (attack round i12a, T1). It stays the host's: shared with the
-         * sandbox, protected where the plan protects it, audited like any
-         * other path. */
-        if (has_mount(b->p, entry)) {
-            b->p->n_ignored_shared++;
-            continue;
-        }
-        bool dir = S_ISDIR(st.st_mode);
-        r = make_ignored_copy(b, ign, entry, dir, err);
-        if (r < 0)
-            break;
-        add_mount(b, entry, LZ_MOUNT_FROM_IGNORED, false, dir);
-        /* Its parents become bind points: gVisor lets the sandbox rename a
-         * directory with a mount inside, which would leave a new, writable
-         * directory under the ignored path's name. */
-        _cleanup_free_ char *anc = lz_xstrdup(entry);
-        for (char *c = anc; (c = strchr(c, '/')); c++) {
-            *c = '\0';
-            add_mount(b, anc, LZ_MOUNT_FROM_WORKSPACE, false, true);
-            *c = '/';
-        }
-        size_t n_ign = b->p->n_ignored;
-        if (n_ign == 0 || (n_ign & (n_ign - 1)) == 0) /* capacity: the next power of two */
-            b->p->ignored = lz_xrealloc(b->p->ignored, n_ign ? 2 * n_ign : 1, sizeof(char *));
-        b->p->ignored[b->p->n_ignored++] = dir ? lz_xasprintf("%s/", entry)
-                                               : lz_xstrdup(entry);
-    }
-    lz_spawn_output_free(&out);
-    if (r == 0)
-        b->p->ignored_notice = ignored_notice(b->p);
-    /* Kept without the directories' "/" (the audit compares paths). */
+    for (size_t i = 0; r == 0 && i < run->record.n; i++)
+        r = isolate_one(b, run, run->record.v[i], err);
+    if (r < 0)
+        return -1;
+    name_list all = { 0 };
+    for (size_t i = 0; i < run->record.n; i++)
+        names_add(&all, run->record.v[i]);
     for (size_t i = 0; i < b->p->n_ignored; i++) {
-        size_t len = strlen(b->p->ignored[i]);
-        if (len > 1 && b->p->ignored[i][len - 1] == '/')
-            b->p->ignored[i][len - 1] = '\0';
+        _cleanup_free_ char *with = b->p->ignored_dir[i] ? lz_xasprintf("%s/", b->p->ignored[i])
+                                                         : lz_xstrdup(b->p->ignored[i]);
+        names_add(&all, with);
     }
+    /* The union: sorted, each once (up to 20,000 paths each side). */
+    if (all.n > 1)
+        qsort(all.v, all.n, sizeof(char *), cmp_str);
+    size_t u = 0;
+    for (size_t i = 0; i < all.n; i++) {
+        if (u && strcmp(all.v[u - 1], all.v[i]) == 0)
+            free(all.v[i]);
+        else
+            all.v[u++] = all.v[i];
+    }
+    all.n = u;
+    r = record_write(run->droot, IGNORED_RECORD, &all, cfg->storage_domain_root.label, err);
+    names_clear(&all);
+    if (r < 0)
+        return -1;
+    free(b->p->ignored_notice);
+    b->p->ignored_notice = ignored_notice(b->p);
     if (b->p->n_ignored > 1)
-        qsort(b->p->ignored, b->p->n_ignored, sizeof(char *), cmp_str);
+        sort_ignored(b->p);
+    free(b->p->ignored_ids);
     b->p->ignored_ids = lz_xcalloc(b->p->n_ignored ? b->p->n_ignored : 1, sizeof(lz_git_marker));
-    for (size_t i = 0; r == 0 && i < b->p->n_ignored; i++) {
+    for (size_t i = 0; i < b->p->n_ignored; i++) {
         struct stat st;
         if (lstat_confined(b->ws_fd, b->p->ignored[i], &st) == 0)
             b->p->ignored_ids[i] = (lz_git_marker) { NULL, st.st_dev, st.st_ino };
     }
-    return r;
+    return 0;
 }
 
 /* Is the Git directory `gd` valid the way Git's is_git_directory() decides
@@ -1901,10 +2118,37 @@ static int cmp_depth(const void *a, const void *b)
 
 static int recover_previous(builder *b, lz_error **err);
 
+/* The work tree of the Git directory gd (relative, not the workspace's
+ * own), relative to the workspace: "x" for x/.git, a submodule's from its
+ * core.worktree as the host's Git resolves it; NULL for a bare one or one
+ * whose work tree is not inside the workspace below gd's own. */
+static char *nested_work_tree(builder *b, const char *gd)
+{
+    size_t len = strlen(gd);
+    if (len > 5 && strcmp(gd + len - 5, "/.git") == 0)
+        return lz_xstrndup(gd, len - 5);
+    lz_spawn_output out = { 0 };
+    char *const args[] = { (char *) "rev-parse", (char *) "--show-toplevel", NULL };
+    if (host_git_in(b, gd, NULL, args, &out, NULL) != 0) {
+        lz_spawn_output_free(&out);
+        return NULL;
+    }
+    out.data[strcspn(out.data, "\n")] = '\0';
+    char *rel = lexical_rel(b->ws, out.data);
+    lz_spawn_output_free(&out);
+    if (rel && (!*rel || !lz_path_is_normalized_rel(rel))) {
+        free(rel);
+        rel = NULL;
+    }
+    return rel;
+}
+
 int lz_git_sentry_plan(const lz_resolved_config *cfg, lz_git_plan *ret, lz_error **err)
 {
     lz_git_plan p = LZ_GIT_PLAN_INIT;
     builder b = { &p, cfg, cfg->workspace.label, -1 };
+    ignored_run ign = { .droot = -1, .ign = -1 };
+    bool isolating = false;
     int r = -1;
     p.ws_fd = lz_plan_open(&cfg->workspace, O_PATH | O_DIRECTORY, true, err);
     if (p.ws_fd < 0)
@@ -1943,8 +2187,13 @@ int lz_git_sentry_plan(const lz_resolved_config *cfg, lz_git_plan *ret, lz_error
         }
         if (protect_git_dir(&b, ".git", 0, err) < 0 || protect_config_sources(&b, ".git", "", err) < 0)
             goto out;
-        if (cfg->isolate_gitignored && isolate_ignored(&b, cfg, err) < 0)
-            goto out;
+        if (cfg->isolate_gitignored) {
+            isolating = true;
+            if (isolate_begin(&b, cfg, &ign, err) < 0 ||
+                isolate_listed(&b, &ign, ".git", "", err) < 0 ||
+                isolate_finish(&b, cfg, &ign, err) < 0)
+                goto out;
+        }
         break;
     }
     case LZ_GIT_GITFILE:
@@ -1993,6 +2242,23 @@ int lz_git_sentry_plan(const lz_resolved_config *cfg, lz_git_plan *ret, lz_error
         if (protect_config_sources(&b, gd, wt, err) < 0)
             goto out;
     }
+    /* The ignored files of every other work tree found (nested repositories,
+     * submodule checkouts): the top's Git does not list what lies in a
+     * repository of its own (attack round i12c, N1: nested/.env and a
+     * submodule's lib/.env were the host's). After the walk, which found
+     * them, and after their configuration's protections, which win. */
+    if (isolating) {
+        for (size_t g = 0, n = p.n_git_dirs; g < n; g++) {
+            const char *gd = p.git_dirs[g];
+            if (strcmp(gd, ".git") == 0 || strcmp(gd, ".") == 0)
+                continue;
+            _cleanup_free_ char *wt = nested_work_tree(&b, gd);
+            if (wt && isolate_listed(&b, &ign, gd, wt, err) < 0)
+                goto out;
+        }
+        if (isolate_finish(&b, cfg, &ign, err) < 0)
+            goto out;
+    }
     if (p.n_mounts > 1)
         qsort(p.mounts, p.n_mounts, sizeof(lz_workspace_mount), cmp_depth);
     index_mounts(&p);
@@ -2000,6 +2266,7 @@ int lz_git_sentry_plan(const lz_resolved_config *cfg, lz_git_plan *ret, lz_error
     p = (lz_git_plan) LZ_GIT_PLAN_INIT;
     r = 0;
 out:
+    ignored_run_clear(&ign);
     lz_git_plan_clear(&p);
     return r;
 }
@@ -2309,6 +2576,7 @@ void lz_git_plan_clear(lz_git_plan *plan)
     for (size_t i = 0; i < plan->n_ignored; i++)
         free(plan->ignored[i]);
     free(plan->ignored);
+    free(plan->ignored_dir);
     free(plan->ignored_ids);
     for (size_t i = 0; i < plan->n_markers; i++)
         free(plan->markers[i].rel);

@@ -85,6 +85,7 @@ typedef struct lz_git_plan {
      * something inside them (a hooks directory, an include file). */
     size_t n_ignored_shared;
     char **ignored;         /* their relative paths (sorted), skipped by the tree audit */
+    bool *ignored_dir;      /* ... whether each is a directory (same order; NULL when read back) */
     lz_git_marker *ignored_ids; /* ... while they are these objects (same order; rel unused) */
 
     lz_git_marker *markers; /* repository markers present at start */

@@ -231,9 +231,12 @@ def test_gitignore_lines_make_few_host_directories(rig):
                         "echo d$i/; i=$((i+1)); done >> .gitignore"), ws=ws))
     left, _ = wait_torn_down(lz, TEARDOWN_TIMEOUT)
     assert not left, "\n".join(left)
-    ok(rig.run("bb", ["true"], ws=ws))
-    made = [p for p in ws.iterdir() if re.fullmatch(r"d\d+", p.name)]
-    assert len(made) == 64, f"{len(made)} placeholder directories made on the host"
+    for start in range(3):  # the bound holds over the Domain's life (round i12c, P3)
+        ok(rig.run("bb", ["true"], ws=ws))
+        left, _ = wait_torn_down(lz, TEARDOWN_TIMEOUT)
+        assert not left, "\n".join(left)
+        made = [p for p in ws.iterdir() if re.fullmatch(r"d\d+", p.name)]
+        assert len(made) == 64, f"start {start}: {len(made)} placeholder directories on the host"
     # Control: a small .gitignore gets all of its placeholders.
     small = new_repo(lz, "small", {"README": "x\n", ".gitignore": "a1/\na2/\na3/\n"})
     ok(rig.run("bb", ["true"], ws=small))
@@ -263,3 +266,120 @@ def test_a_domain_first_started_from_a_subdirectory_isolates_the_ignored_paths(r
             f"isolate_gitignored={isolate}: {p.stdout!r}"
         left, _ = wait_torn_down(lz, TEARDOWN_TIMEOUT)
         assert not left, "\n".join(left)
+
+
+# ---- attack round i12c -------------------------------------------------------------
+
+def test_a_path_once_isolated_stays_isolated(rig):
+    """U1 (round i12c): the sandbox drops `.env` from `.gitignore`; at the
+    next start the host's `.env` must still be hidden (the Domain records
+    what it isolated; `lazaret state reset` forgets it). Control: another
+    Domain of the same workspace that never isolated `.env` does see it, so
+    the ignore rules alone would have handed it over."""
+    lz = rig.lz
+    rig.config({"bb": {}, "other": {}})
+    ws = new_repo(lz, "ws", {"README": "x\n", ".gitignore": ".env\n"})
+    lz.write(ws / ".env", "SECRET=host-only\n", mode=0o600)
+    p = ok(rig.run("bb", sh("cat /workspace/.env; sed -i '/^.env$/d' /workspace/.gitignore"),
+                   ws=ws))
+    assert "host-only" not in p.stdout, p.stdout
+    left, _ = wait_torn_down(lz, TEARDOWN_TIMEOUT)
+    assert not left, "\n".join(left)
+    assert ".env" not in (ws / ".gitignore").read_text()
+    p = ok(rig.run("bb", sh("cat /workspace/.env; echo sandbox > /workspace/.env"), ws=ws))
+    assert "host-only" not in p.stdout, f"the un-ignored .env was the host's: {p.stdout!r}"
+    assert (ws / ".env").read_text() == "SECRET=host-only\n"
+    left, _ = wait_torn_down(lz, TEARDOWN_TIMEOUT)
+    assert not left, "\n".join(left)
+    p = ok(rig.run("other", sh("cat /workspace/.env"), ws=ws))
+    assert "host-only" in p.stdout, f"control: {p.stdout!r}"
+
+
+def test_ignored_files_of_nested_repositories_and_submodules_are_isolated(rig):
+    """N1 (round i12c): the ignored files of a nested repository and of a
+    submodule checkout are the sandbox's copies too. Control: a nested
+    repository's tracked file is shared (written through)."""
+    lz = rig.lz
+    rig.config({"bb": {}})
+    sub = new_repo(lz, "subsrc", {"README": "s\n", ".gitignore": ".env\n"})
+    ws = new_repo(lz, "ws", {"README": "x\n"})
+    git(lz, ws, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(sub), "lib")
+    git(lz, ws, "commit", "-q", "-m", "submodule")
+    lz.write(ws / "lib" / ".env", "SUBMODULE-SECRET\n", mode=0o600)
+    nested = lz.mkdir(ws / "nested")
+    git(lz, nested, "init", "-q")
+    lz.write(nested / ".gitignore", ".env\nnode_modules/\n", mode=0o644)
+    lz.write(nested / "tracked", "shared\n", mode=0o644)
+    git(lz, nested, "add", "-A")
+    git(lz, nested, "commit", "-q", "-m", "nested")
+    lz.write(nested / ".env", "NESTED-SECRET\n", mode=0o600)
+    lz.mkdir(nested / "node_modules")
+    lz.write(nested / "node_modules" / "tool", "host tool\n", mode=0o644)
+    p = ok(rig.run("bb", sh("cat /workspace/lib/.env /workspace/nested/.env "
+                            "/workspace/nested/node_modules/tool 2>&1; "
+                            "echo sandbox > /workspace/nested/node_modules/tool; "
+                            "echo sandbox > /workspace/lib/.env; "
+                            "echo sandbox > /workspace/nested/tracked"), ws=ws))
+    assert "SECRET" not in p.stdout and "host tool" not in p.stdout, p.stdout
+    left, _ = wait_torn_down(lz, TEARDOWN_TIMEOUT)
+    assert not left, "\n".join(left)
+    assert (nested / "node_modules" / "tool").read_text() == "host tool\n"
+    assert (ws / "lib" / ".env").read_text() == "SUBMODULE-SECRET\n"
+    assert (nested / "tracked").read_text() == "sandbox\n", "control: a tracked file is shared"
+
+
+def test_a_nested_hooks_path_inside_an_ignored_directory_does_not_stop_the_domain(rig):
+    """O1 (round i12c): a nested repository's core.hooksPath lies in tools/,
+    which the sandbox makes ignored: the Domain still starts (the host's
+    hooks are outside the sandbox's reach, which sees its own copy), and the
+    host's hook is unchanged."""
+    lz = rig.lz
+    rig.config({"bb": {}})
+    ws = new_repo(lz, "ws", {"README": "x\n"})
+    nested = lz.mkdir(ws / "nested")
+    git(lz, nested, "init", "-q")
+    lz.write(nested / "f", "x\n", mode=0o644)
+    git(lz, nested, "add", "-A")
+    git(lz, nested, "commit", "-q", "-m", "n")
+    git(lz, nested, "config", "core.hooksPath", "../tools/hooks")
+    lz.mkdir(ws / "tools")
+    lz.mkdir(ws / "tools" / "hooks")
+    lz.write(ws / "tools" / "hooks" / "pre-commit", "#!/bin/sh\nexit 0\n", mode=0o755)
+    ok(rig.run("bb", sh("echo tools/ >> /workspace/.gitignore"), ws=ws))
+    left, _ = wait_torn_down(lz, TEARDOWN_TIMEOUT)
+    assert not left, "\n".join(left)
+    for _ in range(2):
+        p = rig.run("bb", sh("echo pwned > /workspace/tools/hooks/pre-commit 2>&1; echo ran"),
+                    ws=ws)
+        assert p.returncode == 0 and "ran" in p.stdout, (p.returncode, p.stdout, p.stderr)
+        left, _ = wait_torn_down(lz, TEARDOWN_TIMEOUT)
+        assert not left, "\n".join(left)
+    assert (ws / "tools" / "hooks" / "pre-commit").read_text() == "#!/bin/sh\nexit 0\n"
+
+
+def test_a_cut_ignored_list_refuses_the_start(rig):
+    """T2 (round i12c): more than 4 MiB of ignored paths (long names sorting
+    before `.env`) must not leave the paths after the cut shared: the start
+    is refused with what to do. Control: the same layout with few files
+    starts and isolates `.env`."""
+    lz = rig.lz
+    rig.config({"bb": {}})
+    for name, count, starts in (("big", 1300, False), ("small", 50, True)):
+        ws = new_repo(lz, name, {"README": "x\n", ".gitignore": ".env\n*.pad\n"})
+        lz.write(ws / ".env", "SECRET=host-only\n", mode=0o600)
+        deep = "/".join(["-" + "p" * 239] * 14)
+        ok(lz.run_as_user(sh(f"set -e; cd {ws}; mkdir -p -- '{deep}'; touch -- '{deep}/keep'; "
+                             f"cd -- '{deep}'; i=0; while [ $i -lt {count} ]; do "
+                             f"touch -- ${{i}}{'f' * 180}.pad; i=$((i+1)); done")))
+        listed = git(lz, ws, "ls-files", "-z", "--others", "--ignored", "--exclude-standard",
+                     "--directory").stdout
+        assert (len(listed) > 4 << 20) == (not starts), len(listed)  # the layout is as meant
+        p = rig.run("bb", sh("cat /workspace/.env; echo ran"), ws=ws)
+        if starts:
+            assert p.returncode == 0 and "host-only" not in p.stdout, (p.stdout, p.stderr)
+        else:
+            assert p.returncode == 125 and "ran" not in p.stdout, (p.returncode, p.stdout)
+            assert "more than 4 MiB" in p.stderr and "fix:" in p.stderr, p.stderr
+        left, _ = wait_torn_down(lz, TEARDOWN_TIMEOUT)
+        assert not left, "\n".join(left)
+
