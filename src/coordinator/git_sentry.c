@@ -181,6 +181,10 @@ typedef struct builder {
     const lz_resolved_config *cfg;
     const char *ws;       /* canonical workspace (label) */
     int ws_fd;
+    /* Work trees the walk found with a `.git` file (linked worktrees,
+     * separate Git directories): their ignored files are listed too. */
+    char **gitfile_trees;
+    size_t n_gitfile_trees;
 } builder;
 
 /* The plan's mounts are looked up by path for every ancestor of every
@@ -428,20 +432,31 @@ static int host_git_in(builder *b, const char *gd, const char *wt, char *const *
         argv[k++] = args[i];
     argv[k] = NULL;
     _cleanup_free_ char *home = getenv("HOME") ? lz_xasprintf("HOME=%s", getenv("HOME")) : NULL;
-    _cleanup_free_ char *gitdir = strcmp(gd, ".") ? lz_xasprintf("GIT_DIR=%s/%s", b->ws, gd)
-                                                  : lz_xasprintf("GIT_DIR=%s", b->ws);
-    _cleanup_free_ char *worktree = !wt    ? NULL
-                                    : *wt ? lz_xasprintf("GIT_WORK_TREE=%s/%s", b->ws, wt)
-                                          : lz_xasprintf("GIT_WORK_TREE=%s", b->ws);
-    char *env[] = { (char *) "PATH=" LZ_SPAWN_SYSTEM_PATH,
-                    (char *) "LC_ALL=C",
-                    (char *) "GIT_CONFIG_NOSYSTEM=1",
-                    (char *) "GIT_TERMINAL_PROMPT=0",
-                    (char *) "GIT_OPTIONAL_LOCKS=0",
-                    gitdir,
-                    home,
-                    worktree,
-                    NULL };
+    /* gd NULL: the work tree wt has a `.git` file (a linked worktree, a
+     * separate Git directory) that the plan protects read-only; Git follows
+     * it from wt, and discovery stops there (GIT_CEILING_DIRECTORIES). */
+    _cleanup_free_ char *gitdir = !gd              ? NULL
+                                  : strcmp(gd, ".") ? lz_xasprintf("GIT_DIR=%s/%s", b->ws, gd)
+                                                    : lz_xasprintf("GIT_DIR=%s", b->ws);
+    _cleanup_free_ char *worktree = !wt || !gd ? NULL
+                                    : *wt      ? lz_xasprintf("GIT_WORK_TREE=%s/%s", b->ws, wt)
+                                               : lz_xasprintf("GIT_WORK_TREE=%s", b->ws);
+    _cleanup_free_ char *ceiling = NULL;
+    if (!gd && wt && *wt) {
+        _cleanup_free_ char *full = lz_xasprintf("%s/%s", b->ws, wt);
+        char *slash = strrchr(full, '/');
+        *slash = '\0';
+        ceiling = lz_xasprintf("GIT_CEILING_DIRECTORIES=%s", full);
+    }
+    char *env[10] = { (char *) "PATH=" LZ_SPAWN_SYSTEM_PATH, (char *) "LC_ALL=C",
+                      (char *) "GIT_CONFIG_NOSYSTEM=1", (char *) "GIT_TERMINAL_PROMPT=0",
+                      (char *) "GIT_OPTIONAL_LOCKS=0" };
+    size_t ne = 5;
+    char *const extra[] = { gitdir, home, worktree, ceiling };
+    for (size_t x = 0; x < LZ_ARRAY_SIZE(extra); x++)
+        if (extra[x])
+            env[ne++] = extra[x];
+    env[ne] = NULL;
     /* In the work tree itself, never where the coordinator was started
      * (the developer's current directory: a subdirectory of the
      * workspace, since `run` from one joins the top's Domain). Git answers
@@ -824,37 +839,47 @@ static bool names_has(const name_list *l, const char *s)
     return false;
 }
 
-/* Read a record (missing: empty). Entries that are not normalized relative
- * paths are dropped: only Lazaret writes the file, but a damaged one must
- * not name paths outside the workspace. */
-static void record_read(int droot, const char *name, size_t max, name_list *ret)
+/* Read a record (missing: empty). Only Lazaret writes it, but it decides
+ * what stays hidden, so anything unexpected refuses the start rather than
+ * forgetting entries (attack round i12d, R1: a record cut at 20,000 entries
+ * forgot `secrets/`): not a regular file, over RECORD_MAX bytes or max
+ * entries, an entry without its NUL, or one that is not a normalized
+ * relative path. */
+static int record_read(int droot, const char *name, size_t max, const char *label,
+                       name_list *ret, lz_error **err)
 {
     int fd = openat(droot, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0 && errno == ENOENT)
+        return 0;
     struct stat st;
-    if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || (size_t) st.st_size > RECORD_MAX) {
-        if (fd >= 0)
-            close(fd);
-        return;
-    }
-    char *buf = lz_xmalloc((size_t) st.st_size + 1);
-    ssize_t n = read(fd, buf, (size_t) st.st_size);
-    close(fd);
-    for (size_t i = 0; n > 0 && i < (size_t) n && ret->n < max;) {
+    bool ok = fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+              (size_t) st.st_size <= RECORD_MAX;
+    char *buf = ok ? lz_xmalloc((size_t) st.st_size + 1) : NULL;
+    ssize_t n = ok ? read(fd, buf, (size_t) st.st_size) : -1;
+    if (fd >= 0)
+        close(fd);
+    ok = ok && n == st.st_size && (n == 0 || buf[n - 1] == '\0');
+    for (size_t i = 0; ok && i < (size_t) n;) {
         char *e = buf + i;
-        size_t len = strnlen(e, (size_t) n - i);
+        size_t len = strlen(e);
         i += len + 1;
-        if (i > (size_t) n)
-            break; /* no terminating NUL: cut */
         bool dir = len > 1 && e[len - 1] == '/';
         if (dir)
             e[len - 1] = '\0';
-        if (lz_path_is_normalized_rel(e)) {
-            if (dir)
-                e[len - 1] = '/';
+        ok = lz_path_is_normalized_rel(e) && ret->n < max;
+        if (dir)
+            e[len - 1] = '/';
+        if (ok)
             names_add(ret, e);
-        }
     }
     free(buf);
+    if (ok)
+        return 0;
+    lz_error_set(err, 0, "%s/%s is damaged or longer than Lazaret writes it (at most %zu "
+                         "entries)", label, name, max);
+    return lz_error_hint(err, "it records which git-ignored paths this Domain keeps hidden: "
+                              "lazaret state reset (the Domain's copies and this record go), "
+                              "then run again");
 }
 
 /* Replace a record atomically (a failure keeps the old one). */
@@ -892,7 +917,8 @@ static void ignored_run_clear(ignored_run *r)
 
 /* Isolate one path (relative to the workspace; "/" after a directory
  * allowed): the Domain's copy, bound over it, its parents bind points. */
-static int isolate_one(builder *b, ignored_run *run, const char *path, lz_error **err)
+static int isolate_one(builder *b, ignored_run *run, const char *path, bool recorded,
+                       lz_error **err)
 {
     _cleanup_free_ char *entry = lz_xstrdup(path);
     size_t n = strlen(entry);
@@ -925,6 +951,17 @@ static int isolate_one(builder *b, ignored_run *run, const char *path, lz_error 
      * round i12a, T1). It stays the host's: shared with the sandbox,
      * protected where the plan protects it, audited like any other path. */
     if (has_mount(b->p, entry)) {
+        if (recorded) {
+            /* Isolated by an earlier generation, now named by the Git
+             * configuration: it cannot be both, and sharing it now would
+             * show the sandbox what it hid before. */
+            lz_error_set(err, 0, "%s/%s was kept hidden from the sandbox as a git-ignored path, "
+                                 "and the Git configuration now names it or something in it "
+                                 "(a hooks directory, an include file)", b->ws, entry);
+            return lz_error_hint(err, "move the hooks directory or include file out of it, or "
+                                      "lazaret state reset (the sandbox then shares the host's "
+                                      "%s)", entry);
+        }
         b->p->n_ignored_shared++;
         return 0;
     }
@@ -979,7 +1016,7 @@ static int isolate_listed(builder *b, ignored_run *run, const char *gd, const ch
         if (n == 0)
             continue;
         _cleanup_free_ char *rel = *wt ? lz_xasprintf("%s/%s", wt, entry) : lz_xstrdup(entry);
-        r = isolate_one(b, run, rel, err);
+        r = isolate_one(b, run, rel, false, err);
     }
     lz_spawn_output_free(&out);
     return r;
@@ -998,8 +1035,11 @@ static int isolate_begin(builder *b, const lz_resolved_config *cfg, ignored_run 
                                 "ignored/ of the Domain Root", err);
     if (run->ign < 0)
         return -1;
-    record_read(run->droot, IGNORED_RECORD, MAX_IGNORED, &run->record);
-    record_read(run->droot, PLACEHOLDER_RECORD, MAX_PLACEHOLDERS, &run->placeholders);
+    if (record_read(run->droot, IGNORED_RECORD, MAX_IGNORED, cfg->storage_domain_root.label,
+                    &run->record, err) < 0 ||
+        record_read(run->droot, PLACEHOLDER_RECORD, MAX_PLACEHOLDERS,
+                    cfg->storage_domain_root.label, &run->placeholders, err) < 0)
+        return -1;
 
     /* Directory patterns of the top-level .gitignore and info/exclude name
      * paths that do not exist yet (node_modules/, target/): give them an
@@ -1057,14 +1097,23 @@ static int isolate_begin(builder *b, const lz_resolved_config *cfg, ignored_run 
 /* Finish: what earlier generations isolated is isolated again, the record
  * is the union, and the plan's list is sorted and pinned for the audit
  * (called again after the nested work trees added theirs). */
+/* What earlier generations isolated, isolated again — before anything the
+ * rules list now: an entry now listed below a recorded directory is then
+ * inside its copy, never a bind point that would take the directory out
+ * of isolation (attack round i12d, D1: `secrets/` narrowed to
+ * `secrets/[a-m]*` shared the rest of it). */
+static int isolate_recorded(builder *b, ignored_run *run, lz_error **err)
+{
+    for (size_t i = 0; i < run->record.n; i++)
+        if (isolate_one(b, run, run->record.v[i], true, err) < 0)
+            return -1;
+    return 0;
+}
+
 static int isolate_finish(builder *b, const lz_resolved_config *cfg, ignored_run *run,
                           lz_error **err)
 {
     int r = 0;
-    for (size_t i = 0; r == 0 && i < run->record.n; i++)
-        r = isolate_one(b, run, run->record.v[i], err);
-    if (r < 0)
-        return -1;
     name_list all = { 0 };
     for (size_t i = 0; i < run->record.n; i++)
         names_add(&all, run->record.v[i]);
@@ -1084,6 +1133,14 @@ static int isolate_finish(builder *b, const lz_resolved_config *cfg, ignored_run
             all.v[u++] = all.v[i];
     }
     all.n = u;
+    if (all.n > MAX_IGNORED) {
+        names_clear(&all);
+        lz_error_set(err, 0, "the workspace %s has had more git-ignored paths than Lazaret keeps "
+                             "hidden (%d, counting those of earlier sessions)", b->ws, MAX_IGNORED);
+        return lz_error_hint(err, "ignore whole directories rather than the files in them, "
+                                  "remove generated files, then lazaret state reset (it forgets "
+                                  "what earlier sessions isolated)");
+    }
     r = record_write(run->droot, IGNORED_RECORD, &all, cfg->storage_domain_root.label, err);
     names_clear(&all);
     if (r < 0)
@@ -1433,6 +1490,12 @@ static int check_dot_git(walk *w, int dfd, const char *rel, const struct stat *s
         add_marker(&p->markers, &p->n_markers, child, st);
         if (S_ISDIR(st->st_mode))
             return protect_git_dir(w->b, child, 1, w->err);
+        if (S_ISREG(st->st_mode) && rel[0]) {
+            builder *b = w->b;
+            b->gitfile_trees = lz_xrealloc(b->gitfile_trees, b->n_gitfile_trees + 1,
+                                           sizeof(char *));
+            b->gitfile_trees[b->n_gitfile_trees++] = lz_xstrdup(rel);
+        }
         return protect_if_exists(w->b, child, w->err);
     }
     if (known(p->markers, p->n_markers, child, st))
@@ -2146,7 +2209,7 @@ static char *nested_work_tree(builder *b, const char *gd)
 int lz_git_sentry_plan(const lz_resolved_config *cfg, lz_git_plan *ret, lz_error **err)
 {
     lz_git_plan p = LZ_GIT_PLAN_INIT;
-    builder b = { &p, cfg, cfg->workspace.label, -1 };
+    builder b = { .p = &p, .cfg = cfg, .ws = cfg->workspace.label, .ws_fd = -1 };
     ignored_run ign = { .droot = -1, .ign = -1 };
     bool isolating = false;
     int r = -1;
@@ -2189,7 +2252,7 @@ int lz_git_sentry_plan(const lz_resolved_config *cfg, lz_git_plan *ret, lz_error
             goto out;
         if (cfg->isolate_gitignored) {
             isolating = true;
-            if (isolate_begin(&b, cfg, &ign, err) < 0 ||
+            if (isolate_begin(&b, cfg, &ign, err) < 0 || isolate_recorded(&b, &ign, err) < 0 ||
                 isolate_listed(&b, &ign, ".git", "", err) < 0 ||
                 isolate_finish(&b, cfg, &ign, err) < 0)
                 goto out;
@@ -2256,6 +2319,11 @@ int lz_git_sentry_plan(const lz_resolved_config *cfg, lz_git_plan *ret, lz_error
             if (wt && isolate_listed(&b, &ign, gd, wt, err) < 0)
                 goto out;
         }
+        /* Work trees behind a `.git` file (round i12d, G1: a linked
+         * worktree inside the workspace, a --separate-git-dir repository). */
+        for (size_t t = 0; t < b.n_gitfile_trees; t++)
+            if (isolate_listed(&b, &ign, NULL, b.gitfile_trees[t], err) < 0)
+                goto out;
         if (isolate_finish(&b, cfg, &ign, err) < 0)
             goto out;
     }
@@ -2266,6 +2334,9 @@ int lz_git_sentry_plan(const lz_resolved_config *cfg, lz_git_plan *ret, lz_error
     p = (lz_git_plan) LZ_GIT_PLAN_INIT;
     r = 0;
 out:
+    for (size_t t = 0; t < b.n_gitfile_trees; t++)
+        free(b.gitfile_trees[t]);
+    free(b.gitfile_trees);
     ignored_run_clear(&ign);
     lz_git_plan_clear(&p);
     return r;

@@ -383,3 +383,71 @@ def test_a_cut_ignored_list_refuses_the_start(rig):
         left, _ = wait_torn_down(lz, TEARDOWN_TIMEOUT)
         assert not left, "\n".join(left)
 
+
+
+# ---- attack round i12d -------------------------------------------------------------
+
+def test_narrowing_an_isolated_directory_keeps_it_isolated(rig):
+    """D1 (round i12d): `secrets/` is isolated; the sandbox narrows the
+    rule to `secrets/[a-m]*`. The next generation still sees only its copy
+    of the whole directory. Control: another Domain that never isolated it
+    sees the host's file under the narrowed rule."""
+    lz = rig.lz
+    rig.config({"bb": {}, "other": {}})
+    ws = new_repo(lz, "ws", {"README": "x\n", ".gitignore": "secrets/\n"})
+    lz.mkdir(ws / "secrets")
+    lz.write(ws / "secrets" / "pg.pass", "PGPASS-HOST\n", mode=0o600)
+    lz.write(ws / "secrets" / "aws_key", "AWS-HOST\n", mode=0o600)
+    ok(rig.run("bb", sh("printf 'secrets/[a-m]*\\n' > /workspace/.gitignore"), ws=ws))
+    left, _ = wait_torn_down(lz, TEARDOWN_TIMEOUT)
+    assert not left, "\n".join(left)
+    p = ok(rig.run("bb", sh("cat /workspace/secrets/pg.pass 2>&1; "
+                            "echo sandbox > /workspace/secrets/pg.pass"), ws=ws))
+    assert "PGPASS-HOST" not in p.stdout, p.stdout
+    assert (ws / "secrets" / "pg.pass").read_text() == "PGPASS-HOST\n"
+    left, _ = wait_torn_down(lz, TEARDOWN_TIMEOUT)
+    assert not left, "\n".join(left)
+    p = ok(rig.run("other", sh("cat /workspace/secrets/pg.pass"), ws=ws))
+    assert "PGPASS-HOST" in p.stdout, f"control: {p.stdout!r}"
+
+
+def test_a_damaged_isolation_record_refuses_the_start(rig):
+    """R1 (round i12d): the record of what a Domain keeps hidden fails
+    closed: cut short, it refuses the start with the fix (lazaret state
+    reset), never forgets entries. Control: the record Lazaret wrote starts."""
+    lz = rig.lz
+    rig.config({"bb": {}})
+    ws = new_repo(lz, "ws", {"README": "x\n", ".gitignore": ".env\n"})
+    lz.write(ws / ".env", "SECRET=host-only\n", mode=0o600)
+    ok(rig.run("bb", ["true"], ws=ws))
+    left, _ = wait_torn_down(lz, TEARDOWN_TIMEOUT)
+    assert not left, "\n".join(left)
+    record = domain_root(rig, ws) / "ignored.list"
+    good = record.read_bytes()
+    assert good == b".env\0", good
+    ok(rig.run("bb", ["true"], ws=ws))  # control
+    left, _ = wait_torn_down(lz, TEARDOWN_TIMEOUT)
+    for damaged in (good[:-1], good + b"../x\0", good + b"a" * (8 << 20)):
+        lz.write(record, damaged.decode(), mode=0o600)
+        p = rig.run("bb", sh("cat /workspace/.env; echo ran"), ws=ws)
+        assert p.returncode == 125 and "ran" not in p.stdout, (p.returncode, p.stdout)
+        assert "ignored.list is damaged" in p.stderr and "lazaret state reset" in p.stderr, \
+            p.stderr
+        left, _ = wait_torn_down(lz, TEARDOWN_TIMEOUT)
+        assert not left, "\n".join(left)
+
+
+def test_ignored_files_of_a_linked_worktree_are_isolated(rig):
+    """G1 (round i12d): a linked worktree inside the workspace (its `.git`
+    is a file) has ignored files of its own; they are the sandbox's copies.
+    Control: with isolate_gitignored = false the same file is the host's."""
+    lz = rig.lz
+    ws = new_repo(lz, "ws", {"README": "x\n", ".gitignore": ".env\n.worktrees/\n"})
+    git(lz, ws, "worktree", "add", "-q", ".worktrees/feat")
+    lz.write(ws / ".worktrees" / "feat" / ".env", "WORKTREE-SECRET\n", mode=0o600)
+    for isolate in (True, False):
+        rig.config({"bb": {"isolate_gitignored": isolate}})
+        p = ok(rig.run("bb", sh("cat /workspace/.worktrees/feat/.env 2>&1; true"), ws=ws))
+        assert ("WORKTREE-SECRET" in p.stdout) == (not isolate), (isolate, p.stdout)
+        left, _ = wait_torn_down(lz, TEARDOWN_TIMEOUT)
+        assert not left, "\n".join(left)
