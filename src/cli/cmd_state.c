@@ -1461,12 +1461,15 @@ static int state_reset(const lz_global_options *g, const state_opts *opts)
             lz_error_prefix(&err, "reset of Domain %.16s… incomplete", t.id);
             goto out;
         }
-    /* The record of what the Domain isolated (git_sentry.c): a path once
-     * isolated stays so until this reset. */
-    if (unlinkat(t.droot, "ignored.list", 0) < 0 && errno != ENOENT) {
-        lz_error_set(&err, errno, "cannot remove %s/ignored.list", t.droot_label);
-        goto out;
-    }
+    /* The records of what the Domain isolated and of the placeholder
+     * directories it made (git_sentry.c): a path once isolated stays so,
+     * and the placeholder budget stays spent, until this reset. */
+    static const char *const records[] = { "ignored.list", "placeholders" };
+    for (size_t i = 0; i < LZ_ARRAY_SIZE(records); i++)
+        if (unlinkat(t.droot, records[i], 0) < 0 && errno != ENOENT) {
+            lz_error_set(&err, errno, "cannot remove %s/%s", t.droot_label, records[i]);
+            goto out;
+        }
     if (opts->as_json) {
         json_t *o = json_pack("{s:s, s:b, s:[s,s], s:[s,s]}", "domain_id", t.id, "stopped",
                               stopped, "removed", "state", "ignored", "kept", "store.db",
