@@ -381,6 +381,10 @@ void generation_start(coord *c)
     git_audit_attach(c);
     clog_(c, "Git Sentry: %zu mounts (%zu ignored paths isolated), %zu watched directories",
           c->git.n_mounts, c->git.n_ignored, c->git.n_watches);
+    if (c->git.n_trees_unlisted)
+        clog_(c, "Git Sentry: %zu nested work trees could not be asked for their ignored files "
+                 "(their Git fails: a stale worktree, a broken submodule)",
+              c->git.n_trees_unlisted);
     if (c->git.n_ignored_shared)
         clog_(c, "Git Sentry: %zu ignored paths stay the host's: the configuration's hooks "
                  "directory or an include file lies in them (protected, audited)",

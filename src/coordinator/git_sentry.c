@@ -442,10 +442,12 @@ static int host_git_in(builder *b, const char *gd, const char *wt, char *const *
                                     : *wt      ? lz_xasprintf("GIT_WORK_TREE=%s/%s", b->ws, wt)
                                                : lz_xasprintf("GIT_WORK_TREE=%s", b->ws);
     _cleanup_free_ char *ceiling = NULL;
-    if (!gd && wt && *wt) {
-        _cleanup_free_ char *full = lz_xasprintf("%s/%s", b->ws, wt);
+    if (!gd) {
+        _cleanup_free_ char *full = wt && *wt ? lz_xasprintf("%s/%s", b->ws, wt)
+                                              : lz_xstrdup(b->ws);
         char *slash = strrchr(full, '/');
-        *slash = '\0';
+        if (slash && slash != full)
+            *slash = '\0';
         ceiling = lz_xasprintf("GIT_CEILING_DIRECTORIES=%s", full);
     }
     char *env[10] = { (char *) "PATH=" LZ_SPAWN_SYSTEM_PATH, (char *) "LC_ALL=C",
@@ -877,9 +879,10 @@ static int record_read(int droot, const char *name, size_t max, const char *labe
         return 0;
     lz_error_set(err, 0, "%s/%s is damaged or longer than Lazaret writes it (at most %zu "
                          "entries)", label, name, max);
-    return lz_error_hint(err, "it records which git-ignored paths this Domain keeps hidden: "
-                              "lazaret state reset (the Domain's copies and this record go), "
-                              "then run again");
+    return lz_error_hint(err, "it records which git-ignored paths this Domain keeps hidden; "
+                              "lazaret state reset removes it with the copies, and then only "
+                              "what the ignore rules say now stays hidden: check them first "
+                              "(git status --ignored), then reset and run again");
 }
 
 /* Replace a record atomically (a failure keeps the old one). */
@@ -994,7 +997,7 @@ static int isolate_one(builder *b, ignored_run *run, const char *path, bool reco
 /* The paths the host's Git lists as ignored in the work tree wt ("" the
  * workspace's own; gd its Git directory), isolated. */
 static int isolate_listed(builder *b, ignored_run *run, const char *gd, const char *wt,
-                          lz_error **err)
+                          bool required, lz_error **err)
 {
     lz_spawn_output out = { 0 };
     char *const args[] = { (char *) "ls-files", (char *) "-z", (char *) "--others",
@@ -1003,10 +1006,24 @@ static int isolate_listed(builder *b, ignored_run *run, const char *gd, const ch
     int status = host_git_in(b, gd, wt, args, &out, err);
     if (status < 0)
         return -1;
+    if (status != 0 && !required) {
+        /* A nested work tree the host's Git cannot use (a stale worktree's
+         * `.git` file, a submodule's Git directory the sandbox broke): it
+         * has no ignored files of its own to list. What earlier
+         * generations isolated there stays isolated (the record); nothing
+         * else of it was ever hidden (attack round i12e, H1/H2: every start
+         * was refused). */
+        lz_spawn_output_free(&out);
+        b->p->n_trees_unlisted++;
+        return 0;
+    }
     if (status != 0) {
         lz_spawn_output_free(&out);
-        return lz_error_set(err, 0, "git ls-files failed (status %d) in %s%s%s", status, b->ws,
-                            *wt ? "/" : "", wt);
+        lz_error_set(err, 0, "git ls-files failed (status %d) in %s%s%s", status, b->ws,
+                     *wt ? "/" : "", wt);
+        return lz_error_hint(err, "check that the host's git status works in %s%s%s; the "
+                                  "Git Sentry lists the git-ignored paths with it",
+                             b->ws, *wt ? "/" : "", wt);
     }
     int r = 0;
     for (size_t i = 0; r == 0 && i < out.len;) {
@@ -1133,13 +1150,18 @@ static int isolate_finish(builder *b, const lz_resolved_config *cfg, ignored_run
             all.v[u++] = all.v[i];
     }
     all.n = u;
-    if (all.n > MAX_IGNORED) {
+    size_t bytes = 0;
+    for (size_t i = 0; i < all.n; i++)
+        bytes += strlen(all.v[i]) + 1;
+    if (all.n > MAX_IGNORED || bytes > RECORD_MAX) {
         names_clear(&all);
         lz_error_set(err, 0, "the workspace %s has had more git-ignored paths than Lazaret keeps "
-                             "hidden (%d, counting those of earlier sessions)", b->ws, MAX_IGNORED);
-        return lz_error_hint(err, "ignore whole directories rather than the files in them, "
-                                  "remove generated files, then lazaret state reset (it forgets "
-                                  "what earlier sessions isolated)");
+                             "hidden (%d paths or %zu MiB of names, counting earlier sessions')",
+                     b->ws, MAX_IGNORED, RECORD_MAX >> 20);
+        return lz_error_hint(err, "ignore whole directories rather than the files in them and "
+                                  "remove generated files; then lazaret state reset — which also "
+                                  "forgets which paths were hidden: first check that the ignore "
+                                  "rules still list your secrets (git status --ignored)");
     }
     r = record_write(run->droot, IGNORED_RECORD, &all, cfg->storage_domain_root.label, err);
     names_clear(&all);
@@ -2253,7 +2275,7 @@ int lz_git_sentry_plan(const lz_resolved_config *cfg, lz_git_plan *ret, lz_error
         if (cfg->isolate_gitignored) {
             isolating = true;
             if (isolate_begin(&b, cfg, &ign, err) < 0 || isolate_recorded(&b, &ign, err) < 0 ||
-                isolate_listed(&b, &ign, ".git", "", err) < 0 ||
+                isolate_listed(&b, &ign, ".git", "", true, err) < 0 ||
                 isolate_finish(&b, cfg, &ign, err) < 0)
                 goto out;
         }
@@ -2263,6 +2285,16 @@ int lz_git_sentry_plan(const lz_resolved_config *cfg, lz_git_plan *ret, lz_error
         /* The git dir lies outside the workspace (not visible inside); the
          * .git file itself must not be redirected by the sandbox. */
         add_mount(&b, ".git", LZ_MOUNT_FROM_WORKSPACE, true, false);
+        /* A linked worktree or a --separate-git-dir checkout as the
+         * workspace has ignored files like any other (attack round i12e,
+         * W1: none were isolated): Git follows the protected `.git` file. */
+        if (cfg->isolate_gitignored) {
+            isolating = true;
+            if (isolate_begin(&b, cfg, &ign, err) < 0 || isolate_recorded(&b, &ign, err) < 0 ||
+                isolate_listed(&b, &ign, NULL, "", true, err) < 0 ||
+                isolate_finish(&b, cfg, &ign, err) < 0)
+                goto out;
+        }
         break;
     case LZ_GIT_BARE:
         if (protect_git_dir(&b, ".", 0, err) < 0)
@@ -2316,13 +2348,13 @@ int lz_git_sentry_plan(const lz_resolved_config *cfg, lz_git_plan *ret, lz_error
             if (strcmp(gd, ".git") == 0 || strcmp(gd, ".") == 0)
                 continue;
             _cleanup_free_ char *wt = nested_work_tree(&b, gd);
-            if (wt && isolate_listed(&b, &ign, gd, wt, err) < 0)
+            if (wt && isolate_listed(&b, &ign, gd, wt, false, err) < 0)
                 goto out;
         }
         /* Work trees behind a `.git` file (round i12d, G1: a linked
          * worktree inside the workspace, a --separate-git-dir repository). */
         for (size_t t = 0; t < b.n_gitfile_trees; t++)
-            if (isolate_listed(&b, &ign, NULL, b.gitfile_trees[t], err) < 0)
+            if (isolate_listed(&b, &ign, NULL, b.gitfile_trees[t], false, err) < 0)
                 goto out;
         if (isolate_finish(&b, cfg, &ign, err) < 0)
             goto out;

@@ -84,6 +84,7 @@ typedef struct lz_git_plan {
     /* Ignored paths left the host's because the plan protects them or
      * something inside them (a hooks directory, an include file). */
     size_t n_ignored_shared;
+    size_t n_trees_unlisted; /* nested work trees whose Git could not list their ignored files */
     char **ignored;         /* their relative paths (sorted), skipped by the tree audit */
     bool *ignored_dir;      /* ... whether each is a directory (same order; NULL when read back) */
     lz_git_marker *ignored_ids; /* ... while they are these objects (same order; rel unused) */

@@ -451,3 +451,36 @@ def test_ignored_files_of_a_linked_worktree_are_isolated(rig):
         assert ("WORKTREE-SECRET" in p.stdout) == (not isolate), (isolate, p.stdout)
         left, _ = wait_torn_down(lz, TEARDOWN_TIMEOUT)
         assert not left, "\n".join(left)
+
+
+# ---- attack round i12e -------------------------------------------------------------
+
+def test_a_workspace_that_is_a_linked_worktree_isolates_its_ignored_files(rig):
+    """W1 (round i12e): the workspace itself is a linked worktree (its
+    `.git` is a file): its ignored `.env` is the sandbox's copy. Control:
+    with isolate_gitignored = false the host's file is seen."""
+    lz = rig.lz
+    main = new_repo(lz, "main", {"README": "x\n", ".gitignore": ".env\n"})
+    git(lz, main, "worktree", "add", "-q", str(lz.home / "feat"))
+    feat = lz.home / "feat"
+    lz.write(feat / ".env", "WT-SECRET\n", mode=0o600)
+    for isolate in (True, False):
+        rig.config({"bb": {"isolate_gitignored": isolate}})
+        p = ok(rig.run("bb", sh("cat /workspace/.env 2>&1; true"), ws=feat))
+        assert ("WT-SECRET" in p.stdout) == (not isolate), (isolate, p.stdout)
+        left, _ = wait_torn_down(lz, TEARDOWN_TIMEOUT)
+        assert not left, "\n".join(left)
+
+
+def test_a_stale_nested_git_file_does_not_stop_the_domain(rig):
+    """H2 (round i12e): a fixture's `.git` file whose Git directory is gone
+    (a stale worktree) cannot be listed; the Domain still starts and the
+    top's ignored files are still isolated."""
+    lz = rig.lz
+    rig.config({"bb": {}})
+    ws = new_repo(lz, "ws", {"README": "x\n", ".gitignore": ".env\n"})
+    lz.write(ws / ".env", "SECRET=host-only\n", mode=0o600)
+    lz.mkdir(ws / "fixture")
+    lz.write(ws / "fixture" / ".git", "gitdir: /nonexistent/worktrees/old\n", mode=0o644)
+    p = rig.run("bb", sh("cat /workspace/.env; echo ran"), ws=ws)
+    assert p.returncode == 0 and p.stdout == "ran\n", (p.returncode, p.stdout, p.stderr)
