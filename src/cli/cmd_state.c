@@ -1298,73 +1298,13 @@ static int take_domain_lock(const char *id, int wait_ms, lz_error **err)
     return lz_error_hint(err, "end its sessions, or add --stop to stop it first");
 }
 
-typedef struct rm_job {
-    int dirfd;
-    const char *name;
-    const char *label;
-    int report;            /* pipe for the error message */
-} rm_job;
-
-static int rm_in_userns(void *arg)
-{
-    rm_job *j = arg;
-    lz_error *err = NULL;
-    if (lz_remove_tree_at(j->dirfd, j->name, j->label, &err) == 0)
-        return 0;
-    char msg[1024];
-    int n = snprintf(msg, sizeof(msg), "%s%s%s", err->message, err->errnum ? ": " : "",
-                     err->errnum ? strerror(err->errnum) : "");
-    lz_best_effort((int) lz_write_all(j->report, msg, n > 0 ? (size_t) n : 0));
-    return 1;
-}
-
-/* Remove droot/name. What a sandbox user other than root created belongs
- * to a subordinate uid on the host, which the user cannot remove: that
- * part is removed again from inside a user namespace that maps the
- * subordinate ids (as the Runtime Supervisor's does), where the user is
- * root over them. Both passes walk descriptors (lz_remove_tree_at): no
- * symlink is followed, no mount crossed. */
+/* Remove droot/name: what a sandbox user other than the developer created
+ * belongs to a subordinate uid on the host and is removed from inside a
+ * user namespace (lz_remove_tree_mapped). */
 static int remove_layer(int droot, const char *name, const char *label, lz_error **err)
 {
-    lz_error *first = NULL;
-    if (lz_remove_tree_at(droot, name, label, &first) == 0)
+    if (lz_remove_tree_mapped(droot, name, label, err) == 0)
         return 0;
-    if (first->errnum != EACCES && first->errnum != EPERM) {
-        *err = first;
-        return -1;
-    }
-    int p[2];
-    if (pipe2(p, O_CLOEXEC) < 0) {
-        *err = first;
-        return -1;
-    }
-    rm_job j = { .dirfd = droot, .name = name, .label = label, .report = p[1] };
-    pid_t pid;
-    lz_error *spawn_err = NULL;
-    int r = lz_userns_spawn(rm_in_userns, &j, &pid, &spawn_err);
-    close(p[1]);
-    if (r < 0) {
-        close(p[0]);
-        lz_error_free(spawn_err);
-        lz_error_hint(&first, "some of it belongs to a subordinate uid (a sandbox user other "
-                              "than root made it) and no user namespace could be made to remove "
-                              "it: see 'lazaret doctor'");
-        *err = first;
-        return -1;
-    }
-    char msg[1024];
-    ssize_t n = read(p[0], msg, sizeof(msg) - 1);
-    close(p[0]);
-    int status = 0;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-        ;
-    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
-        lz_error_free(first);
-        return 0;
-    }
-    lz_error_free(first);
-    msg[n > 0 ? n : 0] = '\0';
-    lz_error_set(err, 0, "%s", n > 0 ? msg : "cannot remove the Domain's state");
     return lz_error_hint(err, "nothing else was changed; see 'lazaret state verify' (a mount "
                               "point or a file outside your subordinate ids stops the removal)");
 }
@@ -1463,8 +1403,10 @@ static int state_reset(const lz_global_options *g, const state_opts *opts)
         }
     /* The records of what the Domain isolated and of the placeholder
      * directories it made (git_sentry.c): a path once isolated stays so,
-     * and the placeholder budget stays spent, until this reset. */
-    static const char *const records[] = { "ignored.list", "placeholders" };
+     * and the placeholder budget stays spent, until this reset; and of the
+     * sandbox user its files were made for (bootstrap.c). */
+    static const char *const records[] = { "ignored.list", "placeholders",
+                                           LZ_SANDBOX_USER_RECORD };
     for (size_t i = 0; i < LZ_ARRAY_SIZE(records); i++)
         if (unlinkat(t.droot, records[i], 0) < 0 && errno != ENOENT) {
             lz_error_set(&err, errno, "cannot remove %s/%s", t.droot_label, records[i]);

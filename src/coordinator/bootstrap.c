@@ -110,6 +110,77 @@ static int find_guest_files(char **ret_exec, char **ret_fix, lz_error **err)
     return 0;
 }
 
+/* The sandbox user a Domain's files were made for (docs/runtime.md "The
+ * agent's user"): <Domain Root>/sandbox-user, "uid U gid G". Files the
+ * sandbox made under one map belong, under another, to other sandbox
+ * users (the keep-id map swaps 0 and the agent's ids), so a Domain whose
+ * image now runs as another user is refused until `lazaret state reset`.
+ * A Domain from before the record had state made as root. The Domain
+ * Root is never in the sandbox: the record is the developer's. */
+static int check_sandbox_user(const lz_resolved_config *cfg, const lz_idmap *user,
+                              lz_error **err)
+{
+    _cleanup_close_ int root = lz_plan_open(&cfg->storage_domain_root, O_PATH | O_DIRECTORY, true,
+                                            err);
+    if (root < 0)
+        return -1;
+    struct stat st;
+    bool has_files = fstatat(root, "state", &st, AT_SYMLINK_NOFOLLOW) == 0 ||
+                     fstatat(root, "ignored", &st, AT_SYMLINK_NOFOLLOW) == 0;
+    lz_idmap was = { 0, 0 };
+    bool known = false;
+    int fd = openat(root, LZ_SANDBOX_USER_RECORD, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd >= 0) {
+        char buf[64];
+        ssize_t n = read(fd, buf, sizeof(buf) - 1);
+        close(fd);
+        unsigned u = 0, g = 0;
+        int used = 0;
+        if (n > 0)
+            buf[n] = '\0';
+        if (n <= 0 || sscanf(buf, "uid %u gid %u\n%n", &u, &g, &used) != 2 || used != n) {
+            lz_error_set(err, 0, "the Domain's record of its sandbox user %s/%s is damaged",
+                         cfg->storage_domain_root.label, LZ_SANDBOX_USER_RECORD);
+            return lz_error_hint(err, "'lazaret state reset' starts the Domain's files anew");
+        }
+        was = (lz_idmap) { u, g };
+        known = true;
+    } else if (errno != ENOENT) {
+        return lz_error_set(err, errno, "cannot read %s/%s", cfg->storage_domain_root.label,
+                            LZ_SANDBOX_USER_RECORD);
+    }
+    if (known || has_files) {
+        if (was.uid == user->uid && was.gid == user->gid) {
+            if (known)
+                return 0;
+        } else if (has_files) {
+            lz_error_set(err, 0, "the Domain's persistent files were made with the sandbox "
+                         "running as uid %u (gid %u); its image now runs as uid %u (gid %u)",
+                         (unsigned) was.uid, (unsigned) was.gid, (unsigned) user->uid,
+                         (unsigned) user->gid);
+            return lz_error_hint(err, "'lazaret state reset' starts them anew (the files of "
+                                      "one user would be another's); or use the previous image");
+        }
+    }
+    char text[64];
+    int len = snprintf(text, sizeof(text), "uid %u gid %u\n", (unsigned) user->uid,
+                       (unsigned) user->gid);
+    char tmp[] = LZ_SANDBOX_USER_RECORD ".tmp";
+    unlinkat(root, tmp, 0);
+    fd = openat(root, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0 || write(fd, text, (size_t) len) != len || fsync(fd) < 0 ||
+        renameat(root, tmp, root, LZ_SANDBOX_USER_RECORD) < 0) {
+        int e = errno;
+        if (fd >= 0)
+            close(fd);
+        unlinkat(root, tmp, 0);
+        return lz_error_set(err, e, "cannot write %s/%s", cfg->storage_domain_root.label,
+                            LZ_SANDBOX_USER_RECORD);
+    }
+    close(fd);
+    return 0;
+}
+
 static int start_coordinator(const lz_resolved_config *cfg, int dirfd, int lock_fd,
                              int bootstrap_fd, lz_progress_fn progress, void *userdata,
                              lz_error **err)
@@ -146,7 +217,8 @@ static int start_coordinator(const lz_resolved_config *cfg, int dirfd, int lock_
         progress(LZ_PROGRESS_NOTE, line, userdata);
         free(line);
     }
-    if (lz_image_prepare(&cfg->storage_root, cfg->image, progress, userdata, &image, err) < 0)
+    if (lz_image_prepare(&cfg->storage_root, cfg->image, progress, userdata, &image, err) < 0 ||
+        check_sandbox_user(cfg, &image.user, err) < 0)
         goto out;
     /* Bind before forking so that the next connect() succeeds at once. */
     listen_fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
@@ -337,7 +409,7 @@ int lz_domain_recover(const lz_resolved_config *cfg, int runtime_dir_fd, lz_erro
         if (strncmp(ps[i].resource, "gen-", 4) != 0 || strchr(ps[i].resource, '/')) {
             continue; /* not a name we write: never remove it */
         }
-        if (lz_remove_tree_at(runtime_dir_fd, ps[i].resource, cfg->runtime_domain_root.label,
+        if (lz_remove_tree_mapped(runtime_dir_fd, ps[i].resource, cfg->runtime_domain_root.label,
                               err) < 0) {
             lz_error_prefix(err, "cannot recover the previous generation");
             r = -1;

@@ -27,6 +27,9 @@
 
 #define LZ_COORDINATOR_SOCKET "coordinator.sock"
 #define LZ_DOMAIN_LOCK "lock"
+/* In the Domain Root: the sandbox user its files were made for
+ * (bootstrap.c check_sandbox_user). */
+#define LZ_SANDBOX_USER_RECORD "sandbox-user"
 #define LZ_BOOTSTRAP_LOCK "bootstrap.lock"
 
 typedef struct lz_coordinator_args {

@@ -24,6 +24,7 @@
 #include "coordinator/status.h"
 #include "fs/remove.h"
 #include "supervisor/sidecar.h"
+#include "supervisor/userns.h"
 #include "trust/publication.h"
 #include "trust/signature.h"
 
@@ -67,7 +68,8 @@ static int make_generation_dir(coord *c, char **ret_bin, char **ret_lib, lz_erro
         return -1;
     /* A stale directory of the same name (a crashed generation that recovery
      * did not reach): if it cannot go, mkdirat below says so. */
-    lz_best_effort(lz_remove_tree_at(rt, c->gen_name, c->a->cfg->runtime_domain_root.label, NULL));
+    lz_best_effort(
+        lz_remove_tree_mapped(rt, c->gen_name, c->a->cfg->runtime_domain_root.label, NULL));
     if (mkdirat(rt, c->gen_name, 0700) < 0)
         return lz_error_set(err, errno, "cannot create %s", c->gen_label);
     _cleanup_close_ int g = openat(rt, c->gen_name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -499,8 +501,10 @@ void teardown_and_exit(coord *c, int status)
     git_audit_final(c);
     lz_git_plan_clear(&c->git);
     lz_error *err = NULL;
-    if (lz_remove_tree_at(c->a->runtime_dir_fd, c->gen_name, c->a->cfg->runtime_domain_root.label,
-                          &err) == 0)
+    /* A keep-id sandbox's runsc state belongs to a subordinate uid: the
+     * mapped removal (docs/runtime.md "The agent's user"). */
+    if (lz_remove_tree_mapped(c->a->runtime_dir_fd, c->gen_name,
+                              c->a->cfg->runtime_domain_root.label, &err) == 0)
         record_released(c, LZ_ROLE_RUNTIME_FILES);
     else
         log_error(c, "cannot remove the generation directory", err);

@@ -13,6 +13,8 @@
 
 #include "common/spawn.h"
 #include "common/util.h"
+#include "fs/remove.h"
+#include "supervisor/userns.h"
 
 static const char *const transports[] = {
     (char *)"oci:",
@@ -130,19 +132,63 @@ static void read_bundle_config(int bundle_fd, lz_prepared_image *img)
     const char *cwd = json_string_value(json_object_get(proc, "cwd"));
     if (cwd && cwd[0] == '/')
         img->workdir = lz_xstrdup(cwd);
+    /* The image's User, as umoci resolved it against the image's own
+     * /etc/passwd and /etc/group (names) or took it (numbers). */
+    json_t *user = json_object_get(proc, "user");
+    json_t *uid = json_object_get(user, "uid"), *gid = json_object_get(user, "gid");
+    if (json_is_integer(uid) && json_is_integer(gid) && json_integer_value(uid) >= 0 &&
+        json_integer_value(gid) >= 0 && json_integer_value(uid) <= UINT32_MAX &&
+        json_integer_value(gid) <= UINT32_MAX) {
+        img->user.uid = (uint32_t) json_integer_value(uid);
+        img->user.gid = (uint32_t) json_integer_value(gid);
+    }
     json_decref(root);
 }
 
-static int remove_tree(const char *label, lz_error **err)
+/* A private OCI layout of the image in rootfs_fd/tmp_name (made fresh). */
+static int copy_layout(const char *skopeo, const char *source, const char *reference,
+                       int rootfs_fd, const char *tmp_name, const char *tmp_label, lz_error **err)
 {
-    char *rm = NULL;
-    if (find_tool("rm", &rm, err) < 0)
-        return -1;
-    char *const argv[] = {(char *)"rm", (char *)"-rf", (char *)"--one-file-system",
-                          (char *)"--", (char *)label, NULL};
-    int r = run_tool(rm, argv, 120000, NULL, "cannot remove a temporary image directory", err);
-    free(rm);
-    return r;
+    lz_best_effort(lz_remove_tree_mapped(rootfs_fd, tmp_name, tmp_label, NULL));
+    if (mkdirat(rootfs_fd, tmp_name, 0700) < 0)
+        return lz_error_set(err, errno, "cannot create %s", tmp_label);
+    _cleanup_free_ char *layout = lz_xasprintf("oci:%s/layout:image", tmp_label);
+    char *const copy_argv[] = { (char *) "skopeo", (char *) "copy", (char *) "--quiet",
+                                (char *) source, layout, NULL };
+    if (run_tool(skopeo, copy_argv, -1, NULL, "cannot copy the image", err) < 0) {
+        lz_error_prefix(err, "image '%s'", reference);
+        return lz_error_hint(err, "check the reference and, for a registry image, the network");
+    }
+    return 0;
+}
+
+/* The keep-id tree of an image (docs/runtime.md "The agent's user"): umoci
+ * unpacks as root of a user namespace with the Domain's keep-id map, so
+ * every file gets the host id the sandbox's map gives its image owner. It
+ * runs inside that namespace (lz_userns_call), where the files it made are
+ * its own: it also opens the bundle to the developer (0755: the catalog
+ * directory above is 0700) and renames it into place. */
+typedef struct keep_id_unpack {
+    const char *umoci, *image_arg, *bundle, *tmp_bundle_rel, *entry;
+    int rootfs_fd;
+} keep_id_unpack;
+
+static int unpack_keep_id(void *arg, lz_error **err)
+{
+    keep_id_unpack *j = arg;
+    char *const argv[] = { (char *) "umoci", (char *) "unpack", (char *) "--image",
+                           (char *) j->image_arg, (char *) j->bundle, NULL };
+    if (run_tool(j->umoci, argv, -1, NULL, "cannot unpack the image for its non-root user",
+                 err) < 0)
+        return lz_error_hint(err, "an image with device nodes or files of ids above %u cannot "
+                                  "run as its non-root user (docs/runtime.md \"The agent's "
+                                  "user\")",
+                             LZ_SUBID_COUNT);
+    if (fchmodat(j->rootfs_fd, j->tmp_bundle_rel, 0755, 0) < 0)
+        return lz_error_set(err, errno, "cannot open the unpacked image %s", j->bundle);
+    if (renameat(j->rootfs_fd, j->tmp_bundle_rel, j->rootfs_fd, j->entry) < 0)
+        return lz_error_set(err, errno, "cannot move the prepared image into the catalog");
+    return 0;
 }
 
 int lz_image_prepare(const lz_path_plan *storage_root, const char *reference,
@@ -151,11 +197,13 @@ int lz_image_prepare(const lz_path_plan *storage_root, const char *reference,
 {
     lz_path_plan images = LZ_PATH_PLAN_INIT, rootfs_dir = LZ_PATH_PLAN_INIT;
     _cleanup_free_ char *skopeo = NULL, *umoci = NULL, *source = NULL, *tmp_label = NULL,
-                        *layout = NULL, *final_label = NULL;
+                        *tmp_name = NULL, *final_label = NULL,
+                        *image_arg = NULL, *entry = NULL;
     _cleanup_close_ int lock_fd = -EBADF, rootfs_fd = -EBADF;
     lz_spawn_output raw = {0};
     lz_prepared_image img = {.bundle = LZ_PATH_PLAN_INIT};
     int r = -1;
+    bool have_layout = false;
 
     if (find_tool("skopeo", &skopeo, err) < 0 || find_tool("umoci", &umoci, err) < 0)
         goto out;
@@ -201,7 +249,13 @@ int lz_image_prepare(const lz_path_plan *storage_root, const char *reference,
     if (rootfs_fd < 0)
         goto out;
     final_label = lz_xasprintf("%s/%s", rootfs_dir.label, img.digest_hex);
+    tmp_name = lz_xasprintf(".tmp-%d", (int)getpid());
+    tmp_label = lz_xasprintf("%s/%s", rootfs_dir.label, tmp_name);
+    image_arg = lz_xasprintf("%s/layout:image", tmp_label);
 
+    /* Every prepared image has its developer-owned tree (umoci --rootless:
+     * every file the developer's, root's in the default map); its
+     * configuration says which user the image runs as. */
     struct stat st;
     if (fstatat(rootfs_fd, img.digest_hex, &st, AT_SYMLINK_NOFOLLOW) < 0) {
         if (errno != ENOENT) {
@@ -216,23 +270,11 @@ int lz_image_prepare(const lz_path_plan *storage_root, const char *reference,
             progress(LZ_PROGRESS_PHASE, line, userdata);
             free(line);
         }
-        tmp_label = lz_xasprintf("%s/.tmp-%d", rootfs_dir.label, (int)getpid());
-        remove_tree(tmp_label, NULL);
-        if (mkdirat(rootfs_fd, strrchr(tmp_label, '/') + 1, 0700) < 0) {
-            lz_error_set(err, errno, "cannot create %s", tmp_label);
+        if (copy_layout(skopeo, source, reference, rootfs_fd, tmp_name, tmp_label, err) < 0)
             goto out;
-        }
-        layout = lz_xasprintf("oci:%s/layout:image", tmp_label);
-        char *const copy_argv[] = {(char *)"skopeo", (char *)"copy", (char *)"--quiet",
-                                   source,           layout,         NULL};
-        if (run_tool(skopeo, copy_argv, -1, NULL, "cannot copy the image", err) < 0) {
-            lz_error_prefix(err, "image '%s'", reference);
-            lz_error_hint(err, "check the reference and, for a registry image, the network");
-            goto out;
-        }
+        have_layout = true;
         if (progress)
             progress(LZ_PROGRESS_PHASE, "unpacking image", userdata);
-        _cleanup_free_ char *image_arg = lz_xasprintf("%s/layout:image", tmp_label);
         _cleanup_free_ char *bundle = lz_xasprintf("%s/bundle", tmp_label);
         char *const unpack_argv[] = {(char *)"umoci",
                                      (char *)"unpack",
@@ -245,14 +287,11 @@ int lz_image_prepare(const lz_path_plan *storage_root, const char *reference,
             lz_error_prefix(err, "image '%s'", reference);
             goto out;
         }
-        _cleanup_free_ char *tmp_bundle_rel = lz_xasprintf(".tmp-%d/bundle", (int)getpid());
+        _cleanup_free_ char *tmp_bundle_rel = lz_xasprintf("%s/bundle", tmp_name);
         if (renameat(rootfs_fd, tmp_bundle_rel, rootfs_fd, img.digest_hex) < 0) {
             lz_error_set(err, errno, "cannot move the prepared image into %s", final_label);
             goto out;
         }
-        remove_tree(tmp_label, NULL);
-        if (progress)
-            progress(LZ_PROGRESS_PHASE, "image ready", userdata);
     }
 
     if (lz_plan_existing(final_label, &img.bundle, err) < 0)
@@ -268,13 +307,60 @@ int lz_image_prepare(const lz_path_plan *storage_root, const char *reference,
             goto out;
         read_bundle_config(bfd, &img);
     }
+
+    if (img.user.uid != 0 || img.user.gid != 0) {
+        /* A non-root User: the keep-id tree, its own catalog entry. */
+        if (lz_idmap_check(&img.user, err) < 0) {
+            lz_error_prefix(err, "image '%s'", reference);
+            goto out;
+        }
+        entry = lz_xasprintf("%s.keep-id-%u-%u", img.digest_hex, (unsigned) img.user.uid,
+                             (unsigned) img.user.gid);
+        free(final_label);
+        final_label = lz_xasprintf("%s/%s", rootfs_dir.label, entry);
+        if (fstatat(rootfs_fd, entry, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+            if (errno != ENOENT) {
+                lz_error_set(err, errno, "cannot inspect %s", final_label);
+                goto out;
+            }
+            if (progress) {
+                char *line = lz_xasprintf("unpacking image %s for its user (uid %u)", reference,
+                                          (unsigned) img.user.uid);
+                progress(LZ_PROGRESS_PHASE, line, userdata);
+                free(line);
+            }
+            if (!have_layout &&
+                copy_layout(skopeo, source, reference, rootfs_fd, tmp_name, tmp_label, err) < 0)
+                goto out;
+            have_layout = true;
+            _cleanup_free_ char *bundle = lz_xasprintf("%s/keep-id", tmp_label);
+            _cleanup_free_ char *tmp_bundle_rel = lz_xasprintf("%s/keep-id", tmp_name);
+            keep_id_unpack job = { .umoci = umoci, .image_arg = image_arg, .bundle = bundle,
+                                   .tmp_bundle_rel = tmp_bundle_rel, .entry = entry,
+                                   .rootfs_fd = rootfs_fd };
+            if (lz_userns_call(&img.user, unpack_keep_id, &job, err) < 0) {
+                lz_error_prefix(err, "image '%s'", reference);
+                goto out;
+            }
+        }
+        lz_plan_clear(&img.bundle);
+        if (lz_plan_existing(final_label, &img.bundle, err) < 0)
+            goto out;
+        if (!S_ISDIR(img.bundle.target.mode)) {
+            lz_error_set(err, 0, "the prepared image %s is not a directory", final_label);
+            lz_error_hint(err, "remove it; it will be prepared again");
+            goto out;
+        }
+    }
+    if (have_layout && progress)
+        progress(LZ_PROGRESS_PHASE, "image ready", userdata);
     img.rootfs_label = lz_xasprintf("%s/rootfs", final_label);
     *ret = img;
     img = (lz_prepared_image){.bundle = LZ_PATH_PLAN_INIT};
     r = 0;
 out:
-    if (r < 0 && tmp_label)
-        remove_tree(tmp_label, NULL);
+    if (tmp_name && (have_layout || r < 0))
+        lz_best_effort(lz_remove_tree_mapped(rootfs_fd, tmp_name, rootfs_dir.label, NULL));
     lz_spawn_output_free(&raw);
     lz_prepared_image_clear(&img);
     lz_plan_clear(&images);

@@ -19,6 +19,7 @@
 
 #include "common/error.h"
 #include "fs/confined.h"
+#include "supervisor/userns.h"
 
 typedef struct lz_prepared_image {
     char digest_hex[65];
@@ -26,6 +27,8 @@ typedef struct lz_prepared_image {
     char *rootfs_label;      /* <bundle>/rootfs, canonical path */
     char **env;              /* the image's configured environment, NULL-terminated */
     char *workdir;           /* the image's working directory or NULL */
+    lz_idmap user;           /* the image's User (0/0: root); non-root means the bundle
+                              * is the keep-id tree (docs/runtime.md "The agent's user") */
 } lz_prepared_image;
 
 /* What a progress line is: a phase of slow work (image preparation),

@@ -26,15 +26,17 @@ static json_t *strv(char *const *v, size_t n)
     return a;
 }
 
-static json_t *caps(void)
+/* Root gets the list; another user none but the bounding set, as a
+ * container runtime gives a non-root process (docker, podman). */
+static json_t *caps(bool root)
 {
     json_t *list = json_array();
     for (size_t i = 0; i < LZ_ARRAY_SIZE(capabilities); i++)
         json_array_append_new(list, json_string(capabilities[i]));
     json_t *c = json_object();
     json_object_set(c, "bounding", list);
-    json_object_set(c, "effective", list);
-    json_object_set(c, "permitted", list);
+    json_object_set_new(c, "effective", root ? json_incref(list) : json_array());
+    json_object_set_new(c, "permitted", root ? json_incref(list) : json_array());
     json_object_set_new(c, "inheritable", json_array());
     json_object_set_new(c, "ambient", json_array());
     json_decref(list);
@@ -61,7 +63,7 @@ static size_t strv_len(char *const *v)
 }
 
 json_t *lz_spec_process(char *const *argv, size_t argc, const char *cwd, char *const *env,
-                        bool terminal)
+                        bool terminal, const lz_idmap *user)
 {
     json_t *args = json_array();
     json_array_append_new(args, json_string(LZ_GUEST_EXEC));
@@ -89,11 +91,12 @@ json_t *lz_spec_process(char *const *argv, size_t argc, const char *cwd, char *c
     }
     json_t *p = json_object();
     json_object_set_new(p, "terminal", json_boolean(terminal));
-    json_object_set_new(p, "user", json_pack("{s:i, s:i}", "uid", 0, "gid", 0));
+    json_int_t uid = user ? user->uid : 0, gid = user ? user->gid : 0;
+    json_object_set_new(p, "user", json_pack("{s:I, s:I}", "uid", uid, "gid", gid));
     json_object_set_new(p, "args", args);
     json_object_set_new(p, "env", strv(env, strv_len(env)));
     json_object_set_new(p, "cwd", json_string(spec_cwd));
-    json_object_set_new(p, "capabilities", caps());
+    json_object_set_new(p, "capabilities", caps(uid == 0));
     json_object_set_new(p, "noNewPrivileges", json_false());
     json_object_set_new(p, "rlimits", rlimits());
     return p;
@@ -151,7 +154,7 @@ json_t *lz_spec_container(const lz_sandbox_spec *s)
     add_mount(mounts, "/workspace", "bind", s->workspace, rw_bind);
 
     char *const init_args[] = { (char *) LZ_GUEST_EXEC, (char *) "--init" };
-    json_t *process = lz_spec_process(NULL, 0, "/", s->env, false);
+    json_t *process = lz_spec_process(NULL, 0, "/", s->env, false, NULL);
     json_object_set_new(process, "args", strv(init_args, 2));
 
     json_t *namespaces = json_array();

@@ -23,6 +23,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "supervisor/userns.h"
+
 #define LZ_GUEST_DIR "/run/lazaret"
 #define LZ_GUEST_BIN_DIR "/run/lazaret/bin"
 #define LZ_GUEST_LIB_DIR "/run/lazaret/lib"
@@ -83,8 +85,9 @@ typedef struct lz_sandbox_spec {
 json_t *lz_spec_container(const lz_sandbox_spec *spec);
 
 /* The process JSON of one session: argv (NULL/empty: the login shell) run
- * through the guest launcher, in cwd, with env. */
+ * through the guest launcher, in cwd, with env, as user (NULL: root); a
+ * non-root user has no capabilities but the bounding set. */
 json_t *lz_spec_process(char *const *argv, size_t argc, const char *cwd, char *const *env,
-                        bool terminal);
+                        bool terminal, const lz_idmap *user);
 
 #endif

@@ -33,8 +33,72 @@ static char *escape_path(const char *p)
     return out;
 }
 
-int lz_state_anchor_mount(const lz_resolved_config *cfg, const char *rootfs_label, int gen_fd,
-                          const char *generation_dir, lz_state_anchor *anchor, lz_error **err)
+/* Lazaret's own directories of the layout (state/, state/<dir>/, work/)
+ * belong to the developer on the host, whichever map the sandbox runs
+ * with: the developer is sandbox id 0 in the default map and the agent's
+ * ids in a keep-id one (docs/runtime.md "The agent's user"). */
+static int own_dir(int fd, const lz_idmap *user, const char *what, lz_error **err)
+{
+    uid_t u = user ? user->uid : 0;
+    gid_t g = user ? user->gid : 0;
+    if (fchownat(fd, "", u, g, AT_EMPTY_PATH) < 0)
+        return lz_error_set(err, errno, "cannot give %s back to you", what);
+    return 0;
+}
+
+static int open_in_image(int rootfs, const char *rel)
+{
+    struct open_how how = { .flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
+                            .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV };
+    return (int) syscall(SYS_openat2, rootfs, rel[0] ? rel : ".", &how, sizeof(how));
+}
+
+/* The lower of persistent directory p: the image's directory, resolved
+ * inside the image (RESOLVE_IN_ROOT: an image symlink cannot point outside
+ * it). A directory the image lacks is made there first - runsc's gofer
+ * would make it as its mount point anyway, owned by root - with the owner
+ * of its nearest existing ancestor, as `mkdir -p` by that owner would: a
+ * persistent ~/.npm of a non-root agent is the agent's, /opt/tool root's,
+ * the same on every start and in every Domain of the image. -1 (errno)
+ * when it cannot be had. */
+static int open_or_make_lower(int rootfs, const char *p)
+{
+    int fd = open_in_image(rootfs, p + 1);
+    if (fd >= 0 || errno != ENOENT)
+        return fd;
+    size_t n = strlen(p);
+    _cleanup_free_ char *prefix = lz_xmalloc(n + 1);
+    int cur = open_in_image(rootfs, "");
+    for (size_t i = 1; cur >= 0 && i <= n; i++) {
+        if (i < n && p[i] != '/')
+            continue;
+        memcpy(prefix, p + 1, i - 1);
+        prefix[i - 1] = '\0';
+        int next = open_in_image(rootfs, prefix);
+        if (next < 0 && errno == ENOENT) {
+            const char *name = strrchr(prefix, '/') ? strrchr(prefix, '/') + 1 : prefix;
+            struct stat pst;
+            if (fstat(cur, &pst) < 0 || (mkdirat(cur, name, 0755) < 0 && errno != EEXIST)) {
+                next = -1;
+            } else {
+                next = openat(cur, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                if (next >= 0 && fchownat(next, "", pst.st_uid, pst.st_gid, AT_EMPTY_PATH) < 0) {
+                    close(next);
+                    next = -1;
+                }
+            }
+        }
+        int e = errno;
+        close(cur);
+        cur = next;
+        errno = e;
+    }
+    return cur;
+}
+
+int lz_state_anchor_mount(const lz_resolved_config *cfg, const char *rootfs_label,
+                          const lz_idmap *user, int gen_fd, const char *generation_dir,
+                          lz_state_anchor *anchor, lz_error **err)
 {
     if (cfg->n_persistent_dirs == 0)
         return 0;
@@ -48,7 +112,7 @@ int lz_state_anchor_mount(const lz_resolved_config *cfg, const char *rootfs_labe
     _cleanup_close_ int state = lz_open_dir_at(droot, "state", err);
     _cleanup_close_ int persist = state >= 0 ? lz_open_dir_at(gen_fd, "persist", err) : -EBADF;
     _cleanup_close_ int rootfs = -EBADF;
-    if (state < 0 || persist < 0)
+    if (state < 0 || persist < 0 || own_dir(state, user, "the Domain's state/", err) < 0)
         return -1;
     rootfs = open(rootfs_label, O_PATH | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
     if (rootfs < 0)
@@ -60,14 +124,10 @@ int lz_state_anchor_mount(const lz_resolved_config *cfg, const char *rootfs_labe
     for (size_t i = 0; i < cfg->n_persistent_dirs; i++) {
         const char *p = cfg->persistent_dirs[i];
         _cleanup_free_ char *esc = escape_path(p);
-        /* The lower: the image's directory, resolved inside the image
-         * (RESOLVE_IN_ROOT: an image symlink cannot point outside it), or an
-         * empty directory when the image has none. */
-        struct open_how how = { .flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
-                                .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS |
-                                           RESOLVE_NO_XDEV };
-        _cleanup_close_ int lower = (int) syscall(SYS_openat2, rootfs, p + 1, &how, sizeof(how));
-        if (lower < 0 && errno == ENOENT)
+        _cleanup_close_ int lower = open_or_make_lower(rootfs, p);
+        bool in_image = lower >= 0;
+        if (lower < 0 && (errno == ENOENT || errno == EACCES || errno == EPERM ||
+                          errno == EROFS))
             lower = lz_open_dir_at(gen_fd, "empty", err);
         if (lower < 0)
             return lz_error_set(err, errno, "persistent directory %s: cannot open it in the image",
@@ -79,13 +139,28 @@ int lz_state_anchor_mount(const lz_resolved_config *cfg, const char *rootfs_labe
         if (lz_mkdir_at(state, esc, 0700, err) < 0)
             return -1;
         _cleanup_close_ int dir = lz_open_dir_at(state, esc, err);
+        struct stat ust;
+        bool fresh = dir >= 0 && fstatat(dir, "upper", &ust, AT_SYMLINK_NOFOLLOW) < 0 &&
+                     errno == ENOENT;
         if (dir < 0 || lz_mkdir_at(dir, "upper", lst.st_mode & 07777, err) < 0 ||
             lz_mkdir_at(dir, "work", 0700, err) < 0)
             return -1;
         _cleanup_close_ int upper = lz_open_dir_at(dir, "upper", err);
         _cleanup_close_ int work = upper >= 0 ? lz_open_dir_at(dir, "work", err) : -EBADF;
-        if (upper < 0 || work < 0)
+        if (upper < 0 || work < 0 || own_dir(dir, user, "a persistent directory's state", err) < 0 ||
+            own_dir(work, user, "a persistent directory's work directory", err) < 0)
             return -1;
+        /* The overlay's root takes the upper's owner: a new upper gets the
+         * image directory's (a non-root user's home stays its own; one the
+         * image lacks was made with its ancestor's owner above), or, when
+         * none could be had, the user the sandbox runs as (docs/runtime.md
+         * "The agent's user"). Later changes are the sandbox's own (a chown
+         * inside lands on the upper). */
+        uid_t ouid = in_image ? lst.st_uid : (user ? user->uid : 0);
+        gid_t ogid = in_image ? lst.st_gid : (user ? user->gid : 0);
+        if (fresh && fchownat(upper, "", ouid, ogid, AT_EMPTY_PATH) < 0)
+            return lz_error_set(err, errno, "persistent directory %s: cannot give its state to "
+                                "uid %u", p, (unsigned) ouid);
         char idx[32];
         snprintf(idx, sizeof(idx), "%zu", i);
         if (lz_mkdir_at(persist, idx, 0755, err) < 0)

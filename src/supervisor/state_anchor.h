@@ -28,6 +28,7 @@
 
 #include "common/error.h"
 #include "config/resolve.h"
+#include "supervisor/userns.h"
 
 typedef struct lz_state_anchor {
     char **mounts;    /* host mount point of each overlay, in persistent_dirs order */
@@ -35,12 +36,15 @@ typedef struct lz_state_anchor {
 } lz_state_anchor;
 
 /* Mount the overlays of cfg->persistent_dirs (none: nothing to do).
- * rootfs_label: the prepared image's root; gen_fd/generation_dir: the
- * generation directory. On failure the overlays mounted so far stay
- * recorded in *anchor, for lz_state_anchor_unmount. */
+ * rootfs_label: the prepared image's root; user: the user the sandbox
+ * runs as (NULL: root), owner of a directory the image lacks;
+ * gen_fd/generation_dir: the generation directory. On failure the
+ * overlays mounted so far stay recorded in *anchor, for
+ * lz_state_anchor_unmount. */
 LZ_MUST_CHECK
-int lz_state_anchor_mount(const lz_resolved_config *cfg, const char *rootfs_label, int gen_fd,
-                          const char *generation_dir, lz_state_anchor *anchor, lz_error **err);
+int lz_state_anchor_mount(const lz_resolved_config *cfg, const char *rootfs_label,
+                          const lz_idmap *user, int gen_fd, const char *generation_dir,
+                          lz_state_anchor *anchor, lz_error **err);
 
 /* Detach every overlay and forget them. */
 void lz_state_anchor_unmount(lz_state_anchor *anchor);

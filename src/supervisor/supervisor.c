@@ -683,8 +683,8 @@ static int do_start(sup *s, lz_error **err)
     /* SR-5: the network policy is in force before the sandbox exists. */
     if (lz_network_setup(s->sc->cfg, s->sc->generation_dir, s->gen_fd, &s->net, err) < 0)
         return -1;
-    if (lz_state_anchor_mount(s->sc->cfg, s->sc->image->rootfs_label, s->gen_fd,
-                              s->sc->generation_dir, &s->anchor, err) < 0 ||
+    if (lz_state_anchor_mount(s->sc->cfg, s->sc->image->rootfs_label, &s->sc->image->user,
+                              s->gen_fd, s->sc->generation_dir, &s->anchor, err) < 0 ||
         write_config(s, err) < 0)
         return -1;
     _cleanup_free_ char *bundle = join(s->sc->generation_dir, "bundle");
@@ -828,7 +828,8 @@ static int do_exec(sup *s, const lz_msg_exec *m, const int *fds, lz_error **err)
     if (slot == MAX_EXECS)
         return lz_error_set(err, EAGAIN, "too many sessions in this Domain");
     char **env = session_env(s, m->env, m->envc);
-    json_t *proc = lz_spec_process(m->argv, m->argc, m->cwd, env, m->interactive);
+    json_t *proc = lz_spec_process(m->argv, m->argc, m->cwd, env, m->interactive,
+                                   &s->sc->image->user);
     free_strv(env);
     /* The process spec holds resolved env values: it goes to runsc through
      * an anonymous memory file, never through the file system. */
@@ -1317,7 +1318,7 @@ int lz_supervisor_spawn(const lz_supervisor_config *sc, lz_supervisor_handle *h,
     }
     spawn_ctx c = { sc, sv[1], pp[1], lz_limit_memory_effective(), lz_limit_tasks_effective() };
     pid_t outer;
-    int r = lz_userns_spawn(outer_main, &c, &outer, err);
+    int r = lz_userns_spawn(&sc->image->user, outer_main, &c, &outer, err);
     close(sv[1]);
     close(pp[1]);
     if (r < 0) {

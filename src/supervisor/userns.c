@@ -18,6 +18,8 @@
 
 #include "common/spawn.h"
 #include "common/util.h"
+#include "fs/remove.h"
+#include "protocol/io.h"
 
 /* ---- subordinate ids: shadow's libsubid --------------------------------------------- */
 
@@ -212,19 +214,49 @@ int lz_subid_lookup(lz_subid_kind kind, uid_t uid, gid_t gid, lz_subid_range *re
                          s + LZ_SUBID_COUNT - 1, word);
 }
 
-static int write_map(const char *tool, pid_t pid, unsigned id, const lz_subid_range *r,
-                     lz_error **err)
+/* The extents of one map (docs/runtime.md "The agent's user"): the default
+ * puts the user at 0 and the subordinate range at 1..65536; a keep-id map
+ * for sandbox id A swaps 0 and A, so that every other id keeps its host id
+ * and only what 0 and A own changes hands. Returns the number of words
+ * written to words (3 per extent). */
+static size_t map_extents(uint32_t agent, unsigned own, const lz_subid_range *r,
+                          char words[12][16])
+{
+    size_t n = 0;
+#define EXTENT(in, out, count)                                                             \
+    do {                                                                                   \
+        snprintf(words[n++], 16, "%u", (unsigned) (in));                                   \
+        snprintf(words[n++], 16, "%u", (unsigned) (out));                                  \
+        snprintf(words[n++], 16, "%u", (unsigned) (count));                                \
+    } while (0)
+    if (agent == 0) {
+        EXTENT(0, own, 1);
+        EXTENT(1, r->start, r->count);
+    } else {
+        EXTENT(0, r->start + agent - 1, 1);
+        if (agent > 1)
+            EXTENT(1, r->start, agent - 1);
+        EXTENT(agent, own, 1);
+        if (agent < r->count)
+            EXTENT(agent + 1, r->start + agent, r->count - agent);
+    }
+#undef EXTENT
+    return n;
+}
+
+static int write_map(const char *tool, pid_t pid, unsigned id, uint32_t agent,
+                     const lz_subid_range *r, lz_error **err)
 {
     _cleanup_free_ char *path = NULL;
     if (lz_spawn_find_program(tool, LZ_SPAWN_SYSTEM_PATH, &path, err) < 0)
         return lz_error_hint(err, "install it: sudo apt-get install uidmap");
-    char spid[16], sid[16], sstart[16], scount[16];
+    char spid[16], words[12][16];
     snprintf(spid, sizeof(spid), "%d", (int)pid);
-    snprintf(sid, sizeof(sid), "%u", id);
-    snprintf(sstart, sizeof(sstart), "%u", r->start);
-    snprintf(scount, sizeof(scount), "%u", r->count);
-    char *const argv[] = {(char *)tool, spid,   (char *)"0", sid, (char *)"1",
-                          (char *)"1",  sstart, scount,      NULL};
+    size_t n = map_extents(agent, id, r, words);
+    char *argv[2 + 12 + 1] = { (char *) tool, spid };
+    for (size_t i = 0; i < n; i++)
+        argv[2 + i] = words[i];
+    argv[2 + n] = NULL;
     lz_spawn_options opt = {.merge_stderr = true};
     lz_spawn_output out = {0};
     int status = lz_spawn_capture(path, argv, &opt, &out, err);
@@ -244,8 +276,23 @@ static int write_map(const char *tool, pid_t pid, unsigned id, const lz_subid_ra
     return 0;
 }
 
-int lz_userns_spawn(int (*fn)(void *arg), void *arg, pid_t *ret_pid, lz_error **err)
+int lz_idmap_check(const lz_idmap *map, lz_error **err)
 {
+    if (map && (map->uid > LZ_SUBID_COUNT || map->gid > LZ_SUBID_COUNT)) {
+        lz_error_set(err, 0, "the image's user (uid %u, gid %u) is outside the sandbox's ids "
+                     "0..%u", (unsigned) map->uid, (unsigned) map->gid, LZ_SUBID_COUNT);
+        return lz_error_hint(err, "use an image whose configured User has a uid and gid of at "
+                                  "most %u", LZ_SUBID_COUNT);
+    }
+    return 0;
+}
+
+int lz_userns_spawn(const lz_idmap *map, int (*fn)(void *arg), void *arg, pid_t *ret_pid,
+                    lz_error **err)
+{
+    if (lz_idmap_check(map, err) < 0)
+        return -1;
+    uint32_t agent_uid = map ? map->uid : 0, agent_gid = map ? map->gid : 0;
     lz_subid_range uids, gids;
     if (lz_subid_lookup(LZ_SUBID_UID, getuid(), getgid(), &uids, err) < 0 ||
         lz_subid_lookup(LZ_SUBID_GID, getuid(), getgid(), &gids, err) < 0)
@@ -295,8 +342,8 @@ int lz_userns_spawn(int (*fn)(void *arg), void *arg, pid_t *ret_pid, lz_error **
         lz_error_set(err, 0, "cannot create a user namespace");
         lz_error_hint(err, "unprivileged user namespaces must be allowed (sysctl "
                            "user.max_user_namespaces > 0; lazaret doctor checks it)");
-    } else if (write_map("newuidmap", pid, uid, &uids, err) == 0 &&
-               write_map("newgidmap", pid, gid, &gids, err) == 0) {
+    } else if (write_map("newuidmap", pid, uid, agent_uid, &uids, err) == 0 &&
+               write_map("newgidmap", pid, gid, agent_gid, &gids, err) == 0) {
         c = 'g';
         if (write(to_child[1], &c, 1) == 1)
             r = 0;
@@ -313,4 +360,111 @@ int lz_userns_spawn(int (*fn)(void *arg), void *arg, pid_t *ret_pid, lz_error **
     }
     *ret_pid = pid;
     return 0;
+}
+
+/* ---- running a function as root over the subordinate ids ---------------------------- */
+
+typedef struct call_ctx {
+    int (*fn)(void *arg, lz_error **err);
+    void *arg;
+    int report; /* the error crosses back as "errnum\nmessage\nhint" */
+} call_ctx;
+
+static int call_in_userns(void *arg)
+{
+    call_ctx *c = arg;
+    lz_error *e = NULL;
+    if (c->fn(c->arg, &e) == 0)
+        return 0;
+    char msg[2048];
+    int n = snprintf(msg, sizeof(msg), "%d\n%s\n%s", e ? e->errnum : 0,
+                     e && e->message ? e->message : "", e && e->hint ? e->hint : "");
+    if (n > (int) sizeof(msg) - 1)
+        n = (int) sizeof(msg) - 1;
+    lz_best_effort((int) lz_write_all(c->report, msg, n > 0 ? (size_t) n : 0));
+    lz_error_free(e);
+    return 1;
+}
+
+int lz_userns_call(const lz_idmap *map, int (*fn)(void *arg, lz_error **err), void *arg,
+                   lz_error **err)
+{
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) < 0)
+        return lz_error_set(err, errno, "cannot create a pipe");
+    call_ctx c = { .fn = fn, .arg = arg, .report = p[1] };
+    pid_t pid;
+    int r = lz_userns_spawn(map, call_in_userns, &c, &pid, err);
+    close(p[1]);
+    if (r < 0) {
+        close(p[0]);
+        return -1;
+    }
+    char msg[2048];
+    size_t len = 0;
+    for (ssize_t n; len < sizeof(msg) - 1 &&
+                    ((n = read(p[0], msg + len, sizeof(msg) - 1 - len)) > 0 || (n < 0 && errno == EINTR));)
+        len += n > 0 ? (size_t) n : 0;
+    msg[len] = '\0';
+    close(p[0]);
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        return 0;
+    /* The child's text is ours (this program's), but keep it one line each. */
+    char *message = strchr(msg, '\n');
+    char *hint = message ? strchr(message + 1, '\n') : NULL;
+    if (message)
+        *message++ = '\0';
+    if (hint)
+        *hint++ = '\0';
+    int errnum = message ? atoi(msg) : 0;
+    if (!message || !*message) {
+        lz_error_set(err, 0, "a helper process in a user namespace failed (status %d)",
+                     WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+        return -1;
+    }
+    lz_error_set(err, errnum, "%s", message);
+    if (hint && *hint)
+        lz_error_hint(err, "%s", hint);
+    return -1;
+}
+
+typedef struct rm_job {
+    int dirfd;
+    const char *name;
+    const char *label;
+} rm_job;
+
+static int rm_in_userns(void *arg, lz_error **err)
+{
+    rm_job *j = arg;
+    return lz_remove_tree_at(j->dirfd, j->name, j->label, err);
+}
+
+int lz_remove_tree_mapped(int dirfd, const char *name, const char *label, lz_error **err)
+{
+    lz_error *first = NULL;
+    if (lz_remove_tree_at(dirfd, name, label, &first) == 0)
+        return 0;
+    if (first->errnum != EACCES && first->errnum != EPERM) {
+        if (err && !*err)
+            *err = first;
+        else
+            lz_error_free(first);
+        return -1;
+    }
+    rm_job j = { .dirfd = dirfd, .name = name, .label = label };
+    lz_error *second = NULL;
+    if (lz_userns_call(NULL, rm_in_userns, &j, &second) == 0) {
+        lz_error_free(first);
+        return 0;
+    }
+    lz_error_free(first);
+    if (err && !*err)
+        *err = second;
+    else
+        lz_error_free(second);
+    return -1;
 }

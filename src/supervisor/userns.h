@@ -4,7 +4,10 @@
  * user's subordinate uid/gid range mapped to 1..65536, written by the setuid
  * newuidmap/newgidmap helpers (runsc needs the subordinate range: the
  * sandbox runs as a subordinate uid, docs/runtime.md "Subordinate ids").
- * Only the Runtime Supervisor lives in it; nothing in it has any capability
+ * When the image names a non-root user A, the map is "keep-id": 0 and A
+ * swap places, so that A is the invoking user (docs/runtime.md "The agent's
+ * user"). Only the Runtime Supervisor (and short-lived helpers: a keep-id
+ * image unpack, a removal) lives in one; nothing in it has any capability
  * over the host.
  */
 #ifndef LAZARET_SUPERVISOR_USERNS_H
@@ -41,12 +44,39 @@ LZ_MUST_CHECK
 int lz_subid_lookup(lz_subid_kind kind, uid_t uid, gid_t gid, lz_subid_range *ret,
                     lz_error **err);
 
+/* The sandbox user that is the invoking user on the host: uid/gid 0 (the
+ * default map) or the image's non-root user (keep-id). Ids above
+ * LZ_SUBID_COUNT are refused: the map has 0..LZ_SUBID_COUNT. */
+typedef struct lz_idmap {
+    uint32_t uid, gid;
+} lz_idmap;
+
+LZ_MUST_CHECK
+int lz_idmap_check(const lz_idmap *map, lz_error **err);
+
 /* Fork a child that unshares a new user namespace, waits while the parent
  * writes its uid/gid maps with newuidmap/newgidmap, becomes root in it and
  * calls fn(arg); the child exits with fn's return value. The child has
  * PR_SET_PDEATHSIG(SIGKILL): it never outlives the caller. Returns the
  * child's pid. */
 LZ_MUST_CHECK
-int lz_userns_spawn(int (*fn)(void *arg), void *arg, pid_t *ret_pid, lz_error **err);
+int lz_userns_spawn(const lz_idmap *map, int (*fn)(void *arg), void *arg, pid_t *ret_pid,
+                    lz_error **err);
+
+/* Run fn(arg, err) in a child made by lz_userns_spawn (map NULL: the
+ * default) and wait for it; fn's error (message and hint) comes back as
+ * the caller's. */
+LZ_MUST_CHECK
+int lz_userns_call(const lz_idmap *map, int (*fn)(void *arg, lz_error **err), void *arg,
+                   lz_error **err);
+
+/* lz_remove_tree_at(dirfd, name), and when that fails for want of
+ * permission (what a sandbox user other than the invoking user created
+ * belongs to a subordinate id on the host), again from inside a user
+ * namespace mapping the subordinate ids, where the user is root over
+ * them. Both passes walk descriptors: no symlink followed, no mount
+ * crossed; ids outside the map stay and fail the removal. */
+LZ_MUST_CHECK
+int lz_remove_tree_mapped(int dirfd, const char *name, const char *label, lz_error **err);
 
 #endif

@@ -9,6 +9,10 @@
 #   CACHE/busybox   OCI layout, tag "latest": busybox-static with its applet
 #                   links, /etc/passwd, /tmp, /root, /usr/local/bin, and the
 #                   host's git with every library ldd lists. Seconds to build.
+#   CACHE/agent     OCI layout, tag "latest": the busybox image with a
+#                   non-root user "agent" (uid 1000, gid 1000, home
+#                   /home/agent, also in group "crew" 1500) as its User,
+#                   for the keep-id tests (docs/runtime.md "The agent's user").
 #   CACHE/debian    OCI layout, tag "bookworm": debootstrap --variant=minbase
 #                   --include=git,ca-certificates bookworm (needs the Debian
 #                   mirror, $LAZARET_DEBIAN_MIRROR, default deb.debian.org;
@@ -30,6 +34,7 @@ export PATH
 IMAGE_PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 RECIPE_BUSYBOX="busybox recipe 2"
 RECIPE_DEBIAN="debian recipe 1"
+RECIPE_AGENT="agent recipe 1"
 
 # The applets the tests (and a human poking around) use.
 APPLETS="sh ls cat cp mkdir touch id sleep echo env grep stat wc rm mv test true false
@@ -135,6 +140,16 @@ populate_busybox() {
     mkdir -p "$r/usr/share/git-core/templates"
 }
 
+populate_agent() {
+    r=$1
+    populate_busybox "$r"
+    printf 'agent:x:1000:1000:agent:/home/agent:/bin/sh\n' >>"$r/etc/passwd"
+    printf 'agent:x:1000:\ncrew:x:1500:agent\n' >>"$r/etc/group"
+    mkdir -p "$r/home/agent"
+    chown 1000:1000 "$r/home/agent"
+    chmod 0755 "$r/home/agent"
+}
+
 # ---- Debian 12 minbase -------------------------------------------------------
 
 populate_debian() {
@@ -156,9 +171,9 @@ populate_debian() {
 
 # ---- layout ------------------------------------------------------------------
 
-# build_image NAME TAG RECIPE POPULATE_FUNCTION
+# build_image NAME TAG RECIPE POPULATE_FUNCTION [USER]
 build_image() {
-    name=$1 tag=$2 recipe=$3 populate=$4
+    name=$1 tag=$2 recipe=$3 populate=$4 user=${5:-}
     if [ -f "$CACHE/$name/.complete" ] &&
         [ "$(cat "$CACHE/$name/.complete")" = "$recipe" ]; then
         return 0
@@ -181,6 +196,9 @@ build_image() {
     umoci config --image "$layout:$tag" --config.env "PATH=$IMAGE_PATH" \
         --config.cmd /bin/sh --config.workingdir / \
         --config.label "org.lazaret.test-image=$name"
+    if [ -n "$user" ]; then
+        umoci config --image "$layout:$tag" --config.user "$user"
+    fi
     umoci gc --layout "$layout"
     rm -f "$WORK/layer.tar"
 
@@ -195,4 +213,5 @@ build_image() {
 }
 
 build_image busybox latest "$RECIPE_BUSYBOX" populate_busybox
+build_image agent latest "$RECIPE_AGENT" populate_agent agent
 build_image debian bookworm "$RECIPE_DEBIAN" populate_debian

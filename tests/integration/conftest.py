@@ -364,6 +364,7 @@ class TestImages:
 
     cache: Path
     busybox: str  # busybox-static + git and its libraries, tiny
+    agent: str    # busybox with the non-root User "agent" (1000:1000)
     debian: str   # Debian 12 minbase + git, ca-certificates
 
 
@@ -381,6 +382,7 @@ def test_images(_root, repo_root) -> TestImages:
         pytest.fail(f"{script} {cache} failed ({proc.returncode}):\n{proc.stderr}",
                     pytrace=False)
     return TestImages(cache=cache, busybox=f"oci:{cache}/busybox:latest",
+                      agent=f"oci:{cache}/agent:latest",
                       debian=f"oci:{cache}/debian:bookworm")
 
 
