@@ -39,6 +39,7 @@
 #include "config/digest.h"
 #include "config/resolve.h"
 #include "config/source.h"
+#include "coordinator/bootstrap.h"
 #include "coordinator/coordinator.h"
 #include "fs/confined.h"
 #include "fs/remove.h"
@@ -767,6 +768,13 @@ static void inspect_volumes(const lz_global_options *g, const target *t, json_t 
 static void print_inspect(json_t *o)
 {
     char a[32];
+    json_t *su = json_object_get(o, "sandbox_user");
+    if (json_is_object(su)) {
+        json_int_t uid = json_integer_value(json_object_get(su, "uid"));
+        printf("  runs as:     uid %lld gid %lld%s\n", (long long) uid,
+               (long long) json_integer_value(json_object_get(su, "gid")),
+               uid ? " (the image's user; your files are its own inside)" : " (root)");
+    }
     json_t *pers = json_object_get(o, "persistent");
     if (json_array_size(pers) == 0)
         printf("  persistent:  none on disk\n");
@@ -882,6 +890,12 @@ static int state_inspect(const lz_global_options *g, const state_opts *opts)
     json_t *o = target_header(&t);
     json_object_set_new(o, "persistent", inspect_persistent(t.droot));
     json_object_set_new(o, "ignored", inspect_ignored(t.droot));
+    lz_idmap user;
+    int known = lz_sandbox_user_read(t.droot, &user);
+    json_object_set_new(o, "sandbox_user",
+                        known == 1 ? json_pack("{s:I, s:I}", "uid", (json_int_t) user.uid, "gid",
+                                               (json_int_t) user.gid)
+                                   : json_null());
     inspect_volumes(g, &t, o);
     json_t *hist = NULL;
     if (!t.store_error && lz_store_read_history(t.droot, 20, 10, &hist, &err) == 0) {

@@ -101,16 +101,33 @@ lz_error *lz_error_take(lz_error **err)
     return e;
 }
 
+/* s with every control byte but the line feed written as \xNN: an error
+ * may carry bytes someone else chose (a tool's output, a file name), and
+ * none of them may act on the user's terminal. Untrusted text is made
+ * printable where it enters a message (lz_text_printable); this is the
+ * last line of defence. */
+static void put_text(const char *s, FILE *out)
+{
+    for (const unsigned char *p = (const unsigned char *) s; *p; p++) {
+        if ((*p < 0x20 && *p != '\n') || *p == 0x7f)
+            fprintf(out, "\\x%02x", *p);
+        else
+            fputc(*p, out);
+    }
+}
+
 void lz_error_report(const lz_error *err, FILE *out)
 {
     if (!err)
         return;
+    fputs("lazaret: error: ", out);
+    put_text(err->message, out);
     if (err->errnum)
-        fprintf(out, "lazaret: error: %s: %s\n", err->message, strerror(err->errnum));
-    else
-        fprintf(out, "lazaret: error: %s\n", err->message);
+        fprintf(out, ": %s", strerror(err->errnum));
     /* Every error ends with a fix line (docs/errors.md): where the code
      * knows no specific one, the general next step. */
-    fprintf(out, "  fix: %s\n", err->hint ? err->hint : LZ_ERROR_GENERAL_FIX);
+    fputs("\n  fix: ", out);
+    put_text(err->hint ? err->hint : LZ_ERROR_GENERAL_FIX, out);
+    fputc('\n', out);
     fflush(out);
 }

@@ -117,6 +117,30 @@ static int find_guest_files(char **ret_exec, char **ret_fix, lz_error **err)
  * image now runs as another user is refused until `lazaret state reset`.
  * A Domain from before the record had state made as root. The Domain
  * Root is never in the sandbox: the record is the developer's. */
+int lz_sandbox_user_read(int domain_root_fd, lz_idmap *ret)
+{
+    int fd = openat(domain_root_fd, LZ_SANDBOX_USER_RECORD, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return errno == ENOENT ? 0 : -1;
+    char buf[64];
+    ssize_t n = read(fd, buf, sizeof(buf) - 1);
+    int e = errno;
+    close(fd);
+    if (n < 0) {
+        errno = e;
+        return -1;
+    }
+    buf[n] = '\0';
+    unsigned u = 0, g = 0;
+    int used = 0;
+    if (n == 0 || sscanf(buf, "uid %u gid %u\n%n", &u, &g, &used) != 2 || used != n) {
+        errno = EINVAL;
+        return -1;
+    }
+    *ret = (lz_idmap) { u, g };
+    return 1;
+}
+
 static int check_sandbox_user(const lz_resolved_config *cfg, const lz_idmap *user,
                               lz_error **err)
 {
@@ -128,27 +152,15 @@ static int check_sandbox_user(const lz_resolved_config *cfg, const lz_idmap *use
     bool has_files = fstatat(root, "state", &st, AT_SYMLINK_NOFOLLOW) == 0 ||
                      fstatat(root, "ignored", &st, AT_SYMLINK_NOFOLLOW) == 0;
     lz_idmap was = { 0, 0 };
-    bool known = false;
-    int fd = openat(root, LZ_SANDBOX_USER_RECORD, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd >= 0) {
-        char buf[64];
-        ssize_t n = read(fd, buf, sizeof(buf) - 1);
-        close(fd);
-        unsigned u = 0, g = 0;
-        int used = 0;
-        if (n > 0)
-            buf[n] = '\0';
-        if (n <= 0 || sscanf(buf, "uid %u gid %u\n%n", &u, &g, &used) != 2 || used != n) {
-            lz_error_set(err, 0, "the Domain's record of its sandbox user %s/%s is damaged",
-                         cfg->storage_domain_root.label, LZ_SANDBOX_USER_RECORD);
-            return lz_error_hint(err, "'lazaret state reset' starts the Domain's files anew");
-        }
-        was = (lz_idmap) { u, g };
-        known = true;
-    } else if (errno != ENOENT) {
+    int known = lz_sandbox_user_read(root, &was);
+    if (known < 0 && errno == EINVAL) {
+        lz_error_set(err, 0, "the Domain's record of its sandbox user %s/%s is damaged",
+                     cfg->storage_domain_root.label, LZ_SANDBOX_USER_RECORD);
+        return lz_error_hint(err, "'lazaret state reset' starts the Domain's files anew");
+    }
+    if (known < 0)
         return lz_error_set(err, errno, "cannot read %s/%s", cfg->storage_domain_root.label,
                             LZ_SANDBOX_USER_RECORD);
-    }
     if (known || has_files) {
         if (was.uid == user->uid && was.gid == user->gid) {
             if (known)
@@ -167,7 +179,7 @@ static int check_sandbox_user(const lz_resolved_config *cfg, const lz_idmap *use
                        (unsigned) user->gid);
     char tmp[] = LZ_SANDBOX_USER_RECORD ".tmp";
     unlinkat(root, tmp, 0);
-    fd = openat(root, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    int fd = openat(root, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0 || write(fd, text, (size_t) len) != len || fsync(fd) < 0 ||
         renameat(root, tmp, root, LZ_SANDBOX_USER_RECORD) < 0) {
         int e = errno;

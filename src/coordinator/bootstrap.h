@@ -24,6 +24,7 @@
 #include "common/error.h"
 #include "config/resolve.h"
 #include "oci/image.h"
+#include "supervisor/userns.h"
 
 /* Returns a connected session socket (SOCK_SEQPACKET, O_CLOEXEC). */
 LZ_MUST_CHECK
@@ -41,5 +42,11 @@ int lz_domain_connect_running(int dirfd, lz_error **err);
  * prove is its own. */
 LZ_MUST_CHECK
 int lz_domain_recover(const lz_resolved_config *cfg, int runtime_dir_fd, lz_error **err);
+
+/* The sandbox user a Domain's files were made for (<Domain Root>/
+ * LZ_SANDBOX_USER_RECORD, docs/runtime.md "The agent's user"): 1 and
+ * *ret when recorded, 0 when there is no record, -1 with errno (EINVAL:
+ * damaged) otherwise. */
+int lz_sandbox_user_read(int domain_root_fd, lz_idmap *ret);
 
 #endif

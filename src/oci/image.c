@@ -8,7 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <linux/openat2.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "common/spawn.h"
@@ -80,8 +82,10 @@ static int run_tool(const char *path, char *const argv[], int timeout_ms, lz_spa
         while (n && (last[n - 1] == '\n' || last[n - 1] == '\r'))
             last[--n] = '\0';
         char *nl = strrchr(last, '\n');
-        lz_error_set(err, 0, "%s: %s exited with status %d: %s", what, argv[0], status,
-                     nl ? nl + 1 : last);
+        /* The line may name the image's files: the image's author chose
+         * those bytes (attack round i12f, E11). */
+        _cleanup_free_ char *line = lz_text_printable(nl ? nl + 1 : last);
+        lz_error_set(err, 0, "%s: %s exited with status %d: %s", what, argv[0], status, line);
         lz_spawn_output_free(&o);
         return -1;
     }
@@ -145,9 +149,177 @@ static void read_bundle_config(int bundle_fd, lz_prepared_image *img)
     json_decref(root);
 }
 
-/* A private OCI layout of the image in rootfs_fd/tmp_name (made fresh). */
+/* ---- the copy is the image the catalog key names ------------------------------------- */
+
+/* A small file of the private layout (made by skopeo in our 0700 directory),
+ * whole, at most max bytes. */
+static int read_layout_file(int dir_fd, const char *rel, size_t max, char **ret, size_t *ret_len,
+                            lz_error **err)
+{
+    struct open_how how = { .flags = O_RDONLY | O_CLOEXEC,
+                            .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
+                                       RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV };
+    _cleanup_close_ int fd = (int) syscall(SYS_openat2, dir_fd, rel, &how, sizeof(how));
+    if (fd < 0)
+        return lz_error_set(err, errno, "cannot open %s of the copied image", rel);
+    char *buf = lz_xmalloc(max + 1);
+    size_t len = 0;
+    for (ssize_t n; len <= max && (n = read(fd, buf + len, max + 1 - len)) != 0;) {
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            int e = errno;
+            free(buf);
+            return lz_error_set(err, e, "cannot read %s of the copied image", rel);
+        }
+        len += (size_t) n;
+    }
+    if (len > max) {
+        free(buf);
+        return lz_error_set(err, 0, "%s of the copied image is larger than %zu bytes", rel, max);
+    }
+    buf[len] = '\0';
+    *ret = buf;
+    *ret_len = len;
+    return 0;
+}
+
+/* Do manifests a and b name the same configuration and layers, in order?
+ * (A Docker schema 2 manifest copied into an OCI layout is rewritten as
+ * an OCI manifest; its blobs and their digests stay.) */
+static bool same_blobs(json_t *a, json_t *b)
+{
+    const char *ca = json_string_value(json_object_get(json_object_get(a, "config"), "digest"));
+    const char *cb = json_string_value(json_object_get(json_object_get(b, "config"), "digest"));
+    json_t *la = json_object_get(a, "layers"), *lb = json_object_get(b, "layers");
+    if (!ca || !cb || strcmp(ca, cb) != 0 || !json_is_array(la) || !json_is_array(lb) ||
+        json_array_size(la) != json_array_size(lb))
+        return false;
+    for (size_t i = 0; i < json_array_size(la); i++) {
+        const char *da = json_string_value(json_object_get(json_array_get(la, i), "digest"));
+        const char *db = json_string_value(json_object_get(json_array_get(lb, i), "digest"));
+        if (!da || !db || strcmp(da, db) != 0)
+            return false;
+    }
+    return true;
+}
+
+/* "docker://host/name:tag" or "docker://name@sha256:…" -> "docker://host/name". */
+static char *docker_repository(const char *source)
+{
+    char *r = lz_xstrdup(source);
+    char *at = strchr(r, '@');
+    if (at) {
+        *at = '\0';
+        return r;
+    }
+    char *slash = strrchr(r, '/');
+    char *colon = strrchr(slash ? slash : r, ':');
+    if (colon && colon > r + strlen("docker://"))
+        *colon = '\0';
+    return r;
+}
+
+/* The catalog key is the digest of the manifest `skopeo inspect --raw`
+ * returned, but the tree comes from a separate `skopeo copy`: a source that
+ * answers the two differently (a layout being rewritten, a registry that
+ * lies) would put one image's files under another's key, for every Domain
+ * of that image (attack round i12f, E4). So the copy must be the image the
+ * key names: its manifest (hashed here, from the private layout) is the
+ * inspected one; or a child of the inspected index; or, when skopeo
+ * rewrote a Docker manifest as OCI, it names the same blobs as the
+ * inspected manifest (or as a child of a Docker list, whose bytes are read
+ * by digest and hashed here). The blobs themselves are content-addressed
+ * and umoci checks each against its digest as it unpacks. */
+static int verify_copy(const char *skopeo, const char *source, const lz_spawn_output *raw,
+                       const char *key_hex, int tmp_fd, lz_error **err)
+{
+    _cleanup_free_ char *index = NULL, *mblob = NULL;
+    size_t index_len = 0, mlen = 0;
+    if (read_layout_file(tmp_fd, "layout/index.json", 1 << 20, &index, &index_len, err) < 0)
+        return -1;
+    json_t *ij = json_loadb(index, index_len, JSON_REJECT_DUPLICATES, NULL);
+    const char *mdigest = NULL;
+    size_t i;
+    json_t *e;
+    json_array_foreach(json_object_get(ij, "manifests"), i, e) {
+        const char *ref = json_string_value(json_object_get(
+            json_object_get(e, "annotations"), "org.opencontainers.image.ref.name"));
+        if (ref && strcmp(ref, "image") == 0)
+            mdigest = json_string_value(json_object_get(e, "digest"));
+    }
+    char copied_hex[65] = "";
+    if (mdigest && strncmp(mdigest, "sha256:", 7) == 0 && strlen(mdigest) == 71 &&
+        strspn(mdigest + 7, "0123456789abcdef") == 64) {
+        _cleanup_free_ char *rel = lz_xasprintf("layout/blobs/sha256/%s", mdigest + 7);
+        if (read_layout_file(tmp_fd, rel, 4 << 20, &mblob, &mlen, err) < 0) {
+            json_decref(ij);
+            return -1;
+        }
+        sha256_hex(mblob, mlen, copied_hex);
+    }
+    json_decref(ij);
+    if (!copied_hex[0])
+        return lz_error_set(err, 0, "the copied image has no manifest tagged as copied");
+    if (strcmp(copied_hex, key_hex) == 0)
+        return 0;
+
+    json_t *inspected = json_loadb(raw->data, raw->len, 0, NULL);
+    json_t *copied = json_loadb(mblob, mlen, 0, NULL);
+    char want[72];
+    snprintf(want, sizeof(want), "sha256:%s", copied_hex);
+    bool ok = false;
+    json_t *children = json_object_get(inspected, "manifests");
+    if (json_is_array(children)) {
+        json_array_foreach(children, i, e) {
+            const char *d = json_string_value(json_object_get(e, "digest"));
+            ok |= d && strcmp(d, want) == 0;
+        }
+        /* A Docker list whose chosen child skopeo rewrote: read the
+         * children by digest (at most 64, hashed here: the registry cannot
+         * substitute one) until one names the copy's blobs. */
+        if (!ok && strncmp(source, "docker://", 9) == 0) {
+            _cleanup_free_ char *repo = docker_repository(source);
+            json_array_foreach(children, i, e) {
+                const char *d = json_string_value(json_object_get(e, "digest"));
+                if (ok || i >= 64 || !d || strncmp(d, "sha256:", 7) != 0 || strlen(d) != 71)
+                    continue;
+                _cleanup_free_ char *ref = lz_xasprintf("%s@%s", repo, d);
+                char *const argv[] = { (char *) "skopeo", (char *) "inspect", (char *) "--raw",
+                                       ref, NULL };
+                lz_spawn_output child = { 0 };
+                if (run_tool(skopeo, argv, 300000, &child, "cannot read the image manifest",
+                             NULL) == 0) {
+                    char hex[65];
+                    sha256_hex(child.data, child.len, hex);
+                    json_t *cj = strcmp(hex, d + 7) == 0
+                                     ? json_loadb(child.data, child.len, 0, NULL)
+                                     : NULL;
+                    ok = cj && same_blobs(cj, copied);
+                    json_decref(cj);
+                }
+                lz_spawn_output_free(&child);
+            }
+        }
+    } else {
+        ok = inspected && copied && same_blobs(inspected, copied);
+    }
+    json_decref(inspected);
+    json_decref(copied);
+    if (ok)
+        return 0;
+    lz_error_set(err, 0, "the image changed while it was copied: the copy (manifest sha256:%.12s…) "
+                 "is not the image whose manifest was read (sha256:%.12s…)",
+                 copied_hex, key_hex);
+    return lz_error_hint(err, "nothing was prepared; run again when the image source is no longer "
+                              "being changed, and check who can write it");
+}
+
+/* A private OCI layout of the image in rootfs_fd/tmp_name (made fresh),
+ * checked against the catalog key (verify_copy). */
 static int copy_layout(const char *skopeo, const char *source, const char *reference,
-                       int rootfs_fd, const char *tmp_name, const char *tmp_label, lz_error **err)
+                       const lz_spawn_output *raw, const char *key_hex, int rootfs_fd,
+                       const char *tmp_name, const char *tmp_label, lz_error **err)
 {
     lz_best_effort(lz_remove_tree_mapped(rootfs_fd, tmp_name, tmp_label, NULL));
     if (mkdirat(rootfs_fd, tmp_name, 0700) < 0)
@@ -159,6 +331,12 @@ static int copy_layout(const char *skopeo, const char *source, const char *refer
         lz_error_prefix(err, "image '%s'", reference);
         return lz_error_hint(err, "check the reference and, for a registry image, the network");
     }
+    _cleanup_close_ int tmp_fd = openat(rootfs_fd, tmp_name,
+                                        O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (tmp_fd < 0)
+        return lz_error_set(err, errno, "cannot open %s", tmp_label);
+    if (verify_copy(skopeo, source, raw, key_hex, tmp_fd, err) < 0)
+        return lz_error_prefix(err, "image '%s'", reference);
     return 0;
 }
 
@@ -171,7 +349,33 @@ static int copy_layout(const char *skopeo, const char *source, const char *refer
 typedef struct keep_id_unpack {
     const char *umoci, *image_arg, *bundle, *tmp_bundle_rel, *entry;
     int rootfs_fd;
+    lz_idmap user;
 } keep_id_unpack;
+
+#define KEEP_ID_SEAL "lazaret-keep-id"
+
+/* Is the keep-id entry one this code made for this user: sealed (written
+ * last, so a half-made entry fails), with the user's ids, by the host id
+ * the keep-id map gives the sandbox's root (S+uid-1: the unpack ran as that
+ * root)? An entry made any other way (an older Lazaret, a copy of the
+ * developer-owned tree) is not used (attack round i12f, E7). */
+static bool keep_id_entry_ok(int rootfs_fd, const char *entry, const lz_idmap *user)
+{
+    lz_subid_range uids;
+    if (lz_subid_lookup(LZ_SUBID_UID, getuid(), getgid(), &uids, NULL) < 0)
+        return false;
+    uid_t root_host = user->uid == 0 ? getuid() : (uid_t) (uids.start + user->uid - 1);
+    _cleanup_free_ char *rel = lz_xasprintf("%s/" KEEP_ID_SEAL, entry);
+    _cleanup_close_ int fd = openat(rootfs_fd, rel, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != root_host)
+        return false;
+    char buf[64], want[64];
+    ssize_t n = read(fd, buf, sizeof(buf) - 1);
+    int wlen = snprintf(want, sizeof(want), "keep-id 1 uid %u gid %u\n", (unsigned) user->uid,
+                        (unsigned) user->gid);
+    return n == wlen && memcmp(buf, want, (size_t) n) == 0;
+}
 
 static int unpack_keep_id(void *arg, lz_error **err)
 {
@@ -184,6 +388,16 @@ static int unpack_keep_id(void *arg, lz_error **err)
                                   "run as its non-root user (docs/runtime.md \"The agent's "
                                   "user\")",
                              LZ_SUBID_COUNT);
+    /* The entry's seal, written last, by the namespace's root: what
+     * keep_id_entry_ok checks before an entry is used. */
+    _cleanup_free_ char *seal_rel = lz_xasprintf("%s/" KEEP_ID_SEAL, j->tmp_bundle_rel);
+    _cleanup_close_ int seal = openat(j->rootfs_fd, seal_rel,
+                                      O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    char text[64];
+    int len = snprintf(text, sizeof(text), "keep-id 1 uid %u gid %u\n", (unsigned) j->user.uid,
+                       (unsigned) j->user.gid);
+    if (seal < 0 || write(seal, text, (size_t) len) != len)
+        return lz_error_set(err, errno, "cannot seal the unpacked image %s", j->bundle);
     if (fchmodat(j->rootfs_fd, j->tmp_bundle_rel, 0755, 0) < 0)
         return lz_error_set(err, errno, "cannot open the unpacked image %s", j->bundle);
     if (renameat(j->rootfs_fd, j->tmp_bundle_rel, j->rootfs_fd, j->entry) < 0)
@@ -270,7 +484,8 @@ int lz_image_prepare(const lz_path_plan *storage_root, const char *reference,
             progress(LZ_PROGRESS_PHASE, line, userdata);
             free(line);
         }
-        if (copy_layout(skopeo, source, reference, rootfs_fd, tmp_name, tmp_label, err) < 0)
+        if (copy_layout(skopeo, source, reference, &raw, img.digest_hex, rootfs_fd, tmp_name,
+                        tmp_label, err) < 0)
             goto out;
         have_layout = true;
         if (progress)
@@ -318,11 +533,21 @@ int lz_image_prepare(const lz_path_plan *storage_root, const char *reference,
                              (unsigned) img.user.gid);
         free(final_label);
         final_label = lz_xasprintf("%s/%s", rootfs_dir.label, entry);
-        if (fstatat(rootfs_fd, entry, &st, AT_SYMLINK_NOFOLLOW) < 0) {
-            if (errno != ENOENT) {
-                lz_error_set(err, errno, "cannot inspect %s", final_label);
+        bool present = fstatat(rootfs_fd, entry, &st, AT_SYMLINK_NOFOLLOW) == 0;
+        if (!present && errno != ENOENT) {
+            lz_error_set(err, errno, "cannot inspect %s", final_label);
+            goto out;
+        }
+        if (present && !keep_id_entry_ok(rootfs_fd, entry, &img.user)) {
+            /* Not ours: made again (we hold the catalog lock). */
+            if (lz_remove_tree_mapped(rootfs_fd, entry, rootfs_dir.label, err) < 0) {
+                lz_error_prefix(err, "image '%s': the unsealed entry %s cannot be replaced",
+                                reference, final_label);
                 goto out;
             }
+            present = false;
+        }
+        if (!present) {
             if (progress) {
                 char *line = lz_xasprintf("unpacking image %s for its user (uid %u)", reference,
                                           (unsigned) img.user.uid);
@@ -330,14 +555,15 @@ int lz_image_prepare(const lz_path_plan *storage_root, const char *reference,
                 free(line);
             }
             if (!have_layout &&
-                copy_layout(skopeo, source, reference, rootfs_fd, tmp_name, tmp_label, err) < 0)
+                copy_layout(skopeo, source, reference, &raw, img.digest_hex, rootfs_fd, tmp_name,
+                        tmp_label, err) < 0)
                 goto out;
             have_layout = true;
             _cleanup_free_ char *bundle = lz_xasprintf("%s/keep-id", tmp_label);
             _cleanup_free_ char *tmp_bundle_rel = lz_xasprintf("%s/keep-id", tmp_name);
             keep_id_unpack job = { .umoci = umoci, .image_arg = image_arg, .bundle = bundle,
                                    .tmp_bundle_rel = tmp_bundle_rel, .entry = entry,
-                                   .rootfs_fd = rootfs_fd };
+                                   .rootfs_fd = rootfs_fd, .user = img.user };
             if (lz_userns_call(&img.user, unpack_keep_id, &job, err) < 0) {
                 lz_error_prefix(err, "image '%s'", reference);
                 goto out;

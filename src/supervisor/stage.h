@@ -44,6 +44,14 @@ LZ_MUST_CHECK
 int lz_stage_fd(lz_stage *st, int obj_fd, bool readonly, const char *what, char **ret_path,
                 lz_error **err);
 
+/* Mount, at a new staging point, an overlay of the directory lower_fd
+ * (read through, never written) with upper_fd/work_fd (directories of the
+ * generation) as its upper and work directories; nosuid,nodev. *ret_path
+ * receives its path (free it). */
+LZ_MUST_CHECK
+int lz_stage_overlay(lz_stage *st, int lower_fd, int upper_fd, int work_fd, const char *what,
+                     char **ret_path, lz_error **err);
+
 /* Mount a clone of the object obj_fd refers to (as lz_stage_fd: exactly that
  * mount, nosuid,nodev, read-only in the kernel when asked) over dest_fd, an
  * O_PATH descriptor of a directory or regular file of the same type inside

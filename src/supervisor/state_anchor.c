@@ -53,47 +53,31 @@ static int open_in_image(int rootfs, const char *rel)
     return (int) syscall(SYS_openat2, rootfs, rel[0] ? rel : ".", &how, sizeof(how));
 }
 
-/* The lower of persistent directory p: the image's directory, resolved
- * inside the image (RESOLVE_IN_ROOT: an image symlink cannot point outside
- * it). A directory the image lacks is made there first - runsc's gofer
- * would make it as its mount point anyway, owned by root - with the owner
- * of its nearest existing ancestor, as `mkdir -p` by that owner would: a
- * persistent ~/.npm of a non-root agent is the agent's, /opt/tool root's,
- * the same on every start and in every Domain of the image. -1 (errno)
- * when it cannot be had. */
-static int open_or_make_lower(int rootfs, const char *p)
+/* The owner a persistent directory the image lacks gets: that of its
+ * nearest ancestor the image has, as `mkdir -p` by that owner would make
+ * it - a persistent ~/.cache of a non-root agent is the agent's, /opt/tool
+ * root's. Computed, never made: the image tree is shared by every Domain
+ * of the image (attack round i12f, E2; runsc's own mount points go to the
+ * generation's overlay of the root, supervisor.c stage_rootfs). */
+static void nearest_owner(int rootfs, const char *p, uid_t *ret_uid, gid_t *ret_gid)
 {
-    int fd = open_in_image(rootfs, p + 1);
-    if (fd >= 0 || errno != ENOENT)
-        return fd;
-    size_t n = strlen(p);
-    _cleanup_free_ char *prefix = lz_xmalloc(n + 1);
-    int cur = open_in_image(rootfs, "");
-    for (size_t i = 1; cur >= 0 && i <= n; i++) {
-        if (i < n && p[i] != '/')
-            continue;
-        memcpy(prefix, p + 1, i - 1);
-        prefix[i - 1] = '\0';
-        int next = open_in_image(rootfs, prefix);
-        if (next < 0 && errno == ENOENT) {
-            const char *name = strrchr(prefix, '/') ? strrchr(prefix, '/') + 1 : prefix;
-            struct stat pst;
-            if (fstat(cur, &pst) < 0 || (mkdirat(cur, name, 0755) < 0 && errno != EEXIST)) {
-                next = -1;
-            } else {
-                next = openat(cur, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-                if (next >= 0 && fchownat(next, "", pst.st_uid, pst.st_gid, AT_EMPTY_PATH) < 0) {
-                    close(next);
-                    next = -1;
-                }
-            }
+    _cleanup_free_ char *prefix = lz_xstrdup(p + 1);
+    for (;;) {
+        char *slash = strrchr(prefix, '/');
+        if (slash)
+            *slash = '\0';
+        else
+            prefix[0] = '\0';
+        _cleanup_close_ int fd = open_in_image(rootfs, prefix);
+        struct stat st;
+        if (fd >= 0 && fstat(fd, &st) == 0) {
+            *ret_uid = st.st_uid;
+            *ret_gid = st.st_gid;
+            return;
         }
-        int e = errno;
-        close(cur);
-        cur = next;
-        errno = e;
+        if (!prefix[0])
+            return; /* not even the image's root: the caller's default stays */
     }
-    return cur;
 }
 
 int lz_state_anchor_mount(const lz_resolved_config *cfg, const char *rootfs_label,
@@ -124,10 +108,12 @@ int lz_state_anchor_mount(const lz_resolved_config *cfg, const char *rootfs_labe
     for (size_t i = 0; i < cfg->n_persistent_dirs; i++) {
         const char *p = cfg->persistent_dirs[i];
         _cleanup_free_ char *esc = escape_path(p);
-        _cleanup_close_ int lower = open_or_make_lower(rootfs, p);
+        /* The lower: the image's directory, resolved inside the image
+         * (RESOLVE_IN_ROOT: an image symlink cannot point outside it), or
+         * an empty directory when the image has none. */
+        _cleanup_close_ int lower = open_in_image(rootfs, p + 1);
         bool in_image = lower >= 0;
-        if (lower < 0 && (errno == ENOENT || errno == EACCES || errno == EPERM ||
-                          errno == EROFS))
+        if (lower < 0 && errno == ENOENT)
             lower = lz_open_dir_at(gen_fd, "empty", err);
         if (lower < 0)
             return lz_error_set(err, errno, "persistent directory %s: cannot open it in the image",
@@ -151,13 +137,18 @@ int lz_state_anchor_mount(const lz_resolved_config *cfg, const char *rootfs_labe
             own_dir(work, user, "a persistent directory's work directory", err) < 0)
             return -1;
         /* The overlay's root takes the upper's owner: a new upper gets the
-         * image directory's (a non-root user's home stays its own; one the
-         * image lacks was made with its ancestor's owner above), or, when
-         * none could be had, the user the sandbox runs as (docs/runtime.md
-         * "The agent's user"). Later changes are the sandbox's own (a chown
+         * image directory's (a non-root user's home stays its own), or for
+         * one the image lacks its nearest ancestor's (docs/runtime.md "The
+         * agent's user"). Later changes are the sandbox's own (a chown
          * inside lands on the upper). */
-        uid_t ouid = in_image ? lst.st_uid : (user ? user->uid : 0);
-        gid_t ogid = in_image ? lst.st_gid : (user ? user->gid : 0);
+        uid_t ouid = user ? user->uid : 0;
+        gid_t ogid = user ? user->gid : 0;
+        if (in_image) {
+            ouid = lst.st_uid;
+            ogid = lst.st_gid;
+        } else {
+            nearest_owner(rootfs, p, &ouid, &ogid);
+        }
         if (fresh && fchownat(upper, "", ouid, ogid, AT_EMPTY_PATH) < 0)
             return lz_error_set(err, errno, "persistent directory %s: cannot give its state to "
                                 "uid %u", p, (unsigned) ouid);

@@ -543,21 +543,40 @@ static int compose_workspace(sup *s, int ws, int ws_root, lz_error **err)
     return 0;
 }
 
+/* The image's tree, shared by every Domain of the image, through an
+ * overlay of this generation: runsc 2022's gofer creates missing mount
+ * points (/workspace, /run/lazaret/..., persistent directories, volumes)
+ * in the root it is given, and on the shared tree they would appear in
+ * every other Domain of the image - as root's directories where a
+ * non-root agent's persistent ~/.cache should be its own (attack round
+ * i12f, E2). They land in the generation's root-upper/ instead and go
+ * with it. The sandbox itself writes to runsc's in-memory overlay only
+ * (--overlay2=root:memory). */
+static char *stage_rootfs(sup *s, lz_stage *st, staged_layout *l, lz_error **err)
+{
+    size_t missing = 0;
+    _cleanup_close_ int lower = lz_walk_nofollow(s->sc->image->rootfs_label, &missing, err);
+    if (lower >= 0 && missing)
+        lz_error_set(err, ENOENT, "the prepared image %s is missing", s->sc->image->rootfs_label);
+    if (lower < 0 || missing)
+        return NULL;
+    if (lz_mkdir_at(s->gen_fd, "root-upper", 0755, err) < 0 ||
+        lz_mkdir_at(s->gen_fd, "root-work", 0700, err) < 0)
+        return NULL;
+    _cleanup_close_ int upper = lz_open_dir_at(s->gen_fd, "root-upper", err);
+    _cleanup_close_ int work = upper >= 0 ? lz_open_dir_at(s->gen_fd, "root-work", err) : -1;
+    char *path = NULL;
+    if (work < 0 ||
+        lz_stage_overlay(st, lower, upper, work, s->sc->image->rootfs_label, &path, err) < 0)
+        return NULL;
+    return keep(l, path);
+}
+
 static int stage_layout(sup *s, lz_stage *st, staged_layout *l, lz_error **err)
 {
     const lz_resolved_config *cfg = s->sc->cfg;
-    /* The image, shared by every Domain. Not read-only in the kernel:
-     * runsc 2022's gofer creates missing mount points (/workspace,
-     * /run/lazaret/...) in the root it is given; the sandbox itself writes
-     * to runsc's in-memory overlay only (--overlay2=root:memory). */
-    size_t missing = 0;
-    int fd = lz_walk_nofollow(s->sc->image->rootfs_label, &missing, err);
-    if (fd >= 0 && missing) {
-        close(fd);
-        return lz_error_set(err, ENOENT, "the prepared image %s is missing",
-                            s->sc->image->rootfs_label);
-    }
-    if (!(l->rootfs = stage(st, l, fd, false, s->sc->image->rootfs_label, err)))
+    int fd;
+    if (!(l->rootfs = stage_rootfs(s, st, l, err)))
         return -1;
 
     _cleanup_close_ int ws = lz_plan_open(&cfg->workspace, O_PATH | O_DIRECTORY, true, err);

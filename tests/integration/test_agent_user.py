@@ -13,6 +13,7 @@ image (User unset: root) in the same workspace is the control: there the
 developer's files are root's and commands run as uid 0.
 """
 
+import json
 import os
 import subprocess
 
@@ -31,7 +32,6 @@ mkdir -p build && echo out > build/out && stat -c '%u' build/out
 
 
 def _domain_root(lz, profile, ws):
-    import json
     p = ok(lz.run(["state", "inspect", "--json", "--profile", profile, "--workspace", str(ws)]))
     return json.loads(p.stdout)
 
@@ -67,6 +67,7 @@ def test_commands_run_as_the_images_user_with_the_developers_files(rig, test_ima
     assert out == ["kept", "1000"], out
     v = lz.run(["state", "verify", "--profile", "ag", "--workspace", str(ws)])
     assert v.returncode == 0, v.stdout + v.stderr
+    assert _domain_root(lz, "ag", ws)["sandbox_user"] == {"uid": 1000, "gid": 1000}
 
     # Control: the root image in the same workspace - uid 0, and the
     # developer's file is root's there.
