@@ -101,15 +101,19 @@ lz_error *lz_error_take(lz_error **err)
     return e;
 }
 
-/* s with every control byte but the line feed written as \xNN: an error
- * may carry bytes someone else chose (a tool's output, a file name), and
- * none of them may act on the user's terminal. Untrusted text is made
- * printable where it enters a message (lz_text_printable); this is the
- * last line of defence. */
+/* s with every control byte written as \xNN: an error may carry bytes
+ * someone else chose (a tool's output, a file name), and none of them may
+ * act on the user's terminal or start a line of its own. A line feed stays
+ * only before four spaces, the indented continuation lines of a message
+ * that lists things (state's candidates): a line that could pass for
+ * "lazaret: ..." or "  fix: ..." cannot be made (attack round i12g).
+ * Untrusted text is made printable where it enters a message
+ * (lz_text_printable); this is the last line of defence. */
 static void put_text(const char *s, FILE *out)
 {
     for (const unsigned char *p = (const unsigned char *) s; *p; p++) {
-        if ((*p < 0x20 && *p != '\n') || *p == 0x7f)
+        bool continuation = *p == '\n' && strncmp((const char *) p + 1, "    ", 4) == 0;
+        if ((*p < 0x20 && !continuation) || *p == 0x7f)
             fprintf(out, "\\x%02x", *p);
         else
             fputc(*p, out);

@@ -184,26 +184,6 @@ static int read_layout_file(int dir_fd, const char *rel, size_t max, char **ret,
     return 0;
 }
 
-/* Do manifests a and b name the same configuration and layers, in order?
- * (A Docker schema 2 manifest copied into an OCI layout is rewritten as
- * an OCI manifest; its blobs and their digests stay.) */
-static bool same_blobs(json_t *a, json_t *b)
-{
-    const char *ca = json_string_value(json_object_get(json_object_get(a, "config"), "digest"));
-    const char *cb = json_string_value(json_object_get(json_object_get(b, "config"), "digest"));
-    json_t *la = json_object_get(a, "layers"), *lb = json_object_get(b, "layers");
-    if (!ca || !cb || strcmp(ca, cb) != 0 || !json_is_array(la) || !json_is_array(lb) ||
-        json_array_size(la) != json_array_size(lb))
-        return false;
-    for (size_t i = 0; i < json_array_size(la); i++) {
-        const char *da = json_string_value(json_object_get(json_array_get(la, i), "digest"));
-        const char *db = json_string_value(json_object_get(json_array_get(lb, i), "digest"));
-        if (!da || !db || strcmp(da, db) != 0)
-            return false;
-    }
-    return true;
-}
-
 /* "docker://host/name:tag" or "docker://name@sha256:…" -> "docker://host/name". */
 static char *docker_repository(const char *source)
 {
@@ -222,17 +202,21 @@ static char *docker_repository(const char *source)
 
 /* The catalog key is the digest of the manifest `skopeo inspect --raw`
  * returned, but the tree comes from a separate `skopeo copy`: a source that
- * answers the two differently (a layout being rewritten, a registry that
- * lies) would put one image's files under another's key, for every Domain
- * of that image (attack round i12f, E4). So the copy must be the image the
- * key names: its manifest (hashed here, from the private layout) is the
- * inspected one; or a child of the inspected index; or, when skopeo
- * rewrote a Docker manifest as OCI, it names the same blobs as the
- * inspected manifest (or as a child of a Docker list, whose bytes are read
- * by digest and hashed here). The blobs themselves are content-addressed
- * and umoci checks each against its digest as it unpacks. */
-static int verify_copy(const char *skopeo, const char *source, const lz_spawn_output *raw,
-                       const char *key_hex, int tmp_fd, lz_error **err)
+ * answers the two differently (a layout being rewritten, a sandbox
+ * rewriting a layout kept in its workspace) would put one image's files
+ * under another's key, for every Domain of that image (attack round i12f,
+ * E4). So the copy must be the image the key names, byte for byte: its
+ * manifest (hashed here, from the private layout) is the inspected one, or
+ * a child the inspected index names by digest. Nothing weaker: comparing
+ * what two manifests say (their blobs) was fooled by a manifest whose keys
+ * jansson reads one way and skopeo's and umoci's Go decoders, which match
+ * keys regardless of case, another (round i12g, E4f). A registry image is
+ * copied by the inspected digest (copy_source), which skopeo verifies
+ * itself; only there may the copy differ from it, when skopeo rewrote a
+ * Docker manifest as OCI. The blobs are content-addressed and umoci
+ * checks each against its digest as it unpacks. */
+static int verify_copy(const char *source, const lz_spawn_output *raw, const char *key_hex,
+                       int tmp_fd, lz_error **err)
 {
     _cleanup_free_ char *index = NULL, *mblob = NULL;
     size_t index_len = 0, mlen = 0;
@@ -240,17 +224,19 @@ static int verify_copy(const char *skopeo, const char *source, const lz_spawn_ou
         return -1;
     json_t *ij = json_loadb(index, index_len, JSON_REJECT_DUPLICATES, NULL);
     const char *mdigest = NULL;
-    size_t i;
+    size_t i, tagged = 0;
     json_t *e;
     json_array_foreach(json_object_get(ij, "manifests"), i, e) {
         const char *ref = json_string_value(json_object_get(
             json_object_get(e, "annotations"), "org.opencontainers.image.ref.name"));
-        if (ref && strcmp(ref, "image") == 0)
+        if (ref && strcmp(ref, "image") == 0) {
             mdigest = json_string_value(json_object_get(e, "digest"));
+            tagged++;
+        }
     }
     char copied_hex[65] = "";
-    if (mdigest && strncmp(mdigest, "sha256:", 7) == 0 && strlen(mdigest) == 71 &&
-        strspn(mdigest + 7, "0123456789abcdef") == 64) {
+    if (tagged == 1 && mdigest && strncmp(mdigest, "sha256:", 7) == 0 &&
+        strlen(mdigest) == 71 && strspn(mdigest + 7, "0123456789abcdef") == 64) {
         _cleanup_free_ char *rel = lz_xasprintf("layout/blobs/sha256/%s", mdigest + 7);
         if (read_layout_file(tmp_fd, rel, 4 << 20, &mblob, &mlen, err) < 0) {
             json_decref(ij);
@@ -260,52 +246,19 @@ static int verify_copy(const char *skopeo, const char *source, const lz_spawn_ou
     }
     json_decref(ij);
     if (!copied_hex[0])
-        return lz_error_set(err, 0, "the copied image has no manifest tagged as copied");
+        return lz_error_set(err, 0, "the copied image does not have exactly one manifest tagged "
+                                    "as copied");
     if (strcmp(copied_hex, key_hex) == 0)
         return 0;
-
-    json_t *inspected = json_loadb(raw->data, raw->len, 0, NULL);
-    json_t *copied = json_loadb(mblob, mlen, 0, NULL);
+    bool ok = strncmp(source, "docker://", 9) == 0;
+    json_t *inspected = json_loadb(raw->data, raw->len, JSON_REJECT_DUPLICATES, NULL);
     char want[72];
     snprintf(want, sizeof(want), "sha256:%s", copied_hex);
-    bool ok = false;
-    json_t *children = json_object_get(inspected, "manifests");
-    if (json_is_array(children)) {
-        json_array_foreach(children, i, e) {
-            const char *d = json_string_value(json_object_get(e, "digest"));
-            ok |= d && strcmp(d, want) == 0;
-        }
-        /* A Docker list whose chosen child skopeo rewrote: read the
-         * children by digest (at most 64, hashed here: the registry cannot
-         * substitute one) until one names the copy's blobs. */
-        if (!ok && strncmp(source, "docker://", 9) == 0) {
-            _cleanup_free_ char *repo = docker_repository(source);
-            json_array_foreach(children, i, e) {
-                const char *d = json_string_value(json_object_get(e, "digest"));
-                if (ok || i >= 64 || !d || strncmp(d, "sha256:", 7) != 0 || strlen(d) != 71)
-                    continue;
-                _cleanup_free_ char *ref = lz_xasprintf("%s@%s", repo, d);
-                char *const argv[] = { (char *) "skopeo", (char *) "inspect", (char *) "--raw",
-                                       ref, NULL };
-                lz_spawn_output child = { 0 };
-                if (run_tool(skopeo, argv, 300000, &child, "cannot read the image manifest",
-                             NULL) == 0) {
-                    char hex[65];
-                    sha256_hex(child.data, child.len, hex);
-                    json_t *cj = strcmp(hex, d + 7) == 0
-                                     ? json_loadb(child.data, child.len, 0, NULL)
-                                     : NULL;
-                    ok = cj && same_blobs(cj, copied);
-                    json_decref(cj);
-                }
-                lz_spawn_output_free(&child);
-            }
-        }
-    } else {
-        ok = inspected && copied && same_blobs(inspected, copied);
+    json_array_foreach(json_object_get(inspected, "manifests"), i, e) {
+        const char *d = json_string_value(json_object_get(e, "digest"));
+        ok |= d && strcmp(d, want) == 0;
     }
     json_decref(inspected);
-    json_decref(copied);
     if (ok)
         return 0;
     lz_error_set(err, 0, "the image changed while it was copied: the copy (manifest sha256:%.12s…) "
@@ -313,6 +266,17 @@ static int verify_copy(const char *skopeo, const char *source, const lz_spawn_ou
                  copied_hex, key_hex);
     return lz_error_hint(err, "nothing was prepared; run again when the image source is no longer "
                               "being changed, and check who can write it");
+}
+
+/* What skopeo copies: a registry image by the digest of the manifest that
+ * was read (skopeo checks the manifest it fetches against it), any other
+ * source as it is (verify_copy compares the bytes). */
+static char *copy_source(const char *source, const char *key_hex)
+{
+    if (strncmp(source, "docker://", 9) != 0)
+        return lz_xstrdup(source);
+    _cleanup_free_ char *repo = docker_repository(source);
+    return lz_xasprintf("%s@sha256:%s", repo, key_hex);
 }
 
 /* A private OCI layout of the image in rootfs_fd/tmp_name (made fresh),
@@ -325,8 +289,9 @@ static int copy_layout(const char *skopeo, const char *source, const char *refer
     if (mkdirat(rootfs_fd, tmp_name, 0700) < 0)
         return lz_error_set(err, errno, "cannot create %s", tmp_label);
     _cleanup_free_ char *layout = lz_xasprintf("oci:%s/layout:image", tmp_label);
-    char *const copy_argv[] = { (char *) "skopeo", (char *) "copy", (char *) "--quiet",
-                                (char *) source, layout, NULL };
+    _cleanup_free_ char *from = copy_source(source, key_hex);
+    char *const copy_argv[] = { (char *) "skopeo", (char *) "copy", (char *) "--quiet", from,
+                                layout, NULL };
     if (run_tool(skopeo, copy_argv, -1, NULL, "cannot copy the image", err) < 0) {
         lz_error_prefix(err, "image '%s'", reference);
         return lz_error_hint(err, "check the reference and, for a registry image, the network");
@@ -335,7 +300,7 @@ static int copy_layout(const char *skopeo, const char *source, const char *refer
                                         O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (tmp_fd < 0)
         return lz_error_set(err, errno, "cannot open %s", tmp_label);
-    if (verify_copy(skopeo, source, raw, key_hex, tmp_fd, err) < 0)
+    if (verify_copy(source, raw, key_hex, tmp_fd, err) < 0)
         return lz_error_prefix(err, "image '%s'", reference);
     return 0;
 }

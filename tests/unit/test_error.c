@@ -249,6 +249,23 @@ static int outer(lz_error **err)
     return 0;
 }
 
+/* Bytes someone else chose (a file name, a tool's output) never act on the
+ * terminal and never start a line that could pass for Lazaret's own; only
+ * the indented continuation lines of a list keep their line feed. */
+static void test_report_escapes_control_bytes(void **state)
+{
+    (void) state;
+    lz_error *err = NULL;
+    lz_error_set(&err, 0, "cannot remove a\x1b[2K\rb\nlazaret: forged\n  fix: forged\n    x\x7f");
+    lz_error_hint(&err, "h\x1b]0;t\x07\n");
+    char *text = report_text(err);
+    assert_string_equal(text, "lazaret: error: cannot remove a\\x1b[2K\\x0db\\x0alazaret: "
+                              "forged\\x0a  fix: forged\n    x\\x7f\n"
+                              "  fix: h\\x1b]0;t\\x07\\x0a\n");
+    free(text);
+    lz_error_free(err);
+}
+
 static void test_propagation(void **state)
 {
     (void) state;
@@ -400,6 +417,7 @@ int main(void)
 {
     static const struct CMUnitTest fixed[] = {
         cmocka_unit_test(test_set),
+        cmocka_unit_test(test_report_escapes_control_bytes),
         cmocka_unit_test(test_setv),
         cmocka_unit_test(test_first_error_wins),
         cmocka_unit_test(test_null_err_pointer),
