@@ -187,19 +187,21 @@ static void check_runsc(doctor *d)
 
     /* Capability decisions. An unknown date is treated as old: the fallbacks
      * work with every release, the newer paths do not. */
+    /* Always runsc's own network stack: host networking of releases before
+     * 2023-02-14 breaks blocking socket I/O and one recvmsg panics the
+     * sandbox (docs/network.md "runsc's network stack"). */
     if (date >= RUNSC_NETSTACK_OK_FROM)
         report(d, ST_OK, "network mode", NULL, NULL,
-               "release %s supports --network=sandbox: Lazaret uses runsc's own network stack "
-               "inside a dedicated sandbox network namespace",
+               "release %s: Lazaret uses runsc's own network stack (--network=sandbox) inside a "
+               "dedicated sandbox network namespace behind its router",
                when);
     else
-        report(d, ST_WARN, "network mode",
-               "releases before 2023 fail with --network=sandbox on current kernels (\"cannot run "
-               "with network enabled in root network namespace\"); the namespace still reaches "
-               "nothing but Lazaret's router, which enforces the network policy either way",
-               NULL,
-               "release %s predates 2023: Lazaret uses --network=host inside a dedicated sandbox "
-               "network namespace",
+        report(d, ST_OK, "network mode", NULL, NULL,
+               "release %s: Lazaret uses runsc's own network stack (--network=sandbox) inside a "
+               "dedicated sandbox network namespace behind its router; this release refuses it "
+               "in a namespace where /proc/sys/net/core/rmem_default is visible, so the Runtime "
+               "Supervisor covers /proc/sys/net in its own mount namespace (never host "
+               "networking: its socket bugs break blocking reads and can end the sandbox)",
                when);
     if (date >= RUNSC_STATX_OK_FROM)
         report(d, ST_OK, "statx", NULL, NULL,

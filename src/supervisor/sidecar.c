@@ -5,7 +5,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libmnl/libmnl.h>
+#include <linux/ethtool.h>
 #include <linux/if_link.h>
+#include <linux/sockios.h>
 #include <linux/rtnetlink.h>
 #include <linux/veth.h>
 #include <net/if.h>
@@ -16,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -354,6 +357,32 @@ static int in_netns(const char *netns, bool create, ns_fn fn, void *arg, lz_erro
         return -1;                                                                      \
     } while (0)
 
+/* Segmentation and receive offloads off on one end of the sandbox's veth.
+ * gVisor's netstack reads the sandbox's interface frame by frame, with
+ * buffers sized for its MTU: a TCP segment the kernel merged (GRO) or left
+ * unsegmented (TSO/GSO of the router's own connections, the --publish
+ * forwarder's) would arrive larger than that and be lost. With the
+ * offloads off the kernel segments before the veth. (The download stall
+ * first blamed on this was slirp's MTU: see lz_network_setup.) */
+static int no_offloads(const char *ifname)
+{
+    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -1;
+    static const uint32_t cmds[] = { ETHTOOL_SGRO, ETHTOOL_STSO, ETHTOOL_SGSO };
+    int r = 0;
+    for (size_t i = 0; i < LZ_ARRAY_SIZE(cmds); i++) {
+        struct ethtool_value v = { .cmd = cmds[i], .data = 0 };
+        struct ifreq ifr = { 0 };
+        snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", ifname);
+        ifr.ifr_data = (char *) &v;
+        if (ioctl(fd, SIOCETHTOOL, &ifr) < 0 && errno != EOPNOTSUPP)
+            r = -1;
+    }
+    close(fd);
+    return r;
+}
+
 typedef struct router_args {
     const char *sandbox_netns;
 } router_args;
@@ -376,6 +405,8 @@ static int router_links(void *arg, char *why, size_t why_len)
         FAIL("find interfaces");
     if (link_up(&n, lo) < 0 || addr_add(&n, r, ROUTER_ADDR, LINK_PREFIX) < 0 || link_up(&n, r) < 0)
         FAIL("configure " ROUTER_IF);
+    if (no_offloads(ROUTER_IF) < 0)
+        FAIL("turn the offloads of " ROUTER_IF " off");
     if (veth_create(&n, DENY_IF, DENY_PEER, -1) < 0)
         FAIL("create " DENY_IF);
     unsigned d = if_nametoindex(DENY_IF), dp = if_nametoindex(DENY_PEER);
@@ -403,6 +434,8 @@ static int sandbox_links(void *arg, char *why, size_t why_len)
         FAIL("find interfaces");
     if (link_up(&n, lo) < 0 || addr_add(&n, s, SANDBOX_ADDR, LINK_PREFIX) < 0 || link_up(&n, s) < 0)
         FAIL("configure " SANDBOX_IF);
+    if (no_offloads(SANDBOX_IF) < 0)
+        FAIL("turn the offloads of " SANDBOX_IF " off");
     uint8_t any[4] = { 0, 0, 0, 0 };
     if (route_set(&n, RTM_NEWROUTE, RTN_UNICAST, any, 0, ROUTER_ADDR, s) < 0)
         FAIL("add the default route");
@@ -456,7 +489,12 @@ static int router_policy(void *arg, char *why, size_t why_len)
  * through slirp: the never-routed ranges (lz_ipv4_never_routed: loopback,
  * 0.0.0.0/8, Lazaret's own links, multicast, reserved) and the host_local
  * set (the host's own addresses, lz_network_watch adds new ones) are
- * rejected, also inside an allowed prefix such as 0.0.0.0/0. */
+ * rejected, also inside an allowed prefix such as 0.0.0.0/0. A UDP
+ * datagram is rejected as port unreachable, not administratively
+ * prohibited: gVisor's netstack turns only the former into an error on the
+ * sender's socket (ECONNREFUSED), so a denied DNS query fails at once
+ * instead of after the client's timeout (docs/network.md "runsc's network
+ * stack"). */
 static const char ruleset_head[] =
     "table ip lazaret {\n"
     "  chain prerouting {\n"
@@ -471,12 +509,15 @@ static const char ruleset_tail[] =
     "    iifname \"" SLIRP_IF "\" oifname \"" ROUTER_IF "\" ct state established,related accept\n"
     "    iifname \"" ROUTER_IF "\" ip daddr " SLIRP_DNS " meta l4proto { tcp, udp } th dport 53 accept\n"
     "    iifname \"" ROUTER_IF "\" ip daddr @never_routed meta l4proto tcp reject with tcp reset\n"
-    "    iifname \"" ROUTER_IF "\" ip daddr @never_routed reject with icmp type admin-prohibited\n"
+    "    iifname \"" ROUTER_IF "\" ip daddr @never_routed meta l4proto udp reject with icmp type port-unreachable\n"
+"    iifname \"" ROUTER_IF "\" ip daddr @never_routed reject with icmp type admin-prohibited\n"
     "    iifname \"" ROUTER_IF "\" ip daddr @host_local meta l4proto tcp reject with tcp reset\n"
-    "    iifname \"" ROUTER_IF "\" ip daddr @host_local reject with icmp type admin-prohibited\n"
+    "    iifname \"" ROUTER_IF "\" ip daddr @host_local meta l4proto udp reject with icmp type port-unreachable\n"
+"    iifname \"" ROUTER_IF "\" ip daddr @host_local reject with icmp type admin-prohibited\n"
     "    iifname \"" ROUTER_IF "\" oifname \"" SLIRP_IF "\" accept\n"
     "    iifname \"" ROUTER_IF "\" meta l4proto tcp reject with tcp reset\n"
-    "    iifname \"" ROUTER_IF "\" reject with icmp type admin-prohibited\n"
+    "    iifname \"" ROUTER_IF "\" meta l4proto udp reject with icmp type port-unreachable\n"
+"    iifname \"" ROUTER_IF "\" reject with icmp type admin-prohibited\n"
     "  }\n"
     "  chain input {\n"
     "    type filter hook input priority filter; policy drop;\n"
@@ -488,7 +529,8 @@ static const char ruleset_tail[] =
      * and rejected below. */
     "    iifname \"" ROUTER_IF "\" ip saddr " SANDBOX_ADDR " ct direction reply accept\n"
     "    iifname \"" ROUTER_IF "\" meta l4proto tcp reject with tcp reset\n"
-    "    iifname \"" ROUTER_IF "\" reject with icmp type admin-prohibited\n"
+    "    iifname \"" ROUTER_IF "\" meta l4proto udp reject with icmp type port-unreachable\n"
+"    iifname \"" ROUTER_IF "\" reject with icmp type admin-prohibited\n"
     "  }\n"
     /* What the router itself sends: only to the sandbox's address (the
      * forwarder's connections, and the resets and ICMP errors of the
@@ -785,9 +827,15 @@ int lz_network_setup(const lz_resolved_config *cfg, const char *gen_dir, int gen
         goto fail;
     }
     {
-        /* The ready pipe's write end as fd 3, stdio on /dev/null. */
+        /* The ready pipe's write end as fd 3, stdio on /dev/null. MTU 1500,
+         * the sandbox veth's: with a larger tap MTU slirp sends TCP
+         * segments of up to 64 KiB without DF, the router fragments them,
+         * and gVisor 2022's netstack reassembles them so badly that a
+         * download stalls after a few hundred KiB (measured with tcpdump on
+         * the router: 22 fragments per segment; with 1500, 1 MB in 76 ms,
+         * as fast as host networking). */
         char *const argv[] = { (char *) "slirp4netns", (char *) "--configure",
-                               (char *) "--mtu=65520", (char *) "--disable-host-loopback",
+                               (char *) "--mtu=1500", (char *) "--disable-host-loopback",
                                (char *) "--cidr=" SLIRP_CIDR, (char *) "--enable-sandbox",
                                (char *) "--enable-seccomp", (char *) "--ready-fd=3",
                                (char *) "--netns-type=path", net.router_netns,

@@ -63,6 +63,7 @@ typedef struct sup {
     bool stopped;               /* SUP_STOP done: the loop ends */
     bool statx_fix;             /* preload the statx shim into sessions */
     lz_network net;             /* the Network Sidecar */
+    bool cover_proc_sys_net;    /* this runsc needs cover_proc_sys_net() */
     lz_state_anchor anchor;     /* the persistent overlays */
     exec_slot execs[MAX_EXECS];
     /* The sandbox process (runsc-sandbox: the gVisor kernel), as runsc
@@ -695,6 +696,27 @@ static int write_config(sup *s, lz_error **err)
     return 0;
 }
 
+/* runsc releases before 2023 refuse --network=sandbox ("cannot run with
+ * network enabled in root network namespace") whenever
+ * /proc/sys/net/core/rmem_default is accessible from a thread that joined
+ * the sandbox's network namespace (its isRootNS() check, in
+ * release-20221219.0); current kernels show that file in every network
+ * namespace. A tmpfs over /proc/sys/net in this process's own mount
+ * namespace, where runsc runs, hides it - after the Network Sidecar's
+ * sysctl writes, which it would hide too (docs/platform.md "runsc's
+ * netstack in a rootless namespace"). Nothing of the host changes: the
+ * mount namespace is the supervisor's and ends with it. */
+static int cover_proc_sys_net(lz_error **err)
+{
+    if (mount("tmpfs", "/proc/sys/net", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+              "size=4k,mode=0555") < 0) {
+        lz_error_set(err, errno, "cannot prepare runsc's network stack: mounting a tmpfs over "
+                     "/proc/sys/net in the supervisor's mount namespace failed");
+        return lz_error_hint(err, "run 'lazaret doctor'; a runsc from 2023 on does not need it");
+    }
+    return 0;
+}
+
 static int do_start(sup *s, lz_error **err)
 {
     if (lz_mkdir_at(s->gen_fd, "runsc", 0700, err) < 0)
@@ -705,6 +727,8 @@ static int do_start(sup *s, lz_error **err)
     if (lz_state_anchor_mount(s->sc->cfg, s->sc->image->rootfs_label, &s->sc->image->user,
                               s->gen_fd, s->sc->generation_dir, &s->anchor, err) < 0 ||
         write_config(s, err) < 0)
+        return -1;
+    if (s->cover_proc_sys_net && cover_proc_sys_net(err) < 0)
         return -1;
     _cleanup_free_ char *bundle = join(s->sc->generation_dir, "bundle");
     _cleanup_free_ char *pidfile = join(s->sc->generation_dir, "sandbox.pid");
@@ -1231,16 +1255,19 @@ static int supervisor_main(spawn_ctx *c)
     }
     /* runsc global flags. */
     char *root = join(c->sc->generation_dir, "runsc");
-    s.runsc_globals = lz_xcalloc(8, sizeof(char *));
+    s.runsc_globals = lz_xcalloc(12, sizeof(char *));
     s.runsc_globals[s.n_globals++] = lz_xasprintf("--root=%s", root);
     free(root);
     /* Rootless runsc cannot configure cgroups unless the user's cgroup is
      * delegated and writable (docs/platform.md "runsc as an unprivileged user"): detect, don't assume. */
     if (access("/sys/fs/cgroup", W_OK) != 0)
         s.runsc_globals[s.n_globals++] = lz_xstrdup("--ignore-cgroups");
-    /* runsc's own network stack where this runsc can run it in a non-root
-     * namespace; otherwise host networking — the "host" being the dedicated
-     * sandbox namespace behind the Network Sidecar (docs/platform.md "runsc releases", docs/network.md). */
+    /* runsc's own network stack (gVisor's netstack), always: runsc 2022's
+     * host networking breaks blocking socket I/O and a recvmsg with an
+     * address buffer panics the whole sandbox (docs/network.md "runsc's
+     * network stack"). Releases before 2023 refuse it in any but a "non-root"
+     * network namespace, which they recognise by a check this supervisor
+     * satisfies (cover_proc_sys_net). */
     {
         lz_spawn_output out = { 0 };
         char *const argv[] = { (char *) "runsc", (char *) "--version", NULL };
@@ -1249,7 +1276,8 @@ static int supervisor_main(spawn_ctx *c)
             date = lz_runsc_release_date(out.data);
         lz_spawn_output_free(&out);
         s.runsc_globals[s.n_globals++] =
-            lz_xstrdup(date >= LZ_RUNSC_NETSTACK_OK_FROM ? "--network=sandbox" : "--network=host");
+            lz_xstrdup("--network=sandbox");
+        s.cover_proc_sys_net = date < LZ_RUNSC_NETSTACK_OK_FROM;
     }
     /* The image is shared read-only by every Domain: the sandbox writes to
      * an in-sandbox overlay of the root only, discarded with the sandbox.

@@ -14,7 +14,7 @@
 #                   /home/agent, also in group "crew" 1500) as its User,
 #                   for the keep-id tests (docs/runtime.md "The agent's user").
 #   CACHE/debian    OCI layout, tag "bookworm": debootstrap --variant=minbase
-#                   --include=git,ca-certificates bookworm (needs the Debian
+#                   --include=git,ca-certificates,python3 bookworm (needs the Debian
 #                   mirror, $LAZARET_DEBIAN_MIRROR, default deb.debian.org;
 #                   about 1-2 minutes). Only the layout is kept.
 #
@@ -33,7 +33,7 @@ PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 export PATH
 IMAGE_PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 RECIPE_BUSYBOX="busybox recipe 2"
-RECIPE_DEBIAN="debian recipe 1"
+RECIPE_DEBIAN="debian recipe 2"
 RECIPE_AGENT="agent recipe 1"
 
 # The applets the tests (and a human poking around) use.
@@ -156,7 +156,7 @@ populate_debian() {
     r=$1
     command -v debootstrap >/dev/null 2>&1 || die "debootstrap is missing: apt-get install debootstrap"
     say "debootstrap bookworm minbase from $MIRROR (about 1-2 minutes)"
-    if ! debootstrap --variant=minbase --include=git,ca-certificates bookworm "$r" "$MIRROR" \
+    if ! debootstrap --variant=minbase --include=git,ca-certificates,python3 bookworm "$r" "$MIRROR" \
         >"$WORK/debootstrap.log" 2>&1; then
         tail -n 20 "$WORK/debootstrap.log" >&2
         die "debootstrap failed (log above); is $MIRROR reachable?"

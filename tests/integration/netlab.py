@@ -54,6 +54,7 @@ TCP_PORT = 7070
 UDP_PORT = 7071
 SOURCE_PORT = 7072
 SINK_PORT = 7073
+HTTP_PORT = 7074
 
 STATE_DIR = Path("/run/lazaret-tests")
 
@@ -62,7 +63,8 @@ STATE_DIR = Path("/run/lazaret-tests")
 # "lzecho tcp ADDR:PORT LINE", closes), dns (UDP: A queries answered from
 # extra {name: addr}, "*" for any other name, other types get an empty
 # answer), source (TCP: sends extra bytes, then closes), sink (TCP: reads
-# to the end, answers "lzsink BYTES"). Logs "KIND
+# to the end, answers "lzsink BYTES"), http (TCP: reads a request's headers,
+# answers HTTP/1.0 200 with extra bytes of body after a second's delay). Logs "KIND
 # ADDR:PORT PEER [DETAIL]" per connection or query; prints "READY [[kind,
 # addr, port], ...]" once everything is bound (port 0 is resolved). Ends
 # after lifetime seconds or when its stdin closes.
@@ -78,7 +80,7 @@ sel = selectors.DefaultSelector()
 bound = []
 for kind, addr, port, extra in cfg["listen"]:
     fam = socket.AF_INET6 if ":" in addr else socket.AF_INET
-    typ = socket.SOCK_STREAM if kind in ("tcp", "source", "sink") else socket.SOCK_DGRAM
+    typ = socket.SOCK_STREAM if kind in ("tcp", "source", "sink", "http") else socket.SOCK_DGRAM
     s = socket.socket(fam, typ)
     s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     s.bind((addr, port))
@@ -131,6 +133,26 @@ def source(c, where, peer, n):
         pass
     c.close()
 
+def http(c, where, peer, n):
+    c.settimeout(5)
+    data = b""
+    try:
+        while b"\r\n\r\n" not in data and len(data) < 65536:
+            chunk = c.recv(4096)
+            if not chunk:
+                break
+            data += chunk
+        time.sleep(1)  # the client's blocking read must wait
+        c.sendall(b"HTTP/1.0 200 OK\r\nContent-Length: %d\r\n\r\n" % n)
+        buf = b"\0" * 65536
+        left = n
+        while left > 0:
+            left -= c.send(buf[:min(left, len(buf))])
+        log("http", where, peer, n)
+    except OSError as e:
+        log("http", where, peer, "error", e)
+    c.close()
+
 def dns_answer(q, names):
     if len(q) < 12:
         return None
@@ -163,7 +185,7 @@ while time.monotonic() < deadline:
         kind, addr, port, extra = key.data
         s = key.fileobj
         where = "%s:%d" % (addr, port)
-        if kind in ("tcp", "source", "sink"):
+        if kind in ("tcp", "source", "sink", "http"):
             try:
                 c, peer = s.accept()
             except OSError:
@@ -174,6 +196,8 @@ while time.monotonic() < deadline:
                 threading.Thread(target=tcp_echo, args=(c, where, peer), daemon=True).start()
             elif kind == "sink":
                 threading.Thread(target=sink, args=(c, where, peer), daemon=True).start()
+            elif kind == "http":
+                threading.Thread(target=http, args=(c, where, peer, extra), daemon=True).start()
             else:
                 threading.Thread(target=source, args=(c, where, peer, extra), daemon=True).start()
             continue

@@ -69,11 +69,9 @@ def test_runsc_decisions_follow_the_installed_release(lz):
     iso = f"{date // 10000:04d}-{date // 100 % 100:02d}-{date % 100:02d}"
     assert f"(release {iso})" in checks["runsc"]["detail"]
     net, statx = checks["network mode"], checks["statx"]
-    if date < 20230101:
-        assert net["status"] == "warn" and "--network=host inside a dedicated" in net["detail"]
-        assert "root network namespace" in net["note"]
-    else:
-        assert net["status"] == "ok" and "--network=sandbox" in net["detail"]
+    # Always runsc's own network stack; an old release needs the cover.
+    assert net["status"] == "ok" and "(--network=sandbox)" in net["detail"]
+    assert ("covers /proc/sys/net" in net["detail"]) == (date < 20230101), net
     if date < 20230601:
         assert statx["status"] == "warn" and "AT_NO_AUTOMOUNT" in statx["detail"]
         assert "injects" in statx["detail"]
@@ -81,19 +79,19 @@ def test_runsc_decisions_follow_the_installed_release(lz):
         assert statx["status"] == "ok"
 
 
-@pytest.mark.parametrize("version,net,statx", [
-    ("runsc version 0.0~20221219.0", "warn", "warn"),
-    ("runsc version release-20230320.0", "ok", "warn"),
-    ("runsc version release-20240101.0", "ok", "ok"),
+@pytest.mark.parametrize("version,cover,statx", [
+    ("runsc version 0.0~20221219.0", True, "warn"),
+    ("runsc version release-20230320.0", False, "warn"),
+    ("runsc version release-20240101.0", False, "ok"),
 ])
-def test_runsc_version_parsing(lz, version, net, statx):
+def test_runsc_version_parsing(lz, version, cover, statx):
     env = fake_runsc(lz, f"echo '{version}'\necho 'spec: 1.1.0'\n")
     p, checks = doctor(lz, env=env)
     assert checks["runsc"]["status"] == "ok"
     assert checks["runsc"]["detail"].startswith(f"{lz.home}/bin/runsc, version ")
-    assert checks["network mode"]["status"] == net
-    assert ("--network=sandbox: Lazaret uses runsc's own network stack" in
-            checks["network mode"]["detail"]) == (net == "ok")
+    assert checks["network mode"]["status"] == "ok"
+    assert "runsc's own network stack (--network=sandbox)" in checks["network mode"]["detail"]
+    assert ("covers /proc/sys/net" in checks["network mode"]["detail"]) == cover
     assert checks["statx"]["status"] == statx
     assert p.returncode == 0, p.stdout
 
@@ -104,8 +102,7 @@ def test_runsc_without_release_date_assumes_oldest(lz):
     assert checks["runsc"]["status"] == "warn"
     assert "release date unknown" in checks["runsc"]["detail"]
     assert "\033" not in p.stdout  # program output is sanitised before printing
-    assert checks["network mode"]["status"] == "warn"
-    assert "--network=host" in checks["network mode"]["detail"]
+    assert "covers /proc/sys/net" in checks["network mode"]["detail"]  # oldest behaviour
     assert checks["statx"]["status"] == "warn"
 
 

@@ -337,28 +337,21 @@ def test_longest_prefix_wins(rig, testnet):
     assert not problems, "\n".join(problems)
 
 
-def _runsc_release() -> int:
-    out = subprocess.run(["runsc", "--version"], capture_output=True, text=True).stdout
-    m = re.search(r"(\d{8})", out)
-    return int(m.group(1)) if m else 0
-
-
-# runsc releases before 2023 can only run host networking here (docs/network.md),
-# and their host networking mishandles blocking socket reads (EAGAIN, short
-# reads, a sandbox-killing recv). Strict: the day a runsc fixes it, this fails
-# and the note in docs/network.md must go.
-@pytest.mark.xfail(_runsc_release() < 20230101, strict=True,
-                   reason="runsc 2022 --network=host: blocking socket I/O is broken (upstream)")
 def test_blocking_socket_io_works_inside(rig, testnet, test_images):
-    """Ordinary programs use blocking sockets: a read that must wait for
-    data, a download read to the end by `wc`, an upload larger than the
-    socket buffers, and a recv(2) that must wait (Debian image: bash's
-    /dev/tcp, coreutils, perl). Each is a separate session of one Domain
-    (held, so that its teardown cannot cut a transfer short), the one that
-    may bring the sandbox down last."""
-    size = 8 * 1024 * 1024
+    """Ordinary programs use blocking sockets without timeouts: a read that
+    must wait for data, a 10 MiB download read to the end by `cat`, a 64
+    MiB upload with blocking writes, a recv(2) with an address buffer that
+    must wait (Perl's recv: under runsc 2022's host networking it panicked
+    the whole sandbox), and Python's urllib without a timeout against a
+    server that answers a second late (Debian image: bash's /dev/tcp,
+    coreutils, perl, python3). Each is a separate session of one Domain;
+    the holder, a second session, must survive all of them
+    (docs/network.md "runsc's network stack")."""
+    size = 10 * 1024 * 1024
+    upload = 64 * 1024 * 1024
     srv = testnet.net.serve([("source", N.HOST_A, N.SOURCE_PORT, size),
-                             ("sink", N.HOST_A, N.SINK_PORT, None)], lifetime=120)
+                             ("sink", N.HOST_A, N.SINK_PORT, None),
+                             ("http", N.HOST_A, N.HTTP_PORT, size)], lifetime=180)
     rig.config({"deb": {"image": test_images.debian, "allow_egress": [N.ALLOWED_PREFIX]}})
     echo = f"/dev/tcp/{N.HOST_A}/{N.TCP_PORT}"
     cases = {
@@ -367,9 +360,9 @@ def test_blocking_socket_io_works_inside(rig, testnet, test_images):
             f"exec 3<>{echo}; (sleep 0.5; echo late >&3) & read -r line <&3; "
             'echo "rc=$? $line"', f"rc=0 lzecho tcp {N.HOST_A}:{N.TCP_PORT} late"),
         "download to the end": (
-            f"wc -c </dev/tcp/{N.HOST_A}/{N.SOURCE_PORT}", str(size)),
+            f"cat </dev/tcp/{N.HOST_A}/{N.SOURCE_PORT} | wc -c", str(size)),
         "upload": (
-            f"head -c {size} /dev/zero >/dev/tcp/{N.HOST_A}/{N.SINK_PORT} && echo sent",
+            f"head -c {upload} /dev/zero >/dev/tcp/{N.HOST_A}/{N.SINK_PORT} && echo sent",
             "sent"),
         "recv(2) that waits": (
             "perl -MSocket -e 'socket(S, PF_INET, SOCK_STREAM, 0) or die; "
@@ -377,11 +370,15 @@ def test_blocking_socket_io_works_inside(rig, testnet, test_images):
             "if (!fork) { sleep 1; syswrite(S, qq(late\\n)); exit } "
             "my $r = recv(S, my $b, 100, 0); print defined $r ? qq(recv $b) : qq(error $!\\n)'",
             f"recv lzecho tcp {N.HOST_A}:{N.TCP_PORT} late"),
+        "urllib without a timeout": (
+            "python3 -c 'import urllib.request; "
+            f"print(len(urllib.request.urlopen(\"http://{N.HOST_A}:{N.HTTP_PORT}/\").read()))'",
+            str(size)),
     }
     holder = rig.hold("deb")
     wrong = []
     for what, (script, want) in cases.items():
-        r = rig.run("deb", ["bash", "-c", script], timeout=60)
+        r = rig.run("deb", ["bash", "-c", script], timeout=90)
         if r.returncode != 0 or r.stdout.strip() != want:
             wrong.append(f"{what}: exit {r.returncode}, stdout {r.stdout.strip()!r} (want "
                          f"{want!r}), stderr {r.stderr.strip()!r}")
@@ -390,8 +387,8 @@ def test_blocking_socket_io_works_inside(rig, testnet, test_images):
         wrong.append(f"the Domain ended under its holder: exit {held.returncode}, "
                      f"{held.stderr.strip()!r}")
     sunk = [line for line in srv.lines() if line.startswith("sink ")]
-    if sunk and not sunk[-1].endswith(f" {size}"):
-        wrong.append(f"upload: the server received {sunk[-1].split()[-1]} of {size} bytes")
+    if sunk and not sunk[-1].endswith(f" {upload}"):
+        wrong.append(f"upload: the server received {sunk[-1].split()[-1]} of {upload} bytes")
     srv.stop()
     assert not wrong, "blocking socket I/O fails inside the sandbox:\n" + "\n".join(wrong)
 
