@@ -370,6 +370,18 @@ static int unpack_keep_id(void *arg, lz_error **err)
     return 0;
 }
 
+/* The catalog entry at label, which must be a directory. */
+static int open_entry(const char *label, lz_path_plan *ret, lz_error **err)
+{
+    if (lz_plan_existing(label, ret, err) < 0)
+        return -1;
+    if (!S_ISDIR(ret->target.mode)) {
+        lz_error_set(err, 0, "the prepared image %s is not a directory", label);
+        return lz_error_hint(err, "remove it; it will be prepared again");
+    }
+    return 0;
+}
+
 int lz_image_prepare(const lz_path_plan *storage_root, const char *reference,
                      lz_progress_fn progress, void *userdata, lz_prepared_image *ret,
                      lz_error **err)
@@ -474,13 +486,8 @@ int lz_image_prepare(const lz_path_plan *storage_root, const char *reference,
         }
     }
 
-    if (lz_plan_existing(final_label, &img.bundle, err) < 0)
+    if (open_entry(final_label, &img.bundle, err) < 0)
         goto out;
-    if (!S_ISDIR(img.bundle.target.mode)) {
-        lz_error_set(err, 0, "the prepared image %s is not a directory", final_label);
-        lz_error_hint(err, "remove it; it will be prepared again");
-        goto out;
-    }
     {
         _cleanup_close_ int bfd = lz_plan_open(&img.bundle, O_RDONLY | O_DIRECTORY, true, err);
         if (bfd < 0)
@@ -535,13 +542,8 @@ int lz_image_prepare(const lz_path_plan *storage_root, const char *reference,
             }
         }
         lz_plan_clear(&img.bundle);
-        if (lz_plan_existing(final_label, &img.bundle, err) < 0)
+        if (open_entry(final_label, &img.bundle, err) < 0)
             goto out;
-        if (!S_ISDIR(img.bundle.target.mode)) {
-            lz_error_set(err, 0, "the prepared image %s is not a directory", final_label);
-            lz_error_hint(err, "remove it; it will be prepared again");
-            goto out;
-        }
     }
     if (have_layout && progress)
         progress(LZ_PROGRESS_PHASE, "image ready", userdata);

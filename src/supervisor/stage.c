@@ -90,20 +90,26 @@ int lz_stage_overlay(lz_stage *st, int lower_fd, int upper_fd, int work_fd, cons
                                         O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (target < 0)
         return lz_error_set(err, errno, "cannot open %s/%s", st->label, name);
+    /* An upper file system without user xattrs (tmpfs before Linux 6.6)
+     * only loses what this overlay never needs: the gofer only adds mount
+     * points, it removes nothing. */
+    if (lz_mount_overlay_fds(lower_fd, upper_fd, work_fd, target) < 0)
+        return lz_error_set(err, errno, "cannot mount the overlay of %s", what);
+    *ret_path = lz_xasprintf("%s/%s", st->label, name);
+    return 0;
+}
+
+int lz_mount_overlay_fds(int lower_fd, int upper_fd, int work_fd, int target_fd)
+{
     /* userxattr: the overlay's own records as user.overlay.* (a user
-     * namespace may not write trusted.*). An upper file system without
-     * user xattrs (tmpfs before Linux 6.6) only loses what this overlay
-     * never needs: the gofer only adds mount points, it removes nothing. */
+     * namespace may not write trusted.*). */
     char opts[256], path[64];
     snprintf(opts, sizeof(opts),
              "lowerdir=/proc/self/fd/%d,upperdir=/proc/self/fd/%d,workdir=/proc/self/fd/%d,"
              "userxattr",
              lower_fd, upper_fd, work_fd);
-    snprintf(path, sizeof(path), "/proc/self/fd/%d", target);
-    if (mount("overlay", path, "overlay", MS_NOSUID | MS_NODEV, opts) < 0)
-        return lz_error_set(err, errno, "cannot mount the overlay of %s", what);
-    *ret_path = lz_xasprintf("%s/%s", st->label, name);
-    return 0;
+    snprintf(path, sizeof(path), "/proc/self/fd/%d", target_fd);
+    return mount("overlay", path, "overlay", MS_NOSUID | MS_NODEV, opts);
 }
 
 int lz_stage_fd_over(int obj_fd, int dest_fd, bool readonly, const char *what, lz_error **err)

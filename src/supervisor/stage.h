@@ -52,6 +52,11 @@ LZ_MUST_CHECK
 int lz_stage_overlay(lz_stage *st, int lower_fd, int upper_fd, int work_fd, const char *what,
                      char **ret_path, lz_error **err);
 
+/* Mount an overlay (userxattr, nosuid, nodev) of the directories
+ * lower_fd/upper_fd/work_fd on the directory target_fd, all named by
+ * descriptor. -1 with errno on failure. */
+int lz_mount_overlay_fds(int lower_fd, int upper_fd, int work_fd, int target_fd);
+
 /* Mount a clone of the object obj_fd refers to (as lz_stage_fd: exactly that
  * mount, nosuid,nodev, read-only in the kernel when asked) over dest_fd, an
  * O_PATH descriptor of a directory or regular file of the same type inside

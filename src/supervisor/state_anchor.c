@@ -14,6 +14,7 @@
 
 #include "common/util.h"
 #include "fs/confined.h"
+#include "supervisor/stage.h"
 
 /* "/usr/local" -> "usr%2Flocal": one flat, unambiguous, readable name per
  * persistent directory in the Domain Root's state/. */
@@ -159,13 +160,7 @@ int lz_state_anchor_mount(const lz_resolved_config *cfg, const char *rootfs_labe
         _cleanup_close_ int mp = lz_open_dir_at(persist, idx, err);
         if (mp < 0)
             return -1;
-        char opts[256], target[64];
-        snprintf(opts, sizeof(opts),
-                 "lowerdir=/proc/self/fd/%d,upperdir=/proc/self/fd/%d,workdir=/proc/self/fd/%d,"
-                 "userxattr",
-                 lower, upper, work);
-        snprintf(target, sizeof(target), "/proc/self/fd/%d", mp);
-        if (mount("overlay", target, "overlay", MS_NOSUID | MS_NODEV, opts) < 0)
+        if (lz_mount_overlay_fds(lower, upper, work, mp) < 0)
             return lz_error_set(err, errno, "persistent directory %s: cannot mount its overlay", p);
         anchor->mounts[anchor->n_mounts++] = lz_xasprintf("%s/persist/%s", generation_dir,
                                                           idx);
