@@ -161,18 +161,17 @@ static int check_sandbox_user(const lz_resolved_config *cfg, const lz_idmap *use
     if (known < 0)
         return lz_error_set(err, errno, "cannot read %s/%s", cfg->storage_domain_root.label,
                             LZ_SANDBOX_USER_RECORD);
-    if (known || has_files) {
-        if (was.uid == user->uid && was.gid == user->gid) {
-            if (known)
-                return 0;
-        } else if (has_files) {
-            lz_error_set(err, 0, "the Domain's persistent files were made with the sandbox "
-                         "running as uid %u (gid %u); its image now runs as uid %u (gid %u)",
-                         (unsigned) was.uid, (unsigned) was.gid, (unsigned) user->uid,
-                         (unsigned) user->gid);
-            return lz_error_hint(err, "'lazaret state reset' starts them anew (the files of "
-                                      "one user would be another's); or use the previous image");
-        }
+    /* Unrecorded, was is root's: the files of a Domain from before the record. */
+    bool same = was.uid == user->uid && was.gid == user->gid;
+    if (known && same)
+        return 0;
+    if (!same && has_files) {
+        lz_error_set(err, 0, "the Domain's persistent files were made with the sandbox "
+                     "running as uid %u (gid %u); its image now runs as uid %u (gid %u)",
+                     (unsigned) was.uid, (unsigned) was.gid, (unsigned) user->uid,
+                     (unsigned) user->gid);
+        return lz_error_hint(err, "'lazaret state reset' starts them anew (the files of "
+                                  "one user would be another's); or use the previous image");
     }
     char text[64];
     int len = snprintf(text, sizeof(text), "uid %u gid %u\n", (unsigned) user->uid,

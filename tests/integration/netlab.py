@@ -92,15 +92,19 @@ for kind, addr, port, extra in cfg["listen"]:
 sel.register(sys.stdin, selectors.EVENT_READ, None)
 print("READY " + json.dumps(bound), flush=True)
 
+def read_until(c, marker, limit):
+    data = b""
+    while marker not in data and len(data) < limit:
+        chunk = c.recv(4096)
+        if not chunk:
+            break
+        data += chunk
+    return data
+
 def tcp_echo(c, where, peer):
     c.settimeout(3)
-    data = b""
     try:
-        while b"\n" not in data and len(data) < 4096:
-            chunk = c.recv(4096)
-            if not chunk:
-                break
-            data += chunk
+        data = read_until(c, b"\n", 4096)
         line = data.decode("utf-8", "replace").strip()
         c.sendall(("lzecho tcp %s %s\n" % (where, line)).encode())
         log("tcp", where, peer, line)
@@ -135,13 +139,8 @@ def source(c, where, peer, n):
 
 def http(c, where, peer, n):
     c.settimeout(5)
-    data = b""
     try:
-        while b"\r\n\r\n" not in data and len(data) < 65536:
-            chunk = c.recv(4096)
-            if not chunk:
-                break
-            data += chunk
+        read_until(c, b"\r\n\r\n", 65536)
         time.sleep(1)  # the client's blocking read must wait
         c.sendall(b"HTTP/1.0 200 OK\r\nContent-Length: %d\r\n\r\n" % n)
         buf = b"\0" * 65536
