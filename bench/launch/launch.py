@@ -21,6 +21,7 @@ from other work on the machine hits both alike.
 """
 
 import argparse
+import contextlib
 import datetime
 import fcntl
 import json
@@ -55,6 +56,7 @@ RUNSC_FLAGS = ["--ignore-cgroups", "--network=none", "--overlay2=root:memory"]
 UNSHARE = ["unshare", "--user", "--map-root-user", "--map-auto", "--mount", "--pid", "--fork",
            "--mount-proc", "--propagation", "private"]
 TEARDOWN_TIMEOUT = 60.0
+TUN = "/dev/net/tun"
 
 
 def say(msg):
@@ -701,6 +703,54 @@ def git_workspace(user, ws: Path, ignored: bool):
             die(f"{ws}: git lists {n} ignored paths, not {2 * IGNORED_PACKAGES}")
 
 
+@contextlib.contextmanager
+def tun_usable():
+    """/dev/net/tun usable by the benchmark user for the run (every Domain
+    has a Network Sidecar, whose slirp4netns opens it), with the same
+    bookkeeping as tests/integration/conftest.py's tun_usable (a test session
+    running at the same time keeps it open until both are done)."""
+    state = STATE_DIR
+    users, saved = state / "tun-users", state / "tun-mode"
+
+    def locked():
+        state.mkdir(mode=0o700, exist_ok=True)
+        fd = os.open(state / "lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW,
+                     0o600)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        return fd
+
+    def prune():
+        for f in users.iterdir():
+            try:
+                os.kill(int(f.name), 0)
+            except (ValueError, ProcessLookupError):
+                f.unlink()
+
+    fd = locked()
+    try:
+        users.mkdir(mode=0o700, exist_ok=True)
+        prune()
+        mode = os.stat(TUN).st_mode & 0o7777
+        if mode & 0o666 != 0o666 and not saved.exists():
+            saved.write_text(f"{mode:o}\n")
+            os.chmod(TUN, mode | 0o666)
+        (users / str(os.getpid())).touch()
+    finally:
+        os.close(fd)
+    try:
+        yield
+    finally:
+        fd = locked()
+        try:
+            (users / str(os.getpid())).unlink(missing_ok=True)
+            prune()
+            if not any(users.iterdir()) and saved.exists():
+                os.chmod(TUN, int(saved.read_text(), 8))
+                saved.unlink()
+        finally:
+            os.close(fd)
+
+
 def bench(args):
     binary = ensure_binary()
     ensure_image()
@@ -900,7 +950,8 @@ def main():
         if not shutil.which(tool):
             die(f"{tool} is missing: scripts/install-deps.sh")
 
-    res, binary = bench(args)
+    with tun_usable():
+        res, binary = bench(args)
     print_table(res)
     meta = run_meta(binary)
     if args.json:

@@ -19,7 +19,6 @@ run by the same user on the host. Samples of the two alternate.
 """
 
 import argparse
-import contextlib
 import fcntl
 import json
 import os
@@ -41,7 +40,6 @@ import netlab as N  # noqa: E402  (the test host)
 
 DEBIAN_REF = f"oci:{L.IMAGES}/debian:bookworm"
 DOC = L.DOC
-TUN = "/dev/net/tun"
 
 # The client, identical on both sides. It waits for readability before
 # every read, as it had to under runsc 2022's host networking (a blocking
@@ -93,53 +91,6 @@ for my $i (1 .. $n) {
 '''
 
 
-@contextlib.contextmanager
-def tun_usable():
-    """/dev/net/tun usable by the benchmark user for the run, with the same
-    bookkeeping as tests/integration/conftest.py's tun_usable (a test session
-    running at the same time keeps it open until both are done)."""
-    state = L.STATE_DIR
-    users, saved = state / "tun-users", state / "tun-mode"
-
-    def locked():
-        state.mkdir(mode=0o700, exist_ok=True)
-        fd = os.open(state / "lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW,
-                     0o600)
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        return fd
-
-    def prune():
-        for f in users.iterdir():
-            try:
-                os.kill(int(f.name), 0)
-            except (ValueError, ProcessLookupError):
-                f.unlink()
-
-    fd = locked()
-    try:
-        users.mkdir(mode=0o700, exist_ok=True)
-        prune()
-        mode = os.stat(TUN).st_mode & 0o7777
-        if mode & 0o666 != 0o666 and not saved.exists():
-            saved.write_text(f"{mode:o}\n")
-            os.chmod(TUN, mode | 0o666)
-        (users / str(os.getpid())).touch()
-    finally:
-        os.close(fd)
-    try:
-        yield
-    finally:
-        fd = locked()
-        try:
-            (users / str(os.getpid())).unlink(missing_ok=True)
-            prune()
-            if not any(users.iterdir()) and saved.exists():
-                os.chmod(TUN, int(saved.read_text(), 8))
-                saved.unlink()
-        finally:
-            os.close(fd)
-
-
 def debian_usable():
     return subprocess.run(["umoci", "stat", "--image", f"{L.IMAGES}/debian:bookworm"],
                           stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
@@ -184,7 +135,7 @@ def bench(args):
     L.say(f"working in {root}")
     user = L.User(L.BENCH_USER, root / "home", root / "run")
     net = sleeper = None
-    with tun_usable():
+    with L.tun_usable():
         try:
             L.say("creating the test host (waits while a test session holds it)")
             net = N.TestNet.create()

@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "common/timing.h"
 #include "common/util.h"
 #include "config/resolve.h"
 #include "coordinator/bootstrap.h"
@@ -925,11 +926,13 @@ static attempt_result attempt(lz_resolved_config *cfg, char **argv, size_t argc,
         *status = LZ_EXIT_RUN_LAZARET_FAILED;
         return ATTEMPT_DONE;
     }
+    lz_timing_mark("cli: connected");
     attempt_result secured;
     if (secure_session(cfg, sock, &secured, status) < 0) {
         close(sock);
         return secured;
     }
+    lz_timing_mark("cli: channel secured");
     attempt_result r = attempt_session(cfg, sock, argv, argc, interactive, status);
     lz_tls_channel_free(session_tls);
     session_tls = NULL;
@@ -1238,6 +1241,7 @@ int lz_cmd_run(int argc, char **argv, const lz_global_options *g)
     lz_resolved_config *cfg = lz_cli_load_profile(g, profile, workspace);
     if (!cfg)
         return LZ_EXIT_RUN_LAZARET_FAILED;
+    lz_timing_mark("cli: configuration loaded");
     /* A terminal on both ends makes an interactive session. */
     bool interactive = isatty(STDIN_FILENO) && isatty(STDOUT_FILENO);
     int status = LZ_EXIT_RUN_LAZARET_FAILED;
@@ -1260,5 +1264,7 @@ int lz_cmd_run(int argc, char **argv, const lz_global_options *g)
         nanosleep(&d, NULL);
     }
     lz_resolved_config_free(cfg);
+    lz_timing_mark("cli: done");
+    lz_timing_flush(stderr, "lazaret: ");
     return status;
 }

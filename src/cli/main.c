@@ -10,6 +10,7 @@
 #include "cli/cli.h"
 #include "common/error.h"
 #include "common/nodump.h"
+#include "common/timing.h"
 #include "lazaret-version.h"
 
 static const lz_command commands[] = {
@@ -93,6 +94,7 @@ int lz_cli_usage_error(const char *cmd, const char *fmt, ...)
 
 int main(int argc, char **argv)
 {
+    lz_timing_origin();
     /* First of all, before any secret is read (the configuration resolves
      * the profile's env: values from our environment): no core dump of this
      * process or of anything it forks (the Session Coordinator, the Runtime

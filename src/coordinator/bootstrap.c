@@ -18,6 +18,7 @@
 
 #include "common/nodump.h"
 #include "common/spawn.h"
+#include "common/timing.h"
 #include "common/util.h"
 #include "coordinator/coordinator.h"
 #include "lazaret-version.h"
@@ -217,6 +218,7 @@ static int start_coordinator(const lz_resolved_config *cfg, int dirfd, int lock_
     }
     if (lz_domain_recover(cfg, dirfd, err) < 0)
         goto out;
+    lz_timing_mark("cli: recovery checked");
     if (progress) {
         /* Which directory the sandbox gets is worth a line whenever a
          * Domain starts (on a terminal: progress prints only there). */
@@ -231,6 +233,7 @@ static int start_coordinator(const lz_resolved_config *cfg, int dirfd, int lock_
     if (lz_image_prepare(&cfg->storage_root, cfg->image, progress, userdata, &image, err) < 0 ||
         check_sandbox_user(cfg, &image.user, err) < 0)
         goto out;
+    lz_timing_mark("cli: image prepared");
     /* Bind before forking so that the next connect() succeeds at once. */
     listen_fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
     if (listen_fd < 0) {
@@ -251,6 +254,8 @@ static int start_coordinator(const lz_resolved_config *cfg, int dirfd, int lock_
 
     /* Double fork: the coordinator is nobody's child but init's, in its own
      * session, with no terminal; it outlives this CLI. */
+    lz_timing_mark("cli: coordinator forked");
+    lz_timing_flush(stderr, "lazaret: "); /* not the coordinator's to repeat */
     pid_t pid = fork();
     if (pid < 0) {
         lz_error_set(err, errno, "cannot start the Session Coordinator");

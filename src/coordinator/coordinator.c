@@ -16,6 +16,7 @@
 #include <openssl/crypto.h>
 
 #include "common/nodump.h"
+#include "common/timing.h"
 #include "common/util.h"
 #include "coordinator/domain.h"
 #include "coordinator/generation.h"
@@ -65,6 +66,7 @@ void lz_coordinator_main(lz_coordinator_args *a)
     lz_digest_hex(a->cfg->domain_id, c->id_hex);
     lz_digest_hex(a->cfg->fingerprint, c->fp_hex);
     clog_open(c);
+    lz_timing_mark("coordinator: log opened");
 
     /* The Trust Anchor's private keys (generation_begin) live in OpenSSL's
      * secure heap: mlock'd, out of core dumps, zeroed when freed
@@ -81,6 +83,7 @@ void lz_coordinator_main(lz_coordinator_args *a)
         log_error(c, "cannot start the coordinator", err);
         _exit(1);
     }
+    lz_timing_mark("coordinator: generation recorded");
     publish_status(c);
     clog_(c, "generation %lld of Domain %s (profile %s, workspace %s) starting",
           (long long) c->generation, c->id_hex, a->cfg->profile, a->cfg->workspace.label);

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "common/procid.h"
+#include "common/timing.h"
 #include "common/util.h"
 #include "config/policy.h"
 #include "coordinator/git_audit.h"
@@ -217,6 +218,8 @@ static int on_sup_started(void *ctx, lz_proto_msg *m)
     if (!lz_msg_sup_started_decode(&m->r, &statx_fix))
         return -1;
     c->state = G_RUNNING;
+    lz_timing_mark("coordinator: sandbox running");
+    clog_timing(c);
     record_held(c, LZ_ROLE_SANDBOX, NULL);
     record_state(c, "running");
     clog_(c, "sandbox %s running%s", c->container_id,
@@ -358,6 +361,7 @@ void generation_start(coord *c)
                      err ? err->hint : NULL);
         goto out;
     }
+    lz_timing_mark("coordinator: generation directory made");
     log_path = lz_xasprintf("%s/runsc.log", c->gen_label);
     if (lz_git_sentry_plan(a->cfg, &c->git, &err) < 0) {
         log_error(c, "Git Sentry", err);
@@ -366,31 +370,7 @@ void generation_start(coord *c)
     }
     if (c->git.start_report)
         clog_(c, "Git Sentry (start): %s", c->git.start_report);
-    /* Watches are in place before the sandbox exists: nothing it makes
-     * goes unseen. */
-    {
-        char *report = NULL;
-        int n = lz_git_sentry_watch(&c->git, &report, &err);
-        if (n < 0) {
-            log_error(c, "Git Sentry", err);
-            start_failed(c, err->message, err->hint);
-            goto out;
-        }
-        if (n > 0)
-            clog_(c, "Git Sentry (start): %s", report);
-        free(report);
-    }
-    git_audit_attach(c);
-    clog_(c, "Git Sentry: %zu mounts (%zu ignored paths isolated), %zu watched directories",
-          c->git.n_mounts, c->git.n_ignored, c->git.n_watches);
-    if (c->git.n_trees_unlisted)
-        clog_(c, "Git Sentry: %zu nested work trees could not be asked for their ignored files "
-                 "(their Git fails: a stale worktree, a broken submodule)",
-              c->git.n_trees_unlisted);
-    if (c->git.n_ignored_shared)
-        clog_(c, "Git Sentry: %zu ignored paths stay the host's: the configuration's hooks "
-                 "directory or an include file lies in them (protected, audited)",
-              c->git.n_ignored_shared);
+    lz_timing_mark("coordinator: Git Sentry planned");
     lz_supervisor_config sc = {
         .cfg = a->cfg, .image = a->image, .generation = c->generation,
         .generation_dir = c->gen_label, .container_id = c->container_id, .runsc = a->runsc,
@@ -419,11 +399,41 @@ void generation_start(coord *c)
         goto out;
     }
     generation_attach_supervisor(c);
+    lz_timing_mark("coordinator: supervisor spawned");
     lz_process_identity sid;
     if (lz_process_identity_of(c->sup.init_pid, &sid, NULL) == 0)
         record_held(c, LZ_ROLE_SUPERVISOR, &sid);
     clog_(c, "supervisor pid %d (namespace init %d)", (int) c->sup.outer_pid,
           (int) c->sup.init_pid);
+    /* Watches are in place before anything of the sandbox runs: nothing it
+     * makes goes unseen. The supervisor meanwhile prepares the network,
+     * the spec and `runsc create` (supervisor.c do_prepare), and starts the
+     * sandbox only when told to, below. */
+    {
+        char *report = NULL;
+        int n = lz_git_sentry_watch(&c->git, &report, &err);
+        if (n < 0) {
+            log_error(c, "Git Sentry", err);
+            start_failed(c, err->message, err->hint);
+            goto out;
+        }
+        if (n > 0)
+            clog_(c, "Git Sentry (start): %s", report);
+        free(report);
+    }
+    git_audit_attach(c);
+    lz_timing_mark("coordinator: Git Sentry watching");
+    clog_(c, "Git Sentry: %zu mounts (%zu ignored paths isolated), %zu watched directories",
+          c->git.n_mounts, c->git.n_ignored, c->git.n_watches);
+    if (c->git.n_trees_unlisted)
+        clog_(c, "Git Sentry: %zu nested work trees could not be asked for their ignored files "
+                 "(their Git fails: a stale worktree, a broken submodule)",
+              c->git.n_trees_unlisted);
+    if (c->git.n_ignored_shared)
+        clog_(c, "Git Sentry: %zu ignored paths stay the host's: the configuration's hooks "
+                 "directory or an include file lies in them (protected, audited)",
+              c->git.n_ignored_shared);
+    clog_timing(c);
     lz_wbuf b;
     lz_msg_empty_encode(&b, LZ_SUP_START);
     if (lz_wire_send(c->sup.sock, &b, NULL, 0, &err) < 0)

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "common/spawn.h"
+#include "common/timing.h"
 #include "common/util.h"
 #include "fs/confined.h"
 #include "protocol/io.h"
@@ -2272,12 +2273,14 @@ int lz_git_sentry_plan(const lz_resolved_config *cfg, lz_git_plan *ret, lz_error
         }
         if (protect_git_dir(&b, ".git", 0, err) < 0 || protect_config_sources(&b, ".git", "", err) < 0)
             goto out;
+        lz_timing_mark("coordinator: Git Sentry: .git protected");
         if (cfg->isolate_gitignored) {
             isolating = true;
             if (isolate_begin(&b, cfg, &ign, err) < 0 || isolate_recorded(&b, &ign, err) < 0 ||
                 isolate_listed(&b, &ign, ".git", "", true, err) < 0 ||
                 isolate_finish(&b, cfg, &ign, err) < 0)
                 goto out;
+            lz_timing_mark("coordinator: Git Sentry: ignored paths listed");
         }
         break;
     }
@@ -2315,6 +2318,7 @@ int lz_git_sentry_plan(const lz_resolved_config *cfg, lz_git_plan *ret, lz_error
             free(w.report);
             goto out;
         }
+        lz_timing_mark("coordinator: Git Sentry: work tree walked");
         if (w.report) { /* what an earlier generation left, set aside now */
             char *all = lz_xasprintf("%s%s%s", p.start_report ? p.start_report : "",
                                      p.start_report ? "; " : "", w.report);

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/timing.h"
 #include "common/util.h"
 
 /* The log does not grow without bound (issue 12): past LOG_ROTATE_BYTES it
@@ -64,6 +65,14 @@ static void rotate_if_due(coord *c)
     if (c->logs_fd < 0 || fstat(fileno(c->log), &st) < 0 || st.st_size < LOG_ROTATE_BYTES)
         return;
     attach_log(c, open_log(c->logs_fd));
+}
+
+void clog_timing(coord *c)
+{
+    if (!c->log)
+        return;
+    lz_timing_flush(c->log, NULL);
+    rotate_if_due(c);
 }
 
 void clog_(coord *c, const char *fmt, ...)

@@ -19,5 +19,7 @@ void clog_open(coord *c);
 void clog_(coord *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* "what: message: strerror" for e; nothing when e is NULL. */
 void log_error(coord *c, const char *what, const lz_error *e);
+/* The phase timing marks so far (common/timing.h), into the log. */
+void clog_timing(coord *c);
 
 #endif

@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/timing.h"
 #include "common/util.h"
 #include "coordinator/escalation.h"
 #include "coordinator/git_audit.h"
@@ -429,6 +430,8 @@ void session_exec(coord *c, session *s)
             s->fds[i] = -1;
         }
         s->state = S_RUNNING;
+        lz_timing_mark("coordinator: session's exec sent");
+        clog_timing(c);
         lz_msg_started_encode(&b, s->id);
         session_send(c, s, &b);
         clog_(c, "session %s (#%u) started%s", s->id, s->no,
@@ -648,6 +651,7 @@ static int on_run(void *ctx, lz_proto_msg *pm)
         refuse_and_close(c, s, LZ_REFUSE_EXEC_FAILED, pmsg, phint);
         return 0;
     }
+    lz_timing_mark("coordinator: session's RUN received");
     /* The session id is the one its client certificate names. */
     memcpy(s->id, s->enrolled_id, sizeof(s->id));
     lz_loop_remove(s->handshake_timer);

@@ -2,8 +2,13 @@
 #include "supervisor/runsc_info.h"
 
 #include <ctype.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+
+#include "fs/cache_record.h"
+#include "lazaret-version.h"
 
 /* The release date in "runsc version 0.0~20221219.0" (Debian) or
  * "runsc version release-20221219.0" (upstream) as YYYYMMDD; 0 if none. */
@@ -34,3 +39,53 @@ long lz_runsc_release_date(const char *out)
     return 0;
 }
 
+
+int lz_runsc_facts_key(const char *runsc_path, char *buf, size_t size)
+{
+    struct stat st;
+    if (strchr(LAZARET_VERSION, ' ') || stat(runsc_path, &st) < 0)
+        return -1;
+    int n = snprintf(buf, size, "lazaret-runsc-facts-v1 lazaret=%s runsc=%llu:%llu:%lld:%lld.%09ld:"
+                     "%lld.%09ld", LAZARET_VERSION, (unsigned long long) st.st_dev,
+                     (unsigned long long) st.st_ino, (long long) st.st_size,
+                     (long long) st.st_mtim.tv_sec, st.st_mtim.tv_nsec,
+                     (long long) st.st_ctim.tv_sec, st.st_ctim.tv_nsec);
+    return n > 0 && (size_t) n < size ? 0 : -1;
+}
+
+static void facts_value(const lz_runsc_facts *f, char *buf, size_t size)
+{
+    snprintf(buf, size, "date=%ld,statx=%d", f->release_date, f->statx_ok ? 1 : 0);
+}
+
+bool lz_runsc_facts_parse_value(const char *value, lz_runsc_facts *ret)
+{
+    long date;
+    int statx_ok, end = -1;
+    if (sscanf(value, "date=%8ld,statx=%1d%n", &date, &statx_ok, &end) != 2 || end < 0 ||
+        value[end] != '\0' || date < 0 || (statx_ok != 0 && statx_ok != 1))
+        return false;
+    lz_runsc_facts f = { date, statx_ok == 1 };
+    /* Canonical form only: the value must be what facts_value writes. */
+    char canon[64];
+    facts_value(&f, canon, sizeof(canon));
+    if (strcmp(canon, value) != 0)
+        return false;
+    *ret = f;
+    return true;
+}
+
+int lz_runsc_facts_load(int dir_fd, const char *key, lz_runsc_facts *ret)
+{
+    char value[64];
+    if (lz_cache_record_load(dir_fd, LZ_RUNSC_FACTS_FILE, key, value, sizeof(value)) < 0)
+        return -1;
+    return lz_runsc_facts_parse_value(value, ret) ? 0 : -1;
+}
+
+void lz_runsc_facts_store(int dir_fd, const char *key, const lz_runsc_facts *f)
+{
+    char value[64];
+    facts_value(f, value, sizeof(value));
+    lz_cache_record_store(dir_fd, LZ_RUNSC_FACTS_FILE, key, value);
+}
