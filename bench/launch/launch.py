@@ -407,6 +407,52 @@ def wait_pids_gone(pids, timeout):
             os.close(fd)
 
 
+# Lazaret's own processes of a running Domain (their prctl names, and
+# slirp4netns, which the Network Sidecar runs); runsc's processes (runsc,
+# runsc-gofer, runsc-sandbox) are the baseline's too and are not counted.
+LAZARET_PROCS = ("lz-coordinator", "lz-supervisor", "lz-supervisor-ns", "lz-netwatch",
+                 "lz-stderr-relay", "slirp4netns")
+
+
+def memory_kib(pids):
+    """(sum of VmRSS, sum of Pss) in KiB of pids that still exist. Pss
+    (smaps_rollup) shares each shared page among its users, so a library
+    mapped by every process is counted once in all."""
+    rss = pss = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/status") as f:
+                m = re.search(r"^VmRSS:\s+(\d+) kB", f.read(), re.M)
+            with open(f"/proc/{pid}/smaps_rollup") as f:
+                n = re.search(r"^Pss:\s+(\d+) kB", f.read(), re.M)
+        except OSError:
+            continue
+        rss += int(m.group(1)) if m else 0
+        pss += int(n.group(1)) if n else 0
+    return rss, pss
+
+
+TIMING = re.compile(r"timing: (.+?) at ([0-9.]+) ms \(\+[0-9.]+ ms, clock ([0-9.]+) ms\)$")
+
+
+def timing_marks(text):
+    """{phase: ms since this run's CLI began} of the `timing:` lines Lazaret
+    writes with LAZARET_LOG=debug (src/common/timing.h): the CLI's on its
+    stderr, the coordinator's and supervisor's in the Domain's log. Placed
+    by their clock readings, so a joining CLI's timeline also holds the
+    marks of a coordinator another CLI started."""
+    marks, origin = {}, None
+    for line in text.splitlines():
+        m = TIMING.search(line)
+        if m:
+            marks[m.group(1)] = float(m.group(3))
+            if m.group(1).startswith("cli: "):
+                origin = float(m.group(3)) - float(m.group(2))
+    if origin is None:
+        return {}
+    return {phase: clock - origin for phase, clock in marks.items()}
+
+
 # ---- Lazaret ---------------------------------------------------------------------
 
 class Lazaret:
@@ -422,15 +468,32 @@ class Lazaret:
                 procs.pop(pid, None)
         return procs
 
-    def start(self, *argv):
+    def start(self, *argv, env=None):
         self.n += 1
         log = self.logdir / f"lazaret-{self.n:03d}.log"
         f = open(log, "w+")
         # A file, not a pipe: the coordinator may outlive the CLI.
-        p = subprocess.Popen([str(self.bin), *argv], cwd=str(self.ws), env=self.user.env(),
+        p = subprocess.Popen([str(self.bin), *argv], cwd=str(self.ws),
+                             env={**self.user.env(), **(env or {})},
                              stdin=subprocess.DEVNULL, stdout=f, stderr=subprocess.STDOUT,
                              **self.user.creds())
         return p, f
+
+    def domain_logs(self):
+        return {log: log.stat().st_size for log in
+                self.user.home.glob(".local/share/lazaret/domains/*/logs/coordinator.log")}
+
+    def profile(self, *argv):
+        """One run with LAZARET_LOG=debug: the timing marks of the CLI and of
+        the Domain's log lines it added."""
+        before = self.domain_logs()
+        _, t, out, end = self.run(*argv, env={"LAZARET_LOG": "debug"})
+        text = out
+        for log, size in self.domain_logs().items():
+            with open(log, errors="replace") as f:
+                f.seek(before.get(log, 0))
+                text += "\n" + f.read()
+        return timing_marks(text), t, end
 
     def diagnose(self):
         """Processes of the user and the tail of every coordinator log."""
@@ -440,10 +503,10 @@ class Lazaret:
             out += log.read_text(errors="replace").splitlines()[-15:]
         return "\n".join(out)
 
-    def run(self, *argv, check=True, timeout=120):
+    def run(self, *argv, check=True, timeout=120, env=None):
         """(status, nanoseconds from spawn to exit, output, end time)."""
         t0 = time.perf_counter_ns()
-        p, f = self.start(*argv)
+        p, f = self.start(*argv, env=env)
         try:
             status = p.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -511,6 +574,37 @@ ROWS = [
 ]
 
 
+def scale_lines(res):
+    """The scale figures (issue 13 item 5), as lines of text."""
+    one_warm, one_cold = res["warm"]["lazaret"]["median"], res["cold"]["lazaret"]["median"]
+    b, c3, w3 = res["burst16"]["median"], res["three_cold"]["median"], res["three_warm"]["median"]
+    m1 = res["memory_one"]
+    lines = [
+        f"16 sessions joining one Domain at once, until all 16 ran `true`: {b:.1f} ms median "
+        f"= {b / one_warm:.2f}x one warm join ({one_warm:.1f} ms; target <= 2x)",
+        f"three Domains started at once, until all three ran `true`: {c3:.1f} ms median = "
+        f"{c3 / one_cold:.2f}x one cold start ({one_cold:.1f} ms)",
+        f"warm join while three Domains run: {w3:.1f} ms median = {w3 / one_warm:.2f}x the "
+        "warm join with one",
+        f"Lazaret's own processes of one running Domain ({', '.join(m1['procs'])}): RSS "
+        f"{m1['rss_kib'] / 1024:.1f} MiB, PSS {m1['pss_kib'] / 1024:.1f} MiB (target <= 15 MB)",
+        "the same, each of three Domains running side by side: " + "; ".join(
+            f"RSS {m['rss_kib'] / 1024:.1f} MiB, PSS {m['pss_kib'] / 1024:.1f} MiB"
+            for m in res["memory_three"]),
+    ]
+    return lines
+
+
+def profile_rows(res):
+    """[(phase, plain ms, git ms, warm join ms)] by the plain start's
+    timeline."""
+    pr = res["profile"]
+    cols = ("plain", "git0", "warm")
+    phases = sorted(set().union(*(pr[c] for c in cols)),
+                    key=lambda ph: (next(pr[c][ph] for c in cols if ph in pr[c]), ph))
+    return [(ph, *(pr[c].get(ph) for c in cols)) for ph in phases]
+
+
 def print_table(res):
     head = f"{'':30} {'lazaret mean':>13} {'median':>8} {'runsc mean':>11} {'median':>8} " \
            f"{'ratio(median)':>14} {'ratio(mean)':>12}"
@@ -526,6 +620,13 @@ def print_table(res):
     print(f"(first run, image unpack included: {res['first_run_ms']:.0f} ms; until no "
           f"process of the user remains: median {res['teardown_all']['median']:.1f} ms; "
           f"namespace setup `unshare ... true`: median {res['unshare']['median']:.1f} ms)")
+    for line in scale_lines(res):
+        print(f"scale: {line}")
+    print("profile (LAZARET_LOG=debug; median ms since the CLI began: cold plain | cold "
+          "Git, 2,500 packages | warm join):")
+    for ph, *cols in profile_rows(res):
+        print(f"  {ph:55} " + " ".join(f"{x:8.1f}" if x is not None else "       -"
+                                       for x in cols))
 
 
 INTRO = """# Performance
@@ -583,6 +684,25 @@ def launch_section(res, meta):
         "against none, same Git repository: "
         f"{res['cold_ignored']['lazaret']['median'] / res['cold_git0']['lazaret']['median']:.2f}x "
         "(median).",
+        "",
+        "### Scale",
+        "",
+    ] + [f"- {line}." for line in scale_lines(res)] + [
+        "",
+        "### Where a cold start goes",
+        "",
+        f"Median of {res['profile_n']} cold starts with `LAZARET_LOG=debug`, in ms since "
+        "the CLI began (the `timing:` marks of src/common/timing.h: the CLI's on its "
+        "stderr, the coordinator's and supervisor's in the Domain's log; one clock for "
+        "all). Plain: a cold start in the `ws` workspace (no Git); Git: a cold start in the "
+        "repository of 2,500 packages, nothing ignored; warm join: a session joining the "
+        "running Domain of `ws` (the coordinator's and supervisor's marks placed on the "
+        "joining CLI's timeline by their clock readings).",
+        "",
+        "| mark | cold, plain | cold, Git | warm join |",
+        "| --- | ---: | ---: | ---: |",
+    ] + ["| " + " | ".join([ph] + ["" if x is None else f"{x:.1f}" for x in cols]) + " |"
+         for ph, *cols in profile_rows(res)] + [
         "",
         "Reading the numbers:",
         "",
@@ -751,6 +871,36 @@ def tun_usable():
             os.close(fd)
 
 
+def wait_running(lz, proc, log, workspace=None):
+    """Until the long session proc (`sleep 600`) is seen inside its sandbox."""
+    extra = ("--workspace", str(workspace)) if workspace else ()
+    deadline = time.monotonic() + 60
+    while True:
+        if proc.poll() is not None:
+            log.seek(0)
+            die(f"the keep-alive session exited {proc.returncode}: {log.read()}"
+                f"\n{lz.diagnose()}")
+        _, _, out, _ = lz.run("run", "bench", *extra, "--", "ps", check=False)
+        if "sleep 600" in out:
+            return
+        if time.monotonic() > deadline:
+            log.seek(0)
+            die(f"the keep-alive session never appeared in the sandbox: {out}\n"
+                f"its output: {log.read()}\n{lz.diagnose()}")
+        time.sleep(0.2)
+
+
+def domain_memory(uid, coordinator):
+    """{rss_kib, pss_kib, procs} of Lazaret's own processes of the Domain
+    whose coordinator is that pid (it and every process below it whose name
+    is in LAZARET_PROCS)."""
+    procs = user_procs(uid)
+    mine = [pid for pid in descendants(coordinator) if procs.get(pid) in LAZARET_PROCS]
+    rss, pss = memory_kib(mine)
+    return {"rss_kib": rss, "pss_kib": pss,
+            "procs": sorted(procs[pid] for pid in mine if pid in procs)}
+
+
 def bench(args):
     binary = ensure_binary()
     ensure_image()
@@ -831,23 +981,29 @@ def bench(args):
             down["runsc"].append(rd)
             down_all.append(td_all)
 
+        # 2b. Where a cold start goes: the timing marks of LAZARET_LOG=debug
+        # (not samples: debug output is written).
+        say(f"profile: {args.profile} cold starts with LAZARET_LOG=debug, plain and Git")
+        profile = {"plain": [], "git0": []}
+        for _ in range(args.profile):
+            for key, extra in (("plain", ()), ("git0", ("--workspace", str(ws_git0)))):
+                marks, t, end = lz.profile("run", "bench", *extra, "--", "true")
+                marks["total (CLI start to exit)"] = ms(t)
+                profile[key].append(marks)
+                lz.wait_teardown(end)
+        res["profile_n"] = args.profile
+        res["profile"] = {key: {phase: statistics.median(m[phase] for m in runs if phase in m)
+                                for phase in {p for m in runs for p in m}}
+                          for key, runs in profile.items()}
+
         # 3. Warm join: a long session keeps the Domain alive.
         say(f"warm join: 2 warm-ups + {args.warm} samples each")
-        sleeper, sleeper_log = lz.start("run", "bench", "--", "sleep", "600")
-        deadline = time.monotonic() + 60
-        while True:
-            if sleeper.poll() is not None:
-                sleeper_log.seek(0)
-                die(f"the keep-alive session exited {sleeper.returncode}: {sleeper_log.read()}"
-                    f"\n{lz.diagnose()}")
-            _, _, out, _ = lz.run("run", "bench", "--", "ps", check=False)
-            if "sleep 600" in out:
-                break
-            if time.monotonic() > deadline:
-                sleeper_log.seek(0)
-                die(f"the keep-alive session never appeared in the sandbox: {out}\n"
-                    f"its output: {sleeper_log.read()}\n{lz.diagnose()}")
-            time.sleep(0.2)
+        # The Domain is started with LAZARET_LOG=debug: its coordinator and
+        # supervisor then mark every session too (two log lines each), for
+        # the warm join profile below.
+        sleeper, sleeper_log = lz.start("run", "bench", "--", "sleep", "600",
+                                        env={"LAZARET_LOG": "debug"})
+        wait_running(lz, sleeper, sleeper_log)
         coord = coordinators(user.uid)
         baseline.ask("sleeper w")
         warm = {"lazaret": [], "runsc": []}
@@ -857,6 +1013,30 @@ def bench(args):
             if i >= 2:
                 warm["lazaret"].append(t)
                 warm["runsc"].append(rw)
+        warm_profile = []
+        for _ in range(args.profile):
+            marks, t, _ = lz.profile("run", "bench", "--", "true")
+            marks["total (CLI start to exit)"] = ms(t)
+            warm_profile.append(marks)
+        res["profile"]["warm"] = {
+            phase: statistics.median(m[phase] for m in warm_profile if phase in m)
+            for phase in {p for m in warm_profile for p in m}}
+
+        # 3b. Scale, one Domain: 16 sessions joining at once, and the memory
+        # of Lazaret's own processes while sessions run.
+        say(f"scale: 16 sessions joining at once, {args.cold} times")
+        burst = []
+        for _ in range(args.cold):
+            t0 = time.perf_counter_ns()
+            started = [lz.start("run", "bench", "--", "true") for _ in range(16)]
+            for proc, f in started:
+                if proc.wait(timeout=120) != 0:
+                    f.seek(0)
+                    die(f"a joining session exited {proc.returncode}: {f.read()}")
+                f.close()
+            burst.append(time.perf_counter_ns() - t0)
+        res["burst16"] = summary(burst)
+        res["memory_one"] = domain_memory(user.uid, coord[0])
         if sleeper.poll() is not None or coordinators(user.uid) != coord or len(coord) != 1:
             die("the Domain did not stay up through the warm joins: the samples are not joins"
                 f"\n{lz.diagnose()}")
@@ -866,6 +1046,49 @@ def bench(args):
         sleeper_log.close()
         lz.wait_teardown(time.perf_counter_ns())
         sleeper = None
+
+        # 3c. Three Domains side by side: started at once (time until all
+        # three ran `true`), then kept up together for a warm join in each
+        # and the memory of each.
+        say(f"scale: three Domains side by side, {args.cold} times")
+        spaces = [user.home / "ws"] + [user.home / f"ws-side{i}" for i in (2, 3)]
+        for ws in spaces[1:]:
+            if not ws.exists():
+                mkdir_user(ws, 0o755, ids)
+        three = []
+        for _ in range(args.cold):
+            t0 = time.perf_counter_ns()
+            started = [lz.start("run", "bench", "--workspace", str(ws), "--", "true")
+                       for ws in spaces]
+            for proc, f in started:
+                if proc.wait(timeout=120) != 0:
+                    f.seek(0)
+                    die(f"a cold start of three exited {proc.returncode}: {f.read()}")
+                f.close()
+            three.append(time.perf_counter_ns() - t0)
+            lz.wait_teardown(time.perf_counter_ns())
+        res["three_cold"] = summary(three)
+        sleepers = []
+        for ws in spaces:
+            sl = lz.start("run", "bench", "--workspace", str(ws), "--", "sleep", "600")
+            sleepers.append(sl)
+            wait_running(lz, *sl, workspace=ws)
+        coords = coordinators(user.uid)
+        if len(coords) != 3:
+            die(f"three Domains should run, found coordinators {coords}\n{lz.diagnose()}")
+        warm3 = []
+        for _ in range(max(2, args.warm // 3)):
+            for ws in spaces:
+                _, t, _, _ = lz.run("run", "bench", "--workspace", str(ws), "--", "true")
+                warm3.append(t)
+        res["three_warm"] = summary(warm3)
+        res["memory_three"] = [domain_memory(user.uid, c) for c in coords]
+        for proc, f in sleepers:
+            proc.send_signal(signal.SIGTERM)
+        for proc, f in sleepers:
+            proc.wait(timeout=30)
+            f.close()
+        lz.wait_teardown(time.perf_counter_ns())
 
         # 4. Context: the cost of the namespace the baseline runs in.
         ns = []
@@ -934,6 +1157,8 @@ def main():
     ap = argparse.ArgumentParser(description="Lazaret launch benchmark (bench/README.md)")
     ap.add_argument("--cold", type=int, default=10, help="cold start/teardown samples (10)")
     ap.add_argument("--warm", type=int, default=30, help="warm join samples (30)")
+    ap.add_argument("--profile", type=int, default=5,
+                    help="cold starts profiled with LAZARET_LOG=debug, per workspace (5)")
     ap.add_argument("--no-write", action="store_true", help="do not touch docs/performance.md")
     ap.add_argument("--keep", action="store_true", help="keep the /tmp/lzbench-* directory")
     ap.add_argument("--json", metavar="FILE", help="also write every sample to FILE")

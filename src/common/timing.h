@@ -10,7 +10,9 @@
  * Times are CLOCK_MONOTONIC, which is one clock for every process of the
  * machine, printed as milliseconds since the CLI began (the origin is set
  * in main() and inherited by every process forked from it), so the lines
- * of all three processes form one timeline. bench/launch reads them.
+ * of all three processes form one timeline, and as the clock's own reading
+ * ("clock"), which places the marks of a Domain started by one CLI on the
+ * timeline of another (a joining session's). bench/launch reads them.
  */
 #pragma once
 
@@ -33,7 +35,8 @@ void lz_timing_mark(const char *phase);
  * parent writes them). */
 void lz_timing_forget(void);
 
-/* Write the marks kept so far, one "timing: PHASE at T ms (+D ms)" line
+/* Write the marks kept so far, one "timing: PHASE at T ms (+D ms, clock
+ * C ms)" line
  * each, and forget them. Each line begins with prefix, or with NULL with
  * the Domain log's "TIME [PID] " (coordinator/log.c). */
 void lz_timing_flush(FILE *out, const char *prefix);

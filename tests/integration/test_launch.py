@@ -1,0 +1,152 @@
+# SPDX-License-Identifier: Apache-2.0
+"""What a cold start learns once and keeps, and what it writes before the
+sandbox runs (issue 13, item 3; docs/runtime.md "How a cold start is
+ordered" and "The sandbox"), with the real binaries as the unprivileged
+test user.
+
+Each cache is shown both ways: that its record really decides the start
+when its key matches (a record pointed at another answer changes what the
+sandbox sees), and that a changed source of the answer is asked again.
+"""
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+from conftest import ok, sh
+
+RESOLVER = "nameserver 169.254.77.1"
+
+
+def _storage(rig) -> Path:
+    return rig.lz.home / ".local" / "share" / "lazaret"
+
+
+def _chown_tree(path: Path, user):
+    for p in [path, *path.rglob("*")]:
+        shutil.chown(p, user.uid, user.gid) if not p.is_symlink() else \
+            subprocess.run(["chown", "-h", f"{user.uid}:{user.gid}", str(p)], check=True)
+
+
+def _own_layout(rig, test_images, name) -> Path:
+    """A copy of the busybox test layout that the test user owns."""
+    src = Path(test_images.busybox.removeprefix("oci:").rsplit(":", 1)[0])
+    dst = rig.lz.root / name
+    shutil.copytree(src, dst, symlinks=True)
+    _chown_tree(dst, rig.lz.user)
+    return dst
+
+
+def _umoci(*args):
+    p = subprocess.run(["umoci", *map(str, args)], capture_output=True, text=True,
+                       stdin=subprocess.DEVNULL, timeout=300)
+    assert p.returncode == 0, f"umoci {' '.join(map(str, args))}: {p.stderr}"
+
+
+def test_a_local_image_source_is_asked_again_when_it_changes(rig, test_images):
+    layout = _own_layout(rig, test_images, "layout")
+    rig.config({"mine": {"image": f"oci:{layout}:latest"}})
+    mark = sh('echo "mark=${LZ_MARK:-none}"')
+    assert "mark=none" in ok(rig.run("mine", mark)).stdout
+    records = list((_storage(rig) / "images").glob("source-*"))
+    assert len(records) == 1, records
+    first = records[0].read_text()
+    first_digest = first.rsplit(" ", 1)[1].strip()
+    assert re.fullmatch(r"[0-9a-f]{64}", first_digest), first
+    assert f"source=oci:{layout}:latest id=" in first, first
+
+    # A new image under the same tag (umoci rewrites index.json): the
+    # cached digest no longer matches the source's identity; asked again.
+    _umoci("config", "--image", f"{layout}:latest", "--config.env", "LZ_MARK=two")
+    _chown_tree(layout, rig.lz.user)
+    assert "mark=two" in ok(rig.run("mine", mark)).stdout
+    second = records[0].read_text()
+    assert second != first and first_digest not in second, second
+
+    # Control: the record really decides when its key matches. Pointed at
+    # the first image's (prepared) entry under the current key, the next
+    # start runs that image without asking skopeo.
+    key = second.rsplit(" ", 1)[0]
+    records[0].write_text(f"{key} {first_digest}\n")
+    assert "mark=none" in ok(rig.run("mine", mark)).stdout
+    # A damaged record is a miss, never an answer: asked again.
+    records[0].write_text(f"{key} {first_digest}x\n")
+    assert "mark=two" in ok(rig.run("mine", mark)).stdout
+
+
+def test_runsc_facts_are_kept_and_decide_the_statx_shim(rig):
+    rig.config({"bb": {}})
+    env = sh("tr '\\0' '\\n' </proc/self/environ | grep '^LD_PRELOAD=' || echo no-preload")
+    first = ok(rig.run("bb", env)).stdout
+    facts = _storage(rig) / "runsc-facts"
+    text = facts.read_text()
+    m = re.fullmatch(r"(lazaret-runsc-facts-v1 lazaret=\S+ runsc=\S+) "
+                     r"date=(\d{8}),statx=([01])\n", text)
+    assert m, text
+    # This runsc (2022) lacks statx(AT_NO_AUTOMOUNT): the shim is preloaded.
+    preloaded = "lazaret-statx-fix.so" in first
+    assert preloaded == (m.group(3) == "0"), (text, first)
+    # Control: a record under the same key that says the opposite decides
+    # the next start (no probe was run to contradict it).
+    facts.write_text(f"{m.group(1)} date={m.group(2)},statx={1 - int(m.group(3))}\n")
+    flipped = ok(rig.run("bb", env)).stdout
+    assert ("lazaret-statx-fix.so" in flipped) != preloaded, flipped
+    # A damaged record is probed again and rewritten with the true answer.
+    facts.write_text("garbage\n")
+    assert ("lazaret-statx-fix.so" in ok(rig.run("bb", env)).stdout) == preloaded
+    assert facts.read_text() == text
+
+
+def test_resolv_conf_is_the_sidecars_resolver(rig, test_images):
+    # A plain image: written into the root overlay before runsc runs.
+    rig.config({"bb": {}, "etc": {"persistent_dirs": ["/etc"]}})
+    out = ok(rig.run("bb", sh("cat /etc/resolv.conf; ls -l /etc/resolv.conf"))).stdout
+    assert RESOLVER in out and out.splitlines()[-1].startswith("-rw-r--r--"), out
+    # A persistent /etc covers it: written from inside the sandbox instead.
+    assert RESOLVER in ok(rig.run("etc", ["cat", "/etc/resolv.conf"])).stdout
+
+
+def test_an_image_resolv_conf_symlink_is_replaced_not_followed(rig, test_images):
+    """The image's /etc/resolv.conf is a symlink to a host path: the
+    supervisor writes the sandbox's file without following it, so nothing
+    is written outside the generation's root overlay."""
+    layout = _own_layout(rig, test_images, "symlinked")
+    target = rig.lz.root / "host-target"
+    bundle = rig.lz.root / "unpacked"
+    _umoci("unpack", "--rootless", "--image", f"{layout}:latest", bundle)
+    link = bundle / "rootfs" / "etc" / "resolv.conf"
+    link.unlink(missing_ok=True)
+    link.symlink_to(target)
+    # Control: followed on the host, this symlink writes the host's file.
+    with open(link, "w") as f:
+        f.write("followed\n")
+    assert target.read_text() == "followed\n"
+    target.unlink()
+    _umoci("repack", "--image", f"{layout}:latest", bundle)
+    _chown_tree(layout, rig.lz.user)
+    rig.config({"sym": {"image": f"oci:{layout}:latest"}})
+    out = ok(rig.run("sym", sh("cat /etc/resolv.conf; readlink /etc/resolv.conf || "
+                               "echo not-a-link"))).stdout
+    assert RESOLVER in out and "not-a-link" in out, out
+    assert not target.exists(), "the host file the image's symlink names was written"
+
+
+def test_debug_log_times_every_step_of_a_start(rig):
+    rig.config({"bb": {}})
+    p = ok(rig.run("bb", ["true"], env={"LAZARET_LOG": "debug"}))
+    line = re.compile(r"timing: (cli|coordinator|supervisor): .+ at [0-9.]+ ms "
+                      r"\(\+[0-9.]+ ms, clock [0-9.]+ ms\)$")
+    cli = [x for x in p.stderr.splitlines() if x.startswith("lazaret: timing: ")]
+    assert cli and all(line.search(x) for x in cli), p.stderr
+    logs = "".join(f.read_text() for f in rig.lz.root.rglob("logs/coordinator.log"))
+    for mark in ("coordinator: supervisor spawned", "supervisor: network sidecar ready",
+                 "coordinator: sandbox running", "supervisor: runsc exec spawned"):
+        assert f"timing: {mark} at " in logs, (mark, logs[-3000:])
+    # Off by default: no timing line anywhere (the next run starts a new
+    # generation: the first one tears down when its only session ends).
+    before = len(logs)
+    q = ok(rig.run("bb", ["true"]))
+    assert "timing:" not in q.stderr, q.stderr
+    logs = "".join(f.read_text() for f in rig.lz.root.rglob("logs/coordinator.log"))
+    assert "timing:" not in logs[before:], logs[before:]

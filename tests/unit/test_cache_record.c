@@ -1,0 +1,178 @@
+/* SPDX-License-Identifier: Apache-2.0
+ *
+ * Unit tests for src/fs/cache_record.c (one-line cache records) and the
+ * runsc facts kept in one (src/supervisor/runsc_info.c). A record is only a
+ * hint: every malformed, foreign or stale one must be a miss, never a wrong
+ * answer; each rule has an accepting and a refusing case.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "common/util.h"
+#include "fs/cache_record.h"
+#include "supervisor/runsc_info.h"
+
+static char dir[64];
+static int dir_fd = -1;
+
+static int setup(void **state)
+{
+    (void) state;
+    snprintf(dir, sizeof(dir), "/tmp/lz-cache-XXXXXX");
+    if (!mkdtemp(dir))
+        return -1;
+    dir_fd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    return dir_fd < 0 ? -1 : 0;
+}
+
+static int teardown(void **state)
+{
+    (void) state;
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "rm -rf -- '%s'", dir);
+    close(dir_fd);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+static void write_file(const char *name, const char *text)
+{
+    char path[128];
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    assert_int_equal(fclose(f), 0);
+}
+
+static void test_parse_exact_record_only(void **state)
+{
+    (void) state;
+    char v[64];
+    const char *key = "k1 version=2";
+    const char ok[] = "k1 version=2 date=20221219,statx=0\n";
+    assert_true(lz_cache_record_parse(ok, strlen(ok), key, v, sizeof(v)));
+    assert_string_equal(v, "date=20221219,statx=0");
+    /* Another key, a missing newline, two spaces, a value with a space or a
+     * control byte, an empty value, a NUL inside, trailing bytes: misses. */
+    const char *bad[] = {
+        "k2 version=2 date=1\n", "k1 version=2 date=1", "k1 version=2  date=1\n",
+        "k1 version=2 da te=1\n", "k1 version=2 date=\x01\n", "k1 version=2 \n",
+        "k1 version=2 date=1\nx\n", "k1 version=3 date=1\n",
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        assert_false(lz_cache_record_parse(bad[i], strlen(bad[i]), key, v, sizeof(v)));
+    const char nul[] = "k1 version=2 da\0te\n";
+    assert_false(lz_cache_record_parse(nul, sizeof(nul) - 1, key, v, sizeof(v)));
+    /* A value longer than the caller's buffer is a miss, not a truncation. */
+    assert_false(lz_cache_record_parse(ok, strlen(ok), key, v, 8));
+}
+
+static void test_store_then_load(void **state)
+{
+    (void) state;
+    char v[80];
+    assert_int_equal(lz_cache_record_load(dir_fd, "rec", "key one", v, sizeof(v)), -1);
+    lz_cache_record_store(dir_fd, "rec", "key one", "abc:1.2-3");
+    assert_int_equal(lz_cache_record_load(dir_fd, "rec", "key one", v, sizeof(v)), 0);
+    assert_string_equal(v, "abc:1.2-3");
+    /* Under another key (another runsc, another source identity): a miss. */
+    assert_int_equal(lz_cache_record_load(dir_fd, "rec", "key two", v, sizeof(v)), -1);
+    /* Replaced, not appended; no temporary file left beside it. */
+    lz_cache_record_store(dir_fd, "rec", "key two", "x");
+    assert_int_equal(lz_cache_record_load(dir_fd, "rec", "key two", v, sizeof(v)), 0);
+    assert_string_equal(v, "x");
+    char cmd[160];
+    snprintf(cmd, sizeof(cmd), "test \"$(ls -A '%s')\" = rec", dir);
+    assert_int_equal(system(cmd), 0);
+    /* Not stored: a value that is not a token, a key with a newline, a name
+     * with a slash. */
+    lz_cache_record_store(dir_fd, "rec", "key two", "a b");
+    lz_cache_record_store(dir_fd, "rec", "key\ntwo", "y");
+    assert_int_equal(lz_cache_record_load(dir_fd, "rec", "key two", v, sizeof(v)), 0);
+    assert_string_equal(v, "x");
+    lz_cache_record_store(dir_fd, "sub/rec", "k", "y");
+    assert_int_equal(lz_cache_record_load(dir_fd, "sub/rec", "k", v, sizeof(v)), -1);
+}
+
+static void test_load_refuses_what_is_not_a_plain_record(void **state)
+{
+    (void) state;
+    char v[64];
+    /* Control: the plain file is a hit. */
+    write_file("real", "k v\n");
+    assert_int_equal(lz_cache_record_load(dir_fd, "real", "k", v, sizeof(v)), 0);
+    /* A symlink to it: a miss (never followed). */
+    assert_int_equal(symlinkat("real", dir_fd, "link"), 0);
+    assert_int_equal(lz_cache_record_load(dir_fd, "link", "k", v, sizeof(v)), -1);
+    /* A directory, a FIFO: misses, and the FIFO does not block the load. */
+    assert_int_equal(mkdirat(dir_fd, "d", 0700), 0);
+    assert_int_equal(lz_cache_record_load(dir_fd, "d", "k", v, sizeof(v)), -1);
+    char fifo[128];
+    snprintf(fifo, sizeof(fifo), "%s/fifo", dir);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    assert_int_equal(lz_cache_record_load(dir_fd, "fifo", "k", v, sizeof(v)), -1);
+    /* Longer than a record can be: a miss. */
+    char *big = lz_xmalloc(LZ_CACHE_RECORD_MAX + 16);
+    memset(big, 'a', LZ_CACHE_RECORD_MAX + 8);
+    memcpy(big, "k ", 2);
+    big[LZ_CACHE_RECORD_MAX + 8] = '\0';
+    write_file("big", big);
+    free(big);
+    assert_int_equal(lz_cache_record_load(dir_fd, "big", "k", v, sizeof(v)), -1);
+    /* Another owner's file (as root: chowned away): a miss. */
+    if (geteuid() == 0) {
+        write_file("foreign", "k v\n");
+        assert_int_equal(fchownat(dir_fd, "foreign", 65534, 65534, 0), 0);
+        assert_int_equal(lz_cache_record_load(dir_fd, "foreign", "k", v, sizeof(v)), -1);
+    }
+}
+
+static void test_runsc_facts_round_trip_and_strictness(void **state)
+{
+    (void) state;
+    char key[256];
+    assert_int_equal(lz_runsc_facts_key("/bin/sh", key, sizeof(key)), 0);
+    assert_int_equal(lz_runsc_facts_key("/nonexistent/runsc", key, sizeof(key)), -1);
+    assert_int_equal(lz_runsc_facts_key("/bin/sh", key, 16), -1); /* does not fit */
+    assert_int_equal(lz_runsc_facts_key("/bin/sh", key, sizeof(key)), 0);
+    lz_runsc_facts f = { 20221219, false }, g = { 0, true };
+    assert_int_equal(lz_runsc_facts_load(dir_fd, key, &g), -1);
+    lz_runsc_facts_store(dir_fd, key, &f);
+    assert_int_equal(lz_runsc_facts_load(dir_fd, key, &g), 0);
+    assert_int_equal(g.release_date, 20221219);
+    assert_false(g.statx_ok);
+    /* Only the canonical value: */
+    lz_runsc_facts h;
+    assert_true(lz_runsc_facts_parse_value("date=20230214,statx=1", &h));
+    assert_int_equal(h.release_date, 20230214);
+    assert_true(h.statx_ok);
+    const char *bad[] = { "date=20230214,statx=2", "date=020230214,statx=1",
+                          "date=20230214,statx=1x", "date=+2023021,statx=1",
+                          "date=-1,statx=0", "statx=1,date=20230214", "date=2023 0214,statx=1",
+                          "date=20230214,statx=01", "" };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        assert_false(lz_runsc_facts_parse_value(bad[i], &h));
+}
+
+int main(void)
+{
+#define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
+    const struct CMUnitTest tests[] = {
+        T(test_parse_exact_record_only),
+        T(test_store_then_load),
+        T(test_load_refuses_what_is_not_a_plain_record),
+        T(test_runsc_facts_round_trip_and_strictness),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
