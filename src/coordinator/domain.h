@@ -105,6 +105,7 @@ typedef struct session {
     bool exit_sent;            /* EXIT queued: close once it is sent (or on linger) */
     char in_pending[LZ_MSG_MAX_DATA];
     size_t in_pending_len;     /* typed bytes the PTY could not take yet */
+    size_t in_pending_hwm;     /* how far in_pending was ever filled (reset_slot) */
     bool exited;               /* the command ended; EXIT follows the drain */
     uint32_t exit_outcome, exit_code;
     lz_loop_source *drain_timer;

@@ -135,6 +135,8 @@ bool relay_input(session *s, const uint8_t *p, size_t n)
     if (s->master >= 0 && !s->exited) {
         memcpy(s->in_pending + s->in_pending_len, p, n);
         s->in_pending_len += n;
+        if (s->in_pending_len > s->in_pending_hwm)
+            s->in_pending_hwm = s->in_pending_len;
         pty_input(s);
     }
     return true;

@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stddef.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -25,7 +26,16 @@
 
 static void reset_slot(session *s, coord *c)
 {
-    memset(s, 0, sizeof(*s));
+    /* Typed input is wiped, but in_pending (64 KiB in each of MAX_SESSIONS
+     * slots) only as far as it was ever filled: memset over all of it made
+     * every page of the session table dirty, 8 MB of the coordinator that
+     * every process it forks then shared (issue 13, item 5; docs/
+     * performance.md "Scale"). The table is calloc'd: untouched pages stay
+     * unallocated. */
+    explicit_bzero(s->in_pending, s->in_pending_hwm);
+    const size_t head = offsetof(session, in_pending), tail = head + sizeof(s->in_pending);
+    memset(s, 0, head);
+    memset((char *) s + tail, 0, sizeof(*s) - tail);
     s->c = c;
     s->sock = -1;
     s->master = -1;

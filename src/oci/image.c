@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "oci/image.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
 #include <openssl/evp.h>
@@ -150,6 +151,46 @@ static void sha256_hex(const void *data, size_t len, char out[65])
         out[2 * i + 1] = hex[d[i] & 15];
     }
     out[64] = '\0';
+}
+
+/* An OCI layout's index.json names the tag's manifest by digest, and
+ * skopeo reads blobs/sha256/<digest> without checking that its content has
+ * that digest: a manifest blob rewritten in place, index.json untouched,
+ * changes what skopeo answers although the key (index.json's identity)
+ * does not (attack round i13b, 2-B). So a cached digest of an oci: source
+ * holds only while that blob still hashes to it; read as skopeo reads it
+ * (by path, in the developer's own layout), bounded like a manifest. */
+#define MANIFEST_MAX ((off_t) 4 << 20)
+static bool oci_manifest_blob_is(const char *source, const char *digest_hex)
+{
+    if (strncmp(source, "oci:", 4) != 0)
+        return true; /* an archive or a dir: layout: its key covers the manifest */
+    _cleanup_free_ char *index = local_source_file(source);
+    if (!index)
+        return false;
+    index[strlen(index) - strlen("/index.json")] = '\0';
+    _cleanup_free_ char *blob = lz_xasprintf("%s/blobs/sha256/%s", index, digest_hex);
+    _cleanup_close_ int fd = open(blob, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size > MANIFEST_MAX)
+        return false;
+    _cleanup_free_ char *data = lz_xmalloc((size_t) st.st_size + 1);
+    size_t len = 0;
+    for (;;) {
+        ssize_t n = read(fd, data + len, (size_t) st.st_size + 1 - len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return false;
+        if (n == 0)
+            break;
+        len += (size_t) n;
+        if (len > (size_t) st.st_size)
+            return false; /* grew while read */
+    }
+    char hex[65];
+    sha256_hex(data, len, hex);
+    return strcmp(hex, digest_hex) == 0;
 }
 
 /* Read the image configuration umoci wrote into the bundle (an OCI runtime
@@ -488,7 +529,8 @@ int lz_image_prepare(const lz_path_plan *storage_root, const char *reference,
     if (digest_key &&
         lz_cache_record_load(images_fd, digest_record, digest_key, cached, sizeof(cached)) == 0 &&
         strlen(cached) == 64 && strspn(cached, "0123456789abcdef") == 64 &&
-        fstatat(rootfs_fd, cached, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+        fstatat(rootfs_fd, cached, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+        oci_manifest_blob_is(source, cached)) {
         memcpy(img.digest_hex, cached, sizeof(cached));
     } else {
         char *const argv[] = {(char *)"skopeo", (char *)"inspect", (char *)"--raw", source, NULL};

@@ -42,13 +42,18 @@ long lz_runsc_release_date(const char *out)
 
 int lz_runsc_facts_key(const char *runsc_path, char *buf, size_t size)
 {
-    struct stat st;
-    if (strchr(LAZARET_VERSION, ' ') || stat(runsc_path, &st) < 0)
+    /* Lazaret's own binary too (this process is a fork of it, never an
+     * exec): every build has the same version string, and the probe it
+     * runs (lazaret-exec, built with it) may change (attack round i13b). */
+    struct stat st, me;
+    if (strchr(LAZARET_VERSION, ' ') || stat(runsc_path, &st) < 0 || stat("/proc/self/exe", &me) < 0)
         return -1;
-    int n = snprintf(buf, size, "lazaret-runsc-facts-v1 lazaret=%s runsc=%llu:%llu:%lld:%lld.%09ld:"
-                     "%lld.%09ld", LAZARET_VERSION, (unsigned long long) st.st_dev,
-                     (unsigned long long) st.st_ino, (long long) st.st_size,
-                     (long long) st.st_mtim.tv_sec, st.st_mtim.tv_nsec,
+    int n = snprintf(buf, size, "lazaret-runsc-facts-v1 lazaret=%s:%llu:%llu:%lld:%lld.%09ld "
+                     "runsc=%llu:%llu:%lld:%lld.%09ld:%lld.%09ld", LAZARET_VERSION,
+                     (unsigned long long) me.st_dev, (unsigned long long) me.st_ino,
+                     (long long) me.st_size, (long long) me.st_ctim.tv_sec, me.st_ctim.tv_nsec,
+                     (unsigned long long) st.st_dev, (unsigned long long) st.st_ino,
+                     (long long) st.st_size, (long long) st.st_mtim.tv_sec, st.st_mtim.tv_nsec,
                      (long long) st.st_ctim.tv_sec, st.st_ctim.tv_nsec);
     return n > 0 && (size_t) n < size ? 0 : -1;
 }

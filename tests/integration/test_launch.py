@@ -9,6 +9,9 @@ when its key matches (a record pointed at another answer changes what the
 sandbox sees), and that a changed source of the answer is asked again.
 """
 
+import hashlib
+import json
+import os
 import re
 import shutil
 import subprocess
@@ -72,6 +75,41 @@ def test_a_local_image_source_is_asked_again_when_it_changes(rig, test_images):
     assert "mark=none" in ok(rig.run("mine", mark)).stdout
     # A damaged record is a miss, never an answer: asked again.
     records[0].write_text(f"{key} {first_digest}x\n")
+    assert "mark=two" in ok(rig.run("mine", mark)).stdout
+
+
+def test_a_manifest_blob_rewritten_in_place_is_asked_again(rig, test_images):
+    """index.json untouched, the tag's manifest blob overwritten with
+    another image's manifest: skopeo (which does not check a blob against
+    its name) now answers the new image, so the cached digest must not
+    stand (attack round i13b, 2-B)."""
+    layout = _own_layout(rig, test_images, "layout")
+    other = _own_layout(rig, test_images, "other")
+    rig.config({"mine": {"image": f"oci:{layout}:latest"}})
+    mark = sh('echo "mark=${LZ_MARK:-none}"')
+    assert "mark=none" in ok(rig.run("mine", mark)).stdout
+    record = next((_storage(rig) / "images").glob("source-*"))
+    old = record.read_text().rsplit(" ", 1)[1].strip()
+    _umoci("config", "--image", f"{other}:latest", "--config.env", "LZ_MARK=two")
+    index = json.loads((other / "index.json").read_text())
+    new = index["manifests"][0]["digest"].removeprefix("sha256:")
+    assert new != old
+    index_id = os.stat(layout / "index.json")
+    for blob in (other / "blobs" / "sha256").iterdir():
+        if not (layout / "blobs" / "sha256" / blob.name).exists():
+            shutil.copy(blob, layout / "blobs" / "sha256" / blob.name)
+            shutil.chown(layout / "blobs" / "sha256" / blob.name, rig.lz.user.uid,
+                         rig.lz.user.gid)
+    (layout / "blobs" / "sha256" / old).write_bytes(
+        (other / "blobs" / "sha256" / new).read_bytes())
+    # Control: the source now names the new image, with index.json's
+    # identity (the cache key) unchanged.
+    raw = subprocess.run(["skopeo", "inspect", "--raw", f"oci:{layout}:latest"],
+                         capture_output=True, stdin=subprocess.DEVNULL, timeout=120, check=True)
+    assert hashlib.sha256(raw.stdout).hexdigest() == new
+    after = os.stat(layout / "index.json")
+    assert (after.st_ino, after.st_mtime_ns, after.st_ctime_ns) == \
+        (index_id.st_ino, index_id.st_mtime_ns, index_id.st_ctime_ns)
     assert "mark=two" in ok(rig.run("mine", mark)).stdout
 
 
