@@ -553,15 +553,6 @@ static int compose_workspace(sup *s, int ws, int ws_root, lz_error **err)
     return 0;
 }
 
-/* The image's tree, shared by every Domain of the image, through an
- * overlay of this generation: runsc 2022's gofer creates missing mount
- * points (/workspace, /run/lazaret/..., persistent directories, volumes)
- * in the root it is given, and on the shared tree they would appear in
- * every other Domain of the image - as root's directories where a
- * non-root agent's persistent ~/.cache should be its own (attack round
- * i12f, E2). They land in the generation's root-upper/ instead and go
- * with it. The sandbox itself writes to runsc's in-memory overlay only
- * (--overlay2=root:memory). */
 /* The resolver the Network Sidecar provides, as the sandbox's
  * /etc/resolv.conf, written into this generation's root overlay before
  * runsc runs (no exec into the running sandbox for it: issue 13, a cold
@@ -600,6 +591,15 @@ static bool write_resolv_conf(sup *s, int root)
     return fd >= 0 && lz_write_all(fd, line, sizeof(line) - 1) == (ssize_t) (sizeof(line) - 1);
 }
 
+/* The image's tree, shared by every Domain of the image, through an
+ * overlay of this generation: runsc 2022's gofer creates missing mount
+ * points (/workspace, /run/lazaret/..., persistent directories, volumes)
+ * in the root it is given, and on the shared tree they would appear in
+ * every other Domain of the image - as root's directories where a
+ * non-root agent's persistent ~/.cache should be its own (attack round
+ * i12f, E2). They land in the generation's root-upper/ instead and go
+ * with it. The sandbox itself writes to runsc's in-memory overlay only
+ * (--overlay2=root:memory). */
 static char *stage_rootfs(sup *s, lz_stage *st, staged_layout *l, lz_error **err)
 {
     size_t missing = 0;
