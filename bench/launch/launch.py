@@ -21,7 +21,6 @@ from other work on the machine hits both alike.
 """
 
 import argparse
-import contextlib
 import datetime
 import fcntl
 import json
@@ -40,6 +39,8 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "tests" / "integration"))
+import machine as M  # noqa: E402  (the machine-wide /dev/net/tun bookkeeping the tests keep)
 BENCH_USER = os.environ.get("LAZARET_BENCH_USER", "lzbench")
 BUILD_DIR = os.environ.get("LAZARET_BENCH_BUILD", "build-bench")
 IMAGES = Path(os.environ.get("LAZARET_TEST_IMAGES", "/var/cache/lazaret-test-images"))
@@ -47,16 +48,12 @@ IMAGE_REF = f"oci:{IMAGES}/busybox:latest"
 DOC = REPO / "docs" / "performance.md"
 SAFE_PATH = "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"
 IMAGE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-# Shared with tests/integration/conftest.py: serialises useradd/usermod
-# against concurrent test sessions.
-STATE_DIR = Path("/run/lazaret-tests")
 SUBID_COUNT = 65536
 SUBID_FIRST = 100000
 RUNSC_FLAGS = ["--ignore-cgroups", "--network=none", "--overlay2=root:memory"]
 UNSHARE = ["unshare", "--user", "--map-root-user", "--map-auto", "--mount", "--pid", "--fork",
            "--mount-proc", "--propagation", "private"]
 TEARDOWN_TIMEOUT = 60.0
-TUN = "/dev/net/tun"
 
 
 def say(msg):
@@ -225,10 +222,7 @@ class User:
 
 def ensure_user(name):
     """useradd --create-home fills /etc/subuid; make sure of >= 65536 ids."""
-    STATE_DIR.mkdir(mode=0o700, exist_ok=True)
-    fd = os.open(STATE_DIR / "lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+    with M.machine_lock():  # against concurrent test sessions' useradd/usermod
         try:
             pwd.getpwnam(name)
         except KeyError:
@@ -241,8 +235,6 @@ def ensure_user(name):
                 s = _free_subid_start()
                 subprocess.run(["usermod", f"--add-{opt}", f"{s}-{s + SUBID_COUNT - 1}", name],
                                check=True)
-    finally:
-        os.close(fd)
 
 
 # ---- image and build -------------------------------------------------------------
@@ -844,54 +836,6 @@ def git_workspace(user, ws: Path, ignored: bool):
             die(f"{ws}: git lists {n} ignored paths, not {2 * IGNORED_PACKAGES}")
 
 
-@contextlib.contextmanager
-def tun_usable():
-    """/dev/net/tun usable by the benchmark user for the run (every Domain
-    has a Network Sidecar, whose slirp4netns opens it), with the same
-    bookkeeping as tests/integration/conftest.py's tun_usable (a test session
-    running at the same time keeps it open until both are done)."""
-    state = STATE_DIR
-    users, saved = state / "tun-users", state / "tun-mode"
-
-    def locked():
-        state.mkdir(mode=0o700, exist_ok=True)
-        fd = os.open(state / "lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW,
-                     0o600)
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        return fd
-
-    def prune():
-        for f in users.iterdir():
-            try:
-                os.kill(int(f.name), 0)
-            except (ValueError, ProcessLookupError):
-                f.unlink()
-
-    fd = locked()
-    try:
-        users.mkdir(mode=0o700, exist_ok=True)
-        prune()
-        mode = os.stat(TUN).st_mode & 0o7777
-        if mode & 0o666 != 0o666 and not saved.exists():
-            saved.write_text(f"{mode:o}\n")
-            os.chmod(TUN, mode | 0o666)
-        (users / str(os.getpid())).touch()
-    finally:
-        os.close(fd)
-    try:
-        yield
-    finally:
-        fd = locked()
-        try:
-            (users / str(os.getpid())).unlink(missing_ok=True)
-            prune()
-            if not any(users.iterdir()) and saved.exists():
-                os.chmod(TUN, int(saved.read_text(), 8))
-                saved.unlink()
-        finally:
-            os.close(fd)
-
-
 def wait_running(lz, proc, log, workspace=None):
     """Until the long session proc (`sleep 600`) is seen inside its sandbox."""
     extra = ("--workspace", str(workspace)) if workspace else ()
@@ -1198,7 +1142,7 @@ def main():
         if not shutil.which(tool):
             die(f"{tool} is missing: scripts/install-deps.sh")
 
-    with tun_usable():
+    with M.tun_usable():
         res, binary = bench(args)
     print_table(res)
     meta = run_meta(binary)

@@ -19,7 +19,6 @@ run by the same user on the host. Samples of the two alternate.
 """
 
 import argparse
-import fcntl
 import json
 import os
 import pwd

@@ -15,6 +15,14 @@
 #include "fs/confined.h"
 #include "protocol/io.h"
 
+void lz_cache_file_identity(const struct stat *st, char buf[static LZ_CACHE_IDENTITY_MAX])
+{
+    snprintf(buf, LZ_CACHE_IDENTITY_MAX, "%llu:%llu:%lld:%lld.%09ld:%lld.%09ld",
+             (unsigned long long) st->st_dev, (unsigned long long) st->st_ino,
+             (long long) st->st_size, (long long) st->st_mtim.tv_sec, st->st_mtim.tv_nsec,
+             (long long) st->st_ctim.tv_sec, st->st_ctim.tv_nsec);
+}
+
 bool lz_cache_value_ok(const char *v)
 {
     size_t n = strlen(v);

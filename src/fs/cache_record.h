@@ -18,6 +18,14 @@
 
 #define LZ_CACHE_RECORD_MAX 8192 /* bytes of a whole record */
 
+struct stat;
+
+/* A file's identity as part of a key: "DEV:INO:SIZE:MTIME:CTIME" (times to
+ * the nanosecond). Any rewrite or replacement of the file changes it, and
+ * nobody but root can set a change time. */
+#define LZ_CACHE_IDENTITY_MAX 128
+void lz_cache_file_identity(const struct stat *st, char buf[static LZ_CACHE_IDENTITY_MAX]);
+
 /* Is value a token a record can hold: 1-255 bytes of [A-Za-z0-9._:=,+-]? */
 bool lz_cache_value_ok(const char *value);
 

@@ -62,21 +62,18 @@ static char *local_source_file(const char *source)
 }
 
 /* The key under which a local source's manifest digest is cached: the
- * source and its file's identity (device, inode, size, modification and
- * change times: any rewrite or replacement of the file changes it, and a
- * user cannot set a change time). NULL when the source is not local or its
- * file cannot be stat'ed (then skopeo is asked, as for a registry). */
+ * source and its file's identity (lz_cache_file_identity). NULL when the
+ * source is not local or its file cannot be stat'ed (then skopeo is asked,
+ * as for a registry). */
 static char *source_digest_key(const char *source)
 {
     _cleanup_free_ char *file = local_source_file(source);
     struct stat st;
     if (!file || stat(file, &st) < 0 || !S_ISREG(st.st_mode) || strchr(source, '\n'))
         return NULL;
-    return lz_xasprintf("lazaret-source-digest-v1 source=%s id=%llu:%llu:%lld:%lld.%09ld:"
-                        "%lld.%09ld", source, (unsigned long long) st.st_dev,
-                        (unsigned long long) st.st_ino, (long long) st.st_size,
-                        (long long) st.st_mtim.tv_sec, st.st_mtim.tv_nsec,
-                        (long long) st.st_ctim.tv_sec, st.st_ctim.tv_nsec);
+    char id[LZ_CACHE_IDENTITY_MAX];
+    lz_cache_file_identity(&st, id);
+    return lz_xasprintf("lazaret-source-digest-v1 source=%s id=%s", source, id);
 }
 
 static int find_tool(const char *name, char **ret, lz_error **err)

@@ -48,13 +48,11 @@ int lz_runsc_facts_key(const char *runsc_path, char *buf, size_t size)
     struct stat st, me;
     if (strchr(LAZARET_VERSION, ' ') || stat(runsc_path, &st) < 0 || stat("/proc/self/exe", &me) < 0)
         return -1;
-    int n = snprintf(buf, size, "lazaret-runsc-facts-v1 lazaret=%s:%llu:%llu:%lld:%lld.%09ld "
-                     "runsc=%llu:%llu:%lld:%lld.%09ld:%lld.%09ld", LAZARET_VERSION,
-                     (unsigned long long) me.st_dev, (unsigned long long) me.st_ino,
-                     (long long) me.st_size, (long long) me.st_ctim.tv_sec, me.st_ctim.tv_nsec,
-                     (unsigned long long) st.st_dev, (unsigned long long) st.st_ino,
-                     (long long) st.st_size, (long long) st.st_mtim.tv_sec, st.st_mtim.tv_nsec,
-                     (long long) st.st_ctim.tv_sec, st.st_ctim.tv_nsec);
+    char me_id[LZ_CACHE_IDENTITY_MAX], runsc_id[LZ_CACHE_IDENTITY_MAX];
+    lz_cache_file_identity(&me, me_id);
+    lz_cache_file_identity(&st, runsc_id);
+    int n = snprintf(buf, size, "lazaret-runsc-facts-v1 lazaret=%s:%s runsc=%s", LAZARET_VERSION,
+                     me_id, runsc_id);
     return n > 0 && (size_t) n < size ? 0 : -1;
 }
 

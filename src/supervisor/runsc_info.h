@@ -32,12 +32,11 @@ typedef struct lz_runsc_facts {
 /* The cache file, in the Storage Root (Lazaret's own; no sandbox has it). */
 #define LZ_RUNSC_FACTS_FILE "runsc-facts"
 
-/* The key the facts are kept under: this Lazaret's version and binary
- * (/proc/self/exe: device, inode, size, change time) and the runsc
- * binary's identity (device, inode, size, modification and change times),
- * so that an upgraded or replaced runsc, or a rebuilt Lazaret, asks again. Writes at most
- * size bytes; -1 when runsc_path cannot be stat'ed or the key does not
- * fit. */
+/* The key the facts are kept under: this Lazaret's version, the identity
+ * (fs/cache_record.h lz_cache_file_identity) of its binary
+ * (/proc/self/exe) and of the runsc binary, so that an upgraded or
+ * replaced runsc, or a rebuilt Lazaret, asks again. Writes at most size
+ * bytes; -1 when a binary cannot be stat'ed or the key does not fit. */
 int lz_runsc_facts_key(const char *runsc_path, char *buf, size_t size);
 
 /* Parse a cached value ("date=YYYYMMDD,statx=0|1"): true only for exactly

@@ -49,32 +49,27 @@ Lz (one per test):
                                -> CompletedProcess of any command as the user
 """
 
-import fcntl
 import os
 import pwd
 import re
 import select
 import shutil
 import signal
-import stat
 import subprocess
 import tempfile
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+import machine  # noqa: E402  (machine-wide lock and /dev/net/tun, shared with bench/)
+
 TEST_USER = "lztest"
 SUBID_COUNT = 65536
 SUBID_FIRST = 100000
 SAFE_PATH = "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"
-TUN = "/dev/net/tun"
-# Root-only state shared by concurrent test sessions on one machine (several
-# developers' runs): a lock and the /dev/net/tun bookkeeping. Not /run/lock,
-# which every user can write to.
-STATE_DIR = Path("/run/lazaret-tests")
+STATE_DIR = machine.STATE_DIR
 
 
 @dataclass(frozen=True)
@@ -88,25 +83,10 @@ class LzUser:
 
 # ---- machine-wide state (root) ---------------------------------------------
 
-def _state_dir() -> Path:
-    STATE_DIR.mkdir(mode=0o700, exist_ok=True)
-    st = STATE_DIR.lstat()
-    if not stat.S_ISDIR(st.st_mode) or st.st_uid != 0 or st.st_mode & 0o077:
-        raise RuntimeError(f"{STATE_DIR} must be a root-owned 0700 directory")
-    return STATE_DIR
-
-
-@contextmanager
-def _machine_lock():
-    """Serialise user creation and /dev/net/tun changes across concurrent
-    pytest sessions (useradd itself races on /etc/subuid)."""
-    fd = os.open(_state_dir() / "lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW,
-                 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)
+# The lock and the /dev/net/tun bookkeeping live in machine.py, shared with
+# the benchmarks under bench/.
+_state_dir = machine.state_dir
+_machine_lock = machine.machine_lock
 
 
 def _run_root(argv):
@@ -198,35 +178,9 @@ def test_user(user_factory) -> LzUser:
 
 @pytest.fixture(scope="session")
 def tun_usable(_root):
-    """Typical desktops have /dev/net/tun 0666; these machines 0600. Open it up
-    for the session and put the original mode back when the last concurrent
-    session on this machine ends (pid files under STATE_DIR count them)."""
-    users = _state_dir() / "tun-users"
-    saved = _state_dir() / "tun-mode"
-
-    def prune():
-        for f in users.iterdir():
-            try:
-                os.kill(int(f.name), 0)
-            except (ValueError, ProcessLookupError):
-                f.unlink()
-
-    with _machine_lock():
-        users.mkdir(mode=0o700, exist_ok=True)
-        prune()
-        if os.path.exists(TUN):
-            mode = stat.S_IMODE(os.stat(TUN).st_mode)
-            if mode & 0o666 != 0o666 and not saved.exists():
-                saved.write_text(f"{mode:o}\n")
-                os.chmod(TUN, mode | 0o666)
-        (users / str(os.getpid())).touch()
-    yield
-    with _machine_lock():
-        (users / str(os.getpid())).unlink(missing_ok=True)
-        prune()
-        if not any(users.iterdir()) and saved.exists():
-            os.chmod(TUN, int(saved.read_text(), 8))
-            saved.unlink()
+    """/dev/net/tun usable by the test users for the session (machine.py)."""
+    with machine.tun_usable():
+        yield
 
 
 class Lz:
