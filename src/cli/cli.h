@@ -43,6 +43,7 @@ int lz_cmd_state(int argc, char **argv, const lz_global_options *g);
 int lz_cmd_config(int argc, char **argv, const lz_global_options *g);
 int lz_cmd_doctor(int argc, char **argv, const lz_global_options *g);
 int lz_cmd_stop(int argc, char **argv, const lz_global_options *g);
+int lz_cmd_export(int argc, char **argv, const lz_global_options *g);
 
 extern const char lz_usage_run[];
 extern const char lz_usage_status[];
@@ -50,6 +51,7 @@ extern const char lz_usage_state[];
 extern const char lz_usage_config[];
 extern const char lz_usage_doctor[];
 extern const char lz_usage_stop[];
+extern const char lz_usage_export[];
 
 /* Is the Domain lock in the Domain runtime directory dirfd held (by its
  * coordinator)? Takes no lock that outlives the call. */

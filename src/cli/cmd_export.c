@@ -1,0 +1,252 @@
+/* SPDX-License-Identifier: Apache-2.0
+ *
+ * lazaret export kubernetes PROFILE [--workspace DIR] [-o FILE] [options]
+ *
+ * Loads and resolves the profile exactly as `run` does, then writes the
+ * Kubernetes objects that run it under agent-sandbox on gVisor (YAML, on
+ * stdout or FILE) and the mapping report (on stderr, text or JSON).
+ * docs/kubernetes.md. No environment value is read into the output: the
+ * resolved values are wiped before anything is built.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "common/error.h"
+#include "common/util.h"
+#include "export/kubernetes.h"
+#include "export/yaml.h"
+
+const char lz_usage_export[] =
+    "Usage: lazaret [--config FILE] export kubernetes PROFILE [--workspace DIR] [-o FILE]\n"
+    "                                  [OPTION...]\n"
+    "\n"
+    "Write the profile as Kubernetes objects for the agent-sandbox controller on a\n"
+    "gVisor RuntimeClass: PersistentVolumeClaims for the workspace and each\n"
+    "persistent directory, a NetworkPolicy with the profile's egress policy, and a\n"
+    "Sandbox (agents.x-k8s.io/v1beta1). The configuration is loaded exactly as\n"
+    "'lazaret run' loads it. A report on stderr says, for every profile field,\n"
+    "whether it was mapped, approximated or could not be mapped, and why.\n"
+    "\n"
+    "Options:\n"
+    "  --workspace DIR       the project directory (as for 'run')\n"
+    "  -o, --output FILE     write the YAML to FILE instead of stdout\n"
+    "  --name NAME           base name of the objects (default\n"
+    "                        lazaret-PROFILE-<8 hex digits of the Domain ID>)\n"
+    "  --namespace NS        write metadata.namespace\n"
+    "  --runtime-class NAME  the pod's runtimeClassName (default gvisor)\n"
+    "  --with-runtime-class  also write the RuntimeClass (handler runsc)\n"
+    "  --storage-class NAME  the claims' storageClassName (default: the cluster's)\n"
+    "  --workspace-size Q    the workspace claim's size (default 10Gi)\n"
+    "  --persistent-size Q   each persistent directory's claim size (default 5Gi)\n"
+    "  --image REF           the image the cluster pulls instead of the profile's\n"
+    "  --image-digest D      pin the image by this sha256:... manifest digest\n"
+    "  --git-writable        do not mount the workspace's .git read-only\n"
+    "  --template            write a SandboxTemplate, SandboxWarmPool and\n"
+    "                        SandboxClaim instead of a Sandbox\n"
+    "  --warm-pool N         the warm pool's replicas (with --template; default 1)\n"
+    "  --report FORMAT       the report as 'text' (default) or 'json', on stderr\n"
+    "  --strict              write nothing and exit 1 when a security-relevant field\n"
+    "                        is approximated or cannot be mapped\n"
+    "\n"
+    "Exit status: 0 written, 1 failure or --strict refusal, 2 usage error.\n";
+
+static void print_report_text(const lz_k8s_export *e, const char *profile, size_t strict)
+{
+    fprintf(stderr, "lazaret export: profile '%s': %zu objects; the mapping of its fields:\n",
+            profile, json_array_size(e->documents));
+    for (size_t i = 0; i < e->n_entries; i++) {
+        const lz_map_entry *m = &e->entries[i];
+        _cleanup_free_ char *field = lz_text_printable(m->field);
+        _cleanup_free_ char *reason = lz_text_printable(m->reason);
+        fprintf(stderr, "  %-12s %s%s: %s\n", lz_map_status_name(m->status), field,
+                m->security_relevant && m->status != LZ_MAP_MAPPED ? " [security]" : "", reason);
+    }
+    if (strict)
+        fprintf(stderr, "lazaret export: %zu security-relevant field%s approximated or not "
+                        "mappable (marked [security])\n",
+                strict, strict == 1 ? " is" : "s are");
+}
+
+static void print_report_json(const lz_k8s_export *e, const char *profile, size_t strict)
+{
+    json_t *entries = json_array();
+    for (size_t i = 0; i < e->n_entries; i++) {
+        const lz_map_entry *m = &e->entries[i];
+        json_array_append_new(entries, json_pack("{s:s, s:s, s:b, s:s}", "field", m->field,
+                                                 "status", lz_map_status_name(m->status),
+                                                 "security_relevant", m->security_relevant,
+                                                 "reason", m->reason));
+    }
+    json_t *r = json_pack("{s:s, s:I, s:I, s:o}", "profile", profile, "objects",
+                          (json_int_t) json_array_size(e->documents), "strict_failures",
+                          (json_int_t) strict, "fields", entries);
+    json_dumpf(r, stderr, JSON_INDENT(2) | JSON_ENSURE_ASCII);
+    fputc('\n', stderr);
+    json_decref(r);
+}
+
+/* Write every document to out; 0, or -1 with *err. */
+static int write_yaml(FILE *out, const lz_k8s_export *e, const char *label, lz_error **err)
+{
+    size_t i;
+    json_t *doc;
+    json_array_foreach(e->documents, i, doc) {
+        if (lz_yaml_document(out, doc) < 0)
+            return lz_error_set(err, errno, "cannot write object %zu as YAML", i);
+    }
+    if (fflush(out) != 0 || ferror(out))
+        return lz_error_set(err, errno, "cannot write %s", label);
+    return 0;
+}
+
+/* -o FILE: written beside it and renamed over it, so a failed export never
+ * leaves half a file that kubectl would apply. */
+static int write_file(const char *path, const lz_k8s_export *e, lz_error **err)
+{
+    _cleanup_free_ char *tmp = lz_xasprintf("%s.lazaret-%ld", path, (long) getpid());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        lz_error_set(err, errno, "cannot create %s", tmp);
+        return lz_error_hint(err, "check that the directory of %s exists and is writable", path);
+    }
+    FILE *f = fdopen(fd, "w");
+    if (!f) {
+        close(fd);
+        unlink(tmp);
+        return lz_error_set(err, errno, "cannot write %s", tmp);
+    }
+    int rc = write_yaml(f, e, tmp, err);
+    if (rc == 0 && fsync(fileno(f)) < 0)
+        rc = lz_error_set(err, errno, "cannot write %s", tmp);
+    if (fclose(f) != 0 && rc == 0)
+        rc = lz_error_set(err, errno, "cannot write %s", tmp);
+    if (rc == 0 && rename(tmp, path) < 0)
+        rc = lz_error_set(err, errno, "cannot rename %s to %s", tmp, path);
+    if (rc < 0)
+        unlink(tmp);
+    return rc;
+}
+
+static int parse_count(const char *s, unsigned *ret)
+{
+    char *end;
+    errno = 0;
+    unsigned long v = strtoul(s, &end, 10);
+    if (errno || end == s || *end || s[0] == '-' || v < 1 || v > 1000)
+        return -1;
+    *ret = (unsigned) v;
+    return 0;
+}
+
+int lz_cmd_export(int argc, char **argv, const lz_global_options *g)
+{
+    if (argc < 2)
+        return lz_cli_usage_error("export", "needs a target: kubernetes");
+    if (strcmp(argv[1], "kubernetes") != 0)
+        return lz_cli_usage_error("export", "unknown target '%s' (there is: kubernetes)",
+                                  argv[1]);
+    const char *profile = NULL, *workspace = NULL, *output = NULL, *report = "text";
+    bool strict = false;
+    lz_k8s_options o = { 0 };
+    static const struct {
+        const char *flag;
+        size_t offset;
+    } valued[] = {
+        { "--name", offsetof(lz_k8s_options, name) },
+        { "--namespace", offsetof(lz_k8s_options, namespace_name) },
+        { "--runtime-class", offsetof(lz_k8s_options, runtime_class) },
+        { "--storage-class", offsetof(lz_k8s_options, storage_class) },
+        { "--workspace-size", offsetof(lz_k8s_options, workspace_size) },
+        { "--persistent-size", offsetof(lz_k8s_options, persistent_size) },
+        { "--image", offsetof(lz_k8s_options, image) },
+        { "--image-digest", offsetof(lz_k8s_options, image_digest) },
+    };
+    const char *warm_pool = NULL;
+    for (int i = 2; i < argc; i++) {
+        const char *a = argv[i];
+        const char **slot = NULL;
+        for (size_t k = 0; k < LZ_ARRAY_SIZE(valued); k++)
+            if (strcmp(a, valued[k].flag) == 0)
+                slot = (const char **) ((char *) &o + valued[k].offset);
+        if (strcmp(a, "--workspace") == 0)
+            slot = &workspace;
+        else if (strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0)
+            slot = &output;
+        else if (strcmp(a, "--report") == 0)
+            slot = &report;
+        else if (strcmp(a, "--warm-pool") == 0)
+            slot = &warm_pool;
+        if (slot) {
+            if (i + 1 >= argc || argv[i + 1][0] == '\0')
+                return lz_cli_usage_error("export", "option %s needs a value", a);
+            *slot = argv[++i];
+        } else if (strcmp(a, "--with-runtime-class") == 0) {
+            o.runtime_class_object = true;
+        } else if (strcmp(a, "--git-writable") == 0) {
+            o.git_writable = true;
+        } else if (strcmp(a, "--template") == 0) {
+            o.form = LZ_K8S_FORM_TEMPLATE;
+        } else if (strcmp(a, "--strict") == 0) {
+            strict = true;
+        } else if (a[0] == '-') {
+            return lz_cli_usage_error("export", "unknown option '%s'", a);
+        } else if (!profile) {
+            profile = a;
+        } else {
+            return lz_cli_usage_error("export", "unexpected argument '%s'", a);
+        }
+    }
+    if (!profile)
+        return lz_cli_usage_error("export", "needs a PROFILE");
+    if (strcmp(report, "text") != 0 && strcmp(report, "json") != 0)
+        return lz_cli_usage_error("export", "--report is 'text' or 'json'");
+    if (warm_pool && o.form != LZ_K8S_FORM_TEMPLATE)
+        return lz_cli_usage_error("export", "--warm-pool needs --template");
+    if (warm_pool && parse_count(warm_pool, &o.warm_pool_replicas) < 0)
+        return lz_cli_usage_error("export", "--warm-pool takes a count from 1 to 1000");
+
+    lz_resolved_config *cfg = lz_cli_load_profile(g, profile, workspace);
+    if (!cfg)
+        return LZ_EXIT_FAILURE;
+    /* Nothing below needs a value; none may reach the output. */
+    lz_resolved_config_forget_env_values(cfg);
+
+    lz_error *err = NULL;
+    lz_k8s_export e;
+    int status = LZ_EXIT_FAILURE;
+    if (lz_k8s_export_build(cfg, &o, &e, &err) < 0)
+        goto fail;
+    size_t failures = lz_k8s_export_strict_failures(&e);
+    if (strcmp(report, "json") == 0)
+        print_report_json(&e, cfg->profile, failures);
+    else
+        print_report_text(&e, cfg->profile, failures);
+    if (strict && failures) {
+        lz_error_set(&err, 0, "--strict: nothing written: %zu security-relevant field%s "
+                              "approximated or not mappable", failures,
+                     failures == 1 ? " is" : "s are");
+        lz_error_hint(&err, "see the fields marked [security] above (or security_relevant in "
+                            "--report json) and docs/kubernetes.md");
+        lz_k8s_export_clear(&e);
+        goto fail;
+    }
+    int rc = output ? write_file(output, &e, &err) : write_yaml(stdout, &e, "stdout", &err);
+    lz_k8s_export_clear(&e);
+    if (rc < 0)
+        goto fail;
+    status = LZ_EXIT_OK;
+    goto out;
+fail:
+    lz_error_report(err, stderr);
+    lz_error_free(err);
+out:
+    lz_resolved_config_free(cfg);
+    return status;
+}

@@ -1,0 +1,609 @@
+/* SPDX-License-Identifier: Apache-2.0
+ *
+ * The objects of `lazaret export kubernetes` and the mapping report. Facts
+ * about agent-sandbox (field names, what the controller does with them)
+ * are from its v0.5.6 release and cited in docs/kubernetes.md.
+ */
+#include "export/kubernetes.h"
+
+#include <ctype.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <openssl/sha.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/util.h"
+#include "export/netpolicy.h"
+
+#define SANDBOX_API "agents.x-k8s.io/v1beta1"
+#define EXTENSIONS_API "extensions.agents.x-k8s.io/v1beta1"
+#define LABEL_NAME "app.kubernetes.io/name"
+#define LABEL_INSTANCE "app.kubernetes.io/instance"
+#define LABEL_MANAGED_BY "app.kubernetes.io/managed-by"
+#define ANNOTATION_PROFILE "lazaret.dev/profile"
+#define ANNOTATION_FINGERPRINT "lazaret.dev/configuration-fingerprint"
+#define ANNOTATION_PATH "lazaret.dev/sandbox-path"
+/* The longest base name: its derived names (base + "-p-" + 8 hex) stay
+ * DNS labels (63), as Pod and Service names of the Sandbox must. */
+#define BASE_NAME_MAX 52
+
+const char *lz_map_status_name(lz_map_status s)
+{
+    switch (s) {
+    case LZ_MAP_MAPPED: return "mapped";
+    case LZ_MAP_APPROXIMATED: return "approximated";
+    case LZ_MAP_NOT_MAPPABLE: return "not-mappable";
+    default: return "?";
+    }
+}
+
+typedef struct builder {
+    const lz_resolved_config *cfg;
+    const lz_k8s_options *o;
+    lz_k8s_export *out;
+    char *base;
+    char *image;
+    bool image_pinned;
+    char *secret; /* the Secret the env entries name */
+} builder;
+
+__attribute__((format(printf, 5, 6))) static void report(builder *b, const char *field,
+                                                         lz_map_status status, bool security,
+                                                         const char *fmt, ...)
+{
+    lz_k8s_export *e = b->out;
+    e->entries = lz_xrealloc(e->entries, e->n_entries + 1, sizeof(*e->entries));
+    va_list ap;
+    va_start(ap, fmt);
+    char *reason = NULL;
+    if (vasprintf(&reason, fmt, ap) < 0)
+        abort();
+    va_end(ap);
+    e->entries[e->n_entries++] = (lz_map_entry) {
+        .field = lz_xstrdup(field), .status = status, .security_relevant = security,
+        .reason = reason,
+    };
+}
+
+/* ---- names and values Kubernetes accepts ---------------------------------- */
+
+/* RFC 1123 label: [a-z0-9]([-a-z0-9]*[a-z0-9])?, at most max. */
+static bool dns_label(const char *s, size_t max)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n > max || s[0] == '-' || s[n - 1] == '-')
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!(islower((unsigned char) s[i]) || isdigit((unsigned char) s[i]) || s[i] == '-'))
+            return false;
+    return true;
+}
+
+/* RFC 1123 subdomain: labels joined by '.', at most 253. */
+static bool dns_subdomain(const char *s)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n > 253)
+        return false;
+    _cleanup_free_ char *copy = lz_xstrdup(s);
+    for (char *save = NULL, *l = strtok_r(copy, ".", &save); l; l = strtok_r(NULL, ".", &save))
+        if (!dns_label(l, 63))
+            return false;
+    return s[0] != '.' && s[n - 1] != '.' && !strstr(s, "..");
+}
+
+/* A resource.Quantity of bytes as a user writes one: digits, an optional
+ * fraction and a binary or decimal suffix ("10Gi", "500M"). */
+static bool storage_quantity(const char *s)
+{
+    size_t d = strspn(s, "0123456789");
+    if (d == 0 || d > 18)
+        return false;
+    s += d;
+    if (*s == '.') {
+        size_t f = strspn(s + 1, "0123456789");
+        if (f == 0 || f > 9)
+            return false;
+        s += 1 + f;
+    }
+    static const char *const suffixes[] = { "", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei",
+                                            "k", "M", "G", "T", "P", "E" };
+    for (size_t i = 0; i < LZ_ARRAY_SIZE(suffixes); i++)
+        if (strcmp(s, suffixes[i]) == 0)
+            return true;
+    return false;
+}
+
+static bool sha256_digest(const char *s)
+{
+    if (strncmp(s, "sha256:", 7) != 0 || strlen(s) != 7 + 64)
+        return false;
+    for (const char *p = s + 7; *p; p++)
+        if (!(isdigit((unsigned char) *p) || (*p >= 'a' && *p <= 'f')))
+            return false;
+    return true;
+}
+
+/* The default base name: "lazaret-" + the profile in DNS-label form + "-"
+ * + 8 hex digits of the Domain ID, so two workspaces of one profile (two
+ * Domains locally) get two Sandboxes. */
+static char *default_base(const lz_resolved_config *cfg)
+{
+    char slug[33];
+    size_t n = 0;
+    for (const char *p = cfg->profile; *p && n < sizeof(slug) - 1; p++) {
+        char c = (char) tolower((unsigned char) *p);
+        if (!(islower((unsigned char) c) || isdigit((unsigned char) c)))
+            c = '-';
+        if (c == '-' && (n == 0 || slug[n - 1] == '-'))
+            continue;
+        slug[n++] = c;
+    }
+    while (n > 0 && slug[n - 1] == '-')
+        n--;
+    slug[n] = '\0';
+    char hex[65];
+    lz_digest_hex(cfg->domain_id, hex);
+    return n ? lz_xasprintf("lazaret-%s-%.8s", slug, hex) : lz_xasprintf("lazaret-%.8s", hex);
+}
+
+/* 8 hex digits of SHA-256(path): a persistent dir's claim name that stays
+ * the same when other dirs are added or removed. */
+static char *path_tag(const char *path)
+{
+    unsigned char md[SHA256_DIGEST_LENGTH];
+    SHA256((const unsigned char *) path, strlen(path), md);
+    return lz_xasprintf("%02x%02x%02x%02x", md[0], md[1], md[2], md[3]);
+}
+
+/* ---- the image ------------------------------------------------------------- */
+
+static const char *const local_transports[] = { "oci:", "oci-archive:", "docker-archive:",
+                                                "dir:", "containers-storage:", "docker-daemon:" };
+
+static bool is_local_source(const char *ref)
+{
+    for (size_t i = 0; i < LZ_ARRAY_SIZE(local_transports); i++)
+        if (strncmp(ref, local_transports[i], strlen(local_transports[i])) == 0)
+            return true;
+    return false;
+}
+
+/* The reference without its tag: "reg:5000/a/b:tag" -> "reg:5000/a/b"
+ * (a ':' after the last '/' starts the tag). */
+static char *without_tag(const char *ref)
+{
+    const char *slash = strrchr(ref, '/');
+    const char *colon = strrchr(slash ? slash : ref, ':');
+    return colon ? lz_xstrndup(ref, (size_t) (colon - ref)) : lz_xstrdup(ref);
+}
+
+static bool plain_reference(const char *ref)
+{
+    if (!*ref || strlen(ref) > 1024)
+        return false;
+    for (const char *p = ref; *p; p++)
+        if ((unsigned char) *p <= 0x20 || (unsigned char) *p >= 0x7f)
+            return false;
+    return true;
+}
+
+static int choose_image(builder *b, lz_error **err)
+{
+    const char *ref = b->o->image ? b->o->image : b->cfg->image;
+    const char *from = b->o->image ? "--image" : "the profile's image";
+    if (strncmp(ref, "docker://", 9) == 0)
+        ref += 9;
+    if (is_local_source(ref) || !plain_reference(ref)) {
+        _cleanup_free_ char *shown = lz_text_printable(ref);
+        lz_error_set(err, 0, "%s '%s' is not an image a cluster can pull", from, shown);
+        if (b->o->image)
+            return lz_error_hint(err, "give a registry reference, e.g. "
+                                      "--image registry.example/team/agent@sha256:<digest>");
+        return lz_error_hint(err, "push it to a registry the cluster reaches (skopeo copy %s "
+                                  "docker://REGISTRY/NAME) and pass --image REGISTRY/NAME@sha256:DIGEST",
+                             shown);
+    }
+    const char *at = strstr(ref, "@sha256:");
+    if (b->o->image_digest) {
+        if (!sha256_digest(b->o->image_digest))
+            return lz_error_set(err, 0, "--image-digest must be sha256: and 64 lowercase hex "
+                                        "digits");
+        if (at && strcmp(at + 1, b->o->image_digest) != 0) {
+            _cleanup_free_ char *shown = lz_text_printable(ref);
+            return lz_error_set(err, 0, "--image-digest %s contradicts the digest of '%s'",
+                                b->o->image_digest, shown);
+        }
+        _cleanup_free_ char *name = at ? lz_xstrndup(ref, (size_t) (at - ref)) : lz_xstrdup(ref);
+        _cleanup_free_ char *bare = without_tag(name);
+        b->image = lz_xasprintf("%s@%s", bare, b->o->image_digest);
+        b->image_pinned = true;
+    } else {
+        b->image = lz_xstrdup(ref);
+        b->image_pinned = at && sha256_digest(at + 1);
+    }
+    _cleanup_free_ char *shown = lz_text_printable(b->image);
+    if (b->image_pinned)
+        report(b, "image", LZ_MAP_MAPPED, false, "%s: pinned by digest", shown);
+    else
+        report(b, "image", LZ_MAP_APPROXIMATED, true,
+               "%s: by tag, which the registry can move; locally the Domain keeps the manifest "
+               "it prepared. Pin it with --image-digest sha256:... or a reference with @sha256:",
+               shown);
+    return 0;
+}
+
+/* ---- objects ---------------------------------------------------------------- */
+
+static json_t *labels(builder *b)
+{
+    return json_pack("{s:s, s:s, s:s}", LABEL_NAME, "lazaret", LABEL_INSTANCE, b->base,
+                     LABEL_MANAGED_BY, "lazaret");
+}
+
+static json_t *metadata(builder *b, const char *name)
+{
+    json_t *m = json_object();
+    json_object_set_new(m, "name", json_string(name));
+    if (b->o->namespace_name)
+        json_object_set_new(m, "namespace", json_string(b->o->namespace_name));
+    json_object_set_new(m, "labels", labels(b));
+    return m;
+}
+
+static json_t *claim_spec(builder *b, const char *size)
+{
+    json_t *s = json_pack("{s:[s], s:{s:{s:s}}}", "accessModes", "ReadWriteOnce", "resources",
+                          "requests", "storage", size);
+    if (b->o->storage_class)
+        json_object_set_new(s, "storageClassName", json_string(b->o->storage_class));
+    return s;
+}
+
+typedef struct claim {
+    char *volume;     /* the pod's volume name (a DNS label) */
+    char *claim_name; /* the PVC's name (sandbox form) */
+    char *path;       /* where it is mounted */
+    const char *size;
+} claim;
+
+static json_t *pvc_object(builder *b, const claim *c)
+{
+    json_t *meta = metadata(b, c->claim_name);
+    json_object_set_new(meta, "annotations", json_pack("{s:s}", ANNOTATION_PATH, c->path));
+    return json_pack("{s:s, s:s, s:o, s:o}", "apiVersion", "v1", "kind", "PersistentVolumeClaim",
+                     "metadata", meta, "spec", claim_spec(b, c->size));
+}
+
+static json_t *container(builder *b, const claim *claims, size_t n_claims)
+{
+    json_t *c = json_object();
+    json_object_set_new(c, "name", json_string("agent"));
+    json_object_set_new(c, "image", json_string(b->image));
+    json_object_set_new(c, "imagePullPolicy", json_string("IfNotPresent"));
+    /* The image's own command, kept alive with a terminal to attach to, as
+     * `lazaret run` gives it one. */
+    json_object_set_new(c, "stdin", json_true());
+    json_object_set_new(c, "tty", json_true());
+    json_object_set_new(c, "workingDir", json_string("/workspace"));
+    if (b->cfg->n_env) {
+        json_t *env = json_array();
+        for (size_t i = 0; i < b->cfg->n_env; i++) {
+            const lz_resolved_env *e = &b->cfg->env[i];
+            json_array_append_new(
+                env, json_pack("{s:s, s:{s:{s:s, s:s, s:b}}}", "name", e->sandbox_name,
+                               "valueFrom", "secretKeyRef", "name",
+                               b->secret, "key", e->sandbox_name,
+                               "optional", 0));
+        }
+        json_object_set_new(c, "env", env);
+    }
+    json_object_set_new(
+        c, "securityContext",
+        json_pack("{s:b, s:b, s:{s:[s]}}", "allowPrivilegeEscalation", 0, "privileged", 0,
+                  "capabilities", "drop", "ALL"));
+    json_t *mounts = json_array();
+    for (size_t i = 0; i < n_claims; i++) {
+        json_array_append_new(mounts, json_pack("{s:s, s:s}", "name", claims[i].volume,
+                                                "mountPath", claims[i].path));
+        if (i == 0 && !b->o->git_writable)
+            json_array_append_new(mounts, json_pack("{s:s, s:s, s:s, s:b}", "name",
+                                                    claims[0].volume, "mountPath",
+                                                    "/workspace/.git", "subPath", ".git",
+                                                    "readOnly", 1));
+    }
+    json_object_set_new(c, "volumeMounts", mounts);
+    return c;
+}
+
+static json_t *pod_spec(builder *b, const claim *claims, size_t n_claims, bool claim_volumes)
+{
+    json_t *s = json_object();
+    json_object_set_new(s, "runtimeClassName", json_string(b->o->runtime_class));
+    json_object_set_new(s, "automountServiceAccountToken", json_false());
+    json_object_set_new(s, "enableServiceLinks", json_false());
+    json_object_set_new(s, "securityContext",
+                        json_pack("{s:{s:s}}", "seccompProfile", "type", "RuntimeDefault"));
+    json_object_set_new(s, "containers", json_pack("[o]", container(b, claims, n_claims)));
+    if (claim_volumes) {
+        json_t *vols = json_array();
+        for (size_t i = 0; i < n_claims; i++)
+            json_array_append_new(vols, json_pack("{s:s, s:{s:s}}", "name", claims[i].volume,
+                                                  "persistentVolumeClaim", "claimName",
+                                                  claims[i].claim_name));
+        json_object_set_new(s, "volumes", vols);
+    }
+    return s;
+}
+
+static json_t *pod_template(builder *b, const claim *claims, size_t n_claims, bool claim_volumes)
+{
+    return json_pack("{s:{s:o}, s:o}", "metadata", "labels", labels(b), "spec",
+                     pod_spec(b, claims, n_claims, claim_volumes));
+}
+
+static json_t *ip_block_json(const lz_ip_block *blk)
+{
+    char buf[LZ_IPV4_PREFIX_BUFSZ];
+    lz_ipv4_prefix_format(&blk->cidr, buf);
+    json_t *ipb = json_pack("{s:s}", "cidr", buf);
+    if (blk->n_except) {
+        json_t *ex = json_array();
+        for (size_t i = 0; i < blk->n_except; i++) {
+            lz_ipv4_prefix_format(&blk->except[i], buf);
+            json_array_append_new(ex, json_string(buf));
+        }
+        json_object_set_new(ipb, "except", ex);
+    }
+    return json_pack("{s:o}", "ipBlock", ipb);
+}
+
+/* One NetworkPolicy selecting exactly the Sandbox's pod (its instance
+ * label): no ingress at all, DNS to the cluster's resolver (the one path a
+ * local Domain always has, docs/network.md), and the flattened egress. */
+static json_t *network_policy(builder *b)
+{
+    lz_ip_blocks blocks;
+    lz_netpolicy_flatten(&b->cfg->allow, &b->cfg->deny, &blocks);
+    json_t *egress = json_array();
+    json_array_append_new(
+        egress,
+        json_pack("{s:[{s:{s:{s:s}}, s:{s:{s:s}}}], s:[{s:s, s:i}, {s:s, s:i}]}", "to",
+                  "namespaceSelector", "matchLabels", "kubernetes.io/metadata.name",
+                  "kube-system", "podSelector", "matchLabels", "k8s-app", "kube-dns", "ports",
+                  "protocol", "UDP", "port", 53, "protocol", "TCP", "port", 53));
+    if (blocks.count) {
+        json_t *to = json_array();
+        for (size_t i = 0; i < blocks.count; i++)
+            json_array_append_new(to, ip_block_json(&blocks.items[i]));
+        json_array_append_new(egress, json_pack("{s:o}", "to", to));
+    }
+    size_t n_blocks = blocks.count;
+    lz_ip_blocks_clear(&blocks);
+    _cleanup_free_ char *name = lz_xasprintf("%s-egress", b->base);
+    json_t *spec = json_pack("{s:{s:{s:s}}, s:[s, s], s:o}", "podSelector", "matchLabels",
+                             LABEL_INSTANCE, b->base, "policyTypes", "Ingress", "Egress",
+                             "egress", egress);
+    report(b, "network", LZ_MAP_MAPPED, false,
+           "%zu allow and %zu deny prefixes (with the never-routed ranges) as %zu ipBlocks, "
+           "exactly; no ingress; DNS only to the cluster's kube-dns, as locally only to the "
+           "sidecar's resolver. Enforced by the cluster's CNI, which must implement "
+           "NetworkPolicy; another policy selecting the pod can widen it (docs/kubernetes.md)",
+           b->cfg->allow.count, b->cfg->deny.count, n_blocks);
+    return json_pack("{s:s, s:s, s:o, s:o}", "apiVersion", "networking.k8s.io/v1", "kind",
+                     "NetworkPolicy", "metadata", metadata(b, name), "spec", spec);
+}
+
+static json_t *sandbox_metadata(builder *b, const char *name)
+{
+    json_t *m = metadata(b, name);
+    char fp[65];
+    lz_digest_hex(b->cfg->fingerprint, fp);
+    json_object_set_new(m, "annotations", json_pack("{s:s, s:s}", ANNOTATION_PROFILE,
+                                                    b->cfg->profile, ANNOTATION_FINGERPRINT, fp));
+    return m;
+}
+
+/* ---- the report of what is not an object ------------------------------------ */
+
+static void report_fields(builder *b)
+{
+    const lz_resolved_config *c = b->cfg;
+    report(b, "workspace", LZ_MAP_APPROXIMATED, false,
+           "a PersistentVolumeClaim mounted at /workspace; it starts empty: nothing of %s is "
+           "shared with the cluster, so put the project in (git clone) from inside",
+           c->workspace.label);
+    if (b->o->git_writable)
+        report(b, "git", LZ_MAP_NOT_MAPPABLE, true,
+               "--git-writable: the workspace's .git is writable by the agent, hooks and "
+               "configuration included; whoever uses that repository later runs what it "
+               "planted (locally the Git Sentry prevents that)");
+    else
+        report(b, "git", LZ_MAP_APPROXIMATED, false,
+               "the Git Sentry as a read-only subPath mount of the workspace's .git: the agent "
+               "can neither plant hooks nor change configuration, nor commit (locally Git "
+               "works inside); --git-writable lifts it");
+    report(b, "isolate_gitignored", LZ_MAP_MAPPED, false,
+           "%s locally; in the cluster every file of the workspace is the sandbox's own",
+           c->isolate_gitignored ? "on" : "off");
+    for (size_t i = 0; i < c->n_persistent_dirs; i++) {
+        _cleanup_free_ char *f = lz_xasprintf("persistent_dirs[%s]", c->persistent_dirs[i]);
+        report(b, f, LZ_MAP_APPROXIMATED, false,
+               "a PersistentVolumeClaim mounted there, which hides the image's content at that "
+               "path (locally the image shows through until a file is changed)");
+    }
+    for (size_t i = 0; i < c->n_volumes; i++) {
+        _cleanup_free_ char *f = lz_xasprintf("volumes[%s]", c->volumes[i].container);
+        report(b, f, LZ_MAP_NOT_MAPPABLE, false,
+               "%s of this machine: a cluster node's path is not this machine's, and hostPath "
+               "would give the pod the node; left out",
+               c->volumes[i].source.label);
+    }
+    for (size_t i = 0; i < c->n_env; i++) {
+        _cleanup_free_ char *f = lz_xasprintf("env.%s", c->env[i].sandbox_name);
+        report(b, f, LZ_MAP_MAPPED, false,
+               "secretKeyRef %s/%s: create the Secret from your $%s (kubectl create secret "
+               "generic %s --from-literal=%s=\"$%s\"); the value is never written",
+               b->secret, c->env[i].sandbox_name, c->env[i].host_name, b->secret,
+               c->env[i].sandbox_name, c->env[i].host_name);
+    }
+    if (c->escalation_enabled || c->n_rules)
+        report(b, "escalation", LZ_MAP_NOT_MAPPABLE, false,
+               "host escalation (%zu rules): there is no host; nothing of it is written",
+               c->n_rules);
+    else
+        report(b, "escalation", LZ_MAP_MAPPED, false, "off, as in the cluster");
+    report(b, "user", LZ_MAP_APPROXIMATED, false,
+           "the image's User, as locally; every capability dropped and no privilege "
+           "escalation, so a root agent cannot do what needs capabilities (locally root in "
+           "the sandbox has them there)");
+    report(b, "lifecycle", LZ_MAP_APPROXIMATED, false,
+           "the Sandbox runs until it is deleted (locally the last terminal out ends the "
+           "Domain); attach with kubectl attach -it or kubectl exec -it");
+}
+
+/* ---- the whole export ------------------------------------------------------- */
+
+static int check_options(const lz_k8s_options *o, lz_error **err)
+{
+    if (o->name && !dns_label(o->name, BASE_NAME_MAX))
+        return lz_error_set(err, 0, "--name must be a DNS label of at most %d characters "
+                                    "(lowercase letters, digits, '-')", BASE_NAME_MAX);
+    if (o->namespace_name && !dns_label(o->namespace_name, 63))
+        return lz_error_set(err, 0, "--namespace must be a DNS label (lowercase letters, "
+                                    "digits, '-', at most 63)");
+    if (!dns_subdomain(o->runtime_class))
+        return lz_error_set(err, 0, "--runtime-class must be a DNS subdomain name");
+    if (o->storage_class && !dns_subdomain(o->storage_class))
+        return lz_error_set(err, 0, "--storage-class must be a DNS subdomain name");
+    if (!storage_quantity(o->workspace_size) || !storage_quantity(o->persistent_size))
+        return lz_error_set(err, 0, "sizes are quantities like 10Gi or 500M");
+    return 0;
+}
+
+int lz_k8s_export_build(const lz_resolved_config *cfg, const lz_k8s_options *opts,
+                        lz_k8s_export *ret, lz_error **err)
+{
+    lz_k8s_options o = *opts;
+    if (!o.runtime_class)
+        o.runtime_class = "gvisor";
+    if (!o.workspace_size)
+        o.workspace_size = "10Gi";
+    if (!o.persistent_size)
+        o.persistent_size = "5Gi";
+    if (!o.warm_pool_replicas)
+        o.warm_pool_replicas = 1;
+    *ret = (lz_k8s_export) { 0 };
+    if (check_options(&o, err) < 0)
+        return -1;
+
+    builder b = { .cfg = cfg, .o = &o, .out = ret };
+    b.base = o.name ? lz_xstrdup(o.name) : default_base(cfg);
+    b.secret = lz_xasprintf("%s-env", b.base);
+    int rc = -1;
+    size_t n_claims = 1 + cfg->n_persistent_dirs;
+    claim *claims = lz_xcalloc(n_claims, sizeof(*claims));
+    if (choose_image(&b, err) < 0)
+        goto out;
+
+    claims[0] = (claim) { lz_xstrdup("workspace"), lz_xasprintf("%s-workspace", b.base),
+                          lz_xstrdup("/workspace"), o.workspace_size };
+    for (size_t i = 0; i < cfg->n_persistent_dirs; i++) {
+        _cleanup_free_ char *tag = path_tag(cfg->persistent_dirs[i]);
+        claims[1 + i] = (claim) { lz_xasprintf("p-%s", tag), lz_xasprintf("%s-p-%s", b.base, tag),
+                                  lz_xstrdup(cfg->persistent_dirs[i]), o.persistent_size };
+    }
+
+    ret->documents = json_array();
+    if (o.runtime_class_object)
+        json_array_append_new(ret->documents,
+                              json_pack("{s:s, s:s, s:{s:s}, s:s}", "apiVersion", "node.k8s.io/v1",
+                                        "kind", "RuntimeClass", "metadata", "name",
+                                        o.runtime_class, "handler", "runsc"));
+    if (o.form == LZ_K8S_FORM_SANDBOX) {
+        /* Claims of their own, not the Sandbox's volumeClaimTemplates: the
+         * controller makes those owned by the Sandbox, and deleting it would
+         * delete the workspace. */
+        for (size_t i = 0; i < n_claims; i++)
+            json_array_append_new(ret->documents, pvc_object(&b, &claims[i]));
+        json_array_append_new(ret->documents, network_policy(&b));
+        json_t *spec = json_pack("{s:o, s:b}", "podTemplate",
+                                 pod_template(&b, claims, n_claims, true), "service", 0);
+        json_array_append_new(ret->documents,
+                              json_pack("{s:s, s:s, s:o, s:o}", "apiVersion", SANDBOX_API, "kind",
+                                        "Sandbox", "metadata", sandbox_metadata(&b, b.base),
+                                        "spec", spec));
+    } else {
+        json_array_append_new(ret->documents, network_policy(&b));
+        json_t *vcts = json_array();
+        for (size_t i = 0; i < n_claims; i++)
+            json_array_append_new(vcts, json_pack("{s:{s:s, s:{s:s}}, s:o}", "metadata", "name",
+                                                  claims[i].volume, "annotations",
+                                                  ANNOTATION_PATH, claims[i].path, "spec",
+                                                  claim_spec(&b, claims[i].size)));
+        _cleanup_free_ char *template_name = lz_xasprintf("%s-template", b.base);
+        _cleanup_free_ char *pool_name = lz_xasprintf("%s-pool", b.base);
+        _cleanup_free_ char *claim_name = lz_xasprintf("%s-claim", b.base);
+        /* Unmanaged: the NetworkPolicy above is the only one written for
+         * these pods; Managed would add the controller's own default. */
+        json_t *spec = json_pack(
+            "{s:o, s:o, s:s, s:b, s:s, s:s}", "podTemplate",
+            pod_template(&b, claims, n_claims, false), "volumeClaimTemplates", vcts,
+            "volumeClaimTemplatesPolicy", "Disallowed", "service", 0, "networkPolicyManagement",
+            "Unmanaged", "envVarsInjectionPolicy", "Disallowed");
+        json_array_append_new(ret->documents,
+                              json_pack("{s:s, s:s, s:o, s:o}", "apiVersion", EXTENSIONS_API,
+                                        "kind", "SandboxTemplate", "metadata",
+                                        sandbox_metadata(&b, template_name), "spec", spec));
+        json_array_append_new(
+            ret->documents,
+            json_pack("{s:s, s:s, s:o, s:{s:I, s:{s:s}}}", "apiVersion", EXTENSIONS_API, "kind",
+                      "SandboxWarmPool", "metadata", metadata(&b, pool_name), "spec", "replicas",
+                      (json_int_t) o.warm_pool_replicas, "sandboxTemplateRef", "name",
+                      template_name));
+        json_array_append_new(ret->documents,
+                              json_pack("{s:s, s:s, s:o, s:{s:{s:s}}}", "apiVersion",
+                                        EXTENSIONS_API, "kind", "SandboxClaim", "metadata",
+                                        metadata(&b, claim_name), "spec", "warmPoolRef", "name",
+                                        pool_name));
+        report(&b, "form", LZ_MAP_APPROXIMATED, false,
+               "template form: each Sandbox of the warm pool gets claims of its own from "
+               "volumeClaimTemplates, owned by that Sandbox and deleted with it; use the "
+               "default form for a workspace that outlives its Sandbox");
+    }
+    report_fields(&b);
+    rc = 0;
+out:
+    for (size_t i = 0; i < n_claims; i++) {
+        free(claims[i].volume);
+        free(claims[i].claim_name);
+        free(claims[i].path);
+    }
+    free(claims);
+    free(b.base);
+    free(b.secret);
+    free(b.image);
+    if (rc < 0)
+        lz_k8s_export_clear(ret);
+    return rc;
+}
+
+void lz_k8s_export_clear(lz_k8s_export *e)
+{
+    json_decref(e->documents);
+    for (size_t i = 0; i < e->n_entries; i++) {
+        free(e->entries[i].field);
+        free(e->entries[i].reason);
+    }
+    free(e->entries);
+    *e = (lz_k8s_export) { 0 };
+}
+
+size_t lz_k8s_export_strict_failures(const lz_k8s_export *e)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < e->n_entries; i++)
+        n += e->entries[i].status != LZ_MAP_MAPPED && e->entries[i].security_relevant;
+    return n;
+}
