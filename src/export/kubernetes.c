@@ -207,13 +207,12 @@ static int choose_image(builder *b, lz_error **err)
     }
     const char *at = strstr(ref, "@sha256:");
     if (b->o->image_digest) {
-        if (!sha256_digest(b->o->image_digest))
-            return lz_error_set(err, 0, "--image-digest must be sha256: and 64 lowercase hex "
-                                        "digits");
         if (at && strcmp(at + 1, b->o->image_digest) != 0) {
             _cleanup_free_ char *shown = lz_text_printable(ref);
-            return lz_error_set(err, 0, "--image-digest %s contradicts the digest of '%s'",
-                                b->o->image_digest, shown);
+            lz_error_set(err, 0, "--image-digest %s contradicts the digest of '%s'",
+                         b->o->image_digest, shown);
+            return lz_error_hint(err, "leave out --image-digest, or give the image without its "
+                                      "digest");
         }
         _cleanup_free_ char *name = at ? lz_xstrndup(ref, (size_t) (at - ref)) : lz_xstrdup(ref);
         _cleanup_free_ char *bare = without_tag(name);
@@ -465,20 +464,39 @@ static void report_fields(builder *b)
 
 /* ---- the whole export ------------------------------------------------------- */
 
+static int refuse_option(lz_error **err, const char *option, const char *value,
+                         const char *what, const char *example)
+{
+    _cleanup_free_ char *shown = lz_text_printable(value);
+    lz_error_set(err, 0, "%s '%s' is not %s", option, shown, what);
+    return lz_error_hint(err, "give %s like %s", option, example);
+}
+
 static int check_options(const lz_k8s_options *o, lz_error **err)
 {
     if (o->name && !dns_label(o->name, BASE_NAME_MAX))
-        return lz_error_set(err, 0, "--name must be a DNS label of at most %d characters "
-                                    "(lowercase letters, digits, '-')", BASE_NAME_MAX);
+        return refuse_option(err, "--name", o->name,
+                             "a DNS label of at most 52 characters (lowercase letters, digits, "
+                             "'-')", "agent-1");
     if (o->namespace_name && !dns_label(o->namespace_name, 63))
-        return lz_error_set(err, 0, "--namespace must be a DNS label (lowercase letters, "
-                                    "digits, '-', at most 63)");
+        return refuse_option(err, "--namespace", o->namespace_name,
+                             "a DNS label (lowercase letters, digits, '-', at most 63)", "agents");
     if (!dns_subdomain(o->runtime_class))
-        return lz_error_set(err, 0, "--runtime-class must be a DNS subdomain name");
+        return refuse_option(err, "--runtime-class", o->runtime_class, "a DNS subdomain name",
+                             "gvisor");
     if (o->storage_class && !dns_subdomain(o->storage_class))
-        return lz_error_set(err, 0, "--storage-class must be a DNS subdomain name");
-    if (!storage_quantity(o->workspace_size) || !storage_quantity(o->persistent_size))
-        return lz_error_set(err, 0, "sizes are quantities like 10Gi or 500M");
+        return refuse_option(err, "--storage-class", o->storage_class, "a DNS subdomain name",
+                             "standard-rwo");
+    if (!storage_quantity(o->workspace_size))
+        return refuse_option(err, "--workspace-size", o->workspace_size, "a storage quantity",
+                             "10Gi or 500M");
+    if (!storage_quantity(o->persistent_size))
+        return refuse_option(err, "--persistent-size", o->persistent_size, "a storage quantity",
+                             "5Gi or 500M");
+    if (o->image_digest && !sha256_digest(o->image_digest))
+        return refuse_option(err, "--image-digest", o->image_digest,
+                             "a manifest digest (sha256: and 64 lowercase hex digits)",
+                             "the digest 'skopeo inspect --format {{.Digest}}' prints");
     return 0;
 }
 
