@@ -43,9 +43,10 @@ static size_t utf8_decode(const unsigned char *s, size_t n, uint32_t *cp)
 char *lz_yaml_quote(const char *str, size_t len)
 {
     const unsigned char *s = (const unsigned char *) str;
-    /* Worst case: every byte as \xNN (4) or a code point as \UXXXXXXXX
-     * (10 for at least 4 bytes). */
-    char *out = lz_xmalloc(len * 4 + 3), *o = out;
+    /* Worst case per input byte: 6, a one-byte control character as
+     * \uXXXX (\xNN is 4 a byte, \UXXXXXXXX 10 for 4 bytes); then the two
+     * quotes and sprintf's terminating NUL. */
+    char *out = lz_xmalloc(len * 6 + 3), *o = out;
     *o++ = '"';
     for (size_t i = 0; i < len;) {
         uint32_t cp;
