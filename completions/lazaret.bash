@@ -19,7 +19,7 @@ _lazaret()
     local cur prev words cword
     _init_completion || return
 
-    local commands="run stop status state config doctor help version"
+    local commands="run stop status state config export doctor help version"
     local i cmd="" sub=""
     for ((i = 1; i < cword; i++)); do
         case ${words[i]} in
@@ -75,6 +75,17 @@ _lazaret()
                 COMPREPLY=($(compgen -W "check --help" -- "$cur"))
             elif [[ $cur == -* ]]; then
                 COMPREPLY=($(compgen -W "--workspace --json --help" -- "$cur"))
+            else
+                COMPREPLY=($(compgen -W "$(_lazaret_profiles)" -- "$cur"))
+            fi ;;
+        export)
+            if [[ -z $sub ]]; then
+                COMPREPLY=($(compgen -W "kubernetes --help" -- "$cur"))
+            elif [[ $cur == -* ]]; then
+                COMPREPLY=($(compgen -W "--workspace -o --output --name --namespace \
+                    --runtime-class --with-runtime-class --storage-class --workspace-size \
+                    --persistent-size --image --image-digest --git-writable --template \
+                    --warm-pool --report --strict --help" -- "$cur"))
             else
                 COMPREPLY=($(compgen -W "$(_lazaret_profiles)" -- "$cur"))
             fi ;;

@@ -63,10 +63,9 @@ static void print_report_text(const lz_k8s_export *e, const char *profile, size_
             profile, json_array_size(e->documents));
     for (size_t i = 0; i < e->n_entries; i++) {
         const lz_map_entry *m = &e->entries[i];
-        _cleanup_free_ char *field = lz_text_printable(m->field);
-        _cleanup_free_ char *reason = lz_text_printable(m->reason);
-        fprintf(stderr, "  %-12s %s%s: %s\n", lz_map_status_name(m->status), field,
-                m->security_relevant && m->status != LZ_MAP_MAPPED ? " [security]" : "", reason);
+        fprintf(stderr, "  %-12s %s%s: %s\n", lz_map_status_name(m->status), m->field,
+                m->security_relevant && m->status != LZ_MAP_MAPPED ? " [security]" : "",
+                m->reason);
     }
     if (strict)
         fprintf(stderr, "lazaret export: %zu security-relevant field%s approximated or not "

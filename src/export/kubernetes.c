@@ -60,10 +60,13 @@ __attribute__((format(printf, 5, 6))) static void report(builder *b, const char 
     if (vasprintf(&reason, fmt, ap) < 0)
         abort();
     va_end(ap);
+    /* Host paths in a reason are raw bytes: kept printable and valid UTF-8
+     * (\xNN), so the text and the JSON report can always carry them. */
     e->entries[e->n_entries++] = (lz_map_entry) {
-        .field = lz_xstrdup(field), .status = status, .security_relevant = security,
-        .reason = reason,
+        .field = lz_text_printable(field), .status = status, .security_relevant = security,
+        .reason = lz_text_printable(reason),
     };
+    free(reason);
 }
 
 /* ---- names and values Kubernetes accepts ---------------------------------- */

@@ -48,10 +48,10 @@ typedef enum lz_map_status {
 } lz_map_status;
 
 typedef struct lz_map_entry {
-    char *field;            /* the profile field, as in the configuration ("persistent_dirs[/root/.cache]") */
+    char *field;            /* the profile field ("persistent_dirs[/root/.cache]"), printable */
     lz_map_status status;
     bool security_relevant; /* the cluster's guarantee is weaker than the local one */
-    char *reason;
+    char *reason;           /* printable (lz_text_printable) */
 } lz_map_entry;
 
 typedef struct lz_k8s_export {
