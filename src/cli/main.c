@@ -24,10 +24,10 @@ static const lz_command commands[] = {
       lz_cmd_config, LZ_EXIT_FAILURE },
     { "stop", "end the workspace's running Domain cleanly", lz_usage_stop, lz_cmd_stop,
       LZ_EXIT_FAILURE },
-    { "export", "write the profile for another engine: export kubernetes PROFILE",
-      lz_usage_export, lz_cmd_export, LZ_EXIT_FAILURE },
     { "doctor", "check every prerequisite and print the fix for each failure", lz_usage_doctor,
       lz_cmd_doctor, LZ_EXIT_FAILURE },
+    { "export", "write the profile for another engine: export kubernetes PROFILE",
+      lz_usage_export, lz_cmd_export, LZ_EXIT_FAILURE },
 };
 
 static void print_main_usage(FILE *out)

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-COMMANDS = ["run", "status", "state", "config", "stop", "doctor"]
+COMMANDS = ["run", "status", "state", "config", "stop", "doctor", "export"]
 
 
 def project_version(repo_root):
