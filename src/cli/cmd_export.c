@@ -22,6 +22,7 @@
 #include "common/util.h"
 #include "export/kubernetes.h"
 #include "export/yaml.h"
+#include "fs/confined.h"
 
 const char lz_usage_export[] =
     "Usage: lazaret [--config FILE] export kubernetes PROFILE [--workspace DIR] [-o FILE]\n"
@@ -105,31 +106,89 @@ static int write_yaml(FILE *out, const lz_k8s_export *e, const char *label, lz_e
     return 0;
 }
 
+/* path as an absolute path with "." and ".." taken lexically, which is
+ * what the kernel resolves when no component is a symlink (and none may
+ * be: write_file). NULL for an empty path or one that ends in a directory. */
+static char *absolute_lexical(const char *path)
+{
+    size_t n = strlen(path);
+    if (n == 0 || path[n - 1] == '/')
+        return NULL;
+    _cleanup_free_ char *cwd = NULL;
+    if (path[0] != '/' && !(cwd = getcwd(NULL, 0)))
+        return NULL;
+    _cleanup_free_ char *joined = cwd ? lz_xasprintf("%s/%s", cwd, path) : lz_xstrdup(path);
+    char *out = lz_xmalloc(strlen(joined) + 2);
+    size_t len = 0;
+    for (char *save = NULL, *c = strtok_r(joined, "/", &save); c; c = strtok_r(NULL, "/", &save)) {
+        if (strcmp(c, ".") == 0)
+            continue;
+        if (strcmp(c, "..") == 0) {
+            while (len > 0 && out[len - 1] != '/')
+                len--;
+            if (len > 0)
+                len--;
+            continue;
+        }
+        out[len++] = '/';
+        memcpy(out + len, c, strlen(c));
+        len += strlen(c);
+    }
+    out[len] = '\0';
+    if (len == 0 || strrchr(out, '/')[1] == '\0') {
+        free(out);
+        return NULL;
+    }
+    return out;
+}
+
 /* -o FILE: written beside it and renamed over it, so a failed export never
- * leaves half a file that kubectl would apply. */
+ * leaves half a file that kubectl would apply. Its directory is reached
+ * without following any symlink (lz_walk_nofollow): FILE may lie in a
+ * workspace a sandbox writes, which could otherwise lead the file into
+ * another directory of the developer's. */
 static int write_file(const char *path, const lz_k8s_export *e, lz_error **err)
 {
-    _cleanup_free_ char *tmp = lz_xasprintf("%s.lazaret-%ld", path, (long) getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    _cleanup_free_ char *abs = absolute_lexical(path);
+    if (!abs) {
+        _cleanup_free_ char *shown = lz_text_printable(path);
+        lz_error_set(err, EINVAL, "cannot write to '%s': not a file name", shown);
+        return lz_error_hint(err, "give -o a file, e.g. -o agent.yaml");
+    }
+    char *slash = strrchr(abs, '/');
+    _cleanup_free_ char *dir = slash == abs ? lz_xstrdup("/") : lz_xstrndup(abs, (size_t) (slash - abs));
+    const char *base = slash + 1;
+    _cleanup_close_ int dirfd = lz_walk_nofollow(dir, NULL, err);
+    if (dirfd < 0) {
+        if (*err && (*err)->errnum == ELOOP)
+            return lz_error_hint(err, "the export never follows a symbolic link to its output "
+                                      "(it may lie in a workspace a sandbox writes); give the "
+                                      "directory's real path");
+        return lz_error_hint(err, "check that the directory of %s exists", abs);
+    }
+    _cleanup_free_ char *tmp = lz_xasprintf(".%s.lazaret-%ld", base, (long) getpid());
+    int fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (fd < 0) {
-        lz_error_set(err, errno, "cannot create %s", tmp);
-        return lz_error_hint(err, "check that the directory of %s exists and is writable", path);
+        lz_error_set(err, errno, "cannot create %s/%s", dir, tmp);
+        return lz_error_hint(err, "check that %s is writable and holds no %s", dir, tmp);
     }
     FILE *f = fdopen(fd, "w");
     if (!f) {
         close(fd);
-        unlink(tmp);
-        return lz_error_set(err, errno, "cannot write %s", tmp);
+        unlinkat(dirfd, tmp, 0);
+        return lz_error_set(err, errno, "cannot write %s/%s", dir, tmp);
     }
-    int rc = write_yaml(f, e, tmp, err);
+    int rc = write_yaml(f, e, abs, err);
     if (rc == 0 && fsync(fileno(f)) < 0)
-        rc = lz_error_set(err, errno, "cannot write %s", tmp);
+        rc = lz_error_set(err, errno, "cannot write %s", abs);
     if (fclose(f) != 0 && rc == 0)
-        rc = lz_error_set(err, errno, "cannot write %s", tmp);
-    if (rc == 0 && rename(tmp, path) < 0)
-        rc = lz_error_set(err, errno, "cannot rename %s to %s", tmp, path);
+        rc = lz_error_set(err, errno, "cannot write %s", abs);
+    if (rc == 0 && renameat(dirfd, tmp, dirfd, base) < 0) {
+        rc = lz_error_set(err, errno, "cannot put the output in place as %s", abs);
+        lz_error_hint(err, "check that %s is not a directory", abs);
+    }
     if (rc < 0)
-        unlink(tmp);
+        unlinkat(dirfd, tmp, 0);
     return rc;
 }
 

@@ -382,3 +382,34 @@ def test_strings_round_trip(lz):
     annotated = {d["metadata"]["annotations"]["lazaret.dev/sandbox-path"] for d in docs
                  if d["kind"] == "PersistentVolumeClaim"}
     assert set(odd) <= annotated
+
+
+def test_output_never_follows_a_link_a_sandbox_could_plant(lz):
+    """-o FILE may lie in the workspace, which a sandbox writes: a link in
+    its directory path is refused, and a link at FILE itself is replaced,
+    never written through."""
+    write_config(lz, PROFILES)
+    elsewhere = lz.mkdir("elsewhere")
+    proj = lz.mkdir("proj")
+    os.symlink(elsewhere, proj / "k8s")
+    proc = export(lz, "minimal", "-o", proj / "k8s" / "agent.yaml", check=False)
+    assert proc.returncode == 1, proc.stderr
+    assert "symbolic link" in proc.stderr and "real path" in proc.stderr, proc.stderr
+    assert list(elsewhere.iterdir()) == []
+    # Control: through its real path the same directory is written.
+    export(lz, "minimal", "-o", elsewhere / "agent.yaml")
+    assert documents((elsewhere / "agent.yaml").read_text())[-1]["kind"] == "Sandbox"
+
+    target = lz.write("target", "precious\n")
+    link = proj / "agent.yaml"
+    os.symlink(target, link)
+    # Control: a plain open of FILE would write the link's target.
+    with open(link) as f:
+        assert f.read() == "precious\n"
+    export(lz, "minimal", "-o", link)
+    assert target.read_text() == "precious\n"
+    assert not link.is_symlink() and documents(link.read_text())[-1]["kind"] == "Sandbox"
+    # Relative paths with ".." are taken as written (no link on the way).
+    export(lz, "minimal", "-o", "proj/../elsewhere/./second.yaml")
+    assert (elsewhere / "second.yaml").is_file()
+    assert sorted(p.name for p in proj.iterdir()) == ["agent.yaml", "k8s"], "no temporary left"
