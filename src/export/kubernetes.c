@@ -182,13 +182,99 @@ static char *without_tag(const char *ref)
     return colon ? lz_xstrndup(ref, (size_t) (colon - ref)) : lz_xstrdup(ref);
 }
 
-static bool plain_reference(const char *ref)
+/* [a-z0-9]+ with single '.' or '_', double '_' or runs of '-' between:
+ * one path component of a repository name. */
+static bool path_component(const char *s, size_t n)
 {
-    if (!*ref || strlen(ref) > 1024)
+    if (n == 0 || !(islower((unsigned char) s[0]) || isdigit((unsigned char) s[0])))
         return false;
-    for (const char *p = ref; *p; p++)
-        if ((unsigned char) *p <= 0x20 || (unsigned char) *p >= 0x7f)
+    for (size_t i = 1; i < n; i++) {
+        if (islower((unsigned char) s[i]) || isdigit((unsigned char) s[i]))
+            continue;
+        size_t j = i;
+        while (j < n && strchr("._-", s[j]))
+            j++;
+        size_t sep = j - i;
+        if (sep == 0)
+            return false; /* neither a name character nor a separator */
+        bool ok = (sep == 1) || (sep == 2 && s[i] == '_' && s[i + 1] == '_') ||
+                  strspn(s + i, "-") == sep;
+        if (!ok || j == n)
             return false;
+        i = j - 1;
+    }
+    return true;
+}
+
+/* host[:port]: labels of [A-Za-z0-9-] joined by '.', an optional port. */
+static bool registry_host(const char *s, size_t n)
+{
+    const char *colon = memchr(s, ':', n);
+    size_t hn = colon ? (size_t) (colon - s) : n;
+    if (hn == 0 || s[0] == '-' || s[hn - 1] == '-' || s[0] == '.' || s[hn - 1] == '.')
+        return false;
+    for (size_t i = 0; i < hn; i++)
+        if (!(isalnum((unsigned char) s[i]) || s[i] == '-' || s[i] == '.') ||
+            (s[i] == '.' && s[i + 1] == '.'))
+            return false;
+    if (colon) {
+        size_t pn = n - hn - 1;
+        if (pn == 0 || pn > 5 || strspn(colon + 1, "0123456789") < pn ||
+            strtoul(colon + 1, NULL, 10) > 65535)
+            return false;
+    }
+    return true;
+}
+
+/* A registry image reference as the container runtimes parse it
+ * (distribution's reference grammar, without IPv6 hosts):
+ * [host[:port]/]path[/path...][:tag][@sha256:<64 hex>]. */
+bool lz_k8s_registry_reference(const char *ref)
+{
+    size_t n = strlen(ref);
+    if (n == 0 || n > 1024)
+        return false;
+    const char *at = strchr(ref, '@');
+    size_t name_end = at ? (size_t) (at - ref) : n;
+    if (at && !sha256_digest(at + 1))
+        return false;
+    /* The tag: after the last ':' that follows the last '/'. */
+    const char *slash = memrchr(ref, '/', name_end);
+    const char *colon = memrchr(slash ? slash : ref, ':', name_end - (size_t) ((slash ? slash : ref) - ref));
+    if (colon) {
+        size_t tn = name_end - (size_t) (colon - ref) - 1;
+        if (tn == 0 || tn > 128 || !(isalnum((unsigned char) colon[1]) || colon[1] == '_'))
+            return false;
+        for (size_t i = 1; i < tn; i++)
+            if (!(isalnum((unsigned char) colon[1 + i]) || strchr("_.-", colon[1 + i])))
+                return false;
+        name_end = (size_t) (colon - ref);
+    }
+    /* The first component is a registry host when it has a '.' or a ':', or
+     * is localhost or has a capital letter (as the runtimes decide). */
+    size_t first = strcspn(ref, "/");
+    size_t start = 0;
+    if (first < name_end) {
+        bool host = memchr(ref, '.', first) || memchr(ref, ':', first) ||
+                    (first == 9 && strncmp(ref, "localhost", 9) == 0);
+        for (size_t i = 0; i < first && !host; i++)
+            host = isupper((unsigned char) ref[i]);
+        if (host) {
+            if (!registry_host(ref, first))
+                return false;
+            start = first + 1;
+        }
+    }
+    if (start >= name_end)
+        return false;
+    for (size_t i = start; i <= name_end;) {
+        size_t len = strcspn(ref + i, "/");
+        if (i + len > name_end)
+            len = name_end - i;
+        if (!path_component(ref + i, len))
+            return false;
+        i += len + 1;
+    }
     return true;
 }
 
@@ -198,7 +284,7 @@ static int choose_image(builder *b, lz_error **err)
     const char *from = b->o->image ? "--image" : "the profile's image";
     if (strncmp(ref, "docker://", 9) == 0)
         ref += 9;
-    if (is_local_source(ref) || !plain_reference(ref)) {
+    if (is_local_source(ref) || !lz_k8s_registry_reference(ref)) {
         _cleanup_free_ char *shown = lz_text_printable(ref);
         lz_error_set(err, 0, "%s '%s' is not an image a cluster can pull", from, shown);
         if (b->o->image)

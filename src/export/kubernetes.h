@@ -74,6 +74,11 @@ void lz_k8s_export_clear(lz_k8s_export *e);
  * (what --strict refuses). */
 size_t lz_k8s_export_strict_failures(const lz_k8s_export *e);
 
-const char *lz_map_status_name(lz_map_status s); /* "mapped", "approximated", "not-mappable" */
+const char *lz_map_status_name(lz_map_status s);
+
+/* Is ref a registry image reference the container runtimes accept
+ * ([host[:port]/]path[:tag][@sha256:<64 hex>], distribution's grammar
+ * without IPv6 hosts)? */
+bool lz_k8s_registry_reference(const char *ref); /* "mapped", "approximated", "not-mappable" */
 
 #endif

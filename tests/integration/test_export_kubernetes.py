@@ -358,7 +358,10 @@ def test_local_image_is_refused_with_what_to_do(lz):
 @pytest.mark.parametrize("args", [
     ("--name", "Bad_Name"), ("--namespace", "a.b"), ("--workspace-size", "ten"),
     ("--image-digest", "sha256:xyz"), ("--runtime-class", "-x"),
-    ("--image", "registry.example/a b"), ("--storage-class", "Fast"),
+    ("--image", "registry.example/a b"), ("--image", "registry.example/Team/agent"),
+    ("--image", "registry.example/a:"), ("--image", "registry.example/a@sha256:abc"),
+    ("--image", "reg..example/a"), ("--image", "registry.example:99999/a"),
+    ("--image", "a/b/-c"), ("--image", "a/b..c"), ("--storage-class", "Fast"),
     ("--persistent-size", "5 Gi"),
 ])
 def test_option_values_kubernetes_would_refuse(lz, args):
@@ -413,3 +416,14 @@ def test_output_never_follows_a_link_a_sandbox_could_plant(lz):
     export(lz, "minimal", "-o", "proj/../elsewhere/./second.yaml")
     assert (elsewhere / "second.yaml").is_file()
     assert sorted(p.name for p in proj.iterdir()) == ["agent.yaml", "k8s"], "no temporary left"
+
+
+@pytest.mark.parametrize("ref", [
+    "debian", "debian:bookworm", "library/debian", "docker.io/library/debian:12.5-slim",
+    "localhost:5000/a/b:1.0", "Registry.Example:443/team/agent_x__y--z.w:v1",
+    "registry.example/team/agent:1.4@sha256:" + "ef" * 32,
+])
+def test_registry_references_are_accepted(lz, ref):
+    write_config(lz, PROFILES)
+    docs = documents(export(lz, "minimal", "--image", ref).stdout)
+    assert docs[-1]["spec"]["podTemplate"]["spec"]["containers"][0]["image"] == ref
