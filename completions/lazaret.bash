@@ -84,8 +84,9 @@ _lazaret()
             elif [[ $cur == -* ]]; then
                 COMPREPLY=($(compgen -W "--workspace -o --output --name --namespace \
                     --runtime-class --with-runtime-class --storage-class --workspace-size \
-                    --persistent-size --image --image-digest --git-writable --template \
-                    --warm-pool --report --strict --help" -- "$cur"))
+                    --persistent-size --image --image-digest --git-readonly --run-as-user \
+                    --memory --ephemeral-storage --no-cluster-dns --template --warm-pool \
+                    --report --strict --accept --help" -- "$cur"))
             else
                 COMPREPLY=($(compgen -W "$(_lazaret_profiles)" -- "$cur"))
             fi ;;

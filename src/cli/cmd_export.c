@@ -48,13 +48,20 @@ const char lz_usage_export[] =
     "  --persistent-size Q   each persistent directory's claim size (default 5Gi)\n"
     "  --image REF           the image the cluster pulls instead of the profile's\n"
     "  --image-digest D      pin the image by this sha256:... manifest digest\n"
-    "  --git-writable        do not mount the workspace's .git read-only\n"
+    "  --git-readonly        mount the workspace's .git read-only (for a claim that\n"
+    "                        holds the repository before the Sandbox starts)\n"
+    "  --run-as-user UID[:GID]  run the agent as this user (runAsNonRoot, fsGroup)\n"
+    "  --memory Q            the container's memory limit (default 4Gi)\n"
+    "  --ephemeral-storage Q the container's ephemeral-storage limit (default 10Gi)\n"
+    "  --no-cluster-dns      no egress to the cluster's DNS\n"
     "  --template            write a SandboxTemplate, SandboxWarmPool and\n"
     "                        SandboxClaim instead of a Sandbox\n"
     "  --warm-pool N         the warm pool's replicas (with --template; default 1)\n"
     "  --report FORMAT       the report as 'text' (default) or 'json', on stderr\n"
     "  --strict              write nothing and exit 1 when a security-relevant field\n"
-    "                        is approximated or cannot be mapped\n"
+    "                        is approximated or cannot be mapped, unless accepted\n"
+    "  --accept FIELD        with --strict: accept this report field's weakening, as\n"
+    "                        the report names it (repeatable)\n"
     "\n"
     "Exit status: 0 written, 1 failure or --strict refusal, 2 usage error.\n";
 
@@ -64,8 +71,9 @@ static void print_report_text(const lz_k8s_export *e, const char *profile, size_
             profile, json_array_size(e->documents));
     for (size_t i = 0; i < e->n_entries; i++) {
         const lz_map_entry *m = &e->entries[i];
+        bool weaker = m->security_relevant && m->status != LZ_MAP_MAPPED;
         fprintf(stderr, "  %-12s %s%s: %s\n", lz_map_status_name(m->status), m->field,
-                m->security_relevant && m->status != LZ_MAP_MAPPED ? " [security]" : "",
+                !weaker ? "" : m->accepted ? " [security, accepted]" : " [security]",
                 m->reason);
     }
     if (strict)
@@ -79,10 +87,11 @@ static void print_report_json(const lz_k8s_export *e, const char *profile, size_
     json_t *entries = json_array();
     for (size_t i = 0; i < e->n_entries; i++) {
         const lz_map_entry *m = &e->entries[i];
-        json_array_append_new(entries, json_pack("{s:s, s:s, s:b, s:s}", "field", m->field,
-                                                 "status", lz_map_status_name(m->status),
+        json_array_append_new(entries, json_pack("{s:s, s:s, s:b, s:b, s:s}", "field",
+                                                 m->field, "status",
+                                                 lz_map_status_name(m->status),
                                                  "security_relevant", m->security_relevant,
-                                                 "reason", m->reason));
+                                                 "accepted", m->accepted, "reason", m->reason));
     }
     json_t *r = json_pack("{s:s, s:I, s:I, s:o}", "profile", profile, "objects",
                           (json_int_t) json_array_size(e->documents), "strict_failures",
@@ -192,6 +201,29 @@ static int write_file(const char *path, const lz_k8s_export *e, lz_error **err)
     return rc;
 }
 
+/* UID or UID:GID (GID defaults to UID), decimal, each 1..2^31-1. */
+static int parse_ids(const char *s, lz_k8s_options *o)
+{
+    char *end;
+    errno = 0;
+    long uid = strtol(s, &end, 10), gid = uid;
+    if (errno || end == s || (*end != '\0' && *end != ':'))
+        return -1;
+    if (*end == ':') {
+        const char *g = end + 1;
+        gid = strtol(g, &end, 10);
+        if (errno || end == g || *end)
+            return -1;
+    }
+    if (uid <= 0 || gid <= 0 || uid > 2147483647L || gid > 2147483647L || s[0] == '+' ||
+        s[0] == ' ')
+        return -1;
+    o->run_as = true;
+    o->run_as_user = uid;
+    o->run_as_group = gid;
+    return 0;
+}
+
 static int parse_count(const char *s, unsigned *ret)
 {
     char *end;
@@ -225,7 +257,12 @@ int lz_cmd_export(int argc, char **argv, const lz_global_options *g)
         { "--persistent-size", offsetof(lz_k8s_options, persistent_size) },
         { "--image", offsetof(lz_k8s_options, image) },
         { "--image-digest", offsetof(lz_k8s_options, image_digest) },
+        { "--memory", offsetof(lz_k8s_options, memory) },
+        { "--ephemeral-storage", offsetof(lz_k8s_options, ephemeral_storage) },
     };
+    const char *accept[64];
+    size_t n_accept = 0;
+    const char *run_as = NULL;
     const char *warm_pool = NULL;
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i];
@@ -241,14 +278,24 @@ int lz_cmd_export(int argc, char **argv, const lz_global_options *g)
             slot = &report;
         else if (strcmp(a, "--warm-pool") == 0)
             slot = &warm_pool;
+        else if (strcmp(a, "--run-as-user") == 0)
+            slot = &run_as;
+        else if (strcmp(a, "--accept") == 0) {
+            if (n_accept == LZ_ARRAY_SIZE(accept))
+                return lz_cli_usage_error("export", "--accept at most %zu times",
+                                          LZ_ARRAY_SIZE(accept));
+            slot = &accept[n_accept++];
+        }
         if (slot) {
             if (i + 1 >= argc || argv[i + 1][0] == '\0')
                 return lz_cli_usage_error("export", "option %s needs a value", a);
             *slot = argv[++i];
         } else if (strcmp(a, "--with-runtime-class") == 0) {
             o.runtime_class_object = true;
-        } else if (strcmp(a, "--git-writable") == 0) {
-            o.git_writable = true;
+        } else if (strcmp(a, "--git-readonly") == 0) {
+            o.git_readonly = true;
+        } else if (strcmp(a, "--no-cluster-dns") == 0) {
+            o.no_cluster_dns = true;
         } else if (strcmp(a, "--template") == 0) {
             o.form = LZ_K8S_FORM_TEMPLATE;
         } else if (strcmp(a, "--strict") == 0) {
@@ -269,6 +316,11 @@ int lz_cmd_export(int argc, char **argv, const lz_global_options *g)
         return lz_cli_usage_error("export", "--warm-pool needs --template");
     if (warm_pool && parse_count(warm_pool, &o.warm_pool_replicas) < 0)
         return lz_cli_usage_error("export", "--warm-pool takes a count from 1 to 1000");
+    if (n_accept && !strict)
+        return lz_cli_usage_error("export", "--accept only means something with --strict");
+    if (run_as && parse_ids(run_as, &o) < 0)
+        return lz_cli_usage_error("export", "--run-as-user takes UID or UID:GID, numbers "
+                                            "above 0");
 
     lz_resolved_config *cfg = lz_cli_load_profile(g, profile, workspace);
     if (!cfg)
@@ -281,6 +333,15 @@ int lz_cmd_export(int argc, char **argv, const lz_global_options *g)
     int status = LZ_EXIT_FAILURE;
     if (lz_k8s_export_build(cfg, &o, &e, &err) < 0)
         goto fail;
+    for (size_t i = 0; i < n_accept; i++)
+        if (!lz_k8s_export_accept(&e, accept[i])) {
+            _cleanup_free_ char *shown = lz_text_printable(accept[i]);
+            lz_error_set(&err, 0, "--accept %s: the report has no such field", shown);
+            lz_error_hint(&err, "name a field exactly as the report prints it, e.g. --accept "
+                                "limits.processes");
+            lz_k8s_export_clear(&e);
+            goto fail;
+        }
     size_t failures = lz_k8s_export_strict_failures(&e);
     if (strcmp(report, "json") == 0)
         print_report_json(&e, cfg->profile, failures);

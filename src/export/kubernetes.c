@@ -12,6 +12,7 @@
 #include <openssl/sha.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/util.h"
 #include "export/netpolicy.h"
@@ -129,8 +130,11 @@ static bool sha256_digest(const char *s)
 }
 
 /* The default base name: "lazaret-" + the profile in DNS-label form + "-"
- * + 8 hex digits of the Domain ID, so two workspaces of one profile (two
- * Domains locally) get two Sandboxes. */
+ * + 8 hex digits of SHA-256 over this machine's id, the user's uid and the
+ * Domain ID. Two workspaces of one profile (two Domains locally) get two
+ * Sandboxes, and so do two developers, or one on two machines, exporting
+ * the same profile name for the same workspace path into one namespace
+ * (attack round i14, S3: the Domain ID alone is only profile + path). */
 static char *default_base(const lz_resolved_config *cfg)
 {
     char slug[33];
@@ -146,9 +150,36 @@ static char *default_base(const lz_resolved_config *cfg)
     while (n > 0 && slug[n - 1] == '-')
         n--;
     slug[n] = '\0';
-    char hex[65];
-    lz_digest_hex(cfg->domain_id, hex);
-    return n ? lz_xasprintf("lazaret-%s-%.8s", slug, hex) : lz_xasprintf("lazaret-%.8s", hex);
+    char machine[64] = "";
+    FILE *f = fopen("/etc/machine-id", "re");
+    if (f) {
+        if (!fgets(machine, sizeof(machine), f))
+            machine[0] = '\0';
+        fclose(f);
+        machine[strcspn(machine, "\n")] = '\0';
+    }
+    if (!machine[0] && gethostname(machine, sizeof(machine) - 1) < 0)
+        machine[0] = '\0';
+    unsigned char md[SHA256_DIGEST_LENGTH];
+    char uid[24];
+    snprintf(uid, sizeof(uid), "%lu", (unsigned long) getuid());
+    /* NUL-separated: "lazaret-k8s-name-v1", the machine id, the uid, then
+     * the 32 bytes of the Domain ID. */
+    static const char tag[] = "lazaret-k8s-name-v1";
+    size_t ml = strlen(machine) + 1, ul = strlen(uid) + 1;
+    unsigned char buf[sizeof(tag) + sizeof(machine) + sizeof(uid) + LZ_DIGEST_LEN];
+    size_t len = 0;
+    memcpy(buf + len, tag, sizeof(tag));
+    len += sizeof(tag);
+    memcpy(buf + len, machine, ml);
+    len += ml;
+    memcpy(buf + len, uid, ul);
+    len += ul;
+    memcpy(buf + len, cfg->domain_id, LZ_DIGEST_LEN);
+    len += LZ_DIGEST_LEN;
+    SHA256(buf, len, md);
+    return n ? lz_xasprintf("lazaret-%s-%02x%02x%02x%02x", slug, md[0], md[1], md[2], md[3])
+             : lz_xasprintf("lazaret-%02x%02x%02x%02x", md[0], md[1], md[2], md[3]);
 }
 
 /* 8 hex digits of SHA-256(path): a persistent dir's claim name that stays
@@ -387,15 +418,22 @@ static json_t *container(builder *b, const claim *claims, size_t n_claims)
         }
         json_object_set_new(c, "env", env);
     }
-    json_object_set_new(
-        c, "securityContext",
-        json_pack("{s:b, s:b, s:{s:[s]}}", "allowPrivilegeEscalation", 0, "privileged", 0,
-                  "capabilities", "drop", "ALL"));
+    json_object_set_new(c, "resources",
+                        json_pack("{s:{s:s, s:s}}", "limits", "memory", b->o->memory,
+                                  "ephemeral-storage", b->o->ephemeral_storage));
+    json_t *sc = json_pack("{s:b, s:b, s:{s:[s]}}", "allowPrivilegeEscalation", 0, "privileged",
+                           0, "capabilities", "drop", "ALL");
+    if (b->o->run_as) {
+        json_object_set_new(sc, "runAsUser", json_integer(b->o->run_as_user));
+        json_object_set_new(sc, "runAsGroup", json_integer(b->o->run_as_group));
+        json_object_set_new(sc, "runAsNonRoot", json_true());
+    }
+    json_object_set_new(c, "securityContext", sc);
     json_t *mounts = json_array();
     for (size_t i = 0; i < n_claims; i++) {
         json_array_append_new(mounts, json_pack("{s:s, s:s}", "name", claims[i].volume,
                                                 "mountPath", claims[i].path));
-        if (i == 0 && !b->o->git_writable)
+        if (i == 0 && b->o->git_readonly)
             json_array_append_new(mounts, json_pack("{s:s, s:s, s:s, s:b}", "name",
                                                     claims[0].volume, "mountPath",
                                                     "/workspace/.git", "subPath", ".git",
@@ -411,8 +449,12 @@ static json_t *pod_spec(builder *b, const claim *claims, size_t n_claims, bool c
     json_object_set_new(s, "runtimeClassName", json_string(b->o->runtime_class));
     json_object_set_new(s, "automountServiceAccountToken", json_false());
     json_object_set_new(s, "enableServiceLinks", json_false());
-    json_object_set_new(s, "securityContext",
-                        json_pack("{s:{s:s}}", "seccompProfile", "type", "RuntimeDefault"));
+    json_t *psc = json_pack("{s:{s:s}}", "seccompProfile", "type", "RuntimeDefault");
+    /* The claims' files group-owned by the agent's group, or a non-root
+     * agent could not write its own workspace. */
+    if (b->o->run_as)
+        json_object_set_new(psc, "fsGroup", json_integer(b->o->run_as_group));
+    json_object_set_new(s, "securityContext", psc);
     json_object_set_new(s, "containers", json_pack("[o]", container(b, claims, n_claims)));
     if (claim_volumes) {
         json_t *vols = json_array();
@@ -455,8 +497,9 @@ static json_t *network_policy(builder *b)
     lz_ip_blocks blocks;
     lz_netpolicy_flatten(&b->cfg->allow, &b->cfg->deny, &blocks);
     json_t *egress = json_array();
-    json_array_append_new(
-        egress,
+    if (!b->o->no_cluster_dns)
+        json_array_append_new(
+            egress,
         json_pack("{s:[{s:{s:{s:s}}, s:{s:{s:s}}}], s:[{s:s, s:i}, {s:s, s:i}]}", "to",
                   "namespaceSelector", "matchLabels", "kubernetes.io/metadata.name",
                   "kube-system", "podSelector", "matchLabels", "k8s-app", "kube-dns", "ports",
@@ -475,10 +518,17 @@ static json_t *network_policy(builder *b)
                              "egress", egress);
     report(b, "network", LZ_MAP_MAPPED, false,
            "%zu allow and %zu deny prefixes (with the never-routed ranges) as %zu ipBlocks, "
-           "exactly; no ingress; DNS only to the cluster's kube-dns, as locally only to the "
-           "sidecar's resolver. Enforced by the cluster's CNI, which must implement "
-           "NetworkPolicy; another policy selecting the pod can widen it (docs/kubernetes.md)",
-           b->cfg->allow.count, b->cfg->deny.count, n_blocks);
+           "exactly; no ingress; %s. Enforced by the cluster's CNI, which must implement "
+           "NetworkPolicy; another policy selecting the pod can widen it; the nodes' own "
+           "addresses and hostNetwork pods inside an allowed prefix are not excepted (locally "
+           "the host's addresses always are): deny those ranges in the profile "
+           "(docs/kubernetes.md)",
+           b->cfg->allow.count, b->cfg->deny.count, n_blocks,
+           b->o->no_cluster_dns
+               ? "no DNS (--no-cluster-dns; locally the sidecar's resolver is always there)"
+               : "DNS only to the cluster's kube-dns, as locally only to the sidecar's resolver; "
+                 "it also answers for the cluster's own Service names (--no-cluster-dns drops "
+                 "it)");
     return json_pack("{s:s, s:s, s:o, s:o}", "apiVersion", "networking.k8s.io/v1", "kind",
                      "NetworkPolicy", "metadata", metadata(b, name), "spec", spec);
 }
@@ -498,20 +548,39 @@ static json_t *sandbox_metadata(builder *b, const char *name)
 static void report_fields(builder *b)
 {
     const lz_resolved_config *c = b->cfg;
+    const lz_k8s_options *o = b->o;
+    if (strcmp(o->runtime_class, "gvisor") == 0 || o->runtime_class_object)
+        report(b, "runtime", LZ_MAP_MAPPED, false,
+               "runtimeClassName %s%s; rootful runsc under the node's containerd (locally "
+               "rootless runsc in your user namespace)",
+               o->runtime_class,
+               o->runtime_class_object ? ", written with handler runsc"
+                                       : " (GKE Sandbox's name; check: kubectl get "
+                                         "runtimeclass gvisor -o jsonpath={.handler} says "
+                                         "runsc)");
+    else
+        report(b, "runtime", LZ_MAP_APPROXIMATED, true,
+               "runtimeClassName %s: the export cannot know that it runs gVisor; "
+               "--with-runtime-class writes it with handler runsc",
+               o->runtime_class);
     report(b, "workspace", LZ_MAP_APPROXIMATED, false,
            "a PersistentVolumeClaim mounted at /workspace; it starts empty: nothing of %s is "
            "shared with the cluster, so put the project in (git clone) from inside",
            c->workspace.label);
-    if (b->o->git_writable)
-        report(b, "git", LZ_MAP_NOT_MAPPABLE, true,
-               "--git-writable: the workspace's .git is writable by the agent, hooks and "
-               "configuration included; whoever uses that repository later runs what it "
-               "planted (locally the Git Sentry prevents that)");
+    if (o->git_readonly)
+        report(b, "git", LZ_MAP_APPROXIMATED, true,
+               "--git-readonly: /workspace/.git is mounted read-only, so the agent can neither "
+               "commit nor change that repository's hooks and configuration; but a hooks path "
+               "inside the work tree (core.hooksPath = .husky), nested repositories and "
+               "repositories cloned elsewhere stay writable (locally the Git Sentry protects "
+               "them), and the claim must hold the repository before the Sandbox starts");
     else
-        report(b, "git", LZ_MAP_APPROXIMATED, false,
-               "the Git Sentry as a read-only subPath mount of the workspace's .git: the agent "
-               "can neither plant hooks nor change configuration, nor commit (locally Git "
-               "works inside); --git-writable lifts it");
+        report(b, "git", LZ_MAP_NOT_MAPPABLE, true,
+               "there is no Git Sentry in the cluster: the agent can change every hook and "
+               "configuration of the repositories on the claim, so whatever later runs Git on "
+               "them outside the sandbox (a job mounting the claim, a copy on a workstation) "
+               "runs what it planted; treat them as untrusted (fetch from them, do not run Git "
+               "in them). --git-readonly protects /workspace/.git of a claim filled beforehand");
     report(b, "isolate_gitignored", LZ_MAP_MAPPED, false,
            "%s locally; in the cluster every file of the workspace is the sandbox's own",
            c->isolate_gitignored ? "on" : "off");
@@ -532,7 +601,8 @@ static void report_fields(builder *b)
         _cleanup_free_ char *f = lz_xasprintf("env.%s", c->env[i].sandbox_name);
         report(b, f, LZ_MAP_MAPPED, false,
                "secretKeyRef %s/%s: create the Secret from your $%s (kubectl create secret "
-               "generic %s --from-literal=%s=\"$%s\"); the value is never written",
+               "generic %s --from-literal=%s=\"$%s\"); the value is never written; in the "
+               "cluster it is kept in the Secret, readable by whoever may read Secrets there",
                b->secret, c->env[i].sandbox_name, c->env[i].host_name, b->secret,
                c->env[i].sandbox_name, c->env[i].host_name);
     }
@@ -542,10 +612,27 @@ static void report_fields(builder *b)
                c->n_rules);
     else
         report(b, "escalation", LZ_MAP_MAPPED, false, "off, as in the cluster");
-    report(b, "user", LZ_MAP_APPROXIMATED, false,
-           "the image's User, as locally; every capability dropped and no privilege "
-           "escalation, so a root agent cannot do what needs capabilities (locally root in "
-           "the sandbox has them there)");
+    if (o->run_as)
+        report(b, "user", LZ_MAP_MAPPED, false,
+               "runAsUser %ld, runAsGroup and fsGroup %ld, runAsNonRoot: the agent is never "
+               "root of the pod, and a setuid file it makes can only be its own; every "
+               "capability dropped, no privilege escalation",
+               o->run_as_user, o->run_as_group);
+    else
+        report(b, "user", LZ_MAP_APPROXIMATED, true,
+               "the image's User, which may be root: then the agent is root of the pod under "
+               "gVisor (locally root in a user namespace that maps it to you) and can leave "
+               "setuid-root files on the claims for a later pod that mounts them (locally "
+               "refused: docs/limits.md); capabilities dropped, no privilege escalation in this "
+               "pod. --run-as-user UID[:GID] runs it as that user");
+    report(b, "limits.memory", LZ_MAP_MAPPED, false,
+           "resources.limits.memory %s and ephemeral-storage %s (--memory, "
+           "--ephemeral-storage; locally the Domain's bound is half this machine's memory)",
+           o->memory, o->ephemeral_storage);
+    report(b, "limits.processes", LZ_MAP_APPROXIMATED, true,
+           "a pod spec has no process bound: the node's kubelet podPidsLimit is the bound "
+           "(locally 512 per sandbox user and a host task bound), and under gVisor the memory "
+           "limit bounds the sandbox's tasks; check the node's configuration");
     report(b, "lifecycle", LZ_MAP_APPROXIMATED, false,
            "the Sandbox runs until it is deleted (locally the last terminal out ends the "
            "Domain); attach with kubectl attach -it or kubectl exec -it");
@@ -570,6 +657,17 @@ static int check_options(const lz_k8s_options *o, lz_error **err)
     if (o->namespace_name && !dns_label(o->namespace_name, 63))
         return refuse_option(err, "--namespace", o->namespace_name,
                              "a DNS label (lowercase letters, digits, '-', at most 63)", "agents");
+    if (o->namespace_name && strncmp(o->namespace_name, "kube-", 5) == 0)
+        return refuse_option(err, "--namespace", o->namespace_name,
+                             "a namespace for agents (kube-* are the cluster's own)", "agents");
+    if (o->run_as && (o->run_as_user <= 0 || o->run_as_group <= 0 ||
+                      o->run_as_user > 2147483647L || o->run_as_group > 2147483647L))
+        return lz_error_set(err, 0, "--run-as-user needs a user id (and group id) above 0");
+    if (!storage_quantity(o->memory))
+        return refuse_option(err, "--memory", o->memory, "a memory quantity", "4Gi");
+    if (!storage_quantity(o->ephemeral_storage))
+        return refuse_option(err, "--ephemeral-storage", o->ephemeral_storage,
+                             "a storage quantity", "10Gi");
     if (!dns_subdomain(o->runtime_class))
         return refuse_option(err, "--runtime-class", o->runtime_class, "a DNS subdomain name",
                              "gvisor");
@@ -599,6 +697,10 @@ int lz_k8s_export_build(const lz_resolved_config *cfg, const lz_k8s_options *opt
         o.workspace_size = "10Gi";
     if (!o.persistent_size)
         o.persistent_size = "5Gi";
+    if (!o.memory)
+        o.memory = "4Gi";
+    if (!o.ephemeral_storage)
+        o.ephemeral_storage = "10Gi";
     if (!o.warm_pool_replicas)
         o.warm_pool_replicas = 1;
     *ret = (lz_k8s_export) { 0 };
@@ -707,10 +809,21 @@ void lz_k8s_export_clear(lz_k8s_export *e)
     *e = (lz_k8s_export) { 0 };
 }
 
+bool lz_k8s_export_accept(lz_k8s_export *e, const char *field)
+{
+    for (size_t i = 0; i < e->n_entries; i++)
+        if (strcmp(e->entries[i].field, field) == 0) {
+            e->entries[i].accepted = true;
+            return true;
+        }
+    return false;
+}
+
 size_t lz_k8s_export_strict_failures(const lz_k8s_export *e)
 {
     size_t n = 0;
     for (size_t i = 0; i < e->n_entries; i++)
-        n += e->entries[i].status != LZ_MAP_MAPPED && e->entries[i].security_relevant;
+        n += e->entries[i].status != LZ_MAP_MAPPED && e->entries[i].security_relevant &&
+             !e->entries[i].accepted;
     return n;
 }

@@ -36,7 +36,12 @@ typedef struct lz_k8s_options {
     const char *persistent_size; /* NULL: "5Gi" */
     const char *image;           /* NULL: the profile's image */
     const char *image_digest;    /* "sha256:<64 hex>" pinning the image, or NULL */
-    bool git_writable;           /* do not mount the workspace's .git read-only */
+    bool git_readonly;           /* mount the workspace's .git read-only (a claim filled beforehand) */
+    bool no_cluster_dns;         /* no egress rule to the cluster's DNS */
+    const char *memory;          /* resources.limits.memory; NULL: "4Gi" */
+    const char *ephemeral_storage; /* resources.limits.ephemeral-storage; NULL: "10Gi" */
+    bool run_as;                 /* runAsUser/runAsGroup/fsGroup below; false: the image's User */
+    long run_as_user, run_as_group; /* with run_as: both > 0 */
     lz_k8s_form form;
     unsigned warm_pool_replicas; /* template form only; 0 means 1 */
 } lz_k8s_options;
@@ -48,9 +53,11 @@ typedef enum lz_map_status {
 } lz_map_status;
 
 typedef struct lz_map_entry {
-    char *field;            /* the profile field ("persistent_dirs[/root/.cache]"), printable */
+    char *field;            /* the profile field ("persistent_dirs[/root/.cache]") or the
+                             * guarantee ("limits.processes"), printable */
     lz_map_status status;
     bool security_relevant; /* the cluster's guarantee is weaker than the local one */
+    bool accepted;          /* named by --accept: the user has read it (lz_k8s_export_accept) */
     char *reason;           /* printable (lz_text_printable) */
 } lz_map_entry;
 
@@ -70,8 +77,12 @@ int lz_k8s_export_build(const lz_resolved_config *cfg, const lz_k8s_options *o,
 
 void lz_k8s_export_clear(lz_k8s_export *e);
 
-/* How many entries are approximated or not mappable and security-relevant
- * (what --strict refuses). */
+/* Mark the entry whose field is exactly `field` accepted. Returns false
+ * when there is none (a typo must not pass --strict silently). */
+bool lz_k8s_export_accept(lz_k8s_export *e, const char *field);
+
+/* How many entries are approximated or not mappable, security-relevant and
+ * not accepted (what --strict refuses). */
 size_t lz_k8s_export_strict_failures(const lz_k8s_export *e);
 
 const char *lz_map_status_name(lz_map_status s);

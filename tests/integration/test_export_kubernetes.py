@@ -26,6 +26,8 @@ import json
 import os
 import random
 import re
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -284,9 +286,9 @@ def test_static_invariants(lz, form):
     assert c["securityContext"]["capabilities"]["drop"] == ["ALL"]
     assert c["image"] == "registry.example/team/agent:1.4"
     mounts = {m["mountPath"]: m for m in c["volumeMounts"]}
-    assert mounts["/workspace/.git"] == {"name": mounts["/workspace"]["name"],
-                                         "mountPath": "/workspace/.git", "subPath": ".git",
-                                         "readOnly": True}
+    assert "/workspace/.git" not in mounts
+    assert c["resources"] == {"limits": {"memory": "4Gi", "ephemeral-storage": "10Gi"}}
+    assert "runAsUser" not in c["securityContext"]
     for p in ["/workspace", *PROFILES["full"]["persistent_dirs"]]:
         assert p in mounts, p
     env = {e["name"]: e["valueFrom"]["secretKeyRef"] for e in c["env"]}
@@ -317,15 +319,23 @@ def test_report_names_every_field(lz):
     for p in PROFILES["full"]["persistent_dirs"]:
         assert fields[f"persistent_dirs[{p}]"]["status"] == "approximated"
     assert fields["escalation"]["status"] == "not-mappable"
-    assert fields["git"]["status"] == "approximated"
+    assert fields["git"]["status"] == "not-mappable" and fields["git"]["security_relevant"]
     assert fields["network"]["status"] == "mapped"
     assert fields["env.GH_TOKEN"]["status"] == "mapped"
     assert fields["image"] == {"field": "image", "status": "approximated",
-                               "security_relevant": True, "reason": fields["image"]["reason"]}
-    assert r["strict_failures"] == 1
+                               "security_relevant": True, "accepted": False,
+                               "reason": fields["image"]["reason"]}
+    weaker = sorted(f["field"] for f in r["fields"]
+                    if f["security_relevant"] and f["status"] != "mapped")
+    assert weaker == ["git", "image", "limits.processes", "user"]
+    assert r["strict_failures"] == 4
+    assert {"runtime", "limits.memory", "lifecycle", "workspace"} <= set(fields)
     text = export(lz, "full").stderr
     assert re.search(r"^  approximated image \[security\]: ", text, re.M), text
     assert re.search(r"^  not-mappable escalation: ", text, re.M), text
+
+
+ACCEPT_ALL = ("--accept", "git", "--accept", "limits.processes")
 
 
 def test_strict_refuses_and_writes_nothing(lz):
@@ -333,16 +343,80 @@ def test_strict_refuses_and_writes_nothing(lz):
     out = lz.path("out.yaml")
     proc = export(lz, "full", "--strict", "-o", out, check=False)
     assert proc.returncode == 1, proc.stderr
-    assert "--strict: nothing written: 1 security-relevant field is" in proc.stderr
+    assert "--strict: nothing written: 4 security-relevant fields are" in proc.stderr
     assert proc.stdout == "" and not out.exists()
-    # --git-writable drops the Git Sentry's stand-in: one more failure.
-    proc = export(lz, "full", "--strict", "--git-writable", check=False)
-    assert "2 security-relevant fields are" in proc.stderr
-    # Control: the same profile pinned passes --strict and writes the file.
-    proc = export(lz, "full", "--strict", "--image-digest", "sha256:" + "0f" * 32, "-o", out)
-    assert documents(out.read_text())[-1]["spec"]["podTemplate"]["spec"]["containers"][0][
-        "image"] == "registry.example/team/agent@sha256:" + "0f" * 32
+    # Each weakening is removed by its option or accepted by name; one left
+    # is still refused.
+    fixed = ("--image-digest", "sha256:" + "0f" * 32, "--run-as-user", "1000")
+    proc = export(lz, "full", "--strict", *fixed, "--accept", "git", "-o", out, check=False)
+    assert proc.returncode == 1 and "1 security-relevant field is" in proc.stderr
+    assert re.search(r"^  not-mappable git \[security, accepted\]: ", proc.stderr, re.M)
+    assert re.search(r"^  approximated limits.processes \[security\]: ", proc.stderr, re.M)
+    assert not out.exists()
+    # A runtime class the export cannot vouch for is one more.
+    proc = export(lz, "full", "--strict", *fixed, *ACCEPT_ALL, "--runtime-class", "fast",
+                  check=False)
+    assert proc.returncode == 1 and "1 security-relevant field is" in proc.stderr
+    # Control: everything fixed or accepted passes --strict and writes the file.
+    proc = export(lz, "full", "--strict", *fixed, *ACCEPT_ALL, "-o", out)
+    c = documents(out.read_text())[-1]["spec"]["podTemplate"]["spec"]["containers"][0]
+    assert c["image"] == "registry.example/team/agent@sha256:" + "0f" * 32
     assert proc.stdout == ""
+    # A misspelt field is an error, not a silent pass.
+    proc = export(lz, "full", "--strict", *fixed, *ACCEPT_ALL, "--accept", "limits.process",
+                  check=False)
+    assert proc.returncode == 1 and "--accept limits.process: the report has no such field" \
+        in proc.stderr
+    proc = export(lz, "full", "--accept", "git", check=False)
+    assert proc.returncode == 2 and "only means something with --strict" in proc.stderr
+
+
+def test_run_as_user_and_git_readonly(lz):
+    write_config(lz, PROFILES)
+    docs = documents(export(lz, "full", "--run-as-user", "1000:2000", "--git-readonly").stdout)
+    pod = docs[-1]["spec"]["podTemplate"]["spec"]
+    (c,) = pod["containers"]
+    assert c["securityContext"]["runAsUser"] == 1000
+    assert c["securityContext"]["runAsGroup"] == 2000
+    assert c["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["fsGroup"] == 2000
+    mounts = {m["mountPath"]: m for m in c["volumeMounts"]}
+    assert mounts["/workspace/.git"] == {"name": mounts["/workspace"]["name"],
+                                         "mountPath": "/workspace/.git", "subPath": ".git",
+                                         "readOnly": True}
+    for d in docs:
+        assert k8s_schema.errors(d) == []
+    for bad in ("0", "0:0", "1000:0", "-1", "x", "1000:", "+5", "99999999999"):
+        proc = export(lz, "full", "--run-as-user", bad, check=False)
+        assert proc.returncode == 2 and proc.stdout == "", (bad, proc.stderr)
+
+
+def test_no_cluster_dns(lz):
+    write_config(lz, PROFILES)
+    (policy,) = [d for d in documents(export(lz, "full", "--no-cluster-dns").stdout)
+                 if d["kind"] == "NetworkPolicy"]
+    assert all("ipBlock" in p for r in policy["spec"]["egress"] for p in r["to"])
+    assert k8s_schema.errors(policy) == []
+
+
+def test_names_differ_between_developers(lz, make_lz, user_factory):
+    """Two developers exporting one profile name for one workspace path
+    into one namespace must not share objects (attack round i14, S3)."""
+    shared = Path(tempfile.mkdtemp(prefix="lzt-shared-", dir="/tmp"))
+    try:
+        os.chmod(shared, 0o755)  # root's, readable by both
+        other = make_lz(user_factory("lztest2", subids=True))
+        names = []
+        for env in (lz, other, lz):
+            write_config(env, {"claude": {"image": PINNED}})
+            proc = env.run(["export", "kubernetes", "claude", "--workspace", shared])
+            assert proc.returncode == 0, proc.stderr
+            names.append(documents(proc.stdout)[-1]["metadata"]["name"])
+        assert names[0] == names[2], "the same developer gets the same name again"
+        assert names[0] != names[1]
+        assert all(re.fullmatch(r"lazaret-claude-[0-9a-f]{8}", n) for n in names), names
+    finally:
+        shutil.rmtree(shared, ignore_errors=True)
 
 
 def test_local_image_is_refused_with_what_to_do(lz):
@@ -362,6 +436,7 @@ def test_local_image_is_refused_with_what_to_do(lz):
     ("--image", "registry.example/a:"), ("--image", "registry.example/a@sha256:abc"),
     ("--image", "reg..example/a"), ("--image", "registry.example:99999/a"),
     ("--image", "a/b/-c"), ("--image", "a/b..c"), ("--storage-class", "Fast"),
+    ("--namespace", "kube-system"), ("--memory", "lots"), ("--ephemeral-storage", "1 G"),
     ("--persistent-size", "5 Gi"),
 ])
 def test_option_values_kubernetes_would_refuse(lz, args):
