@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
@@ -175,7 +176,14 @@ static int write_file(const char *path, const lz_k8s_export *e, lz_error **err)
                                       "directory's real path");
         return lz_error_hint(err, "check that the directory of %s exists", abs);
     }
-    _cleanup_free_ char *tmp = lz_xasprintf(".%s.lazaret-%ld", base, (long) getpid());
+    /* A random name: one an agent could predict it could plant first and
+     * make the export fail (attack round i14). */
+    unsigned char rnd[8];
+    if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t) sizeof(rnd))
+        return lz_error_set(err, errno, "cannot make a temporary name for %s", abs);
+    _cleanup_free_ char *tmp = lz_xasprintf(".%s.lazaret-%02x%02x%02x%02x%02x%02x%02x%02x", base,
+                                            rnd[0], rnd[1], rnd[2], rnd[3], rnd[4], rnd[5],
+                                            rnd[6], rnd[7]);
     int fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (fd < 0) {
         lz_error_set(err, errno, "cannot create %s/%s", dir, tmp);
