@@ -722,6 +722,14 @@ int lz_k8s_export_build(const lz_resolved_config *cfg, const lz_k8s_options *opt
         _cleanup_free_ char *tag = path_tag(cfg->persistent_dirs[i]);
         claims[1 + i] = (claim) { lz_xasprintf("p-%s", tag), lz_xasprintf("%s-p-%s", b.base, tag),
                                   lz_xstrdup(cfg->persistent_dirs[i]), o.persistent_size };
+        for (size_t k = 1; k < 1 + i; k++)
+            if (strcmp(claims[k].volume, claims[1 + i].volume) == 0) {
+                /* 32 bits of two paths' hashes alike: not seen, never silent. */
+                lz_error_set(err, 0, "persistent_dirs %s and %s would share the claim name %s",
+                             claims[k].path, claims[1 + i].path, claims[1 + i].claim_name);
+                lz_error_hint(err, "rename one of the two directories in the profile");
+                goto out;
+            }
     }
 
     ret->documents = json_array();
