@@ -77,6 +77,10 @@ static void print_report_text(const lz_k8s_export *e, const char *profile, size_
                 !weaker ? "" : m->accepted ? " [security, accepted]" : " [security]",
                 m->reason);
     }
+    if (e->secret_command)
+        fprintf(stderr, "lazaret export: create the Secret (bash, values from your "
+                        "environment, none on a command line):\n  %s\n",
+                e->secret_command);
     if (strict)
         fprintf(stderr, "lazaret export: %zu security-relevant field%s approximated or not "
                         "mappable (marked [security])\n",
@@ -97,6 +101,8 @@ static void print_report_json(const lz_k8s_export *e, const char *profile, size_
     json_t *r = json_pack("{s:s, s:I, s:I, s:o}", "profile", profile, "objects",
                           (json_int_t) json_array_size(e->documents), "strict_failures",
                           (json_int_t) strict, "fields", entries);
+    if (e->secret_command)
+        json_object_set_new(r, "secret_command", json_string(e->secret_command));
     json_dumpf(r, stderr, JSON_INDENT(2) | JSON_ENSURE_ASCII);
     fputc('\n', stderr);
     json_decref(r);
@@ -116,9 +122,10 @@ static int write_yaml(FILE *out, const lz_k8s_export *e, const char *label, lz_e
     return 0;
 }
 
-/* path as an absolute path with "." and ".." taken lexically, which is
- * what the kernel resolves when no component is a symlink (and none may
- * be: write_file). NULL for an empty path or one that ends in a directory. */
+/* path as an absolute path with "." and ".." taken lexically: the place
+ * the path names as written. A link ".." would climb out of is never
+ * looked at, and no component of the result is followed as a link
+ * (write_file). NULL for an empty path or one that ends in a directory. */
 static char *absolute_lexical(const char *path)
 {
     size_t n = strlen(path);
@@ -212,6 +219,10 @@ static int write_file(const char *path, const lz_k8s_export *e, lz_error **err)
 /* UID or UID:GID (GID defaults to UID), decimal, each 1..2^31-1. */
 static int parse_ids(const char *s, lz_k8s_options *o)
 {
+    size_t d = strspn(s, "0123456789");
+    if (d == 0 || (s[d] != '\0' && (s[d] != ':' || s[d + 1] == '\0' ||
+                                     strspn(s + d + 1, "0123456789") != strlen(s + d + 1))))
+        return -1;
     char *end;
     errno = 0;
     long uid = strtol(s, &end, 10), gid = uid;

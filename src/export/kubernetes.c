@@ -104,6 +104,10 @@ static bool storage_quantity(const char *s)
     size_t d = strspn(s, "0123456789");
     if (d == 0 || d > 18)
         return false;
+    /* Not zero: a limit of 0 is no limit, a claim of 0 none (attack round
+     * i14b, S3). */
+    if (strspn(s, "0.") == strspn(s, "0123456789."))
+        return false;
     s += d;
     if (*s == '.') {
         size_t f = strspn(s + 1, "0123456789");
@@ -513,22 +517,30 @@ static json_t *network_policy(builder *b)
     size_t n_blocks = blocks.count;
     lz_ip_blocks_clear(&blocks);
     _cleanup_free_ char *name = lz_xasprintf("%s-egress", b->base);
-    json_t *spec = json_pack("{s:{s:{s:s}}, s:[s, s], s:o}", "podSelector", "matchLabels",
-                             LABEL_INSTANCE, b->base, "policyTypes", "Ingress", "Egress",
-                             "egress", egress);
-    report(b, "network", LZ_MAP_MAPPED, false,
+    /* All three labels: an instance name alone could also be another
+     * application's (a Helm release "web"), whose pods would then fall
+     * under this policy (attack round i14b, S1). */
+    json_t *spec = json_pack("{s:{s:o}, s:[s, s], s:o}", "podSelector", "matchLabels", labels(b),
+                             "policyTypes", "Ingress", "Egress", "egress", egress);
+    /* Exact for every address the profile names; but locally the host's
+     * own addresses are refused whatever the policy allows, and a node's
+     * addresses (and hostNetwork pods) inside an allowed prefix are not
+     * known here to be excepted (attack round i14b, S4). */
+    report(b, "network", n_blocks ? LZ_MAP_APPROXIMATED : LZ_MAP_MAPPED, n_blocks > 0,
            "%zu allow and %zu deny prefixes (with the never-routed ranges) as %zu ipBlocks, "
-           "exactly; no ingress; %s. Enforced by the cluster's CNI, which must implement "
-           "NetworkPolicy; another policy selecting the pod can widen it; the nodes' own "
-           "addresses and hostNetwork pods inside an allowed prefix are not excepted (locally "
-           "the host's addresses always are): deny those ranges in the profile "
-           "(docs/kubernetes.md)",
+           "exactly; no ingress but from the pod's own node (as NetworkPolicy always allows); "
+           "%s. %sEnforced by the cluster's CNI, which must implement NetworkPolicy; another "
+           "policy selecting the pod can widen it (docs/kubernetes.md)",
            b->cfg->allow.count, b->cfg->deny.count, n_blocks,
            b->o->no_cluster_dns
                ? "no DNS (--no-cluster-dns; locally the sidecar's resolver is always there)"
                : "DNS only to the cluster's kube-dns, as locally only to the sidecar's resolver; "
                  "it also answers for the cluster's own Service names (--no-cluster-dns drops "
-                 "it)");
+                 "it)",
+           n_blocks ? "The nodes' own addresses and hostNetwork pods inside an allowed prefix "
+                      "are not excepted (locally the host's addresses always are): deny the "
+                      "nodes' ranges in the profile, then --accept network. "
+                    : "");
     return json_pack("{s:s, s:s, s:o, s:o}", "apiVersion", "networking.k8s.io/v1", "kind",
                      "NetworkPolicy", "metadata", metadata(b, name), "spec", spec);
 }
@@ -600,11 +612,10 @@ static void report_fields(builder *b)
     for (size_t i = 0; i < c->n_env; i++) {
         _cleanup_free_ char *f = lz_xasprintf("env.%s", c->env[i].sandbox_name);
         report(b, f, LZ_MAP_MAPPED, false,
-               "secretKeyRef %s/%s: create the Secret from your $%s (kubectl create secret "
-               "generic %s --from-literal=%s=\"$%s\"); the value is never written; in the "
-               "cluster it is kept in the Secret, readable by whoever may read Secrets there",
-               b->secret, c->env[i].sandbox_name, c->env[i].host_name, b->secret,
-               c->env[i].sandbox_name, c->env[i].host_name);
+               "secretKeyRef %s/%s, to be created from your $%s (the command follows the "
+               "report); the value is never written; in the cluster it is kept in the Secret, "
+               "readable by whoever may read Secrets there",
+               b->secret, c->env[i].sandbox_name, c->env[i].host_name);
     }
     if (c->escalation_enabled || c->n_rules)
         report(b, "escalation", LZ_MAP_NOT_MAPPABLE, false,
@@ -636,6 +647,32 @@ static void report_fields(builder *b)
     report(b, "lifecycle", LZ_MAP_APPROXIMATED, false,
            "the Sandbox runs until it is deleted (locally the last terminal out ends the "
            "Domain); attach with kubectl attach -it or kubectl exec -it");
+}
+
+/* The command that makes the Secret from the host variables without a
+ * value on any command line (other users can read argv): bash's printf is
+ * a builtin, and kubectl reads the env file from the process substitution.
+ * NULL without env entries. */
+static char *secret_command(builder *b)
+{
+    const lz_resolved_config *c = b->cfg;
+    if (!c->n_env)
+        return NULL;
+    char *fmt = lz_xstrdup(""), *args = lz_xstrdup("");
+    for (size_t i = 0; i < c->n_env; i++) {
+        char *f = lz_xasprintf("%s%s=%%s\\n", fmt, c->env[i].sandbox_name);
+        char *a = lz_xasprintf("%s \"$%s\"", args, c->env[i].host_name);
+        free(fmt);
+        free(args);
+        fmt = f;
+        args = a;
+    }
+    char *cmd = lz_xasprintf("kubectl create secret generic %s%s%s --from-env-file=<(printf '%s'%s)",
+                             b->secret, b->o->namespace_name ? " -n " : "",
+                             b->o->namespace_name ? b->o->namespace_name : "", fmt, args);
+    free(fmt);
+    free(args);
+    return cmd;
 }
 
 /* ---- the whole export ------------------------------------------------------- */
@@ -790,6 +827,7 @@ int lz_k8s_export_build(const lz_resolved_config *cfg, const lz_k8s_options *opt
                "default form for a workspace that outlives its Sandbox");
     }
     report_fields(&b);
+    ret->secret_command = secret_command(&b);
     rc = 0;
 out:
     for (size_t i = 0; i < n_claims; i++) {
@@ -814,6 +852,7 @@ void lz_k8s_export_clear(lz_k8s_export *e)
         free(e->entries[i].reason);
     }
     free(e->entries);
+    free(e->secret_command);
     *e = (lz_k8s_export) { 0 };
 }
 

@@ -65,6 +65,7 @@ typedef struct lz_k8s_export {
     json_t *documents;      /* array of objects, in the order they are to be applied */
     lz_map_entry *entries;
     size_t n_entries;
+    char *secret_command;   /* the bash command that creates the env Secret, or NULL */
 } lz_k8s_export;
 
 /* Build the objects and the report for cfg. Fails (with *err naming the

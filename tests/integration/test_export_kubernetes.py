@@ -21,7 +21,9 @@ e. The report (text and JSON) and --strict; a local image refused.
 
 from __future__ import annotations
 
+import hashlib
 import ipaddress
+import itertools
 import json
 import os
 import random
@@ -279,7 +281,13 @@ def test_static_invariants(lz, form):
     assert len(owner) == 1
     tmpl = owner[0]["spec"]["podTemplate"]
     selector = policy["spec"]["podSelector"]["matchLabels"]
-    assert selector and selector.items() <= tmpl["metadata"]["labels"].items()
+    # All three labels: an instance name alone could be another
+    # application's (attack round i14b, S1).
+    assert selector == tmpl["metadata"]["labels"]
+    assert selector["app.kubernetes.io/name"] == selector["app.kubernetes.io/managed-by"] == \
+        "lazaret"
+    assert selector["app.kubernetes.io/instance"] == owner[0]["metadata"]["labels"][
+        "app.kubernetes.io/instance"]
     pod = tmpl["spec"]
     assert pod["runtimeClassName"] == "gvisor"
     (c,) = pod["containers"]
@@ -320,22 +328,23 @@ def test_report_names_every_field(lz):
         assert fields[f"persistent_dirs[{p}]"]["status"] == "approximated"
     assert fields["escalation"]["status"] == "not-mappable"
     assert fields["git"]["status"] == "not-mappable" and fields["git"]["security_relevant"]
-    assert fields["network"]["status"] == "mapped"
+    assert fields["network"]["status"] == "approximated"  # the nodes' own addresses
     assert fields["env.GH_TOKEN"]["status"] == "mapped"
     assert fields["image"] == {"field": "image", "status": "approximated",
                                "security_relevant": True, "accepted": False,
                                "reason": fields["image"]["reason"]}
     weaker = sorted(f["field"] for f in r["fields"]
                     if f["security_relevant"] and f["status"] != "mapped")
-    assert weaker == ["git", "image", "limits.processes", "user"]
-    assert r["strict_failures"] == 4
+    assert weaker == ["git", "image", "limits.processes", "network", "user"]
+    assert r["strict_failures"] == 5
+    assert SECRET not in r["secret_command"] and "$AGENT_TOKEN" in r["secret_command"]
     assert {"runtime", "limits.memory", "lifecycle", "workspace"} <= set(fields)
     text = export(lz, "full").stderr
     assert re.search(r"^  approximated image \[security\]: ", text, re.M), text
     assert re.search(r"^  not-mappable escalation: ", text, re.M), text
 
 
-ACCEPT_ALL = ("--accept", "git", "--accept", "limits.processes")
+ACCEPT_ALL = ("--accept", "git", "--accept", "limits.processes", "--accept", "network")
 
 
 def test_strict_refuses_and_writes_nothing(lz):
@@ -343,12 +352,13 @@ def test_strict_refuses_and_writes_nothing(lz):
     out = lz.path("out.yaml")
     proc = export(lz, "full", "--strict", "-o", out, check=False)
     assert proc.returncode == 1, proc.stderr
-    assert "--strict: nothing written: 4 security-relevant fields are" in proc.stderr
+    assert "--strict: nothing written: 5 security-relevant fields are" in proc.stderr
     assert proc.stdout == "" and not out.exists()
     # Each weakening is removed by its option or accepted by name; one left
     # is still refused.
     fixed = ("--image-digest", "sha256:" + "0f" * 32, "--run-as-user", "1000")
-    proc = export(lz, "full", "--strict", *fixed, "--accept", "git", "-o", out, check=False)
+    proc = export(lz, "full", "--strict", *fixed, "--accept", "git", "--accept", "network",
+                  "-o", out, check=False)
     assert proc.returncode == 1 and "1 security-relevant field is" in proc.stderr
     assert re.search(r"^  not-mappable git \[security, accepted\]: ", proc.stderr, re.M)
     assert re.search(r"^  approximated limits.processes \[security\]: ", proc.stderr, re.M)
@@ -386,7 +396,8 @@ def test_run_as_user_and_git_readonly(lz):
                                          "readOnly": True}
     for d in docs:
         assert k8s_schema.errors(d) == []
-    for bad in ("0", "0:0", "1000:0", "-1", "x", "1000:", "+5", "99999999999"):
+    for bad in ("0", "0:0", "1000:0", "-1", "x", "1000:", "+5", "99999999999", "5:+6", "\t5",
+                " 5", "5: 6"):
         proc = export(lz, "full", "--run-as-user", bad, check=False)
         assert proc.returncode == 2 and proc.stdout == "", (bad, proc.stderr)
 
@@ -437,6 +448,8 @@ def test_local_image_is_refused_with_what_to_do(lz):
     ("--image", "reg..example/a"), ("--image", "registry.example:99999/a"),
     ("--image", "a/b/-c"), ("--image", "a/b..c"), ("--storage-class", "Fast"),
     ("--namespace", "kube-system"), ("--memory", "lots"), ("--ephemeral-storage", "1 G"),
+    ("--memory", "0"), ("--workspace-size", "0Gi"), ("--ephemeral-storage", "0.0Ki"),
+    ("--persistent-size", "000"),
     ("--persistent-size", "5 Gi"),
 ])
 def test_option_values_kubernetes_would_refuse(lz, args):
@@ -502,3 +515,52 @@ def test_registry_references_are_accepted(lz, ref):
     write_config(lz, PROFILES)
     docs = documents(export(lz, "minimal", "--image", ref).stdout)
     assert docs[-1]["spec"]["podTemplate"]["spec"]["containers"][0]["image"] == ref
+
+
+def test_only_a_profile_without_allows_has_its_network_mapped(lz):
+    write_config(lz, {"p": {"image": PINNED}}, network={"default_allow": []})
+    r = json.loads(export(lz, "p", "--report", "json").stderr)
+    (net,) = [f for f in r["fields"] if f["field"] == "network"]
+    assert net["status"] == "mapped" and not net["security_relevant"]
+    (policy,) = [d for d in documents(export(lz, "p").stdout) if d["kind"] == "NetworkPolicy"]
+    assert not any("ipBlock" in p for rule in policy["spec"]["egress"] for p in rule["to"])
+
+
+def test_colliding_claim_names_are_refused(lz):
+    """Two persistent dirs whose claim tags (32 bits of SHA-256) are alike
+    would give two claims one name (attack round i14b, S2)."""
+    seen = {}
+    for i in itertools.count():
+        path = f"/opt/d{i}"
+        tag = hashlib.sha256(path.encode()).hexdigest()[:8]
+        if tag in seen:
+            pair = [seen[tag], path]
+            break
+        seen[tag] = path
+    write_config(lz, {"p": {"image": PINNED, "persistent_dirs": pair}})
+    proc = export(lz, "p", check=False)
+    assert proc.returncode == 1 and proc.stdout == "", proc.stderr
+    assert "would share the claim name" in proc.stderr
+    # Control: either path alone exports.
+    write_config(lz, {"p": {"image": PINNED, "persistent_dirs": pair[:1]}})
+    export(lz, "p")
+
+
+def test_the_secret_command_carries_values_only_through_a_file(lz):
+    """The report's command creates the Secret from the host variables with
+    no value on any command line (other users can read argv)."""
+    write_config(lz, PROFILES)
+    r = json.loads(export(lz, "full", "--namespace", "agents", "--report", "json").stderr)
+    cmd = r["secret_command"]
+    assert " -n agents " in cmd and SECRET not in cmd
+    fake = lz.mkdir("fakebin")
+    lz.write(fake / "kubectl", "#!/bin/sh\n"
+             "printf '%s\\n' \"$@\" > \"$HOME/argv\"\n"
+             "for a; do case $a in --from-env-file=*) cat \"${a#--from-env-file=}\" "
+             "> \"$HOME/envfile\";; esac; done\n", mode=0o755)
+    proc = lz.run_as_user(["bash", "-c", cmd], env={"PATH": f"{fake}:/usr/bin:/bin",
+                                                     "AGENT_TOKEN": SECRET})
+    assert proc.returncode == 0, proc.stderr
+    assert SECRET not in lz.path("argv").read_text()
+    assert lz.path("envfile").read_text() == \
+        f"ANTHROPIC_API_KEY={SECRET}\nGH_TOKEN={SECRET}\n"
