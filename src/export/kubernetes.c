@@ -16,6 +16,7 @@
 
 #include "common/util.h"
 #include "export/netpolicy.h"
+#include "oci/image.h"
 
 #define SANDBOX_API "agents.x-k8s.io/v1beta1"
 #define EXTENSIONS_API "extensions.agents.x-k8s.io/v1beta1"
@@ -133,6 +134,12 @@ static bool sha256_digest(const char *s)
     return true;
 }
 
+/* The first 8 hex digits of a digest, for names. */
+static char *hex8(const unsigned char md[static 4])
+{
+    return lz_xasprintf("%02x%02x%02x%02x", md[0], md[1], md[2], md[3]);
+}
+
 /* The default base name: "lazaret-" + the profile in DNS-label form + "-"
  * + 8 hex digits of SHA-256 over this machine's id, the user's uid and the
  * Domain ID. Two workspaces of one profile (two Domains locally) get two
@@ -182,8 +189,8 @@ static char *default_base(const lz_resolved_config *cfg)
     memcpy(buf + len, cfg->domain_id, LZ_DIGEST_LEN);
     len += LZ_DIGEST_LEN;
     SHA256(buf, len, md);
-    return n ? lz_xasprintf("lazaret-%s-%02x%02x%02x%02x", slug, md[0], md[1], md[2], md[3])
-             : lz_xasprintf("lazaret-%02x%02x%02x%02x", md[0], md[1], md[2], md[3]);
+    _cleanup_free_ char *hex = hex8(md);
+    return n ? lz_xasprintf("lazaret-%s-%s", slug, hex) : lz_xasprintf("lazaret-%s", hex);
 }
 
 /* 8 hex digits of SHA-256(path): a persistent dir's claim name that stays
@@ -192,21 +199,10 @@ static char *path_tag(const char *path)
 {
     unsigned char md[SHA256_DIGEST_LENGTH];
     SHA256((const unsigned char *) path, strlen(path), md);
-    return lz_xasprintf("%02x%02x%02x%02x", md[0], md[1], md[2], md[3]);
+    return hex8(md);
 }
 
 /* ---- the image ------------------------------------------------------------- */
-
-static const char *const local_transports[] = { "oci:", "oci-archive:", "docker-archive:",
-                                                "dir:", "containers-storage:", "docker-daemon:" };
-
-static bool is_local_source(const char *ref)
-{
-    for (size_t i = 0; i < LZ_ARRAY_SIZE(local_transports); i++)
-        if (strncmp(ref, local_transports[i], strlen(local_transports[i])) == 0)
-            return true;
-    return false;
-}
 
 /* The reference without its tag: "reg:5000/a/b:tag" -> "reg:5000/a/b"
  * (a ':' after the last '/' starts the tag). */
@@ -317,9 +313,10 @@ static int choose_image(builder *b, lz_error **err)
 {
     const char *ref = b->o->image ? b->o->image : b->cfg->image;
     const char *from = b->o->image ? "--image" : "the profile's image";
+    bool registry = lz_image_reference_is_registry(ref);
     if (strncmp(ref, "docker://", 9) == 0)
         ref += 9;
-    if (is_local_source(ref) || !lz_k8s_registry_reference(ref)) {
+    if (!registry || !lz_k8s_registry_reference(ref)) {
         _cleanup_free_ char *shown = lz_text_printable(ref);
         lz_error_set(err, 0, "%s '%s' is not an image a cluster can pull", from, shown);
         if (b->o->image)

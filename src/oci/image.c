@@ -29,6 +29,14 @@ static const char *const transports[] = {
     (char *)"dir:",
 };
 
+bool lz_image_reference_is_registry(const char *reference)
+{
+    for (size_t i = 0; i < LZ_ARRAY_SIZE(transports); i++)
+        if (strncmp(reference, transports[i], strlen(transports[i])) == 0)
+            return strcmp(transports[i], "docker://") == 0;
+    return true;
+}
+
 char *lz_image_source(const char *reference)
 {
     for (size_t i = 0; i < LZ_ARRAY_SIZE(transports); i++)

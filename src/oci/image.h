@@ -17,6 +17,8 @@
 #ifndef LAZARET_OCI_IMAGE_H
 #define LAZARET_OCI_IMAGE_H
 
+#include <stdbool.h>
+
 #include "common/error.h"
 #include "fs/confined.h"
 #include "supervisor/userns.h"
@@ -42,6 +44,10 @@ typedef void (*lz_progress_fn)(lz_progress_kind kind, const char *line, void *us
 /* The transport-qualified form skopeo understands ("docker://" added to a
  * plain reference). Newly allocated. */
 char *lz_image_source(const char *reference);
+
+/* Does reference name a registry image (a plain reference or docker://),
+ * rather than a local layout, archive, directory or containers-storage? */
+bool lz_image_reference_is_registry(const char *reference);
 
 /* Prepare `reference` beneath the Storage Root. progress (may be NULL)
  * receives one LZ_PROGRESS_PHASE line per phase of slow work. */
