@@ -62,12 +62,15 @@ _lazaret()
             COMPREPLY=($(compgen -W "--json --help" -- "$cur")) ;;
         state)
             case $sub in
-                "") COMPREPLY=($(compgen -W "list inspect verify reset --help" -- "$cur")) ;;
+                "") COMPREPLY=($(compgen -W "list inspect verify reset fix-ownership --help" -- "$cur")) ;;
                 list) COMPREPLY=($(compgen -W "--json --help" -- "$cur")) ;;
                 inspect | verify)
                     COMPREPLY=($(compgen -W "--profile --workspace --json --help" -- "$cur")) ;;
                 reset)
                     COMPREPLY=($(compgen -W "--profile --workspace --json --stop --yes --help" \
+                        -- "$cur")) ;;
+                fix-ownership)
+                    COMPREPLY=($(compgen -W "--profile --workspace --json --stop --help" \
                         -- "$cur")) ;;
             esac ;;
         config)

@@ -17,7 +17,10 @@
  * workspace's and profile's): inspect and verify read only, like list;
  * reset removes state/ and ignored/ through descriptors (fs/remove.h)
  * while holding the Domain lock (docs/runtime.md "State inspection and
- * reset").
+ * reset"); fix-ownership gives back to the developer what a sandbox left
+ * in the workspace and read-write volumes owned by a subordinate id, as
+ * every teardown now does (supervisor/giveback.h; docs/runtime.md
+ * "Ownership give-back"), for what older versions left.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -45,6 +48,7 @@
 #include "fs/remove.h"
 #include "protocol/io.h"
 #include "store/domain_store.h"
+#include "supervisor/giveback.h"
 #include "supervisor/userns.h"
 
 const char lz_usage_state[] =
@@ -53,6 +57,8 @@ const char lz_usage_state[] =
     "       lazaret [--config FILE] state verify  [DOMAIN] [--profile P] [--workspace DIR] [--json]\n"
     "       lazaret [--config FILE] state reset   [DOMAIN] [--profile P] [--workspace DIR] [--stop]\n"
     "                                             [--yes] [--json]\n"
+    "       lazaret [--config FILE] state fix-ownership [DOMAIN] [--profile P] [--workspace DIR]\n"
+    "                                             [--stop] [--json]\n"
     "\n"
     "list     every Domain of your user with state on disk, running or not: profile,\n"
     "         workspace, last use, the size of its persistent directories and of its\n"
@@ -65,17 +71,23 @@ const char lz_usage_state[] =
     "reset    remove one Domain's persistent directories and git-ignored copies; keeps\n"
     "         its store (history) and logs, never touches the workspace. Refused while\n"
     "         the Domain runs unless --stop; asks on a terminal, else needs --yes.\n"
+    "fix-ownership  give back to you (uid and gid) what a sandbox left in the Domain's\n"
+    "         workspace and read-write volumes owned by one of your subordinate ids, so\n"
+    "         that you can change or remove it; setuid/setgid bits of those files are\n"
+    "         cleared. Every teardown does this; this is for what older versions left.\n"
+    "         Never follows a symlink or enters another mount. Refused while the Domain\n"
+    "         runs unless --stop. Exits 1 when something could not be given back.\n"
     "\n"
     "inspect and verify only read: a running Domain is not disturbed.\n"
     "\n"
-    "The Domain (inspect, verify, reset): DOMAIN is a prefix of its ID (as 'state list'\n"
+    "The Domain (inspect, verify, reset, fix-ownership): DOMAIN is a prefix of its ID (as 'state list'\n"
     "shows); otherwise the workspace's (chosen as for 'run'), of --profile P when the\n"
     "workspace has several.\n"
     "\n"
     "Options:\n"
     "  --profile P        the Domain of this profile\n"
     "  --workspace DIR    the Domain of this workspace (default: as for 'run')\n"
-    "  --stop             reset: stop the running Domain cleanly first\n"
+    "  --stop             reset, fix-ownership: stop the running Domain cleanly first\n"
     "  --yes              reset: do not ask (needed when stdin is not a terminal)\n"
     "  --json             print JSON\n";
 
@@ -507,8 +519,9 @@ static int select_target(const lz_global_options *g, const state_opts *o, target
     return 0;
 }
 
-/* Parse the options of inspect/verify/reset; a usage error returns 2. */
-static int parse_opts(int argc, char **argv, bool is_reset, state_opts *o)
+/* Parse the options of inspect/verify/reset/fix-ownership (--stop for the
+ * last two, --yes for reset); a usage error returns 2. */
+static int parse_opts(int argc, char **argv, bool stop_ok, bool yes_ok, state_opts *o)
 {
     const char *sub = argv[1];
     for (int i = 2; i < argc; i++) {
@@ -528,9 +541,9 @@ static int parse_opts(int argc, char **argv, bool is_reset, state_opts *o)
             val = a + 12;
         } else if (strcmp(a, "--json") == 0) {
             o->as_json = true;
-        } else if (is_reset && strcmp(a, "--stop") == 0) {
+        } else if (stop_ok && strcmp(a, "--stop") == 0) {
             o->stop = true;
-        } else if (is_reset && strcmp(a, "--yes") == 0) {
+        } else if (yes_ok && strcmp(a, "--yes") == 0) {
             o->yes = true;
         } else if (a[0] == '-') {
             return lz_cli_usage_error("state", "%s: unknown option '%s'", sub, a);
@@ -1452,10 +1465,139 @@ out:
     return status;
 }
 
+/* ---- fix-ownership ---------------------------------------------------------- */
+
+/* Stop a running Domain through 'lazaret stop''s path (as reset does). */
+static int stop_target(const lz_global_options *g, const target *t, lz_error **err)
+{
+    char *argv[] = { (char *) "stop", (char *) "--profile", (char *) t->sum.profile,
+                     (char *) "--workspace", (char *) t->sum.workspace, NULL };
+    if (lz_cmd_stop(5, argv, g) == LZ_EXIT_OK)
+        return 0;
+    lz_error_set(err, 0, "cannot stop Domain %.16s…; nothing was changed", t->id);
+    return lz_error_hint(err, "see 'lazaret status' and %s/logs/coordinator.log",
+                         t->droot_label);
+}
+
+/* The workspace alone, by the path the store records: for a profile that
+ * no longer loads. */
+static int fix_workspace_only(const char *workspace, char **ret_report, lz_error **err)
+{
+    lz_path_plan plan = LZ_PATH_PLAN_INIT;
+    if (lz_plan_existing(workspace, &plan, err) < 0)
+        return lz_error_prefix(err, "cannot open the workspace");
+    lz_giveback_tree tree = { .label = plan.label };
+    tree.fd = lz_plan_open(&plan, O_PATH | O_DIRECTORY, true, err);
+    int r = -1;
+    if (tree.fd >= 0 && lz_giveback_trees(&tree, 1, err) == 0) {
+        *ret_report = lz_giveback_tree_line(&tree);
+        r = 0;
+    }
+    if (tree.fd >= 0)
+        close(tree.fd);
+    lz_plan_clear(&plan);
+    return r;
+}
+
+static int state_fix_ownership(const lz_global_options *g, const state_opts *opts)
+{
+    target t = { .droot = -1 };
+    lz_error *err = NULL, *cfg_err = NULL;
+    int status = LZ_EXIT_FAILURE;
+    int lock = -1;
+    bool stopped = false, incomplete = false;
+    lz_resolved_config *cfg = NULL;
+    char *report = NULL;
+    if (select_target(g, opts, &t, &err) < 0)
+        goto out;
+    if (t.store_error) {
+        lz_error_set(&err, 0, "the store of Domain %.16s… cannot be read (%s): its workspace "
+                              "is not known",
+                     t.id, t.store_error);
+        lz_error_hint(&err, "'lazaret state verify %.12s' says what is wrong", t.id);
+        goto out;
+    }
+    if (t.running && !opts->stop) {
+        lz_error_set(&err, 0, "Domain %.16s… (profile '%s') is running: its sandbox can still "
+                              "change what would be given back",
+                     t.id, t.sum.profile);
+        lz_error_hint(&err, "end its sessions (its teardown gives ownership back itself), or "
+                            "add --stop (lazaret state fix-ownership --stop %.12s)", t.id);
+        goto out;
+    }
+    if (t.running) {
+        if (stop_target(g, &t, &err) < 0)
+            goto out;
+        stopped = true;
+    }
+    /* Held for the whole walk: no sandbox of this Domain runs meanwhile. */
+    lock = take_domain_lock(t.id, stopped ? 10000 : 0, &err);
+    if (lock < 0)
+        goto out;
+    /* The profile gives the volumes; the workspace is the store's. */
+    lz_load_request req = { .config_path = g->config_path, .profile = t.sum.profile,
+                            .workspace = t.sum.workspace,
+                            .layout = lz_sandbox_layout_production() };
+    if (lz_config_load(&req, &cfg, &cfg_err) == 0) {
+        if (lz_giveback_domain(cfg, &report, &incomplete, &err) < 0)
+            goto out;
+    } else if (fix_workspace_only(t.sum.workspace, &report, &err) < 0) {
+        goto out;
+    }
+    if (opts->as_json) {
+        json_t *o = json_pack("{s:s, s:b, s:s, s:b}", "domain_id", t.id, "stopped", stopped,
+                              "report", report ? report : "", "complete", !incomplete);
+        json_dumpf(o, stdout, JSON_INDENT(2) | JSON_ENSURE_ASCII);
+        fputc('\n', stdout);
+        json_decref(o);
+    } else if (report) {
+        printf("%s\n", report);
+    } else {
+        _cleanup_free_ char *pws = lz_text_printable(t.sum.workspace);
+        printf("nothing in %s or the profile's read-write volumes belongs to your "
+               "subordinate ids\n", pws);
+    }
+    if (cfg_err) {
+        /* The workspace is done; the volumes need the profile (a missing
+         * env: variable is enough to stop it loading). */
+        lz_error_set(&err, cfg_err->errnum, "the workspace was walked, but not the volumes of "
+                                            "profile '%s': %s",
+                     t.sum.profile, cfg_err->message);
+        lz_error_hint(&err, "%s; then run this again to cover the volumes",
+                      cfg_err->hint ? cfg_err->hint : "fix the configuration");
+        goto out;
+    }
+    if (incomplete) {
+        lz_error_set(&err, 0, "some entries of Domain %.16s…'s workspace or volumes could not "
+                              "be given back (listed above)",
+                     t.id);
+        lz_error_hint(&err, "an entry left is owned by ids outside your subordinate range, lies "
+                            "below the walk's %u levels, or sits in a volume that could not be "
+                            "opened; remove such a tree as root over your subordinate ids: "
+                            "unshare --map-auto --map-root-user rm -rf DIR",
+                      LZ_GIVEBACK_MAX_DEPTH);
+        goto out;
+    }
+    status = LZ_EXIT_OK;
+out:
+    if (err) {
+        lz_error_report(err, stderr);
+        lz_error_free(err);
+    }
+    lz_error_free(cfg_err);
+    lz_resolved_config_free(cfg);
+    if (lock >= 0)
+        close(lock);
+    free(report);
+    target_clear(&t);
+    return status;
+}
+
 int lz_cmd_state(int argc, char **argv, const lz_global_options *g)
 {
     if (argc < 2)
-        return lz_cli_usage_error("state", "which one: list, inspect, verify or reset");
+        return lz_cli_usage_error("state", "which one: list, inspect, verify, reset or "
+                                           "fix-ownership");
     const char *sub = argv[1];
     if (strcmp(sub, "list") == 0) {
         bool as_json = false;
@@ -1467,11 +1609,15 @@ int lz_cmd_state(int argc, char **argv, const lz_global_options *g)
         }
         return state_list(as_json, g);
     }
-    if (strcmp(sub, "inspect") == 0 || strcmp(sub, "verify") == 0 || strcmp(sub, "reset") == 0) {
+    bool fix = strcmp(sub, "fix-ownership") == 0;
+    if (strcmp(sub, "inspect") == 0 || strcmp(sub, "verify") == 0 || strcmp(sub, "reset") == 0 ||
+        fix) {
         state_opts o = { 0 };
-        int r = parse_opts(argc, argv, sub[0] == 'r', &o);
+        int r = parse_opts(argc, argv, sub[0] == 'r' || fix, sub[0] == 'r', &o);
         if (r != 0)
             return r;
+        if (fix)
+            return state_fix_ownership(g, &o);
         if (sub[0] == 'i')
             return state_inspect(g, &o);
         if (sub[0] == 'v')

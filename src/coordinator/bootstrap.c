@@ -24,6 +24,7 @@
 #include "lazaret-version.h"
 #include "fs/remove.h"
 #include "store/domain_store.h"
+#include "supervisor/giveback.h"
 #include "supervisor/userns.h"
 
 /* sun_path through the retained directory descriptor: short whatever the
@@ -430,6 +431,18 @@ int lz_domain_recover(const lz_resolved_config *cfg, int runtime_dir_fd, lz_erro
             lz_error_prefix(err, "cannot recover the previous generation");
             r = -1;
         }
+    }
+    /* A generation that ended without its teardown (its coordinator was
+     * killed) never gave back what its sandbox left owned by a subordinate
+     * id; its processes are gone now. Best effort, as at teardown: the
+     * next teardown and 'lazaret state fix-ownership' cover what is left. */
+    if (r == 0 && n > 0) {
+        char *report = NULL;
+        bool incomplete = false;
+        lz_error *e = NULL;
+        if (lz_giveback_domain(cfg, &report, &incomplete, &e) < 0)
+            lz_error_free(e);
+        free(report);
     }
     for (size_t i = 0; r == 0 && i < n; i++)
         if (lz_store_participant_released(st, ps[i].generation_id, ps[i].role, err) < 0)

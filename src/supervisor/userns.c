@@ -219,7 +219,7 @@ int lz_subid_lookup(lz_subid_kind kind, uid_t uid, gid_t gid, lz_subid_range *re
  * for sandbox id A swaps 0 and A, so that every other id keeps its host id
  * and only what 0 and A own changes hands. Returns the number of words
  * written to words (3 per extent). */
-static size_t map_extents(uint32_t agent, unsigned own, const lz_subid_range *r,
+static size_t map_extents(uint32_t agent, uint32_t base, unsigned own, const lz_subid_range *r,
                           char words[12][16])
 {
     size_t n = 0;
@@ -231,7 +231,7 @@ static size_t map_extents(uint32_t agent, unsigned own, const lz_subid_range *r,
     } while (0)
     if (agent == 0) {
         EXTENT(0, own, 1);
-        EXTENT(1, r->start, r->count);
+        EXTENT(base, r->start, r->count);
     } else {
         EXTENT(0, r->start + agent - 1, 1);
         if (agent > 1)
@@ -244,7 +244,7 @@ static size_t map_extents(uint32_t agent, unsigned own, const lz_subid_range *r,
     return n;
 }
 
-static int write_map(const char *tool, pid_t pid, unsigned id, uint32_t agent,
+static int write_map(const char *tool, pid_t pid, unsigned id, uint32_t agent, uint32_t base,
                      const lz_subid_range *r, lz_error **err)
 {
     _cleanup_free_ char *path = NULL;
@@ -252,7 +252,7 @@ static int write_map(const char *tool, pid_t pid, unsigned id, uint32_t agent,
         return lz_error_hint(err, "install it: sudo apt-get install uidmap");
     char spid[16], words[12][16];
     snprintf(spid, sizeof(spid), "%d", (int)pid);
-    size_t n = map_extents(agent, id, r, words);
+    size_t n = map_extents(agent, base, id, r, words);
     char *argv[2 + 12 + 1] = { (char *) tool, spid };
     for (size_t i = 0; i < n; i++)
         argv[2 + i] = words[i];
@@ -287,8 +287,11 @@ int lz_idmap_check(const lz_idmap *map, lz_error **err)
     return 0;
 }
 
-int lz_userns_spawn(const lz_idmap *map, int (*fn)(void *arg), void *arg, pid_t *ret_pid,
-                    lz_error **err)
+/* lz_userns_spawn, with the subordinate ids at base..base+65535 inside
+ * (1 everywhere but the ownership give-back, lz_userns_call_shifted). A
+ * keep-id map (map->uid != 0) always uses 1. */
+static int userns_spawn(const lz_idmap *map, uint32_t base, int (*fn)(void *arg), void *arg,
+                        pid_t *ret_pid, lz_error **err)
 {
     if (lz_idmap_check(map, err) < 0)
         return -1;
@@ -342,8 +345,8 @@ int lz_userns_spawn(const lz_idmap *map, int (*fn)(void *arg), void *arg, pid_t 
         lz_error_set(err, 0, "cannot create a user namespace");
         lz_error_hint(err, "unprivileged user namespaces must be allowed (sysctl "
                            "user.max_user_namespaces > 0; lazaret doctor checks it)");
-    } else if (write_map("newuidmap", pid, uid, agent_uid, &uids, err) == 0 &&
-               write_map("newgidmap", pid, gid, agent_gid, &gids, err) == 0) {
+    } else if (write_map("newuidmap", pid, uid, agent_uid, base, &uids, err) == 0 &&
+               write_map("newgidmap", pid, gid, agent_gid, base, &gids, err) == 0) {
         c = 'g';
         if (write(to_child[1], &c, 1) == 1)
             r = 0;
@@ -360,6 +363,12 @@ int lz_userns_spawn(const lz_idmap *map, int (*fn)(void *arg), void *arg, pid_t 
     }
     *ret_pid = pid;
     return 0;
+}
+
+int lz_userns_spawn(const lz_idmap *map, int (*fn)(void *arg), void *arg, pid_t *ret_pid,
+                    lz_error **err)
+{
+    return userns_spawn(map, 1, fn, arg, ret_pid, err);
 }
 
 /* ---- running a function as root over the subordinate ids ---------------------------- */
@@ -386,15 +395,15 @@ static int call_in_userns(void *arg)
     return 1;
 }
 
-int lz_userns_call(const lz_idmap *map, int (*fn)(void *arg, lz_error **err), void *arg,
-                   lz_error **err)
+static int userns_call(const lz_idmap *map, uint32_t base, int (*fn)(void *arg, lz_error **err),
+                       void *arg, lz_error **err)
 {
     int p[2];
     if (pipe2(p, O_CLOEXEC) < 0)
         return lz_error_set(err, errno, "cannot create a pipe");
     call_ctx c = { .fn = fn, .arg = arg, .report = p[1] };
     pid_t pid;
-    int r = lz_userns_spawn(map, call_in_userns, &c, &pid, err);
+    int r = userns_spawn(map, base, call_in_userns, &c, &pid, err);
     close(p[1]);
     if (r < 0) {
         close(p[0]);
@@ -429,6 +438,38 @@ int lz_userns_call(const lz_idmap *map, int (*fn)(void *arg, lz_error **err), vo
     if (hint && *hint)
         lz_error_hint(err, "%s", hint);
     return -1;
+}
+
+int lz_userns_call(const lz_idmap *map, int (*fn)(void *arg, lz_error **err), void *arg,
+                   lz_error **err)
+{
+    return userns_call(map, 1, fn, arg, err);
+}
+
+int lz_userns_call_shifted(int (*fn)(void *arg, lz_error **err), void *arg, lz_error **err)
+{
+    /* The base must not hold the kernel's overflow ids, which is what an
+     * unmapped owner looks like inside: such a file must never pass for a
+     * subordinate id's. */
+    static const char *const overflow[] = { "/proc/sys/kernel/overflowuid",
+                                            "/proc/sys/kernel/overflowgid" };
+    for (size_t i = 0; i < LZ_ARRAY_SIZE(overflow); i++) {
+        unsigned long v = 65534;
+        FILE *f = fopen(overflow[i], "re");
+        if (f) {
+            if (fscanf(f, "%lu", &v) != 1)
+                v = 65534;
+            fclose(f);
+        }
+        if (v >= LZ_USERNS_SHIFTED_BASE && v - LZ_USERNS_SHIFTED_BASE < LZ_SUBID_COUNT) {
+            lz_error_set(err, 0, "%s is %lu, inside the ids %u..%u that stand for your "
+                         "subordinate ids in a give-back namespace", overflow[i], v,
+                         LZ_USERNS_SHIFTED_BASE, LZ_USERNS_SHIFTED_BASE + LZ_SUBID_COUNT - 1);
+            return lz_error_hint(err, "set it back to the kernel's default: sudo sysctl "
+                                      "kernel.%s=65534", overflow[i] + strlen("/proc/sys/kernel/"));
+        }
+    }
+    return userns_call(NULL, LZ_USERNS_SHIFTED_BASE, fn, arg, err);
 }
 
 typedef struct rm_job {

@@ -70,6 +70,20 @@ LZ_MUST_CHECK
 int lz_userns_call(const lz_idmap *map, int (*fn)(void *arg, lz_error **err), void *arg,
                    lz_error **err);
 
+/* Inside the namespace of lz_userns_call_shifted, the subordinate ids
+ * are LZ_USERNS_SHIFTED_BASE..+65535 instead of 1..65536. */
+#define LZ_USERNS_SHIFTED_BASE 1000000u
+
+/* lz_userns_call(NULL, ...) with the invoking user at 0 and the subordinate
+ * range at LZ_USERNS_SHIFTED_BASE..: there an owner the map does not hold
+ * shows as the kernel's overflow id (65534), which is then never one of the
+ * subordinate ids, as it is in the Domain's own map. For code that must
+ * tell the subordinate ids from every other id by what stat says
+ * (the ownership give-back, supervisor/giveback.h). Refused when the
+ * overflow ids were set inside that range. */
+LZ_MUST_CHECK
+int lz_userns_call_shifted(int (*fn)(void *arg, lz_error **err), void *arg, lz_error **err);
+
 /* lz_remove_tree_at(dirfd, name), and when that fails for want of
  * permission (what a sandbox user other than the invoking user created
  * belongs to a subordinate id on the host), again from inside a user

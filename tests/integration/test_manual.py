@@ -99,7 +99,7 @@ def test_bash_completion(repo_root, tmp_path):
     assert bash_complete(repo_root, "lazaret run ", tmp_path) == ["alpha", "beta-2"]
     assert bash_complete(repo_root, "lazaret stop --profile a", tmp_path) == ["alpha"]
     assert bash_complete(repo_root, "lazaret state ", tmp_path) == \
-        ["--help", "inspect", "list", "reset", "verify"]
+        ["--help", "fix-ownership", "inspect", "list", "reset", "verify"]
     assert "--yes" in bash_complete(repo_root, "lazaret state reset --", tmp_path)
     # After "--" the words are the sandboxed command's, not Lazaret's.
     assert bash_complete(repo_root, "lazaret run alpha -- st", tmp_path) == []
