@@ -19,6 +19,7 @@
 #include "common/timing.h"
 #include "common/util.h"
 #include "coordinator/domain.h"
+#include "coordinator/freezer.h"
 #include "coordinator/generation.h"
 #include "coordinator/log.h"
 #include "coordinator/relay.h"
@@ -58,6 +59,7 @@ void lz_coordinator_main(lz_coordinator_args *a)
     c->a = a;
     c->loop = lz_loop_new();
     c->git = (lz_git_plan) LZ_GIT_PLAN_INIT;
+    c->freezer = lz_freezer_new();
     c->sup.sock = -1;
     c->logs_fd = -1;
     sessions_init(c);

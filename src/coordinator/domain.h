@@ -17,7 +17,8 @@
  *   keeper.c       the process every escalated host command runs under
  *   log.c          the Domain's logs/coordinator.log
  *
- * Single-threaded: every function runs from the event loop's callbacks.
+ * Single-threaded: every function runs from the event loop's callbacks
+ * (the freezer's watchdog thread touches nothing here: freezer.h).
  */
 #ifndef LAZARET_COORDINATOR_DOMAIN_H
 #define LAZARET_COORDINATOR_DOMAIN_H
@@ -144,6 +145,14 @@ struct coord {
     lz_git_plan git;         /* Git Sentry: mounts, watches and audit state */
     lz_loop_source *git_src;
     bool sentry_failed;      /* the audit could not neutralise something: stopping */
+    /* Stops the sandbox while the audit catches up and while host commands
+     * run (freezer.h); its watchdog thread is the coordinator's only other
+     * thread. */
+    struct lz_freezer *freezer;
+    bool throttle_told;      /* the sessions were told the sandbox was paused */
+    unsigned long sentry_notices; /* quarantine reports this generation (git_audit.c) */
+    unsigned long sentry_untold;  /* ... not told yet (rate limit) */
+    int64_t sentry_notice_ms;     /* when the last was told */
     struct esc_state *esc;   /* host escalation (escalation.c); NULL before/after */
     /* This generation's Trust Anchor and the TLS server context built on
      * it (docs/session-channel.md); the nonce is the generation's, shared

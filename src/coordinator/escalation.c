@@ -28,14 +28,17 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/vfs.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include <linux/magic.h>
 
 #include "common/spawn.h"
 #include "common/syscalls.h"
 #include "common/util.h"
 #include "coordinator/approval.h"
+#include "coordinator/freezer.h"
 #include "coordinator/git_audit.h"
 #include "coordinator/keeper.h"
 #include "coordinator/log.h"
@@ -92,15 +95,22 @@ typedef struct escalation {
     lz_loop_source *timer;   /* prompt timeout, drain limit */
     lz_loop_source *life;    /* the client's heartbeat check, every second */
     int64_t last_heard_ms;
+    bool froze;              /* holds the sandbox frozen while its command runs */
 } escalation;
 
 typedef struct esc_state {
-    int inbox_fd, outbox_fd; /* O_RDONLY directories */
+    /* O_RDONLY directories. The inbox and junk/ are on the inbox's bounded
+     * tmpfs, which only the supervisor's mount namespace has: -1 until its
+     * SUP_MAILBOX (escalation_attach_inbox). */
+    int inbox_fd, outbox_fd;
     int inotify_fd;
-    int junk_fd;             /* <gen>/mailbox/junk: what left the inbox */
+    int junk_fd;             /* junk/ beside the inbox: what left the inbox */
     unsigned junk_serial;
+    bool junk_left;          /* junk/ may hold something: sweep it */
+    bool full_logged;        /* "the inbox is full" said for this filling */
     lz_loop_source *inbox_src;
     lz_loop_source *rescan;
+    lz_loop_source *sweep;   /* junk_sweep again soon */
     lz_loop_source *publish;  /* status.json due (esc_publish) */
     uint8_t coord_seed[LZ_SIG_KEY_LEN];
     uint8_t sandbox_pub[LZ_SIG_KEY_LEN];
@@ -174,22 +184,18 @@ int escalation_prepare(coord *c, int gen_fd, lz_error **err)
     struct passwd *pw = getpwuid(getuid());
     st->home = lz_xstrdup(pw && pw->pw_dir && pw->pw_dir[0] == '/' ? pw->pw_dir : "/");
 
-    /* The inbox is written by every user of the sandbox (an image may run
-     * its command as a non-root user): sticky and world-writable like /tmp
-     * inside; on the host it lies in the user's private generation
-     * directory. The outbox and the credentials are read-only binds. */
-    if (mkdirat(gen_fd, "mailbox", 0755) < 0 || mkdirat(gen_fd, "mailbox/inbox", 0700) < 0 ||
-        mkdirat(gen_fd, "mailbox/outbox", 0755) < 0 || mkdirat(gen_fd, "mailbox/junk", 0700) < 0 ||
-        mkdirat(gen_fd, "credentials", 0755) < 0)
+    /* The inbox is not made here: it is a tmpfs bounded in bytes and
+     * entries that the supervisor mounts on the empty mailbox/spool in its
+     * own mount namespace and hands over (escalation_attach_inbox); a
+     * directory here, in $XDG_RUNTIME_DIR (RAM), would hold whatever the
+     * sandbox wrote. The outbox and the credentials are read-only binds. */
+    if (mkdirat(gen_fd, "mailbox", 0755) < 0 || mkdirat(gen_fd, LZ_MBX_HOST_SPOOL, 0700) < 0 ||
+        mkdirat(gen_fd, "mailbox/outbox", 0755) < 0 || mkdirat(gen_fd, "credentials", 0755) < 0)
         return lz_error_set(err, errno, "cannot create the escalation mailbox in %s",
                             c->gen_label);
-    st->inbox_fd = openat(gen_fd, "mailbox/inbox", O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
-                                                       O_CLOEXEC);
     st->outbox_fd = openat(gen_fd, "mailbox/outbox", O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
                                                          O_CLOEXEC);
-    st->junk_fd = openat(gen_fd, "mailbox/junk", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (st->inbox_fd < 0 || st->outbox_fd < 0 || st->junk_fd < 0 ||
-        fchmod(st->inbox_fd, 01777) < 0)
+    if (st->outbox_fd < 0)
         return lz_error_set(err, errno, "cannot open the escalation mailbox in %s",
                             c->gen_label);
 
@@ -215,17 +221,65 @@ int escalation_prepare(coord *c, int gen_fd, lz_error **err)
     int r = creds < 0 ? lz_error_set(err, errno, "cannot open %s/credentials", c->gen_label)
                       : write_cred(creds, LZ_MBX_CRED_FILE, cred, sizeof(cred), err);
     explicit_bzero(cred, sizeof(cred));
-    if (r < 0)
-        return -1;
+    return r;
+}
 
+int escalation_attach_inbox(coord *c, int root, lz_error **err)
+{
+    esc_state *st = c->esc;
+    if (!st) { /* no mailbox was prepared (the dispatch fuzzer's coordinator) */
+        close(root);
+        return 0;
+    }
+    /* The bound is the supervisor's mount; checked here again, so that an
+     * inbox without it is never served (and a second one never replaces
+     * the first). */
+    struct stat sb;
+    struct statfs sf;
+    bool bounded = fstat(root, &sb) == 0 && S_ISDIR(sb.st_mode) && fstatfs(root, &sf) == 0 &&
+                   sf.f_type == TMPFS_MAGIC && sf.f_blocks > 0 &&
+                   (uint64_t) sf.f_blocks * (uint64_t) sf.f_bsize <= LZ_MBX_INBOX_MAX_BYTES &&
+                   sf.f_files > 0 && sf.f_files <= LZ_MBX_INBOX_MAX_ENTRIES;
+    if (st->inbox_fd >= 0 || !bounded) {
+        close(root);
+        if (st->inbox_fd >= 0)
+            lz_error_set(err, 0, "the Runtime Supervisor handed over a second escalation inbox");
+        else
+            lz_error_set(err, 0, "the escalation inbox the Runtime Supervisor handed over is not "
+                         "a tmpfs of at most %u bytes and %u entries",
+                         LZ_MBX_INBOX_MAX_BYTES, LZ_MBX_INBOX_MAX_ENTRIES);
+        return lz_error_hint(err, "this is a bug of Lazaret: report it with 'lazaret version'");
+    }
+    st->inbox_fd = lz_open_confined(root, LZ_MBX_SPOOL_INBOX, O_RDONLY | O_DIRECTORY, 0,
+                                    "the escalation inbox", err);
+    st->junk_fd = st->inbox_fd < 0 ? -1
+                                   : lz_open_confined(root, LZ_MBX_SPOOL_JUNK,
+                                                      O_RDONLY | O_DIRECTORY, 0,
+                                                      "the escalation inbox's junk/", err);
+    close(root);
+    if (st->junk_fd < 0)
+        return -1;
+    /* Every kind of entry and every write prompts a scan, so that a full
+     * inbox is seen and said whatever filled it: IN_CREATE (a directory or
+     * symlink is never written), IN_MODIFY (the gofer keeps its host file
+     * open after the sandbox's close, so IN_CLOSE_WRITE may never come).
+     * Queued events are read together and followed by one scan, which is
+     * bounded work. */
     st->inotify_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
     char path[64];
     snprintf(path, sizeof(path), "/proc/self/fd/%d", st->inbox_fd);
     if (st->inotify_fd < 0 ||
-        inotify_add_watch(st->inotify_fd, path, IN_MOVED_TO | IN_CLOSE_WRITE | IN_ONLYDIR) < 0)
+        inotify_add_watch(st->inotify_fd, path,
+                          IN_MOVED_TO | IN_CLOSE_WRITE | IN_CREATE | IN_MODIFY |
+                              IN_ONLYDIR) < 0)
         return lz_error_set(err, errno, "cannot watch the escalation inbox of %s", c->gen_label);
     st->inbox_src = lz_loop_add_fd(c->loop, st->inotify_fd, POLLIN, on_inbox, c);
     return 0;
+}
+
+bool escalation_inbox_attached(const coord *c)
+{
+    return !c->esc || c->esc->inbox_fd >= 0;
 }
 
 char *escalation_session_env(coord *c, session *s)
@@ -480,6 +534,14 @@ static void esc_finish(escalation *e, lz_mbx_outcome outcome, int status, const 
     bool was_running = e->phase == E_RUNNING;
     if (was_running)
         kill_group(e);
+    if (e->froze) {
+        e->froze = false;
+        lz_freezer_release(c->freezer);
+        /* No client could speak while the sandbox was frozen: silence
+         * counts from now (on_life). */
+        for (escalation *x = c->esc->head; x; x = x->next)
+            x->last_heard_ms = lz_loop_now_ms();
+    }
     session *s = e->s;
     leave_prompt(e);
     if (s && e->open_counted)
@@ -700,6 +762,26 @@ static void wipe_for_keeper(void *arg)
             explicit_bzero(cfg->env[i].value, strlen(cfg->env[i].value));
 }
 
+/* Is the executable Git (git, or one of its git-* programs)? Decided on
+ * the canonical path Lazaret runs, not on what the request says. */
+static bool runs_git(const char *path)
+{
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    return strcmp(base, "git") == 0 || strncmp(base, "git-", 4) == 0;
+}
+
+void escalation_session_interrupt(coord *c, session *s)
+{
+    if (!c->esc)
+        return;
+    for (escalation *e = c->esc->head; e; e = e->next)
+        if (e->s == s && e->froze && e->phase == E_RUNNING)
+            esc_finish(e, LZ_MBX_CANCELLED, -1,
+                       "cancelled by Ctrl-C in its terminal (the sandbox, and the client with it, "
+                       "was paused while host Git ran)");
+}
+
 static void esc_run(escalation *e)
 {
     coord *c = e->c;
@@ -741,6 +823,21 @@ static void esc_run(escalation *e)
      * (attack round i11, A1: the inbox's work had been ordered before the
      * Sentry's in one loop round). An audit that cannot neutralise
      * something stops the Domain and does not return. */
+    /* And a host Git runs with the sandbox frozen from here until it has
+     * ended (coordinator/freezer.h): with the audit current and nothing of
+     * the sandbox's running, Git — recursing into submodules, running
+     * filters, reading any repository's configuration — can meet nothing
+     * the sandbox makes meanwhile (attack round i23: a submodule's gitdir
+     * file re-created during a rename storm). Other programs run with the
+     * sandbox running, so that their output streams and the client can
+     * cancel them; the audit keeps within its lag bound of the sandbox
+     * then (docs/escalation.md "What the sandbox can change while a host
+     * command runs"). Released in esc_finish, after the process group was
+     * killed. */
+    if (!e->froze && runs_git(e->plan->label)) {
+        lz_freezer_hold(c->freezer);
+        e->froze = true;
+    }
     git_audit(c, "a host command starts", false);
     /* Not from inside a Git directory (attack round i11b, B2: a bare
      * repository the sandbox built in .git/objects/…, its HEAD written just
@@ -1170,6 +1267,9 @@ static void on_life(lz_loop *loop, lz_loop_source *src, void *data)
 {
     (void) src;
     escalation *e = data;
+    /* A frozen sandbox's clients cannot send heartbeats (esc_run). */
+    if (lz_freezer_frozen(e->c->freezer))
+        e->last_heard_ms = lz_loop_now_ms();
     bool silent = lz_loop_now_ms() - e->last_heard_ms > LZ_MBX_SILENCE_MS;
     if (silent && e->phase != E_DONE && e->c->state == G_RUNNING) {
         /* Timers run before descriptors in a loop round: after a long
@@ -1243,7 +1343,8 @@ static void inbox_discard(esc_state *st, const char *name)
         return;
     char fresh[64];
     snprintf(fresh, sizeof(fresh), "j%u", st->junk_serial++);
-    lz_best_effort(renameat(st->inbox_fd, name, st->junk_fd, fresh) == 0 ? 0 : -1);
+    if (renameat(st->inbox_fd, name, st->junk_fd, fresh) == 0)
+        st->junk_left = true; /* swept after the scan (junk_sweep): it counts in the bound */
 }
 
 /* Read one inbox entry (then remove it) and act on it. False when it
@@ -1337,6 +1438,112 @@ static bool inbox_entry(coord *c, const char *name)
 #define SCAN_BATCH 256     /* records handled per round */
 #define SCAN_LOOK_MAX 4096 /* entries looked at per round */
 #define STALE_TEMP_S 10    /* a temporary file older than this is removed */
+#define SWEEP_BUDGET 256   /* junk/ entries removed or lifted per sweep */
+#define SWEEP_AGAIN_MS 20  /* the next sweep, while the last one got on */
+
+/* Give back what junk/ holds, a bounded amount of work per call: each
+ * entry is unlinked, or removed as an empty directory, or - a directory
+ * with entries - has its entries renamed up into junk/ (one rename each,
+ * no recursion, no depth), so that it is empty at a later sweep. A tree is
+ * at most LZ_MBX_INBOX_MAX_ENTRIES entries (the tmpfs's bound), so it goes
+ * in a few sweeps; a sandbox process still working in a directory it had
+ * in the inbox (its cwd) can add to it, but never beyond the bound. True
+ * when something was removed or moved (another sweep may get further). */
+static bool junk_sweep(esc_state *st)
+{
+    int d = openat(st->junk_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR *dir = d >= 0 ? fdopendir(d) : NULL;
+    if (!dir) {
+        if (d >= 0)
+            close(d);
+        return false;
+    }
+    unsigned budget = SWEEP_BUDGET;
+    bool progress = false, left = false;
+    struct dirent *de;
+    while (budget > 0 && (de = readdir(dir))) {
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+            continue;
+        budget--;
+        if (unlinkat(st->junk_fd, de->d_name, 0) == 0 ||
+            unlinkat(st->junk_fd, de->d_name, AT_REMOVEDIR) == 0) {
+            progress = true;
+            continue;
+        }
+        if (errno == ENOENT)
+            continue;
+        left = true;
+        if (errno != ENOTEMPTY && errno != EEXIST)
+            continue; /* not ours to remove (another user's directory): it stays, bounded */
+        /* A single component read from junk/: O_NOFOLLOW is the whole
+         * confinement (the sandbox cannot mount anything on the tmpfs). */
+        int sub = openat(st->junk_fd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+                                                      O_CLOEXEC);
+        DIR *sd = sub >= 0 ? fdopendir(sub) : NULL;
+        if (!sd) {
+            if (sub >= 0)
+                close(sub);
+            continue;
+        }
+        struct dirent *e;
+        while (budget > 0 && (e = readdir(sd))) {
+            if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+                continue;
+            budget--;
+            char fresh[32];
+            snprintf(fresh, sizeof(fresh), "j%u", st->junk_serial++);
+            if (renameat(dirfd(sd), e->d_name, st->junk_fd, fresh) == 0)
+                progress = true;
+        }
+        closedir(sd);
+    }
+    if (budget == 0)
+        left = true;
+    closedir(dir);
+    st->junk_left = left;
+    return progress && left;
+}
+
+static void on_sweep(lz_loop *loop, lz_loop_source *src, void *data)
+{
+    (void) loop;
+    esc_state *st = data;
+    if (junk_sweep(st))
+        lz_loop_timer_set(src, SWEEP_AGAIN_MS);
+    else
+        st->sweep = NULL;
+}
+
+/* The inbox's fill, after each scan. A full inbox (no room for one record
+ * of the maximal size, or almost no entries left) makes the sandbox's
+ * writes fail with ENOSPC - lazaret-escalate says "the mailbox is full" -
+ * and is logged once per filling: again only after it had room again (at
+ * most half used), so a sandbox that keeps it full costs one line. */
+static void check_full(coord *c)
+{
+    esc_state *st = c->esc;
+    struct statfs sf;
+    if (fstatfs(st->inbox_fd, &sf) < 0 || sf.f_blocks == 0 || sf.f_files == 0)
+        return;
+    uint64_t bsize = (uint64_t) sf.f_bsize;
+    uint64_t used_b = ((uint64_t) sf.f_blocks - sf.f_bfree) * bsize;
+    uint64_t used_f = (uint64_t) sf.f_files - sf.f_ffree;
+    bool full = (uint64_t) sf.f_bavail * bsize < LZ_MBX_MAX_RECORD + LZ_SIG_LEN ||
+                sf.f_ffree < 8;
+    if (full && !st->full_logged) {
+        st->full_logged = true;
+        clog_(c, "escalation mailbox: the inbox is full (%llu of %llu bytes, %llu of %llu "
+                 "entries); the sandbox's writes into it fail (ENOSPC) and lazaret-escalate "
+                 "reports 'the mailbox is full' until what fills it is removed",
+              (unsigned long long) used_b, (unsigned long long) sf.f_blocks * bsize,
+              (unsigned long long) used_f, (unsigned long long) sf.f_files);
+    } else if (!full && st->full_logged && 2 * used_b <= (uint64_t) sf.f_blocks * bsize &&
+               2 * used_f <= (uint64_t) sf.f_files) {
+        st->full_logged = false;
+        clog_(c, "escalation mailbox: the inbox has room again (%llu bytes, %llu entries used)",
+              (unsigned long long) used_b, (unsigned long long) used_f);
+    }
+}
 
 
 static void on_rescan(lz_loop *loop, lz_loop_source *src, void *data)
@@ -1350,6 +1557,8 @@ static void on_rescan(lz_loop *loop, lz_loop_source *src, void *data)
 static void scan_inbox(coord *c)
 {
     esc_state *st = c->esc;
+    if (st->inbox_fd < 0)
+        return; /* not handed over yet (SUP_MAILBOX) */
     int d = openat(st->inbox_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     DIR *dir = d >= 0 ? fdopendir(d) : NULL;
     if (!dir) {
@@ -1402,6 +1611,9 @@ static void scan_inbox(coord *c)
     /* A flood is handled in rounds, so that sessions keep being served. */
     if (more && !st->rescan)
         st->rescan = lz_loop_add_timer(c->loop, 10, on_rescan, c);
+    if (st->junk_left && !st->sweep && junk_sweep(st))
+        st->sweep = lz_loop_add_timer(c->loop, SWEEP_AGAIN_MS, on_sweep, st);
+    check_full(c);
 }
 
 static void on_inbox(lz_loop *loop, lz_loop_source *src, int fd, short revents, void *data)
@@ -1466,6 +1678,7 @@ void escalation_teardown(coord *c)
     }
     lz_loop_remove(st->inbox_src);
     lz_loop_remove(st->rescan);
+    lz_loop_remove(st->sweep);
     lz_loop_remove(st->publish);
     if (st->inotify_fd >= 0)
         close(st->inotify_fd);

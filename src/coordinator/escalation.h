@@ -48,10 +48,26 @@
  * then), how long its pipes may stay open (a holder outside the group). */
 #define ESC_DRAIN_MS 2000
 
-/* Create the mailbox and the credentials in the generation directory
- * (open at gen_fd) and start watching the inbox. */
+/* Create the mailbox's outbox, the inbox's mount point (mailbox/spool)
+ * and the credentials in the generation directory (open at gen_fd). */
 LZ_MUST_CHECK
 int escalation_prepare(coord *c, int gen_fd, lz_error **err);
+
+/* The supervisor's SUP_MAILBOX: root (taken, closed here) is the root of
+ * the inbox's tmpfs, which only the supervisor's mount namespace has.
+ * Checked to be a tmpfs within the bound (mailbox.h LZ_MBX_INBOX_MAX_*);
+ * then the inbox is watched. A second one, or an unbounded one, fails. */
+LZ_MUST_CHECK
+int escalation_attach_inbox(coord *c, int root, lz_error **err);
+
+/* False while a prepared mailbox has no inbox yet (SUP_STARTED must not
+ * come before SUP_MAILBOX). */
+bool escalation_inbox_attached(const coord *c);
+
+/* Ctrl-C typed in (or SIGINT forwarded from) session s's terminal: a host
+ * Git of s's that runs with the sandbox frozen is cancelled here, since its
+ * client inside cannot act on the signal until the thaw. */
+void escalation_session_interrupt(coord *c, session *s);
 
 /* A fresh SessionRequestCapability for s (before its runsc exec); the
  * environment entry for its command, newly allocated. */

@@ -18,12 +18,14 @@
 #include "common/timing.h"
 #include "common/util.h"
 #include "config/policy.h"
+#include "coordinator/freezer.h"
 #include "coordinator/git_audit.h"
 #include "coordinator/log.h"
 #include "coordinator/record.h"
 #include "coordinator/session.h"
 #include "coordinator/status.h"
 #include "fs/remove.h"
+#include "supervisor/giveback.h"
 #include "supervisor/sidecar.h"
 #include "supervisor/userns.h"
 #include "trust/publication.h"
@@ -211,12 +213,46 @@ unsigned generation_proto_state(const coord *c)
     }
 }
 
+/* The escalation inbox's bounded tmpfs (escalation.c), before SUP_STARTED. */
+static int on_sup_mailbox(void *ctx, lz_proto_msg *m)
+{
+    coord *c = ctx;
+    if (!lz_msg_empty_decode(&m->r))
+        return -1;
+    int root = m->fds[0];
+    m->fds[0] = -1; /* taken: escalation_attach_inbox closes it */
+    lz_error *err = NULL;
+    if (escalation_attach_inbox(c, root, &err) < 0) {
+        log_error(c, "cannot attach the escalation inbox", err);
+        start_failed(c, err->message, err->hint);
+        lz_error_free(err);
+    }
+    return 0;
+}
+
 static int on_sup_started(void *ctx, lz_proto_msg *m)
 {
     coord *c = ctx;
     bool statx_fix;
     if (!lz_msg_sup_started_decode(&m->r, &statx_fix))
         return -1;
+    if (!escalation_inbox_attached(c)) {
+        /* Never a sandbox whose inbox nobody reads, or one not bounded. */
+        start_failed(c, "the Runtime Supervisor started the sandbox without handing over its "
+                        "escalation inbox", "this is a bug of Lazaret: report it with 'lazaret "
+                        "version'");
+        return 0;
+    }
+    /* The sandbox process and the gofer, for the freezer: from here the
+     * Git Sentry can stop the sandbox when the audit falls behind. */
+    lz_error *err = NULL;
+    int r = lz_freezer_adopt(c->freezer, m->fds, m->nfds, &err);
+    m->nfds = 0; /* the freezer's now, also on failure */
+    if (r < 0) {
+        log_error(c, "cannot keep the sandbox's pidfds", err);
+        lz_error_free(err);
+        return -1;
+    }
     c->state = G_RUNNING;
     lz_timing_mark("coordinator: sandbox running");
     clog_timing(c);
@@ -293,6 +329,7 @@ static int on_sup_stopped(void *ctx, lz_proto_msg *m)
 }
 
 const lz_proto_handler_row supervisor_event_handlers[] = {
+    { LZ_SUP_MAILBOX, on_sup_mailbox },
     { LZ_SUP_STARTED, on_sup_started },
     { LZ_SUP_FAILED, on_sup_failed },
     { LZ_SUP_EXEC_EXITED, on_exec_exited },
@@ -465,11 +502,35 @@ static void stop_supervisor(coord *c)
     }
 }
 
+/* No sandbox process is left: what it left in the workspace and the
+ * read-write volumes owned by a subordinate id goes back to the developer
+ * (docs/runtime.md "Ownership give-back"). Still under the Domain lock, so
+ * no next generation races it. A failure is logged; the teardown goes on. */
+static void give_back_ownership(coord *c)
+{
+    int64_t t0 = lz_loop_now_ms();
+    char *report = NULL;
+    bool incomplete = false;
+    lz_error *err = NULL;
+    if (lz_giveback_domain(c->a->cfg, &report, &incomplete, &err) < 0) {
+        log_error(c, "ownership give-back failed", err);
+        lz_error_free(err);
+        return;
+    }
+    clog_(c, "ownership give-back (%lld ms)%s%s%s", (long long) (lz_loop_now_ms() - t0),
+          report ? ": " : ": nothing owned by a subordinate id", report ? report : "",
+          incomplete ? " - 'lazaret state fix-ownership' says what is left and how to remove it"
+                     : "");
+    free(report);
+}
+
 void teardown_and_exit(coord *c, int status)
 {
     lz_domain_store *st = c->a->store;
     c->state = G_TEARDOWN;
     clog_(c, "teardown of generation %lld", (long long) c->generation);
+    /* Nothing of the sandbox's runs from here on (it is killed frozen). */
+    git_audit_teardown_freeze(c);
     /* New CLIs must not find us any more: they wait for the lock instead
      * and start the next generation. */
     unlinkat(c->a->runtime_dir_fd, LZ_COORDINATOR_SOCKET, 0);
@@ -495,6 +556,12 @@ void teardown_and_exit(coord *c, int status)
 
     if (c->sup_alive)
         stop_supervisor(c);
+    /* The supervisor killed the frozen sandbox first (do_stop); only a
+     * process it could not reach is left to thaw. */
+    git_audit_freeze_stats(c);
+    lz_freezer_free(c->freezer);
+    c->freezer = NULL;
+    c->git.freezer = NULL;
     if (c->sup.outer_pid > 0) {
         /* Whatever state it is in, the supervisor's pid namespace ends now:
          * killing its init kills every runsc process in it. */
@@ -510,6 +577,7 @@ void teardown_and_exit(coord *c, int status)
     lz_loop_remove(c->git_src);
     git_audit_final(c);
     lz_git_plan_clear(&c->git);
+    give_back_ownership(c);
     lz_error *err = NULL;
     /* A keep-id sandbox's runsc state belongs to a subordinate uid: the
      * mapped removal (docs/runtime.md "The agent's user"). */

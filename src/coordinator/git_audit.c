@@ -6,9 +6,14 @@
 #include <string.h>
 
 #include "common/util.h"
+#include "coordinator/freezer.h"
 #include "coordinator/generation.h"
 #include "coordinator/log.h"
 #include "coordinator/session.h"
+
+/* Quarantine notices: the first ones all, then one per gap. */
+#define NOTICE_BURST 20
+#define NOTICE_GAP_MS 10000
 
 /* The audit could not neutralise what the sandbox made (or could not audit
  * at all): fail closed. */
@@ -35,10 +40,9 @@ static void sentry_failed(coord *c, const char *when, lz_error *err)
     teardown_and_exit(c, 1);
 }
 
-void git_audit(coord *c, const char *when, bool full)
+/* One audit; a failure does not return. */
+static void audit_once(coord *c, const char *when, bool full)
 {
-    if (c->git.ws_fd < 0 || c->sentry_failed)
-        return;
     char *report = NULL;
     lz_error *err = NULL;
     int n = lz_git_sentry_audit(&c->git, full, &report, &err);
@@ -47,12 +51,62 @@ void git_audit(coord *c, const char *when, bool full)
     if (n == 0)
         return;
     clog_(c, "Git Sentry (%s): %s", when, report);
-    char *line = lz_xasprintf("Git Sentry: the sandbox created what could make the host's Git run "
-                              "its commands; quarantined: %s",
-                              report);
-    tell_sessions(c, line);
-    free(line);
+    /* The sessions hear each quarantine, but a sandbox re-making the same
+     * thing in a loop must not flood their terminals: after the first
+     * NOTICE_BURST, one line per NOTICE_GAP_MS says how many more there
+     * were (the log has each). */
+    int64_t now = lz_loop_now_ms();
+    c->sentry_notices++;
+    if (c->sentry_notices <= NOTICE_BURST || now - c->sentry_notice_ms >= NOTICE_GAP_MS) {
+        char *line = c->sentry_untold
+                         ? lz_xasprintf("Git Sentry: the sandbox created what could make the "
+                                        "host's Git run its commands; quarantined: %s (and %lu "
+                                        "more since the last notice: logs/coordinator.log)",
+                                        report, c->sentry_untold)
+                         : lz_xasprintf("Git Sentry: the sandbox created what could make the "
+                                        "host's Git run its commands; quarantined: %s",
+                                        report);
+        c->sentry_untold = 0;
+        c->sentry_notice_ms = now;
+        tell_sessions(c, line);
+        free(line);
+    } else {
+        c->sentry_untold++;
+    }
     free(report);
+}
+
+/* The sessions hear once per generation that the sandbox was paused for
+ * the audit; the log counts every pause (at teardown). */
+static void throttled(coord *c)
+{
+    if (c->throttle_told)
+        return;
+    c->throttle_told = true;
+    clog_(c, "Git Sentry: the audit fell behind the sandbox; the sandbox was paused until it "
+             "caught up (docs/git.md \"An audit the sandbox cannot outpace\")");
+    tell_sessions(c, "Git Sentry: the sandbox changed the workspace faster than Lazaret could "
+                     "check it, so it is paused for a moment whenever that happens (see docs/git.md "
+                     "\"An audit the sandbox cannot outpace\"); nothing was lost");
+}
+
+void git_audit(coord *c, const char *when, bool full)
+{
+    if (c->git.ws_fd < 0 || c->sentry_failed)
+        return;
+    c->git.freezer = c->freezer;
+    lz_freezer_audit_begin(c->freezer);
+    audit_once(c, when, full);
+    /* The watchdog froze the sandbox while the audit was behind: once every
+     * sandbox thread has stopped, what it did before stopping is in the
+     * queue — drain that too, then let the sandbox go on. */
+    if (lz_freezer_audit_drained(c->freezer)) {
+        lz_freezer_wait_stopped(c->freezer);
+        audit_once(c, when, false);
+        lz_freezer_audit_drained(c->freezer);
+        lz_freezer_watchdog_done(c->freezer);
+        throttled(c);
+    }
 }
 
 static void on_watch_event(lz_loop *loop, lz_loop_source *src, int fd, short revents, void *data)
@@ -64,8 +118,48 @@ static void on_watch_event(lz_loop *loop, lz_loop_source *src, int fd, short rev
 
 void git_audit_attach(coord *c)
 {
-    if (c->git.inotify_fd >= 0)
-        c->git_src = lz_loop_add_fd(c->loop, c->git.inotify_fd, POLLIN, on_watch_event, c);
+    if (c->git.inotify_fd < 0)
+        return;
+    c->git.freezer = c->freezer;
+    c->git_src = lz_loop_add_fd(c->loop, c->git.inotify_fd, POLLIN, on_watch_event, c);
+    lz_error *err = NULL;
+    if (lz_freezer_watch(c->freezer, c->git.inotify_fd, &err) < 0) {
+        /* Without the watchdog the audit could be outpaced: fail closed. */
+        log_error(c, "the Git Sentry cannot run without its watchdog", err);
+        lz_error_free(err);
+        teardown_and_exit(c, 1);
+    }
+}
+
+void git_audit_teardown_freeze(coord *c)
+{
+    if (!lz_freezer_armed(c->freezer))
+        return;
+    lz_freezer_hold(c->freezer);
+    if (c->git.ws_fd < 0 || c->sentry_failed)
+        return;
+    /* Current once more with the sandbox stopped; the final audit follows
+     * when the sandbox is gone. A failure is recorded there. */
+    char *report = NULL;
+    lz_error *err = NULL;
+    int n = lz_git_sentry_audit(&c->git, false, &report, &err);
+    if (n > 0)
+        clog_(c, "Git Sentry (teardown, sandbox frozen): %s", report);
+    else if (n < 0)
+        log_error(c, "Git Sentry audit at teardown (sandbox frozen) failed", err);
+    lz_error_free(err);
+    free(report);
+}
+
+void git_audit_freeze_stats(coord *c)
+{
+    lz_freeze_stats st;
+    lz_freezer_stats(c->freezer, &st);
+    clog_(c, "Git Sentry: %lu freezes (%lu by the watchdog), longest %lld us, in all %lld us, "
+             "longest wait for the sandbox to stop %lld us; %lu renames followed, %lu whole-tree "
+             "walks",
+          st.freezes, st.watchdog_freezes, st.max_frozen_us, st.total_frozen_us, st.max_stop_us,
+          c->git.moves_followed, c->git.full_walks);
 }
 
 void git_audit_final(coord *c)

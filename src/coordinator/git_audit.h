@@ -24,6 +24,14 @@ void git_audit_attach(coord *c);
  * when the audit fails (teardown). */
 void git_audit(coord *c, const char *when, bool full);
 
+/* Teardown's first step: freeze the sandbox (it stays frozen until the
+ * supervisor kills it) and audit what is queued, so nothing it makes while
+ * the Domain ends waits for the final audit. */
+void git_audit_teardown_freeze(coord *c);
+
+/* Log the freezer's counts (at teardown). */
+void git_audit_freeze_stats(coord *c);
+
 /* The last audit, after the sandbox stopped: no sandbox process is left to
  * race it. Records the baseline for crash recovery, or the unsafe marker. */
 void git_audit_final(coord *c);

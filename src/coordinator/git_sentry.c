@@ -17,6 +17,7 @@
 #include "common/spawn.h"
 #include "common/timing.h"
 #include "common/util.h"
+#include "coordinator/freezer.h"
 #include "fs/confined.h"
 #include "protocol/io.h"
 
@@ -1240,6 +1241,9 @@ typedef struct walk {
     char *report;
     size_t report_len;
     int moved;
+    /* An entry whose subtree is under watch already (a followed rename):
+     * checked as an entry, not walked again. */
+    const char *known_subtree;
     lz_error **err;
 } walk;
 
@@ -1401,12 +1405,259 @@ static int quarantine(walk *w, int dfd, const char *dir_rel, const char *name)
     return 1;
 }
 
+/* wd -> index of watches[], open addressing with linear probing (the
+ * audit looks a watch up for every event: a scan of 50,000 would make a
+ * storm of events quadratic). */
+struct lz_git_wdslot {
+    int wd;
+    size_t idx1; /* index + 1; 0: empty */
+};
+
+static size_t wd_hash(int wd, size_t cap)
+{
+    return ((uint32_t) wd * 2654435761u) & (cap - 1);
+}
+
+static void wd_index_put(lz_git_plan *p, int wd, size_t idx)
+{
+    if ((p->n_watches + 1) * 2 > p->wd_cap) {
+        size_t cap = p->wd_cap ? p->wd_cap * 2 : 1024;
+        while ((p->n_watches + 1) * 2 > cap)
+            cap *= 2;
+        struct lz_git_wdslot *slots = lz_xcalloc(cap, sizeof(*slots));
+        for (size_t i = 0; i < p->wd_cap; i++) {
+            if (!p->wd_slots[i].idx1)
+                continue;
+            size_t h = wd_hash(p->wd_slots[i].wd, cap);
+            while (slots[h].idx1)
+                h = (h + 1) & (cap - 1);
+            slots[h] = p->wd_slots[i];
+        }
+        free(p->wd_slots);
+        p->wd_slots = slots;
+        p->wd_cap = cap;
+    }
+    size_t h = wd_hash(wd, p->wd_cap);
+    while (p->wd_slots[h].idx1 && p->wd_slots[h].wd != wd)
+        h = (h + 1) & (p->wd_cap - 1);
+    p->wd_slots[h] = (struct lz_git_wdslot) { .wd = wd, .idx1 = idx + 1 };
+}
+
+static struct lz_git_wdslot *wd_slot(const lz_git_plan *p, int wd)
+{
+    if (!p->wd_cap)
+        return NULL;
+    for (size_t h = wd_hash(wd, p->wd_cap); p->wd_slots[h].idx1; h = (h + 1) & (p->wd_cap - 1))
+        if (p->wd_slots[h].wd == wd)
+            return &p->wd_slots[h];
+    return NULL;
+}
+
+/* Remove wd (backward-shift deletion keeps every probe chain whole). */
+static void wd_index_del(lz_git_plan *p, int wd)
+{
+    struct lz_git_wdslot *slot = wd_slot(p, wd);
+    if (!slot)
+        return;
+    size_t mask = p->wd_cap - 1, i = (size_t) (slot - p->wd_slots), j = i;
+    for (;;) {
+        j = (j + 1) & mask;
+        if (!p->wd_slots[j].idx1)
+            break;
+        size_t k = wd_hash(p->wd_slots[j].wd, p->wd_cap);
+        /* Can slot j's entry move to the hole at i (is i on its probe
+         * path, cyclically in [k, j))? */
+        bool movable = i <= j ? (k <= i || k > j) : (k <= i && k > j);
+        if (movable) {
+            p->wd_slots[i] = p->wd_slots[j];
+            i = j;
+        }
+    }
+    p->wd_slots[i] = (struct lz_git_wdslot) { 0 };
+}
+
 static lz_git_dirwatch *watch_by_wd(lz_git_plan *p, int wd)
 {
-    for (size_t i = 0; i < p->n_watches; i++)
-        if (p->watches[i].wd == wd)
-            return &p->watches[i];
-    return NULL;
+    struct lz_git_wdslot *slot = wd_slot(p, wd);
+    return slot ? &p->watches[slot->idx1 - 1] : NULL;
+}
+
+/* (parent wd, name) -> wd: the tree's edges, to find the watch a rename
+ * event names (open addressing, backward-shift deletion). */
+static size_t child_hash(const lz_git_plan *p, int parent, const char *name)
+{
+    return (hash_str(name) * 31u + (size_t) (uint32_t) parent * 2654435761u) &
+           (p->child_cap - 1);
+}
+
+static bool child_is(const lz_git_plan *p, int wd, int parent, const char *name);
+
+static int child_get(lz_git_plan *p, int parent, const char *name)
+{
+    if (!p->child_cap)
+        return -1;
+    for (size_t h = child_hash(p, parent, name); p->child_slots[h];
+         h = (h + 1) & (p->child_cap - 1))
+        if (child_is(p, p->child_slots[h], parent, name))
+            return p->child_slots[h];
+    return -1;
+}
+
+static void child_put(lz_git_plan *p, int wd);
+
+static void child_grow(lz_git_plan *p)
+{
+    int *old = p->child_slots;
+    size_t old_cap = p->child_cap;
+    p->child_cap = old_cap ? old_cap * 2 : 1024;
+    p->child_slots = lz_xcalloc(p->child_cap, sizeof(int));
+    p->n_children = 0;
+    for (size_t i = 0; i < old_cap; i++)
+        if (old[i])
+            child_put(p, old[i]);
+    free(old);
+}
+
+static bool child_is(const lz_git_plan *p, int wd, int parent, const char *name)
+{
+    const lz_git_dirwatch *dw = watch_by_wd((lz_git_plan *) p, wd);
+    return dw && dw->parent_wd == parent && strcmp(dw->name, name) == 0;
+}
+
+/* Index watch wd under its (parent, name) (rooted watches are not). */
+static void child_put(lz_git_plan *p, int wd)
+{
+    lz_git_dirwatch *dw = watch_by_wd(p, wd);
+    if (!dw || dw->parent_wd < 0)
+        return;
+    if ((p->n_children + 1) * 2 > p->child_cap)
+        child_grow(p);
+    size_t h = child_hash(p, dw->parent_wd, dw->name);
+    while (p->child_slots[h] && p->child_slots[h] != wd)
+        h = (h + 1) & (p->child_cap - 1);
+    if (!p->child_slots[h])
+        p->n_children++;
+    p->child_slots[h] = wd;
+}
+
+static void child_del(lz_git_plan *p, int wd)
+{
+    lz_git_dirwatch *dw = watch_by_wd(p, wd);
+    if (!dw || dw->parent_wd < 0 || !p->child_cap)
+        return;
+    size_t mask = p->child_cap - 1, i = child_hash(p, dw->parent_wd, dw->name);
+    while (p->child_slots[i] && p->child_slots[i] != wd)
+        i = (i + 1) & mask;
+    if (!p->child_slots[i])
+        return;
+    for (size_t j = i;;) {
+        j = (j + 1) & mask;
+        if (!p->child_slots[j])
+            break;
+        lz_git_dirwatch *o = watch_by_wd(p, p->child_slots[j]);
+        size_t k = o ? child_hash(p, o->parent_wd, o->name) : j;
+        bool movable = i <= j ? (k <= i || k > j) : (k <= i && k > j);
+        if (movable) {
+            p->child_slots[i] = p->child_slots[j];
+            i = j;
+        }
+    }
+    p->child_slots[i] = 0;
+    p->n_children--;
+}
+
+/* The workspace-relative path of a watched directory now, put together
+ * from its chain of parents; NULL when the chain is broken (a parent's
+ * watch went away) or absurdly long. */
+static char *watch_rel(lz_git_plan *p, const lz_git_dirwatch *dw)
+{
+    const char *parts[MAX_TREE_DEPTH * 2 + 2];
+    size_t n = 0, len = 0;
+    for (const lz_git_dirwatch *x = dw; x; x = x->parent_wd < 0 ? NULL
+                                                                : watch_by_wd(p, x->parent_wd)) {
+        if (n == LZ_ARRAY_SIZE(parts))
+            return NULL;
+        parts[n++] = x->name;
+        len += strlen(x->name) + 1;
+        if (x->parent_wd >= 0 && !watch_by_wd(p, x->parent_wd))
+            return NULL;
+    }
+    char *out = lz_xcalloc(len + 1, 1), *o = out;
+    for (size_t i = n; i-- > 0;) {
+        if (!parts[i][0])
+            continue;
+        if (o != out)
+            *o++ = '/';
+        size_t l = strlen(parts[i]);
+        memcpy(o, parts[i], l);
+        o += l;
+    }
+    *o = '\0';
+    return out;
+}
+
+/* The watch of the directory at `rel` (workspace-relative), found down the
+ * tree from the workspace's watch; NULL when some directory on the way is
+ * not watched. */
+static lz_git_dirwatch *watch_by_rel(lz_git_plan *p, const char *rel)
+{
+    int wd = p->root_wd;
+    if (wd <= 0 || !watch_by_wd(p, wd))
+        return NULL;
+    if (!rel[0])
+        return watch_by_wd(p, wd);
+    _cleanup_free_ char *copy = lz_xstrdup(rel);
+    for (char *save = NULL, *part = strtok_r(copy, "/", &save); part;
+         part = strtok_r(NULL, "/", &save)) {
+        wd = child_get(p, wd, part);
+        if (wd < 0)
+            return NULL;
+    }
+    return watch_by_wd(p, wd);
+}
+
+/* Place watch dw at rel: under its parent's watch when there is one. */
+static void place_watch(lz_git_plan *p, lz_git_dirwatch *dw, const char *rel)
+{
+    int wd = dw->wd;
+    child_del(p, wd);
+    dw = watch_by_wd(p, wd);
+    free(dw->name);
+    const char *slash = strrchr(rel, '/');
+    lz_git_dirwatch *parent = NULL;
+    if (rel[0]) {
+        _cleanup_free_ char *prel = slash ? lz_xstrndup(rel, (size_t) (slash - rel))
+                                          : lz_xstrdup("");
+        parent = watch_by_rel(p, prel);
+        dw = watch_by_wd(p, wd);
+    }
+    if (parent && parent->wd != wd) {
+        dw->parent_wd = parent->wd;
+        dw->name = lz_xstrdup(slash ? slash + 1 : rel);
+        child_put(p, wd);
+    } else {
+        dw->parent_wd = -1;
+        dw->name = lz_xstrdup(rel);
+    }
+}
+
+/* Forget the watch at index i (its wd is gone or removed). */
+static void drop_watch(lz_git_plan *p, size_t i)
+{
+    lz_git_dirwatch *dw = &p->watches[i];
+    if (dw->kind & (ROLE_TREE | ROLE_GITINNER))
+        p->n_tree_dirs--;
+    if (dw->wd == p->root_wd)
+        p->root_wd = -1;
+    child_del(p, dw->wd);
+    dw = &p->watches[i];
+    wd_index_del(p, dw->wd);
+    free(dw->name);
+    size_t last = --p->n_watches;
+    if (i != last) {
+        p->watches[i] = p->watches[last];
+        wd_index_put(p, p->watches[i].wd, i);
+    }
 }
 
 /* inotify watch on the directory dfd (by its descriptor: /proc/self/fd/N
@@ -1439,20 +1690,23 @@ static int add_watch(walk *w, int dfd, const char *rel, unsigned role)
     if (fstat(dfd, &st) < 0)
         return lz_error_set(w->err, errno, "Git Sentry: cannot stat %s", rel);
     lz_git_dirwatch *dw = watch_by_wd(p, wd);
+    bool fresh = !dw;
     if (!dw) {
         p->watches = lz_xrealloc(p->watches, p->n_watches + 1, sizeof(lz_git_dirwatch));
+        wd_index_put(p, wd, p->n_watches);
         dw = &p->watches[p->n_watches++];
-        *dw = (lz_git_dirwatch) { .wd = wd };
+        *dw = (lz_git_dirwatch) { .wd = wd, .parent_wd = -1 };
     }
     if ((role & (ROLE_TREE | ROLE_GITINNER)) && !(dw->kind & (ROLE_TREE | ROLE_GITINNER)))
         p->n_tree_dirs++;
     dw->kind |= role;
-    if (!dw->rel || strcmp(dw->rel, rel) != 0) {
-        free(dw->rel);
-        dw->rel = lz_xstrdup(rel);
-    }
     dw->dev = st.st_dev;
     dw->ino = st.st_ino;
+    if (!rel[0] && (role & ROLE_TREE))
+        p->root_wd = wd;
+    _cleanup_free_ char *now = fresh ? NULL : watch_rel(p, dw);
+    if (fresh || !now || strcmp(now, rel) != 0)
+        place_watch(p, dw, rel);
     return 0;
 }
 
@@ -1499,11 +1753,85 @@ static int check_bare(walk *w, int dfd, const char *rel)
     return quarantine(w, dfd, rel, "HEAD") < 0 ? -1 : 0;
 }
 
+static bool path_within(const char *path, const char *root);
+
+/* Does the absolute path lie where the sandbox can write but the audit
+ * does not look: Lazaret's storage (the Domain's persistent uppers,
+ * ignored copies, volumes' state) and runtime trees, a read-write volume,
+ * or /proc and /dev (what those name depends on who follows them)? Judged
+ * on the lexical path and on the path as the host resolves it. */
+static bool in_sandbox_state(const lz_resolved_config *cfg, const char *abs)
+{
+    if (path_within(abs, "/proc") || path_within(abs, "/dev"))
+        return true;
+    _cleanup_free_ char *lex_rest = lexical_rel("", abs);
+    _cleanup_free_ char *lex = lex_rest ? lz_xasprintf("/%s", lex_rest) : lz_xstrdup("/");
+    _cleanup_free_ char *real = realpath(abs, NULL);
+    const char *forms[] = { lex, real };
+    for (size_t f = 0; f < LZ_ARRAY_SIZE(forms); f++) {
+        if (!forms[f])
+            continue;
+        if (path_within(forms[f], "/proc") || path_within(forms[f], "/dev") ||
+            path_within(forms[f], cfg->storage_root.label) ||
+            path_within(forms[f], cfg->runtime_root.label))
+            return true;
+        for (size_t i = 0; i < cfg->n_volumes; i++)
+            if (cfg->volumes[i].access != LZ_ACCESS_READ_ONLY &&
+                path_within(forms[f], cfg->volumes[i].source.label))
+                return true;
+    }
+    return false;
+}
+
+/* A `.git` file (gitfile) in the tree directory dfd (= rel) found at
+ * start: does it send Git into the sandbox's own state? Its `gitdir:`
+ * target, resolved as Git does (relative to the file's directory), judged
+ * by in_sandbox_state. A file Git would not follow (no `gitdir: ` line, too
+ * long to be one) sends it nowhere: Git stops with an error. Decision
+ * (docs/git.md "gitdir: files"): a target in the developer's own places
+ * outside the workspace (a --separate-git-dir repository) stays the
+ * developer's; inside the workspace, a target is judged by the audit like
+ * any directory of the tree (half a Git directory there is set aside). */
+static bool gitfile_into_sandbox_state(const lz_git_plan *p, int dfd, const char *rel)
+{
+    if (!p->cfg)
+        return false;
+    lz_error *e = NULL;
+    _cleanup_close_ int fd = lz_open_confined(dfd, ".git", O_RDONLY | O_NOFOLLOW | O_NONBLOCK,
+                                              0, ".git", &e);
+    lz_error_free(e);
+    if (fd < 0)
+        return false;
+    char buf[PATH_MAX + 16];
+    ssize_t n = read(fd, buf, sizeof(buf) - 1);
+    if (n <= 8)
+        return false;
+    buf[n] = '\0';
+    if (strncmp(buf, "gitdir: ", 8) != 0)
+        return false;
+    char *target = buf + 8;
+    target[strcspn(target, "\r\n")] = '\0';
+    if (!target[0])
+        return false;
+    _cleanup_free_ char *abs = target[0] == '/' ? lz_xstrdup(target)
+                               : rel[0] ? lz_xasprintf("%s/%s/%s", p->cfg->workspace.label, rel,
+                                                       target)
+                                        : lz_xasprintf("%s/%s", p->cfg->workspace.label, target);
+    return in_sandbox_state(p->cfg, abs);
+}
+
 /* A `.git` entry below the workspace's top level. */
 static int check_dot_git(walk *w, int dfd, const char *rel, const struct stat *st)
 {
     lz_git_plan *p = w->p;
     _cleanup_free_ char *child = join_rel(rel, ".git");
+    /* A gitfile into the sandbox's own state is no repository of the
+     * developer's, whoever seems to have made it (attack round i23: a
+     * submodule's .git file naming a repository the sandbox built in its
+     * persistent directory, whose config runs a filter): set aside at
+     * every start, like a Git directory the sandbox made. */
+    if (w->b && S_ISREG(st->st_mode) && rel[0] && gitfile_into_sandbox_state(p, dfd, rel))
+        return quarantine(w, dfd, rel, ".git") < 0 ? -1 : 0;
     if (w->b) { /* plan: a repository of the developer's */
         if (S_ISLNK(st->st_mode)) {
             lz_error_set(w->err, 0, "Git Sentry: %s/%s is a symlink", w->b->ws, child);
@@ -1697,6 +2025,10 @@ static int visit_entry(walk *w, int dfd, const char *rel, const char *name, int 
     else if (st.st_uid != getuid() && !developer_can_search(&st))
         return 0; /* nothing inside is reachable by the developer's git */
     lz_error *e = NULL;
+    /* A rename the audit followed: its subtree is watched and was audited
+     * (or its events are queued), so it is not walked again. */
+    if (w->known_subtree && strcmp(child, w->known_subtree) == 0)
+        return 0;
     _cleanup_close_ int cfd = lz_open_confined(dfd, name, O_RDONLY | O_DIRECTORY, 0, child, &e);
     if (cfd < 0) {
         int en = e ? e->errnum : errno;
@@ -2540,120 +2872,366 @@ int lz_git_sentry_watch(lz_git_plan *p, char **ret_report, lz_error **err)
     return n;
 }
 
-/* Handle the pending inotify events. */
-static int event_audit(lz_git_plan *p, char **ret_report, lz_error **err)
+/* ---- the event audit ---------------------------------------------------- */
+
+/* One round takes at most this much of the event queue (the kernel's queue
+ * holds fs.inotify.max_queued_events, 16,384 by default, each at most
+ * sizeof(struct inotify_event) + NAME_MAX + 1 bytes); the rest waits for
+ * the next round. */
+#define EVENT_ROUND_MAX ((size_t) 8 << 20)
+/* Rounds with the sandbox frozen in which an event still could not be
+ * placed before the whole tree is walked instead. */
+#define FROZEN_RETRY_ROUNDS 2
+
+typedef struct ev_rec {
+    int wd;
+    uint32_t mask, cookie;
+    char *name;          /* "" when the event has none */
+    bool known_move;     /* a followed rename of a watched subtree: checked, not walked */
+    bool done;           /* handled in the round's first pass */
+} ev_rec;
+
+typedef struct ev_list {
+    ev_rec *v;
+    size_t n, cap;
+} ev_list;
+
+static void ev_add(ev_list *l, int wd, uint32_t mask, uint32_t cookie, const char *name)
 {
-    walk w = { .p = p, .watch = true, .err = err };
-    bool need_full = false;
-    int r = 0;
+    if (l->n == l->cap) {
+        l->cap = l->cap ? l->cap * 2 : 64;
+        l->v = lz_xrealloc(l->v, l->cap, sizeof(ev_rec));
+    }
+    l->v[l->n++] = (ev_rec) { .wd = wd, .mask = mask, .cookie = cookie,
+                              .name = lz_xstrdup(name) };
+}
+
+static void ev_clear(ev_list *l)
+{
+    for (size_t i = 0; i < l->n; i++)
+        free(l->v[i].name);
+    l->n = 0;
+}
+
+/* Read what the queue holds now. Returns how many events were read. */
+static size_t ev_read(lz_git_plan *p, ev_list *out, bool *overflow)
+{
     _Alignas(struct inotify_event) char buf[16384];
+    size_t bytes = 0, before = out->n;
     for (;;) {
         ssize_t n = read(p->inotify_fd, buf, sizeof(buf));
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0)
             break;
-        for (char *ptr = buf; r == 0 && ptr < buf + n;) {
+        for (char *ptr = buf; ptr < buf + n;) {
             const struct inotify_event *ev = (const struct inotify_event *) ptr;
             ptr += sizeof(*ev) + ev->len;
-            if (ev->mask & IN_Q_OVERFLOW) {
-                need_full = true;
-                continue;
-            }
-            lz_git_dirwatch *dw = watch_by_wd(p, ev->wd);
-            if (!dw)
-                continue;
-            if (ev->mask & IN_IGNORED) {
-                if (dw->kind & (ROLE_TREE | ROLE_GITINNER))
-                    p->n_tree_dirs--;
-                free(dw->rel);
-                *dw = p->watches[--p->n_watches];
-                continue;
-            }
-            /* A directory moved: the paths of everything below it changed. */
-            if (ev->mask & (IN_MOVE_SELF | IN_DELETE_SELF) ||
-                ((ev->mask & IN_MOVED_FROM) && (ev->mask & IN_ISDIR))) {
-                need_full = true;
-                continue;
-            }
-            /* The directory's own mode changed: look at all of it again. */
-            if ((ev->mask & IN_ATTRIB) && ev->len == 0) {
-                need_full = true;
-                continue;
-            }
-            if (ev->mask & IN_ATTRIB && !(ev->mask & IN_ISDIR))
-                continue; /* a file's mode: nothing Git discovers by */
-            if (!(ev->mask & (IN_CREATE | IN_MOVED_TO | IN_ATTRIB | IN_CLOSE_WRITE | IN_MODIFY)) ||
-                need_full || ev->len == 0)
-                continue;
-            /* Reach the directory again by its path, confined, and require
-             * the same inode: otherwise the layout moved under us. */
-            lz_error *e = NULL;
-            _cleanup_close_ int dfd = open_dir_confined(p->ws_fd, dw->rel, O_RDONLY, &e);
-            lz_error_free(e);
-            struct stat st;
-            if (dfd < 0 || fstat(dfd, &st) < 0 || st.st_ino != dw->ino || st.st_dev != dw->dev) {
-                need_full = true;
-                continue;
-            }
-            /* Copies: visiting may add watches (and move the array). */
-            unsigned kind = dw->kind;
-            _cleanup_free_ char *dir_rel = lz_xstrdup(dw->rel);
-            dw = NULL;
-            if (kind & ROLE_TREE) {
-                int depth = dir_rel[0] ? 1 : 0;
-                for (const char *c = dir_rel; *c; c++)
-                    depth += *c == '/';
-                r = visit_entry(&w, dfd, dir_rel, ev->name, depth);
-                for (size_t k = 0; r == 0 && k < LZ_ARRAY_SIZE(bare_entries); k++)
-                    if (strcmp(ev->name, bare_entries[k]) == 0)
-                        r = check_bare(&w, dfd, dir_rel);
-            }
-            if (r == 0 && (kind & (ROLE_GITDIR | ROLE_GITINNER))) {
-                int depth = dir_rel[0] ? 1 : 0;
-                for (const char *c = dir_rel; *c; c++)
-                    depth += *c == '/';
-                r = visit_inner_entry(&w, dfd, dir_rel, ev->name, depth);
-                if (r == 0 && (kind & ROLE_GITINNER) && !(kind & ROLE_GITDIR))
-                    r = check_inner_bare(&w, dfd, dir_rel);
-            }
-            if (r == 0 && (kind & ROLE_GITDIR)) {
-                for (size_t k = 0; r == 0 && k < LZ_ARRAY_SIZE(git_dir_entries); k++) {
-                    if (strcmp(ev->name, git_dir_entries[k]) != 0)
-                        continue;
-                    _cleanup_free_ char *rel = join_rel(dir_rel, ev->name);
-                    if (!has_mount(p, rel) && fstatat(dfd, ev->name, &st, AT_SYMLINK_NOFOLLOW) == 0)
-                        r = quarantine(&w, dfd, dir_rel, ev->name) < 0 ? -1 : 0;
-                }
-            }
-            for (size_t k = 0; (kind & ROLE_GITDIR) && k < LZ_ARRAY_SIZE(sequencer_dirs); k++)
-                if (strcmp(ev->name, sequencer_dirs[k]) == 0)
-                    need_full = true; /* a rebase began: watch its todo list */
-            if (kind & ROLE_SEQUENCER)
-                need_full = true; /* its todo list changed */
-            if (r == 0 && (kind & ROLE_MODULES)) {
-                _cleanup_free_ char *member = join_rel(dir_rel, ev->name);
-                if (fstatat(dfd, ev->name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-                    !known(p->members, p->n_members, member, &st))
-                    r = quarantine(&w, dfd, dir_rel, ev->name) < 0 ? -1 : 0;
-            }
+            if (ev->mask & IN_Q_OVERFLOW)
+                *overflow = true;
+            else
+                ev_add(out, ev->wd, ev->mask, ev->cookie, ev->len ? ev->name : "");
         }
-        if (r < 0)
+        bytes += (size_t) n;
+        if (bytes >= EVENT_ROUND_MAX)
             break;
     }
-    if (r == 0 && need_full) {
-        /* (Our own renames into the quarantine are moves too.) */
-        char *more = NULL;
-        int n = full_audit(p, true, &more, err);
-        if (n < 0) {
-            free(w.report);
-            return -1;
-        }
-        if (more)
-            report_append(&w, more);
-        free(more);
-        w.moved += n;
+    return out->n - before;
+}
+
+/* Is watch dw at or below the watch `top` (by its chain of parents)? */
+static bool watch_below(lz_git_plan *p, const lz_git_dirwatch *dw, int top)
+{
+    for (size_t n = 0; dw && n <= MAX_TREE_DEPTH * 2 + 2; n++) {
+        if (dw->wd == top)
+            return true;
+        dw = dw->parent_wd < 0 ? NULL : watch_by_wd(p, dw->parent_wd);
     }
+    return false;
+}
+
+/* A watched directory left the tree (into the quarantine, or a place the
+ * audit does not watch): its watch, and those below, go. */
+static void unwatch_below(lz_git_plan *p, int top)
+{
+    int *gone = NULL;
+    size_t n = 0;
+    for (size_t i = 0; i < p->n_watches; i++)
+        if (watch_below(p, &p->watches[i], top)) {
+            gone = lz_xrealloc(gone, n + 1, sizeof(int));
+            gone[n++] = p->watches[i].wd;
+        }
+    /* The deepest first, so that each one's chain is whole when dropped. */
+    for (size_t k = n; k-- > 0;) {
+        lz_git_dirwatch *dw = watch_by_wd(p, gone[k]);
+        if (!dw)
+            continue;
+        inotify_rm_watch(p->inotify_fd, dw->wd);
+        drop_watch(p, (size_t) (dw - p->watches));
+    }
+    free(gone);
+}
+
+/* Follow the directory renames among the events from `start` on, in order:
+ * a rename inside the watched tree re-parents one watch (the tree below it
+ * follows, whatever its size), so that every event can be placed by its
+ * directory's path now. What was watched before the rename was audited (or
+ * its events are among these), so the subtree is not walked again unless
+ * it changed role; a directory renamed in from outside the watches is new
+ * and walked. */
+static void follow_moves(lz_git_plan *p, ev_list *l, size_t start)
+{
+    typedef struct pending {
+        uint32_t cookie;
+        int wd; /* the moved directory's watch, -1: not watched */
+        bool matched;
+    } pending;
+    pending *pend = NULL;
+    size_t n_pend = 0;
+    for (size_t i = start; i < l->n; i++) {
+        ev_rec *e = &l->v[i];
+        if (!(e->mask & IN_ISDIR) || !e->name[0])
+            continue;
+        lz_git_dirwatch *parent = watch_by_wd(p, e->wd);
+        if (!parent)
+            continue;
+        if (e->mask & IN_MOVED_FROM) {
+            pend = lz_xrealloc(pend, n_pend + 1, sizeof(*pend));
+            pend[n_pend++] = (pending) { .cookie = e->cookie,
+                                        .wd = child_get(p, parent->wd, e->name) };
+            continue;
+        }
+        if (!(e->mask & IN_MOVED_TO))
+            continue;
+        for (size_t k = n_pend; k-- > 0;) {
+            if (pend[k].matched || pend[k].cookie != e->cookie)
+                continue;
+            pend[k].matched = true;
+            lz_git_dirwatch *moved = pend[k].wd > 0 ? watch_by_wd(p, pend[k].wd) : NULL;
+            if (!moved || watch_below(p, parent, moved->wd))
+                break; /* not watched (walked as new), or a loop (cannot be) */
+            child_del(p, moved->wd);
+            free(moved->name);
+            moved->name = lz_xstrdup(e->name);
+            moved->parent_wd = parent->wd;
+            child_put(p, moved->wd);
+            e->known_move = (moved->kind & ROLE_TREE) && !(moved->kind & ~ROLE_TREE) &&
+                            (parent->kind & ROLE_TREE);
+            if (e->known_move)
+                p->moves_followed++;
+            break;
+        }
+    }
+    for (size_t k = 0; k < n_pend; k++)
+        if (!pend[k].matched && pend[k].wd > 0)
+            unwatch_below(p, pend[k].wd);
+    free(pend);
+}
+
+/* Does the event name something Git may obey (a name of git_dir_entries
+ * or bare_entries, `.git`), or happen in a Git directory? */
+static bool urgent_event(lz_git_plan *p, const ev_rec *ev)
+{
+    if (!ev->name[0] || (ev->mask & (IN_IGNORED | IN_MOVED_FROM)))
+        return false;
+    if (strcmp(ev->name, ".git") == 0)
+        return true;
+    for (size_t k = 0; k < LZ_ARRAY_SIZE(bare_entries); k++)
+        if (strcmp(ev->name, bare_entries[k]) == 0)
+            return true;
+    for (size_t k = 0; k < LZ_ARRAY_SIZE(git_dir_entries); k++)
+        if (strcmp(ev->name, git_dir_entries[k]) == 0)
+            return true;
+    const lz_git_dirwatch *dw = watch_by_wd(p, ev->wd);
+    return dw && (dw->kind & (ROLE_GITDIR | ROLE_MODULES));
+}
+
+typedef struct round_flags {
+    bool need_full;    /* walk the whole tree (with the sandbox frozen) */
+    bool need_gitdirs; /* audit the Git directories again (a sequencer changed) */
+} round_flags;
+
+/* One event. An event whose directory is not where its watch says (a
+ * rename not read yet) goes to `retry`. */
+static int handle_event(walk *w, const ev_rec *ev, round_flags *f, ev_list *retry)
+{
+    lz_git_plan *p = w->p;
+    lz_git_dirwatch *dw = watch_by_wd(p, ev->wd);
+    if (!dw)
+        return 0;
+    if (ev->mask & IN_IGNORED) {
+        drop_watch(p, (size_t) (dw - p->watches));
+        return 0;
+    }
+    /* A watched directory moved or went away: its parent's events (or
+     * IN_IGNORED) say where; renames were followed already. */
+    if (ev->mask & (IN_MOVE_SELF | IN_DELETE_SELF | IN_MOVED_FROM))
+        return 0;
+    bool own_attrib = (ev->mask & IN_ATTRIB) && !ev->name[0];
+    if (!own_attrib) {
+        if ((ev->mask & IN_ATTRIB) && !(ev->mask & IN_ISDIR))
+            return 0; /* a file's mode: nothing Git discovers by */
+        if (!(ev->mask & (IN_CREATE | IN_MOVED_TO | IN_ATTRIB | IN_CLOSE_WRITE | IN_MODIFY)) ||
+            !ev->name[0])
+            return 0;
+    }
+    /* Reach the directory by its path, confined, and require the same
+     * inode: otherwise a rename we have not read yet moved it. */
+    _cleanup_free_ char *dir_rel = watch_rel(p, dw);
+    lz_error *e = NULL;
+    _cleanup_close_ int dfd = dir_rel ? open_dir_confined(p->ws_fd, dir_rel, O_RDONLY, &e) : -1;
+    lz_error_free(e);
+    struct stat st;
+    if (dfd < 0 || fstat(dfd, &st) < 0 || st.st_ino != dw->ino || st.st_dev != dw->dev) {
+        ev_add(retry, ev->wd, ev->mask, ev->cookie, ev->name);
+        return 0;
+    }
+    /* A copy: visiting may add watches (and move the array). */
+    unsigned kind = dw->kind;
+    dw = NULL;
+    int depth = dir_rel[0] ? (int) path_depth(dir_rel) + 1 : 0;
+    if (own_attrib) {
+        /* The directory's own mode changed (made readable again): look at
+         * all of it again — its subtree, not the whole tree. */
+        if (!dir_rel[0])
+            f->need_full = true;
+        else if (kind & ROLE_TREE)
+            return walk_dir(w, dfd, dir_rel, depth);
+        if (kind & (ROLE_GITDIR | ROLE_GITINNER))
+            f->need_gitdirs = true;
+        return 0;
+    }
+    int r = 0;
+    if (kind & ROLE_TREE) {
+        _cleanup_free_ char *moved = ev->known_move ? join_rel(dir_rel, ev->name) : NULL;
+        w->known_subtree = moved;
+        r = visit_entry(w, dfd, dir_rel, ev->name, depth);
+        w->known_subtree = NULL;
+        for (size_t k = 0; r == 0 && k < LZ_ARRAY_SIZE(bare_entries); k++)
+            if (strcmp(ev->name, bare_entries[k]) == 0)
+                r = check_bare(w, dfd, dir_rel);
+    }
+    if (r == 0 && (kind & (ROLE_GITDIR | ROLE_GITINNER))) {
+        r = visit_inner_entry(w, dfd, dir_rel, ev->name, depth);
+        if (r == 0 && (kind & ROLE_GITINNER) && !(kind & ROLE_GITDIR))
+            r = check_inner_bare(w, dfd, dir_rel);
+    }
+    if (r == 0 && (kind & ROLE_GITDIR)) {
+        for (size_t k = 0; r == 0 && k < LZ_ARRAY_SIZE(git_dir_entries); k++) {
+            if (strcmp(ev->name, git_dir_entries[k]) != 0)
+                continue;
+            _cleanup_free_ char *rel = join_rel(dir_rel, ev->name);
+            if (!has_mount(p, rel) && fstatat(dfd, ev->name, &st, AT_SYMLINK_NOFOLLOW) == 0)
+                r = quarantine(w, dfd, dir_rel, ev->name) < 0 ? -1 : 0;
+        }
+    }
+    for (size_t k = 0; (kind & ROLE_GITDIR) && k < LZ_ARRAY_SIZE(sequencer_dirs); k++)
+        if (strcmp(ev->name, sequencer_dirs[k]) == 0)
+            f->need_gitdirs = true; /* a rebase began: watch its todo list */
+    if (kind & ROLE_SEQUENCER)
+        f->need_gitdirs = true; /* its todo list changed */
+    if (r == 0 && (kind & ROLE_MODULES)) {
+        _cleanup_free_ char *member = join_rel(dir_rel, ev->name);
+        if (fstatat(dfd, ev->name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+            !known(p->members, p->n_members, member, &st))
+            r = quarantine(w, dfd, dir_rel, ev->name) < 0 ? -1 : 0;
+    }
+    return r;
+}
+
+/* Handle the pending inotify events, in rounds: read what is queued,
+ * follow the renames among it, then place and judge every event. An event
+ * that cannot be placed (the sandbox renamed its directory again after the
+ * read) is retried after the next read; until it is placed, the sandbox is
+ * frozen (freezer.h), so the next read holds every rename there will be.
+ * Only an event-queue overflow, or an event still unplaceable with the
+ * sandbox frozen, costs a walk of the whole tree — frozen too. */
+static int event_audit(lz_git_plan *p, char **ret_report, lz_error **err)
+{
+    walk w = { .p = p, .watch = true, .err = err };
+    ev_list batch = { 0 }, retry = { 0 }, again = { 0 };
+    bool frozen = false, overflow = false, want_full = false;
+    bool can_freeze = lz_freezer_armed(p->freezer);
+    int stuck_rounds = 0, rounds = 0, r = 0;
+    for (;;) {
+        /* Without a freeze the sandbox may keep the queue full forever:
+         * give the loop back (the descriptor stays readable, and the
+         * watchdog freezes the sandbox if this goes on). */
+        if (!frozen && ++rounds > 64)
+            break;
+        ev_clear(&batch);
+        size_t n = ev_read(p, &batch, &overflow);
+        follow_moves(p, &batch, 0);
+        round_flags f = { .need_full = overflow || want_full };
+        ev_clear(&again);
+        /* First what names a Git object (a `.git`, a HEAD, a config...):
+         * behind a flood of new directories, each walked, it would wait
+         * for all of them (docs/git.md "An audit the sandbox cannot
+         * outpace"). Then everything, in order. */
+        for (int pass = 0; pass < 2; pass++) {
+            ev_list *lists[2] = { &retry, &batch };
+            for (int li = 0; li < 2; li++)
+                for (size_t i = 0; r == 0 && !f.need_full && i < lists[li]->n; i++) {
+                    ev_rec *ev = &lists[li]->v[i];
+                    if (ev->done || (pass == 0 && !urgent_event(p, ev)))
+                        continue;
+                    ev->done = true;
+                    r = handle_event(&w, ev, &f, &again);
+                }
+        }
+        ev_list t = retry;
+        retry = again;
+        again = t;
+        if (r < 0)
+            break;
+        if (!f.need_full && retry.n > 0 && (frozen || !can_freeze) &&
+            ++stuck_rounds > FROZEN_RETRY_ROUNDS)
+            f.need_full = true;
+        want_full = f.need_full;
+        if ((f.need_full || retry.n > 0) && !frozen && can_freeze) {
+            /* Stop the sandbox, then read once more: everything it did is
+             * in the queue now. */
+            lz_freezer_hold(p->freezer);
+            frozen = true;
+            continue;
+        }
+        if (f.need_full) {
+            want_full = false;
+            /* Whatever is still queued happened before the freeze (or
+             * there is no freezer): the walk covers it. */
+            ev_clear(&batch);
+            overflow = false;
+            while (ev_read(p, &batch, &overflow) > 0)
+                ev_clear(&batch);
+            ev_clear(&retry);
+            char *more = NULL;
+            /* (Our own renames into the quarantine are moves too.) */
+            int m = full_audit(p, true, &more, err);
+            p->full_walks++;
+            if (m < 0) {
+                r = -1;
+                break;
+            }
+            if (more)
+                report_append(&w, more);
+            free(more);
+            w.moved += m;
+            overflow = false;
+            continue; /* the walk's own quarantine moves are events too */
+        }
+        if (f.need_gitdirs && (r = audit_git_dirs(&w)) < 0)
+            break;
+        if (n == 0 && retry.n == 0)
+            break;
+    }
+    ev_clear(&batch);
+    ev_clear(&retry);
+    ev_clear(&again);
+    free(batch.v);
+    free(retry.v);
+    free(again.v);
+    if (frozen)
+        lz_freezer_release(p->freezer);
     return finish(&w, r, ret_report);
 }
 
@@ -2695,8 +3273,10 @@ void lz_git_plan_clear(lz_git_plan *plan)
         free(plan->git_dirs[i]);
     free(plan->git_dirs);
     for (size_t i = 0; i < plan->n_watches; i++)
-        free(plan->watches[i].rel);
+        free(plan->watches[i].name);
     free(plan->watches);
+    free(plan->wd_slots);
+    free(plan->child_slots);
     free(plan->quarantine_rel);
     free(plan->failed_rel);
     free(plan->start_report);

@@ -65,10 +65,15 @@ typedef struct lz_git_marker {
 /* A watched directory: inotify watch descriptor -> what it is: a directory
  * of the workspace tree, the top level of a Git directory, a modules/
  * directory (no new members), or several of these (bits, git_sentry.c). */
+/* The watches form a tree: each knows its parent's watch and its own name,
+ * so that a directory rename is one change however much lies below it
+ * (docs/git.md "An audit the sandbox cannot outpace"); a path is put
+ * together from the chain when an event needs it. */
 typedef struct lz_git_dirwatch {
     int wd;
     unsigned kind;
-    char *rel;          /* "" for the workspace itself */
+    int parent_wd;      /* the parent directory's watch; -1: `name` is the whole path */
+    char *name;         /* the last component ("" for the workspace itself) */
     dev_t dev;
     ino_t ino;
 } lz_git_dirwatch;
@@ -104,6 +109,16 @@ typedef struct lz_git_plan {
     int inotify_fd;         /* -1 until lz_git_sentry_watch */
     lz_git_dirwatch *watches;
     size_t n_watches;
+    struct lz_git_wdslot *wd_slots; /* wd -> index in watches (open addressing) */
+    size_t wd_cap;
+    int *child_slots;       /* (parent wd, name) -> wd (open addressing; 0: empty) */
+    int root_wd;            /* the workspace's own watch (0 / -1: none) */
+    size_t child_cap, n_children;
+    /* Stops the sandbox while the audit needs a consistent tree (a walk
+     * after an event overflow, an event it could not place); NULL: none. */
+    struct lz_freezer *freezer;
+    unsigned long full_walks;   /* whole-tree walks during the session */
+    unsigned long moves_followed; /* directory renames followed without a walk */
     size_t n_tree_dirs;     /* directories of the tree under watch */
     unsigned long quarantined; /* entries moved this generation */
     char *failed_rel;       /* after a failed audit: what could not be neutralised */

@@ -682,7 +682,11 @@ static int on_input(void *ctx, lz_proto_msg *pm)
     session *s = ctx;
     const uint8_t *p;
     size_t n;
-    if (!lz_msg_data_decode(&pm->r, &p, &n) || !relay_input(s, p, n))
+    if (!lz_msg_data_decode(&pm->r, &p, &n))
+        return -1;
+    if (memchr(p, 0x03, n))
+        escalation_session_interrupt(s->c, s);
+    if (!relay_input(s, p, n))
         return -1;
     return 0;
 }
@@ -708,6 +712,8 @@ static int on_signal_msg(void *ctx, lz_proto_msg *pm)
     if (s->exited || s->killed)
         return 0;
     clog_(s->c, "session #%u: its client forwards signal %u", s->no, (unsigned) sig);
+    if (sig == SIGINT || sig == SIGTERM)
+        escalation_session_interrupt(s->c, s);
     send_signal(s->c, s, (int) sig);
     if (sig == SIGKILL)
         s->killed = true;

@@ -167,6 +167,7 @@ typedef struct client {
     uint32_t consumed;                 /* chunks written to our stdout/stderr */
     uint32_t acked;                    /* the count in the last ACK */
     int64_t sent_at;                   /* when the request was renamed in */
+    int64_t last_ack_ok;               /* when an ACK (or the request) last got in */
     int64_t next_heartbeat;
     bool cancelling;
     int64_t cancel_deadline;
@@ -232,6 +233,19 @@ static int put_record(client *c, const lz_wbuf *b, const char *name)
     return 0;
 }
 
+/* The inbox is a tmpfs bounded in bytes and entries per Domain (mailbox.h
+ * LZ_MBX_INBOX_MAX_*): when something in the sandbox has filled it, the
+ * kernel refuses our file (ENOSPC at its creation or while writing it). */
+static bool mailbox_full(int e)
+{
+    return e == ENOSPC || e == EDQUOT;
+}
+
+#define MAILBOX_FULL_FMT                                                                          \
+    "the mailbox is full: " LZ_MBX_GUEST_INBOX " holds at most %u KiB in %u entries per "         \
+    "Domain, and something in the sandbox filled it"
+#define MAILBOX_FULL_ARGS LZ_MBX_INBOX_MAX_BYTES / 1024, LZ_MBX_INBOX_MAX_ENTRIES
+
 static void send_control(client *c, uint16_t type, const char *name)
 {
     lz_mbx_control m = { .acked = c->consumed };
@@ -266,12 +280,25 @@ static void send_ack(client *c)
         lz_mbx_control_encode(&wbuf, LZ_MBX_ACK, &m);
         if (put_record(c, &wbuf, name) == 0)
             break;
+        if (mailbox_full(errno)) {
+            /* Full maybe only for a moment: try again soon. Only a mailbox
+             * full for most of the silence the coordinator allows ends the
+             * request here (the coordinator cancels it when that passes). */
+            int64_t now = now_ms();
+            if (now - c->last_ack_ok < LZ_MBX_SILENCE_MS - 2000) {
+                c->next_heartbeat = now + 100;
+                return;
+            }
+            die(LZ_ESC_EXIT_FAILED, "failed: " MAILBOX_FULL_FMT "; the request could not be "
+                "kept alive and the host will cancel it", MAILBOX_FULL_ARGS);
+        }
         if (tries == 8)
             die(LZ_ESC_EXIT_FAILED, "cannot write to the mailbox %s: %s", LZ_MBX_GUEST_INBOX,
                 strerror(errno));
     }
     c->acked = c->consumed;
-    c->next_heartbeat = now_ms() + LZ_MBX_HEARTBEAT_MS;
+    c->last_ack_ok = now_ms();
+    c->next_heartbeat = c->last_ack_ok + LZ_MBX_HEARTBEAT_MS;
 }
 
 static void start_cancel(client *c)
@@ -722,10 +749,15 @@ int main(int argc, char **argv)
     lz_mbx_request_encode(&wbuf, &req);
     char name[LZ_MBX_ID_LEN + 16];
     snprintf(name, sizeof(name), "%s.request", c.id);
-    if (put_record(&c, &wbuf, name) < 0)
+    if (put_record(&c, &wbuf, name) < 0) {
+        if (mailbox_full(errno))
+            die(LZ_ESC_EXIT_NOT_SENT, MAILBOX_FULL_FMT "; the request was not sent (remove what "
+                "is not a request from " LZ_MBX_GUEST_INBOX ", or wait, then ask again)",
+                MAILBOX_FULL_ARGS);
         die(LZ_ESC_EXIT_NOT_SENT, "cannot write the request to %s: %s", LZ_MBX_GUEST_INBOX,
             strerror(errno));
-    c.sent_at = now_ms();
+    }
+    c.sent_at = c.last_ack_ok = now_ms();
     c.next_heartbeat = c.sent_at + LZ_MBX_HEARTBEAT_MS;
     wait_for_reply(&c);
 }

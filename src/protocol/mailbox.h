@@ -144,6 +144,43 @@ typedef struct lz_mbx_result {
  * directory created) before it gives up: the coordinator is gone. */
 #define LZ_MBX_ACCEPT_WAIT_MS 10000
 
+/* What the sandbox can hold in the inbox at any moment, per Domain
+ * generation (docs/escalation.md "The mailbox's bound"). The inbox is a
+ * tmpfs of its own, mounted by the Runtime Supervisor in its mount
+ * namespace with size= and nr_inodes= these values, so the kernel refuses
+ * the excess (ENOSPC) however it is written: data pages of files (sparse
+ * ones count only what is written), and inodes of every kind — files,
+ * directories, symlinks, FIFOs, sockets — and every hard link (tmpfs
+ * counts each link as an inode). Without it the inbox lay in
+ * $XDG_RUNTIME_DIR, a tmpfs in RAM the sandbox could fill.
+ *
+ * Bytes: a tmpfs file takes whole 4 KiB pages, so a record of the maximal
+ * size (LZ_MBX_MAX_RECORD + its 64-byte signature) takes 17 pages; 8 MiB
+ * holds 120 of them at once (a REQUEST at every bound is about 39 KB:
+ * 10 pages, so 200), or about 2000 small records (ACK, CANCEL: one page
+ * each). Records stay only between the client's rename and the
+ * coordinator's next scan (milliseconds) — but a record the coordinator
+ * has removed keeps its inode and pages while gVisor still holds the file
+ * open, and runsc's gofer client caches up to 1,000 dentries of the
+ * inbox (measured: the first bound, 1024 entries, was full after about
+ * 740 requests of test_escalation.py's 16 x 50; the cache lets go as it
+ * evicts). So the bound is twice the cache in entries, and twice a
+ * page per cached entry in bytes, with room for the ~16 clients that run
+ * at once per Domain (docs/escalation.md "Limits"), each with at most one
+ * record in flight and one being written.
+ * Entries: 3 of them are the tmpfs's root and the coordinator's inbox/
+ * and junk/ directories. */
+#define LZ_MBX_INBOX_MAX_BYTES (8u << 20)
+#define LZ_MBX_INBOX_MAX_ENTRIES 2048u
+/* On the host: the tmpfs's mount point, relative to the generation
+ * directory (an empty directory outside the supervisor's mount namespace),
+ * and in the tmpfs the sandbox's inbox (bound at LZ_MBX_GUEST_INBOX) and the
+ * coordinator's junk/ (what it took out of the inbox, out of the sandbox's
+ * reach; on the same file system so that taking it out is a rename). */
+#define LZ_MBX_HOST_SPOOL "mailbox/spool"
+#define LZ_MBX_SPOOL_INBOX "inbox"
+#define LZ_MBX_SPOOL_JUNK "junk"
+
 /* lazaret-escalate's exit statuses for outcomes other than Completed (a
  * completed command's status is its own: 0..255, or 128+N for signal N).
  * Chosen above the range commands and shells use by convention (0..125,

@@ -51,7 +51,10 @@
  *               SUP_PUBLISH           relay a listening socket's connections to a
  *                                     sandbox port while a session runs; fd: the socket
  *               SUP_STOP              kill and delete the sandbox, then exit
- *   RS -> HC    SUP_STARTED / SUP_FAILED, SUP_EXEC_EXITED, SUP_STOPPED
+ *   RS -> HC    SUP_MAILBOX           (right before SUP_STARTED) fd: the root of the
+ *                                     escalation inbox's bounded tmpfs, which only
+ *                                     the supervisor's mount namespace has
+ *               SUP_STARTED / SUP_FAILED, SUP_EXEC_EXITED, SUP_STOPPED
  *
  *   The supervisor derives every host path from the resolved configuration
  *   it inherited; no message names a host path or a host program.
@@ -103,6 +106,7 @@ enum {
     LZ_SUP_FAILED = 111,
     LZ_SUP_EXEC_EXITED = 112,
     LZ_SUP_STOPPED = 113,
+    LZ_SUP_MAILBOX = 114, /* no fields; fd: the inbox tmpfs's root directory */
 };
 
 /* Reasons for REFUSED. */

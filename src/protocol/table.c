@@ -75,8 +75,14 @@ const lz_proto_entry lz_proto_table[] = {
       S(SUPERVISOR_IDLE) | S(SUPERVISOR_RUNNING), FDS(0), 2 },
 
     /* Supervisor channel, supervisor -> coordinator. */
+    /* The escalation inbox (a size- and inode-bounded tmpfs mounted in the
+     * supervisor's mount namespace), before SUP_STARTED. */
+    { LZ_SUP_MAILBOX, "SUP_MAILBOX", LZ_DIR_SUPERVISOR_TO_COORDINATOR, S(GENERATION_STARTING),
+      FDS(1), 2 },
+    /* With two pidfds: the sandbox process and the gofer, for the Git
+     * Sentry's freezer (coordinator/freezer.h). */
     { LZ_SUP_STARTED, "SUP_STARTED", LZ_DIR_SUPERVISOR_TO_COORDINATOR, S(GENERATION_STARTING),
-      FDS(0), 2 + 4 },
+      FDS(2), 2 + 4 },
     /* Starting: the start failed. Running: the sandbox died under the
      * generation (supervisor.c, sandbox_lost); it may race the teardown. */
     { LZ_SUP_FAILED, "SUP_FAILED", LZ_DIR_SUPERVISOR_TO_COORDINATOR,

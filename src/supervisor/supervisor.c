@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <linux/nsfs.h>
 #include <linux/openat2.h>
 #include <poll.h>
 #include <sched.h>
@@ -19,8 +20,10 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/vfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <linux/magic.h>
 
 #include "common/nodump.h"
 #include "common/spawn.h"
@@ -29,6 +32,7 @@
 #include "fs/cache_record.h"
 #include "oci/spec.h"
 #include "protocol/io.h"
+#include "protocol/mailbox.h"
 #include "protocol/messages.h"
 #include "supervisor/limits.h"
 #include "supervisor/sidecar.h"
@@ -81,8 +85,15 @@ typedef struct sup {
      * seen however the reaper's order falls. 0 / -1 when not running. */
     pid_t sandbox_pid;
     int sandbox_pidfd;
+    /* The gofer (runsc-gofer), which makes the sandbox's changes to host
+     * filesystems: pinned like the sandbox process, so that the
+     * coordinator's freezer (coordinator/freezer.h) can stop both. */
+    int gofer_pidfd;
     bool sandbox_lost;          /* it died under the generation: reported once */
     pub_slot pubs[MAX_PUBS];
+    /* The escalation inbox's tmpfs (its root, mount_inbox): handed to the
+     * coordinator with SUP_MAILBOX, then closed. -1 when not mounted. */
+    int mailbox_fd;
     /* A session whose --publish could not be set up: its SUP_EXEC fails
      * (exit 125, the reason is in the log) instead of running without. */
     uint32_t pub_failed_session;
@@ -249,6 +260,64 @@ static void watch_sandbox(sup *s)
     s->sandbox_pidfd = (int) syscall(SYS_pidfd_open, s->sandbox_pid, 0);
     if (s->sandbox_pidfd >= 0)
         lz_best_effort(fcntl(s->sandbox_pidfd, F_SETFD, FD_CLOEXEC));
+}
+
+#ifndef P_PIDFD
+#define P_PIDFD 3
+#endif
+
+/* Pin the processes that carry out the sandbox's file operations on the
+ * host — the sandbox process (the gVisor kernel) and the gofer — for the
+ * Git Sentry's freezer (docs/git.md "An audit the sandbox cannot
+ * outpace"). runsc records the gofer's pid in the container's state file,
+ * <runsc root>/<id>_sandbox:<id>.state, key "goferPid" (runsc's
+ * container.Container; the same file and key in the 2022 and 2024
+ * releases), beside the sandbox's ("sandbox": {"pid"}), which must be the
+ * one runsc create's --pid-file named. The gofer must be this supervisor's
+ * child (runsc create, its parent, has exited; we are the pid namespace's
+ * init): asked of the pidfd with waitid(WNOWAIT), so a recycled pid is
+ * never taken for it. Fails closed: without both, no sandbox runs. */
+static int pin_sandbox_processes(sup *s, lz_error **err)
+{
+    if (s->sandbox_pidfd < 0)
+        return lz_error_set(err, 0, "cannot pin the sandbox process (runsc-sandbox): its pid "
+                                    "file was unreadable or it is gone");
+    _cleanup_free_ char *name = lz_xasprintf("runsc/%s_sandbox:%s.state", s->sc->container_id,
+                                             s->sc->container_id);
+    int fd = openat(s->gen_fd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0)
+        return lz_error_set(err, errno, "cannot read runsc's state file %s/%s",
+                            s->sc->generation_dir, name);
+    json_error_t jerr;
+    json_t *st = json_loadfd(fd, JSON_REJECT_DUPLICATES, &jerr);
+    close(fd);
+    json_t *gofer = st ? json_object_get(st, "goferPid") : NULL;
+    json_t *sandbox = st ? json_object_get(st, "sandbox") : NULL;
+    json_t *spid = sandbox ? json_object_get(sandbox, "pid") : NULL;
+    json_int_t gpid = json_is_integer(gofer) ? json_integer_value(gofer) : 0;
+    json_int_t sbpid = json_is_integer(spid) ? json_integer_value(spid) : 0;
+    json_decref(st);
+    if (gpid <= 1 || gpid > INT32_MAX || sbpid != s->sandbox_pid)
+        return lz_error_set(err, 0, "runsc's state file %s/%s does not name the gofer and the "
+                                    "sandbox process as expected (goferPid %lld, sandbox pid "
+                                    "%lld, pid file %d)",
+                            s->sc->generation_dir, name, (long long) gpid, (long long) sbpid,
+                            (int) s->sandbox_pid);
+    int pidfd = (int) syscall(SYS_pidfd_open, (pid_t) gpid, 0);
+    if (pidfd < 0)
+        return lz_error_set(err, errno, "cannot pin runsc's gofer process (pid %lld)",
+                            (long long) gpid);
+    lz_best_effort(fcntl(pidfd, F_SETFD, FD_CLOEXEC));
+    siginfo_t si;
+    memset(&si, 0, sizeof(si));
+    if (waitid(P_PIDFD, (id_t) pidfd, &si, WEXITED | WNOHANG | WNOWAIT) < 0) {
+        int e = errno;
+        close(pidfd);
+        return lz_error_set(err, e, "runsc's gofer (pid %lld) is not the supervisor's child",
+                            (long long) gpid);
+    }
+    s->gofer_pidfd = pidfd;
+    return 0;
 }
 
 /* How long an exec that ended with runsc's failure status waits for the
@@ -626,6 +695,79 @@ static char *stage_rootfs(sup *s, lz_stage *st, staged_layout *l, lz_error **err
     return path;
 }
 
+/* The escalation inbox: a tmpfs of its own, bounded in bytes and in
+ * inodes (mailbox.h, LZ_MBX_INBOX_MAX_*), made here in the supervisor's
+ * mount namespace (the root of a user namespace may mount a tmpfs) on the
+ * generation's empty mailbox/spool. The kernel refuses whatever the sandbox
+ * writes beyond the bound (ENOSPC), however it writes - big, sparse or many
+ * files, directories, links, slow writes nobody read yet - and the memory
+ * behind it is at most that; a directory of $XDG_RUNTIME_DIR (a tmpfs in
+ * RAM) held as much as the sandbox cared to write. The sandbox gets inbox/
+ * of it; junk/ beside it is the coordinator's. The coordinator, whose mount
+ * namespace does not have this mount, gets its root's descriptor
+ * (SUP_MAILBOX). fsopen/fsmount: the root's descriptor comes from the mount
+ * itself, not from resolving a path after mounting. */
+static int mount_inbox(sup *s, lz_error **err)
+{
+    const char *gen = s->sc->generation_dir;
+    _cleanup_close_ int point = lz_open_confined(s->gen_fd, LZ_MBX_HOST_SPOOL,
+                                                 O_PATH | O_DIRECTORY, 0, LZ_MBX_HOST_SPOOL, err);
+    if (point < 0)
+        return -1;
+    char size[32], inodes[32];
+    snprintf(size, sizeof(size), "%u", LZ_MBX_INBOX_MAX_BYTES);
+    snprintf(inodes, sizeof(inodes), "%u", LZ_MBX_INBOX_MAX_ENTRIES);
+    _cleanup_close_ int fs = fsopen("tmpfs", FSOPEN_CLOEXEC);
+    _cleanup_close_ int mnt = -1;
+    if (fs < 0 || fsconfig(fs, FSCONFIG_SET_STRING, "size", size, 0) < 0 ||
+        fsconfig(fs, FSCONFIG_SET_STRING, "nr_inodes", inodes, 0) < 0 ||
+        fsconfig(fs, FSCONFIG_SET_STRING, "mode", "0700", 0) < 0 ||
+        fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0 ||
+        (mnt = fsmount(fs, FSMOUNT_CLOEXEC,
+                       MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC)) < 0 ||
+        move_mount(mnt, "", point, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0) {
+        lz_error_set(err, errno, "cannot mount the escalation inbox's tmpfs on %s/%s", gen,
+                     LZ_MBX_HOST_SPOOL);
+        return lz_error_hint(err, "run 'lazaret doctor': the Runtime Supervisor must be able to "
+                                  "mount a tmpfs in its user namespace");
+    }
+    int root = openat(mnt, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    struct statfs sf;
+    if (root < 0 || fstatfs(root, &sf) < 0 || sf.f_type != TMPFS_MAGIC ||
+        mkdirat(root, LZ_MBX_SPOOL_INBOX, 0700) < 0 || mkdirat(root, LZ_MBX_SPOOL_JUNK, 0700) < 0 ||
+        /* Every user of the sandbox may ask (an image may run its command
+         * as a non-root user): sticky and world-writable, like /tmp. */
+        fchmodat(root, LZ_MBX_SPOOL_INBOX, 01777, 0) < 0) {
+        lz_error_set(err, errno, "cannot prepare the escalation inbox in %s/%s", gen,
+                     LZ_MBX_HOST_SPOOL);
+        if (root >= 0)
+            close(root);
+        return -1;
+    }
+    /* The coordinator, the developer outside, reads and empties all of it
+     * (and removes what any sandbox user put in the sticky inbox): the
+     * three directories are the developer's — uid 0 here in an ordinary
+     * Domain, the agent's uid in a keep-id one, where this namespace's
+     * root is a subordinate id the coordinator has no rights as. The
+     * developer's id in this namespace is its owner's (NS_GET_OWNER_UID,
+     * as seen from inside). */
+    uid_t dev = (uid_t) -1;
+    int ns = open("/proc/self/ns/user", O_RDONLY | O_CLOEXEC);
+    bool have = ns >= 0 && ioctl(ns, NS_GET_OWNER_UID, &dev) == 0 && dev != (uid_t) 65534;
+    if (ns >= 0)
+        close(ns);
+    if (!have || fchown(root, dev, (gid_t) -1) < 0 ||
+        fchownat(root, LZ_MBX_SPOOL_INBOX, dev, (gid_t) -1, AT_SYMLINK_NOFOLLOW) < 0 ||
+        fchownat(root, LZ_MBX_SPOOL_JUNK, dev, (gid_t) -1, AT_SYMLINK_NOFOLLOW) < 0) {
+        lz_error_set(err, have ? errno : 0, "cannot give the escalation inbox in %s/%s to the "
+                                            "developer", gen, LZ_MBX_HOST_SPOOL);
+        close(root);
+        return -1;
+    }
+    s->mailbox_fd = root;
+    return 0;
+}
+
 static int stage_layout(sup *s, lz_stage *st, staged_layout *l, lz_error **err)
 {
     const lz_resolved_config *cfg = s->sc->cfg;
@@ -662,8 +804,10 @@ static int stage_layout(sup *s, lz_stage *st, staged_layout *l, lz_error **err)
     /* The Escalation Mailbox (made by the coordinator in the generation
      * directory): the inbox is the sandbox's to write, the outbox and the
      * client's credentials are read-only in the kernel. */
-    fd = lz_open_confined(s->gen_fd, "mailbox/inbox", O_PATH | O_DIRECTORY, 0, "mailbox/inbox",
-                          err);
+    if (s->mailbox_fd < 0 && mount_inbox(s, err) < 0)
+        return -1;
+    fd = lz_open_confined(s->mailbox_fd, LZ_MBX_SPOOL_INBOX, O_PATH | O_DIRECTORY, 0,
+                          "the escalation inbox", err);
     if (!(l->inbox = stage(st, l, fd, false, "the escalation inbox", err)))
         return -1;
     fd = lz_open_confined(s->gen_fd, "mailbox/outbox", O_PATH | O_DIRECTORY, 0,
@@ -835,6 +979,8 @@ static int do_start(sup *s, lz_error **err)
     }
     s->started = true;
     watch_sandbox(s);
+    if (pin_sandbox_processes(s, err) < 0)
+        return -1;
 
     /* Detect, don't assume: does statx(AT_NO_AUTOMOUNT) work here? Asked
      * once per runsc binary (load_runsc_facts); the probe's statx is of
@@ -1062,7 +1208,16 @@ static void do_stop(sup *s)
     pubs_end(s, 0, true);
     /* From here the sandbox's death is the stop's doing, not news. */
     s->sandbox_pid = 0;
+    /* Killed first, by pidfd: the coordinator may have frozen them
+     * (coordinator/freezer.h), and runsc kill would wait on a stopped
+     * sandbox's control server. SIGKILL ends a stopped process too; runsc
+     * kill and delete then clean up after a dead sandbox. */
+    if (s->sandbox_pidfd >= 0)
+        lz_best_effort((int) syscall(SYS_pidfd_send_signal, s->sandbox_pidfd, SIGKILL, NULL, 0));
+    if (s->gofer_pidfd >= 0)
+        lz_best_effort((int) syscall(SYS_pidfd_send_signal, s->gofer_pidfd, SIGKILL, NULL, 0));
     lz_close(&s->sandbox_pidfd);
+    lz_close(&s->gofer_pidfd);
     if (s->created) {
         if (s->started) {
             char *const kill_[] = { (char *) "kill", (char *) s->sc->container_id,
@@ -1150,12 +1305,38 @@ static int on_start(void *ctx, lz_proto_msg *m)
         return -1;
     lz_error *err = NULL;
     lz_wbuf b;
-    if (do_start(s, &err) < 0) {
+    int r = do_start(s, &err);
+    if (r == 0) {
+        /* The inbox first: the coordinator reads it from when sessions
+         * start (SUP_STARTED), and refuses a start without it. */
+        lz_msg_empty_encode(&b, LZ_SUP_MAILBOX);
+        r = s->mailbox_fd < 0 ? lz_error_set(&err, EBADF, "the escalation inbox is not mounted")
+                              : lz_wire_send(s->sock, &b, &s->mailbox_fd, 1, &err);
+        if (s->mailbox_fd >= 0)
+            close(s->mailbox_fd);
+        s->mailbox_fd = -1;
+    }
+    if (r < 0) {
         send_failed(s, err);
         lz_error_free(err);
     } else {
+        /* With the pidfds of the sandbox process and the gofer, for the
+         * coordinator's freezer (the pid namespace's numbers mean nothing
+         * there; a pidfd does). */
+        int fds[2] = { fcntl(s->sandbox_pidfd, F_DUPFD_CLOEXEC, 3),
+                       fcntl(s->gofer_pidfd, F_DUPFD_CLOEXEC, 3) };
         lz_msg_sup_started_encode(&b, s->statx_fix);
-        lz_wire_post(s->sock, &b);
+        if (fds[0] < 0 || fds[1] < 0) {
+            lz_error *e = NULL;
+            lz_error_set(&e, errno, "cannot hand the sandbox's pidfds to the coordinator");
+            send_failed(s, e);
+            lz_error_free(e);
+        } else {
+            lz_best_effort(lz_wire_send(s->sock, &b, fds, 2, NULL));
+        }
+        for (int i = 0; i < 2; i++)
+            if (fds[i] >= 0)
+                close(fds[i]);
     }
     return 0;
 }
@@ -1341,8 +1522,8 @@ static int supervisor_main(spawn_ctx *c)
     prctl(PR_SET_NAME, "lz-supervisor");
     lz_timing_forget(); /* the coordinator's to write */
     lz_nodump_reassert(); /* this process keeps the profile's env values */
-    sup s = { .sc = c->sc, .sock = c->sock, .gen_fd = -1, .sandbox_pidfd = -1,
-              .facts_dir_fd = -1 };
+    sup s = { .sc = c->sc, .sock = c->sock, .gen_fd = -1, .sandbox_pidfd = -1, .gofer_pidfd = -1,
+              .facts_dir_fd = -1, .mailbox_fd = -1 };
     /* A /proc of our own pid namespace: runsc re-executes /proc/self/exe
      * from its sandbox child, which fails (EACCES) through the /proc of the
      * parent pid namespace. */

@@ -98,6 +98,7 @@
 #include <openssl/evp.h>
 
 #include "common/util.h"
+#include "coordinator/freezer.h"
 #include "coordinator/relay.h"
 #include "coordinator/session.h"
 #include "coordinator/status.h"
@@ -289,6 +290,9 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     C->a = &A;
     C->loop = lz_loop_new();
     C->git = (lz_git_plan) LZ_GIT_PLAN_INIT;
+    /* As the coordinator has one: SUP_STARTED hands it the sandbox's
+     * pidfds (here, whatever descriptors the input carries). */
+    C->freezer = lz_freezer_new();
     CHECK(C->git.ws_fd < 0); /* git_audit() returns at once: no teardown path */
     sessions_init(C);
     C->state = G_STARTING;
@@ -788,6 +792,9 @@ static void reset(void)
     sup_channel_close();
     sup_channel_open();
     C->state = G_STARTING;
+    /* A new generation's freezer: the last one's pidfds go with it. */
+    lz_freezer_free(C->freezer);
+    C->freezer = lz_freezer_new();
     lz_msg_refused_clear(&C->failure);
     C->next_no = 0; /* session numbers 1, 2, … in every input */
     C->n_ever = 0;

@@ -69,6 +69,7 @@
 #include "config/resolve.h"
 #include "oci/image.h"
 #include "oci/layout.h"
+#include "protocol/mailbox.h"
 #include "protocol/messages.h"
 #include "protocol/table.h"
 #include "protocol/wire.h"
@@ -306,11 +307,11 @@ int main(int argc, char **argv)
     /* The escalation mailbox and credentials directories (escalation.c
      * makes them for a real generation; the probe never escalates). */
     _cleanup_free_ char *mailbox = lz_xasprintf("%s/mailbox", gendir);
-    _cleanup_free_ char *inbox = lz_xasprintf("%s/mailbox/inbox", gendir);
+    _cleanup_free_ char *spool = lz_xasprintf("%s/" LZ_MBX_HOST_SPOOL, gendir);
     _cleanup_free_ char *outbox = lz_xasprintf("%s/mailbox/outbox", gendir);
     _cleanup_free_ char *creds = lz_xasprintf("%s/credentials", gendir);
     if (mkdir(gendir, 0700) < 0 || mkdir(guest, 0755) < 0 || mkdir(bin, 0755) < 0 ||
-        mkdir(mailbox, 0755) < 0 || mkdir(inbox, 0700) < 0 || mkdir(outbox, 0755) < 0 ||
+        mkdir(mailbox, 0755) < 0 || mkdir(spool, 0700) < 0 || mkdir(outbox, 0755) < 0 ||
         mkdir(creds, 0755) < 0 || copy_file(argv[5], exec_copy, 0555) < 0)
         return fail("cannot make the generation directory", NULL);
     char container[64];
@@ -332,6 +333,8 @@ int main(int argc, char **argv)
         return fail("cannot send SUP_START", err);
     uint16_t type = 0;
     int r = next_message(h.sock, LZ_PS_GENERATION_STARTING, 120000, &type);
+    if (r == 1 && type == LZ_SUP_MAILBOX) /* the inbox's tmpfs, then SUP_STARTED */
+        r = next_message(h.sock, LZ_PS_GENERATION_STARTING, 120000, &type);
     if (r != 1 || type != LZ_SUP_STARTED) {
         fprintf(stderr, "sup_probe: no SUP_STARTED (%d, %s)\n", r, lz_proto_name(type));
         kill(h.outer_pid, SIGKILL);

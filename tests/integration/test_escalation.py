@@ -478,9 +478,12 @@ def test_deep_trees_in_the_inbox_do_not_outlive_the_domain(rig, host):
     Control: the trees were really made (the sandbox sees them)."""
     tool = host.script("tool", "echo ok")
     rig.config({"p": esc_profile([{"executable": str(tool)}])})
-    mk = ("cd /run/lazaret/mailbox/inbox && for top in .deep deep; do (mkdir $top && cd $top "
+    # Both built under temporary names, then one renamed to a plain name:
+    # the coordinator takes a non-record entry out as soon as it is created
+    # (IN_CREATE), so a tree cannot be built in place under such a name.
+    mk = ("cd /run/lazaret/mailbox/inbox && for top in .deep .deep2; do (mkdir $top && cd $top "
           "&& i=0 && while [ $i -lt 400 ]; do mkdir d && cd d && i=$((i+1)); done && "
-          "echo leaf > f && echo made-$top); done")
+          "echo leaf > f && echo made-$top); done && mv .deep2 deep && echo made-deep")
     r = rig.run("p", sh(mk))
     assert "made-.deep" in r.stdout and "made-deep" in r.stdout, (r.stdout, r.stderr)
     r = rig.run("p", sh(f"lazaret-escalate -- {tool}; echo rc=$?"))

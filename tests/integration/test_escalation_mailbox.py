@@ -4,10 +4,14 @@ docs/escalation.md): the real coordinator, the real `lazaret-escalate` in a
 real sandbox, real host commands, as the unprivileged test user.
 
 The sandbox's side of the mailbox is, on the host, the Domain's generation
-directory: gen-N/mailbox/{inbox,outbox} and gen-N/credentials/client (the
-sandbox's seed, the coordinator's public key and the generation nonce). The sandbox can write anything into the inbox
-that these tests write there as root (Mailbox.put): the coordinator reads
-the same bytes either way. So a record here is what a compromised agent
+directory: gen-N/mailbox/outbox and gen-N/credentials/client (the
+sandbox's seed, the coordinator's public key and the generation nonce),
+and the inbox: a bounded tmpfs the supervisor mounts on
+gen-N/mailbox/spool in its own mount namespace (reached here through
+/proc/<pid>/root of a process in that namespace; its inbox/ is what the
+sandbox has at /run/lazaret/mailbox/inbox). The sandbox can write anything
+into the inbox that these tests write there (Mailbox.put, with the test
+user's file system ids): the coordinator reads the same bytes either way. So a record here is what a compromised agent
 holding the sandbox's credentials could produce, and the tests assert on
 what the coordinator does with it, from the host side only: whether a host
 marker script ran (Host, from test_escalation.py), whether outbox/<id>/
@@ -24,6 +28,9 @@ Exit statuses of the client: 250 denied, 251 timed out, 252 cancelled,
 253 failed, 254 not sent.
 """
 
+import contextlib
+import ctypes
+import errno
 import os
 import re
 import secrets
@@ -106,6 +113,51 @@ def kill_pid(pid: int):
         pass
 
 
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+@contextlib.contextmanager
+def fs_ids(uid: int, gid: int):
+    """This thread's file system uid and gid, for a while: the inbox's
+    tmpfs belongs to the supervisor's user namespace, where root (uid 0 on
+    the host) has no mapping, so files are created there as the user (as
+    the sandbox's gofer does); root's other powers stay."""
+    _libc.setfsgid(gid)
+    _libc.setfsuid(uid)
+    try:
+        yield
+    finally:
+        _libc.setfsuid(0)
+        _libc.setfsgid(0)
+
+
+def spool_of(gen: Path, timeout=10.0) -> Path:
+    """gen/mailbox/spool as the supervisor's mount namespace has it: the
+    inbox's tmpfs (docs/escalation.md "The mailbox's bound"), through
+    /proc/<pid>/root of a process whose mount table has it."""
+    point = f"{gen}/mailbox/spool"
+
+    def find():
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                lines = Path(f"/proc/{pid}/mountinfo").read_text().splitlines()
+            except OSError:
+                continue
+            for line in lines:
+                f = line.split()
+                # mount point is field 5; the file system type follows " - "
+                if f[4] == point and f[f.index("-") + 1] == "tmpfs":
+                    return Path(f"/proc/{pid}/root{point}")
+        return None
+    return wait_for(f"the inbox's tmpfs on {point}", find, timeout, 0.1)
+
+
+def statvfs_used(path) -> tuple:
+    """(bytes, entries) in use on path's file system."""
+    v = os.statvfs(path)
+    return (v.f_blocks - v.f_bfree) * v.f_frsize, v.f_files - v.f_ffree
+
+
 class Mailbox:
     """The host side of the one running generation's mailbox, as the
     sandbox sees it: its credentials, and records put into its inbox the
@@ -115,7 +167,8 @@ class Mailbox:
         gens = [g for g in generation_dirs(lz) if (g / "mailbox").is_dir()]
         assert len(gens) == 1, f"expected one running generation: {gens}"
         self.lz, self.gen = lz, gens[0]
-        self.inbox = self.gen / "mailbox" / "inbox"
+        self.spool = spool_of(self.gen)
+        self.inbox = self.spool / "inbox"
         self.outbox = self.gen / "mailbox" / "outbox"
         creds = self.gen / "credentials"
         blob = (creds / "client").read_bytes()  # seed || coordinator key || nonce
@@ -125,11 +178,22 @@ class Mailbox:
     def signed(self, payload, seed=None, nonce=None) -> bytes:
         return sign(seed or self.seed, nonce or self.nonce, payload)
 
-    def put(self, name: str, data: bytes = None, make=None):
+    def put(self, name: str, data: bytes = None, make=None, wait_room=False):
         """Write inbox/.tmp (owned by the test user, as the sandbox's files
         are; O_NOFOLLOW through the inbox's descriptor: the directory is the
         user's) and rename it to name. make(dirfd, tmp) builds something
-        other than a regular file instead."""
+        other than a regular file instead. wait_room: a full inbox (ENOSPC)
+        is waited out, as a flood that keeps trying would be."""
+        while True:
+            try:
+                with fs_ids(self.lz.user.uid, self.lz.user.gid):
+                    return self._put(name, data, make)
+            except OSError as e:
+                if not (wait_room and e.errno == errno.ENOSPC):
+                    raise
+                time.sleep(0.01)
+
+    def _put(self, name, data, make):
         d = os.open(self.inbox, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
         try:
             tmp = f".lzt-{secrets.token_hex(4)}"
@@ -139,8 +203,11 @@ class Mailbox:
                 fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
                              | os.O_CLOEXEC, 0o644, dir_fd=d)
                 try:
-                    os.write(fd, data)
-                    os.fchown(fd, self.lz.user.uid, self.lz.user.gid)
+                    try:
+                        os.write(fd, data)
+                    except OSError:
+                        os.unlink(tmp, dir_fd=d)
+                        raise
                     os.fchmod(fd, 0o644)
                 finally:
                     os.close(fd)
@@ -148,10 +215,10 @@ class Mailbox:
         finally:
             os.close(d)
 
-    def put_request(self, cap, argv, rid=None, seed=None, nonce=None) -> str:
+    def put_request(self, cap, argv, rid=None, seed=None, nonce=None, wait_room=False) -> str:
         rid = rid or new_id()
         self.put(f"{rid}.request", self.signed(request(cap, rid, [str(a) for a in argv]),
-                                               seed, nonce))
+                                               seed, nonce), wait_room=wait_room)
         return rid
 
     def consumed(self, name, timeout=10.0):
@@ -448,8 +515,6 @@ def test_oversized_and_non_file_entries_are_refused(rig, host, lz):
             fd = os.open("record", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644, dir_fd=sub)
             os.write(fd, mb.signed(request(cap, dir_id, [str(tool)])))
             os.close(fd)
-            os.chown("record", lz.user.uid, lz.user.gid, dir_fd=sub)
-            os.chown(".", lz.user.uid, lz.user.gid, dir_fd=sub)
         finally:
             os.close(sub)
     mb.put(f"{dir_id}.request", make=make_dir)
@@ -461,8 +526,9 @@ def test_oversized_and_non_file_entries_are_refused(rig, host, lz):
     assert [n for n in os.listdir(mb.inbox)] == []
     refused = {rid, fifo_id, dir_id}
     assert not refused & {row["request_id"] for row in store_rows(rig.lz)}
-    # The control: the symlink's target, as a regular file, same id.
-    os.rename(target, mb.inbox / f"{rid}.request")
+    # The control: the symlink's target, as a regular file, same id (its
+    # bytes: the inbox is a file system of its own, nothing renames in).
+    mb.put(f"{rid}.request", target.read_bytes())
     assert mb.result(rid)["outcome"] == COMPLETED
     assert len(host.ran("tool")) == 1
     rig.release(holder)
@@ -808,7 +874,8 @@ def test_flood_of_unbound_requests_stays_bounded(rig, host):
     big = ["/usr/bin/true"] + ["\x01" * 4000] * 7
     peak_fds = 0
     for i in range(1500):
-        mb.put_request(new_id().replace("0", "1"), big)
+        # The inbox's bound throttles the flood: a full inbox is waited out.
+        mb.put_request(new_id().replace("0", "1"), big, wait_room=True)
         if i % 100 == 0:
             peak_fds = max(peak_fds, len(os.listdir(f"/proc/{coord.pid}/fd")))
     wait_for("the inbox emptied", lambda: not [n for n in os.listdir(mb.inbox)
@@ -865,3 +932,164 @@ def test_host_git_never_uses_a_repository_the_sandbox_made(rig, host):
                     f"{ctl}/plain"],
                    check=True, timeout=30, env={"PATH": "/usr/bin:/bin", "HOME": str(rig.lz.home)})
     assert mark.exists(), "control: host git should run the fsmonitor of that repository"
+
+
+# ---- the mailbox's bound (docs/escalation.md "The mailbox's bound") ---------------
+
+INBOX_MAX_BYTES = 8 << 20   # LZ_MBX_INBOX_MAX_BYTES
+INBOX_MAX_ENTRIES = 2048    # LZ_MBX_INBOX_MAX_ENTRIES
+INBOX_FULL = "escalation mailbox: the inbox is full"
+CLIENT_FULL = "the mailbox is full"
+FLOOD_MB = 32               # 4 x the bound
+FLOOD_FILES = 3000          # 1.5 x the bound
+
+
+def flood_script(d: str) -> str:
+    """From inside the sandbox, into directory d: one big file of FLOOD_MB
+    MiB, then (the big one removed) FLOOD_FILES small files; prints how much
+    of each got in. Temporary-style names ('.'): the coordinator leaves
+    those for STALE_TEMP_S, so what is counted is what the kernel let in."""
+    return (f"cd {d} && dd if=/dev/zero of=.big bs=1048576 count={FLOOD_MB} 2>/dev/null; "
+            "echo big-rc=$? big-bytes=$(wc -c < .big)")
+
+
+def small_flood_script(d: str) -> str:
+    return (f"cd {d} && rm -f .big && i=0; while [ $i -lt {FLOOD_FILES} ]; do "
+            "echo x > .s$i 2>/dev/null || break; i=$((i+1)); done; echo small-files=$i")
+
+
+def number(out: str, key: str) -> int:
+    m = re.search(rf"\b{key}=(\d+)", out)
+    assert m, (key, out)
+    return int(m.group(1))
+
+
+def test_inbox_flood_is_bounded_and_refused_with_enospc(rig, host, lz):
+    """From inside the sandbox: a 32 MiB file and then 3000 small files
+    into /run/lazaret/mailbox/inbox. The kernel stops each near the bound
+    (8 MiB, 2048 entries) — the writes fail (dd's status, the shell's
+    redirection) — and the inbox's file system, as the coordinator sees it,
+    never holds more than the bound. The coordinator logs "the inbox is
+    full" once per filling (not per file). While it is full,
+    lazaret-escalate reports "the mailbox is full" and exits 254 (not
+    sent); once the flood is removed, the same request runs.
+    Control: the very same flood into a plain directory of XDG_RUNTIME_DIR
+    bound read-write into the same sandbox (a volume, the kind of directory
+    and bind the inbox was before) gets all of it in."""
+    tool = host.script("tool", "exit 0")
+    ctl = lz.mkdir(lz.runtime_dir / "plain-inbox", 0o777)
+    rig.config({"p": esc_profile([{"executable": str(tool)}], persistent_dirs=["/root"],
+                                 volumes=[{"host": str(ctl), "container": "/root/ctl",
+                                           "kind": "directory"}])})
+    holder, cap, mb = hold(rig)
+    inbox = "/run/lazaret/mailbox/inbox"
+    used0 = statvfs_used(mb.spool)
+
+    # One big file.
+    r = rig.run("p", sh(flood_script(inbox)), timeout=120)
+    big = number(r.stdout, "big-bytes")
+    assert number(r.stdout, "big-rc") != 0, r.stdout  # dd saw the refusal
+    assert INBOX_MAX_BYTES - (1 << 20) <= big <= INBOX_MAX_BYTES, big
+    used_b, used_f = statvfs_used(mb.spool)
+    assert used_b <= INBOX_MAX_BYTES, used_b
+    v = os.statvfs(mb.spool)
+    assert v.f_blocks * v.f_frsize == INBOX_MAX_BYTES and v.f_files == INBOX_MAX_ENTRIES
+    wait_log(rig.lz, INBOX_FULL, 1)
+    # Full: the real client says so, sends nothing, and exits 254.
+    r = rig.run("p", sh(f"lazaret-escalate -- {tool}; echo rc=$?"))
+    assert "rc=254" in r.stdout, (r.stdout, r.stderr)
+    assert CLIENT_FULL in r.stderr and "not sent" in r.stderr, r.stderr
+    assert host.ran("tool") == []
+
+    # Many small files (the big one removed first).
+    r = rig.run("p", sh(small_flood_script(inbox)), timeout=300)
+    small = number(r.stdout, "small-files")
+    assert INBOX_MAX_ENTRIES - 64 <= small < INBOX_MAX_ENTRIES, small
+    used_b, used_f = statvfs_used(mb.spool)
+    assert used_f <= INBOX_MAX_ENTRIES and used_b <= INBOX_MAX_BYTES, (used_b, used_f)
+    # A second filling, a second line: once per filling, not per file.
+    wait_log(rig.lz, INBOX_FULL, 2)
+    r = rig.run("p", sh(f"lazaret-escalate -- {tool}; echo rc=$?"))
+    assert "rc=254" in r.stdout and CLIENT_FULL in r.stderr, (r.stdout, r.stderr)
+    assert host.ran("tool") == []
+
+    # The flood removed: the same request runs, and the space is back.
+    r = rig.run("p", sh(f"rm -f {inbox}/.s*; lazaret-escalate -- {tool}; echo rc=$?"))
+    assert "rc=0" in r.stdout, (r.stdout, r.stderr)
+    assert len(host.ran("tool")) == 1
+    assert statvfs_used(mb.spool)[0] <= used0[0] + 64 * 1024
+    assert log_count(rig.lz, INBOX_FULL) == 2
+
+    # Control: the same floods into a plain directory get all of it in.
+    r = rig.run("p", sh(flood_script("/root/ctl")), timeout=120)
+    assert number(r.stdout, "big-rc") == 0, r.stdout
+    assert number(r.stdout, "big-bytes") == FLOOD_MB << 20, r.stdout
+    assert (ctl / ".big").stat().st_size == FLOOD_MB << 20
+    r = rig.run("p", sh(small_flood_script("/root/ctl")), timeout=300)
+    assert number(r.stdout, "small-files") == FLOOD_FILES, r.stdout
+    assert len(list(ctl.iterdir())) == FLOOD_FILES
+    rig.release(holder)
+
+
+def test_inbox_bound_holds_for_links_directories_and_open_files(rig, host):
+    """The other ways to take room: hard links (each counts as an entry on
+    tmpfs; links and symlinks count a little more than one, so they stop
+    earlier), directories, symlinks and FIFOs (gVisor keeps a FIFO in the
+    sandbox: none reaches the host), a sparse file far larger than the
+    bound (only written pages count; writing into it stops at the bound),
+    and a file unlinked while still open and written (its pages stay until
+    it is closed, still within the bound). None gets the inbox's file
+    system past the bound; directories the coordinator takes out go to
+    junk/, which it empties, and a request runs afterwards."""
+    tool = host.script("tool", "exit 0")
+    rig.config({"p": esc_profile([{"executable": str(tool)}])})
+    holder, cap, mb = hold(rig)
+    inbox = "/run/lazaret/mailbox/inbox"
+    script = (
+        f"cd {inbox} && echo x > .f && i=0; while [ $i -lt 3000 ]; do "
+        "ln .f .l$i 2>/dev/null || break; i=$((i+1)); done; echo links=$i; rm -f .f .l*; "
+        # One process each (the coordinator removes a '.'-named entry
+        # older than 10 s: a fork per entry could outlast that).
+        "set --; i=0; while [ $i -lt 3000 ]; do set -- \"$@\" .d$i; i=$((i+1)); done; "
+        "mkdir \"$@\" 2>/dev/null; echo dirs=$(ls -d .d* | wc -l); rmdir .d*; "
+        "set --; i=0; while [ $i -lt 3000 ]; do set -- \"$@\" /x/.y$i; i=$((i+1)); done; "
+        "ln -s \"$@\" . 2>/dev/null; echo symlinks=$(ls -d .y* | wc -l); rm -f .y*; "
+        "truncate -s 1G .sparse && echo sparse-made; "
+        "dd if=/dev/zero of=.sparse bs=1048576 count=16 conv=notrunc 2>/dev/null; "
+        "echo sparse-rc=$?; rm -f .sparse; "
+        # open, unlink, keep writing: the pages stay while it is open
+        "(exec 3>.open; rm .open; dd if=/dev/zero bs=1048576 count=16 >&3 2>/dev/null; "
+        "echo open-rc=$?; sleep 3); echo done")
+    r = rig.run("p", sh(script), timeout=300)
+    n = number(r.stdout, "dirs")
+    assert INBOX_MAX_ENTRIES - 64 <= n < INBOX_MAX_ENTRIES, (n, r.stdout)
+    n = number(r.stdout, "links")
+    assert INBOX_MAX_ENTRIES // 2 <= n < INBOX_MAX_ENTRIES, ("links", n, r.stdout)
+    # Symlinks are no records: the coordinator takes them out as they come,
+    # so how many are left varies; never more than the bound at once.
+    assert number(r.stdout, "symlinks") < INBOX_MAX_ENTRIES, r.stdout
+    assert "sparse-made" in r.stdout and number(r.stdout, "sparse-rc") != 0, r.stdout
+    assert number(r.stdout, "open-rc") != 0, r.stdout
+    assert "done" in r.stdout, r.stdout
+    r = rig.run("p", sh(f"cd {inbox} && i=0; while [ $i -lt 2000 ]; do "
+                        "mkfifo .p$i 2>/dev/null || break; i=$((i+1)); done; echo fifos=$i"))
+    number(r.stdout, "fifos")
+    used_b, used_f = statvfs_used(mb.spool)
+    assert used_f <= INBOX_MAX_ENTRIES and used_b <= INBOX_MAX_BYTES, (used_b, used_f)
+    rig.run("p", sh(f"rm -f {inbox}/.p*"))
+    # Directories named like records: the coordinator takes them out (to
+    # junk/, on the same bounded file system) and gives the room back.
+    r = rig.run("p", sh(f"cd {inbox} && i=0; while [ $i -lt 300 ]; do "
+                        f"mkdir {'a' * 32}.d$i/ 2>/dev/null && mkdir {'a' * 32}.d$i/x; "
+                        "i=$((i+1)); done; echo made"))
+    assert "made" in r.stdout, r.stdout
+    wait_for("junk/ emptied", lambda: not os.listdir(mb.spool / "junk"), 20, 0.1)
+    # What the coordinator removed while the sandbox still has it looked up
+    # (the gofer keeps a host descriptor per cached dentry) keeps its room
+    # until the sandbox lets go of it: counted, never beyond the bound.
+    assert os.listdir(mb.inbox) == []
+    used_b, used_f = statvfs_used(mb.spool)
+    assert used_f <= INBOX_MAX_ENTRIES and used_b <= INBOX_MAX_BYTES, (used_b, used_f)
+    r = rig.run("p", sh(f"lazaret-escalate -- {tool}; echo rc=$?"))
+    assert "rc=0" in r.stdout, (r.stdout, r.stderr)
+    rig.release(holder)

@@ -322,6 +322,8 @@ static void test_largest_encodings_fit(void **state)
     expect_fits(LZ_SUP_EXEC_EXITED);
     lz_msg_empty_encode(&big, LZ_SUP_STOPPED);
     expect_fits(LZ_SUP_STOPPED);
+    lz_msg_empty_encode(&big, LZ_SUP_MAILBOX);
+    expect_fits(LZ_SUP_MAILBOX);
     /* RUN and SUP_EXEC are bounded by the wire (LZ_WIRE_MAX) itself. */
     assert_int_equal(lz_proto_find(LZ_MSG_RUN)->max_len, LZ_WIRE_MAX);
     assert_int_equal(lz_proto_find(LZ_SUP_EXEC)->max_len, LZ_WIRE_MAX);
@@ -384,17 +386,20 @@ static int h_bad(void *ctx, lz_proto_msg *m)
 static void test_unhandled_and_dispatch(void **state)
 {
     (void) state;
-    const lz_proto_handler_row partial[] = { { LZ_SUP_STARTED, h_ok }, { LZ_SUP_FAILED, h_ok },
+    const lz_proto_handler_row partial[] = { { LZ_SUP_MAILBOX, h_ok }, { LZ_SUP_STARTED, h_ok },
+                                             { LZ_SUP_FAILED, h_ok },
                                              { LZ_SUP_EXEC_EXITED, h_ok } };
-    assert_int_equal(lz_proto_unhandled(LZ_DIR_SUPERVISOR_TO_COORDINATOR, partial, 3),
+    assert_int_equal(lz_proto_unhandled(LZ_DIR_SUPERVISOR_TO_COORDINATOR, partial, 4),
                      LZ_SUP_STOPPED);
-    const lz_proto_handler_row null_fn[] = { { LZ_SUP_STARTED, h_ok }, { LZ_SUP_FAILED, NULL },
+    const lz_proto_handler_row null_fn[] = { { LZ_SUP_MAILBOX, h_ok }, { LZ_SUP_STARTED, h_ok },
+                                             { LZ_SUP_FAILED, NULL },
                                              { LZ_SUP_EXEC_EXITED, h_ok },
                                              { LZ_SUP_STOPPED, h_ok } };
-    assert_int_equal(lz_proto_unhandled(LZ_DIR_SUPERVISOR_TO_COORDINATOR, null_fn, 4),
+    assert_int_equal(lz_proto_unhandled(LZ_DIR_SUPERVISOR_TO_COORDINATOR, null_fn, 5),
                      LZ_SUP_FAILED);
+    /* The table's first row of that direction. */
     assert_int_equal(lz_proto_unhandled(LZ_DIR_SUPERVISOR_TO_COORDINATOR, NULL, 0),
-                     LZ_SUP_STARTED);
+                     LZ_SUP_MAILBOX);
 
     static lz_proto_msg m;
     memset(&m, 0, sizeof(m));

@@ -1,0 +1,251 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The Git Sentry under load (issue 23; docs/git.md "An audit the sandbox
+cannot outpace", docs/escalation.md "What the sandbox can change while a
+host command runs").
+
+Attack round i23 held the audit behind for seconds with a rename storm: each
+directory rename made the old audit walk the whole tree, the walk never
+caught up, and a nested repository the sandbox kept re-making
+(src/.git/config with core.fsmonitor) was there for the developer's own
+`git status` in src/ — which ran the sandbox's program. The same storm let
+an auto-approved host `git status` recurse into a submodule whose `.git`
+file pointed at a repository the sandbox built in its persistent state,
+and run that repository's clean filter as the developer.
+
+Each attack test has its control: the same script and the same host Git
+without Lazaret's defence runs the planted program.
+"""
+
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import RUN_TIMEOUT, sh, wait_torn_down, TEARDOWN_TIMEOUT
+from test_escalation import Host, esc_profile
+from test_git import fsmonitor_config, git, host_identity, new_repo
+
+STORM_DIRS = (60, 50)      # 3,000 directories under big/
+SAMPLE_SECONDS = 5.0       # how long the host samples
+
+
+def storm_repo(lz) -> Path:
+    """A repository with src/ and a tree of 3,000 directories, big/."""
+    ws = new_repo(lz, "ws", {"src/main.c": "int main(void) { return 0; }\n"})
+    dirs = [f"big/d{i}/e{j}" for i in range(STORM_DIRS[0]) for j in range(STORM_DIRS[1])]
+    p = lz.run_as_user(["mkdir", "-p", *dirs], cwd=ws)
+    assert p.returncode == 0, p.stderr
+    return ws
+
+
+def storm_script(marker: Path) -> str:
+    """Rename big/ (and one of its subtrees) back and forth without pause,
+    and re-make src/.git — a repository whose config runs the marker — as
+    soon as it is gone; until the host creates STOP."""
+    cfg = fsmonitor_config(marker)
+    return ("( while [ ! -e STOP ]; do mv big big.r; mv big.r big; done ) 2>/dev/null &\n"
+            "( while [ ! -e STOP ]; do mv big/d7 big/d7.r; mv big/d7.r big/d7; done ) "
+            "2>/dev/null &\n"
+            "echo STORM-UP\n"
+            "while [ ! -e STOP ]; do\n"
+            "  if [ ! -e src/.git/config ]; then\n"
+            "    mkdir -p src/.git/objects src/.git/refs/heads\n"
+            "    echo 'ref: refs/heads/main' > src/.git/HEAD\n"
+            f"    cat > src/.git/config <<'LZEOF'\n{cfg}LZEOF\n"
+            "  fi\n"
+            "done 2>/dev/null\n"
+            "wait\n"
+            "echo STORM-DONE\n")
+
+
+def sample_host_git(lz, ws: Path, marker: Path, seconds: float) -> dict:
+    """The developer's plain `git status` in src/, again and again, and a
+    busy lstat of src/.git/config in between: how often it ran, how often
+    the sandbox's config was there, and whether the marker appeared."""
+    runs = present = looks = 0
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and not marker.exists():
+        git(lz, ws / "src", "status", "--porcelain", check=False)
+        runs += 1
+        for _ in range(50):
+            looks += 1
+            present += os.path.lexists(ws / "src" / ".git" / "config")
+    return {"git_runs": runs, "config_seen": present, "looks": looks,
+            "ran": marker.exists()}
+
+
+def test_control_rename_storm_repository_is_obeyed_without_the_sentry(lz):
+    """Control: the storm script run on the host itself (no sandbox, no
+    audit): the developer's `git status` in src/ runs the planted program."""
+    ws = storm_repo(lz)
+    marker = lz.home / "PLANTED-storm-control"
+    proc = subprocess.Popen(sh(storm_script(marker)), cwd=ws, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, env=lz.env(None),
+                            user=lz.user.uid, group=lz.user.gid)
+    try:
+        assert proc.stdout.readline().strip() == b"STORM-UP"
+        got = sample_host_git(lz, ws, marker, SAMPLE_SECONDS)
+    finally:
+        (ws / "STOP").touch()
+        proc.communicate(timeout=30)
+    assert got["ran"], f"the control did not run the planted program: {got}"
+
+
+def test_rename_storm_cannot_hold_the_audit_behind(rig):
+    """Attack round i23, A1: a rename storm over 3,000 directories while the
+    sandbox re-makes src/.git with core.fsmonitor. The developer's own
+    `git status` in src/, sampled for five seconds, never runs the planted
+    program; the sessions are told about the quarantines."""
+    ws = storm_repo(rig.lz)
+    marker = rig.lz.home / "PLANTED-storm"
+    rig.config({"bb": {}})
+    s = rig.start("bb", sh(storm_script(marker)), ws=ws)
+    s.read_until("STORM-UP", timeout=RUN_TIMEOUT)
+    try:
+        got = sample_host_git(rig.lz, ws, marker, SAMPLE_SECONDS)
+    finally:
+        (ws / "STOP").touch()
+    r = s.finish()
+    print(f"host sampling during the storm: {got}")
+    assert not got["ran"] and not marker.exists(), \
+        f"the developer's git status ran the sandbox's program: {got}\n{r.stderr[-3000:]}"
+    assert "STORM-DONE" in r.stdout, (r.stdout, r.stderr[-2000:])
+    assert "quarantined: src/.git" in r.stderr, r.stderr[-2000:]
+    # The storm really ran against the audit: renames were followed.
+    left, _ = wait_torn_down(rig.lz, TEARDOWN_TIMEOUT)
+    assert not left, left
+    log = "\n".join(p.read_text(errors="replace")
+                    for p in rig.lz.root.rglob("logs/coordinator.log"))
+    assert "renames followed" in log, log[-2000:]
+    assert not (ws / "src" / ".git").exists()
+
+
+# ---- the submodule gitfile into persistent state, with an approved host git ------
+
+def evil_state_repo_script(marker: Path) -> str:
+    """Inside the sandbox: a repository in the persistent directory
+    /opt/state whose clean filter runs the marker, and a submodule `sub`
+    of the workspace registered for it (.gitmodules and a gitlink), with a
+    file the filter applies to. READY once built."""
+    g = "git -c user.name=S -c user.email=s@lazaret.invalid -c init.defaultBranch=main"
+    return ("set -e\n"
+            "mkdir -p /opt/state/wt && cd /opt/state/wt\n"
+            f"{g} init -q . && echo one > f && {g} add f && {g} commit -q -m one\n"
+            "mv .git /opt/state/evil.git\n"
+            "git --git-dir=/opt/state/evil.git config core.bare false\n"
+            f"git --git-dir=/opt/state/evil.git config filter.x.clean "
+            f"\"sh -c 'touch {marker}; cat'\"\n"
+            "cd /workspace\n"
+            "sha=$(git --git-dir=/opt/state/evil.git rev-parse HEAD)\n"
+            "printf '[submodule \"sub\"]\\n\\tpath = sub\\n\\turl = ./sub\\n' > .gitmodules\n"
+            f"{g} update-index --add --cacheinfo 160000,$sha,sub\n"
+            "mkdir -p sub && echo two > sub/f && echo 'f filter=x' > sub/.gitattributes\n"
+            "set +e\n"
+            "echo READY\n")
+
+
+ESCALATION_GIT_ENV = {  # what docs/escalation.md says a host command gets
+    "PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "TERM": "dumb",
+    "GIT_CONFIG_COUNT": "2",
+    "GIT_CONFIG_KEY_0": "safe.bareRepository", "GIT_CONFIG_VALUE_0": "explicit",
+    "GIT_CONFIG_KEY_1": "core.fsmonitor", "GIT_CONFIG_VALUE_1": "false",
+}
+
+
+def test_control_submodule_gitfile_into_state_runs_its_filter(lz):
+    """Control: the same layout on the host, without a sandbox (the
+    repository in a directory outside the workspace), and the host `git
+    status` with exactly the environment an escalated command gets: Git
+    recurses into the submodule and runs the filter as the developer."""
+    host_identity(lz)
+    ws = new_repo(lz, "ws")
+    state = lz.mkdir("state")
+    marker = lz.home / "PLANTED-submodule-control"
+    script = evil_state_repo_script(marker).replace("/opt/state", str(state)) \
+                                            .replace("/workspace", str(ws))
+    p = lz.run_as_user(sh(script), cwd=ws)
+    assert "READY" in p.stdout, (p.stdout, p.stderr)
+    (ws / "sub" / ".git").write_text(f"gitdir: {state}/evil.git\n")
+    env = dict(ESCALATION_GIT_ENV, HOME=str(lz.home), GIT_DIR=f"{ws}/.git",
+               GIT_WORK_TREE=str(ws))
+    subprocess.run(["git", "status"], cwd=ws, env=env, user=lz.user.uid, group=lz.user.gid,
+                   capture_output=True, timeout=60)
+    assert marker.exists(), "control: the escalation's host git should run the filter"
+
+
+def test_submodule_gitfile_into_state_is_never_obeyed_by_an_approved_git_status(rig):
+    """Attack round i23, A2: with an auto-approval rule for `/usr/bin/git
+    status`, the sandbox builds a repository with a clean filter in its
+    persistent state, registers a submodule for it, and during a rename
+    storm keeps re-making sub/.git (`gitdir:` that repository's host path)
+    while asking for the host `git status` again and again. The host Git
+    never runs the filter: each git status runs with the audit current and
+    the sandbox frozen (docs/escalation.md)."""
+    lz = rig.lz
+    ws = storm_repo(lz)
+    marker = lz.home / "PLANTED-submodule"
+    rig.config({"p": esc_profile([{"executable": "/usr/bin/git", "args": ["status"]}],
+                                 persistent_dirs=["/opt/state"])})
+    attack = (evil_state_repo_script(marker) +
+              "while [ ! -s .target ]; do sleep 0.05; done\n"
+              "T=$(cat .target)\n"
+              "( while [ ! -e STOP ]; do mv big big.r; mv big.r big; done ) 2>/dev/null &\n"
+              "( while [ ! -e STOP ]; do [ -e sub/.git ] || echo \"gitdir: $T\" > sub/.git; "
+              "done ) 2>/dev/null &\n"
+              "n=0; ok=0\n"
+              "while [ $n -lt 40 ]; do\n"
+              "  lazaret-escalate -- /usr/bin/git status >/dev/null 2>&1 && ok=$((ok+1))\n"
+              "  n=$((n+1))\n"
+              "done\n"
+              "touch STOP; wait\n"
+              "echo \"ESCALATED $ok/$n\"\n")
+    s = rig.start("p", sh(attack), ws=ws)
+    s.read_until("READY", timeout=RUN_TIMEOUT)
+    # The attacker knows the host path of its state (docs/git.md: Lazaret
+    # does not rely on hiding it).
+    found = [Path(d) for d, subdirs, _ in os.walk(lz.home / ".local" / "share" / "lazaret")
+             if Path(d).name == "evil.git"]
+    assert len(found) == 1, found
+    (ws / ".target").write_text(f"{found[0]}\n")
+    r = s.finish(timeout=240)
+    print(r.stdout)
+    assert not marker.exists(), \
+        f"the approved host git status ran the sandbox's filter\n{r.stdout}{r.stderr[-3000:]}"
+    # Every request ran (a host git may fail when sub/.git is set aside
+    # under it: only that it ran, and what it ran, count).
+    assert "/40" in r.stdout and r.returncode == 0, (r.stdout, r.stderr[-3000:])
+    assert "quarantined: sub/.git" in r.stderr, r.stderr[-3000:]
+
+
+def test_gitfile_into_domain_state_is_set_aside_at_start(rig):
+    """A `.git` file in the workspace that points into the Domain's own
+    state (left by a generation whose audit missed it, say) is set aside
+    before the next sandbox starts, and the session is told; the
+    developer's git status in that directory then obeys nothing of the
+    sandbox's. Control: before that start, the same git status runs the
+    state repository's filter."""
+    lz = rig.lz
+    ws = new_repo(lz, "ws")
+    marker = lz.home / "PLANTED-start"
+    rig.config({"p": {"persistent_dirs": ["/opt/state"]}})
+    r = rig.run("p", sh(evil_state_repo_script(marker)), ws=ws)
+    assert "READY" in r.stdout, (r.stdout, r.stderr)
+    left, _ = wait_torn_down(lz, TEARDOWN_TIMEOUT)
+    assert not left, left
+    found = [Path(d) for d, subdirs, _ in os.walk(lz.home / ".local" / "share" / "lazaret")
+             if Path(d).name == "evil.git"]
+    assert len(found) == 1, found
+    # The leftover, as the developer's own file would be.
+    lz.write(ws / "sub" / ".git", f"gitdir: {found[0]}\n", mode=0o644)
+    git(lz, ws / "sub", "status", check=False)
+    assert marker.exists(), "control: git status in sub/ should run the state's filter"
+    marker.unlink()
+    r = rig.run("p", ["true"], ws=ws)
+    assert r.returncode == 0, r.stderr
+    log = "\n".join(p.read_text(errors="replace") for p in lz.root.rglob("logs/coordinator.log"))
+    assert "Git Sentry (start): sub/.git" in log, log[-3000:]
+    assert not (ws / "sub" / ".git").exists()
+    git(lz, ws / "sub", "status", check=False)
+    assert not marker.exists()
