@@ -762,13 +762,27 @@ static void wipe_for_keeper(void *arg)
             explicit_bzero(cfg->env[i].value, strlen(cfg->env[i].value));
 }
 
-/* Is the executable Git (git, or one of its git-* programs)? Decided on
- * the canonical path Lazaret runs, not on what the request says. */
-static bool runs_git(const char *path)
+/* Is this name Git (git, or one of its git-* programs)? */
+static bool names_git(const char *path)
 {
     const char *base = strrchr(path, '/');
     base = base ? base + 1 : path;
     return strcmp(base, "git") == 0 || strncmp(base, "git-", 4) == 0;
+}
+
+/* Does the request run Git: the executable Lazaret runs (its canonical
+ * path), or a wrapper that runs it (`env git status`, `timeout 60 git
+ * fetch`, `nice git …`: any argument that names Git; attack round i23b ran
+ * `/usr/bin/env git status`)? A program that runs Git on its own (`make`,
+ * `gh`) cannot be told; docs/escalation.md says what holds for it. */
+static bool runs_git(const escalation *e)
+{
+    if (names_git(e->plan->label))
+        return true;
+    for (size_t i = 0; i < e->req.argc; i++)
+        if (names_git(e->req.argv[i]))
+            return true;
+    return false;
 }
 
 void escalation_session_interrupt(coord *c, session *s)
@@ -834,7 +848,7 @@ static void esc_run(escalation *e)
      * then (docs/escalation.md "What the sandbox can change while a host
      * command runs"). Released in esc_finish, after the process group was
      * killed. */
-    if (!e->froze && runs_git(e->plan->label)) {
+    if (!e->froze && runs_git(e)) {
         lz_freezer_hold(c->freezer);
         e->froze = true;
     }

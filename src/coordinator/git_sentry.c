@@ -1244,6 +1244,16 @@ typedef struct walk {
     /* An entry whose subtree is under watch already (a followed rename):
      * checked as an entry, not walked again. */
     const char *known_subtree;
+    /* Event mode (not a whole-tree walk): a directory that is under watch
+     * already was audited, and its events come; it is not walked again. */
+    bool events;
+    /* While a walk runs in event mode: events read meanwhile (peek_urgent)
+     * go here, to be handled in order after it; no_descend while the
+     * urgent ones are judged in the middle of the walk. */
+    struct ev_list *peeked;
+    struct move_list *moves; /* renames half-seen (follow_moves) */
+    bool no_descend, in_peek, peek_overflow;
+    unsigned since_peek;
     lz_error **err;
 } walk;
 
@@ -1711,6 +1721,9 @@ static int add_watch(walk *w, int dfd, const char *rel, unsigned role)
 }
 
 static int walk_dir(walk *w, int dfd, const char *rel, int depth);
+/* A walk in event mode looks at the queue every this many entries. */
+#define PEEK_EVERY 128
+static int peek_urgent(walk *w);
 
 /* A directory of the tree that looks like a Git directory (HEAD beside
  * objects/ or a commondir): the host's Git would use it as a bare
@@ -1754,6 +1767,7 @@ static int check_bare(walk *w, int dfd, const char *rel)
 }
 
 static bool path_within(const char *path, const char *root);
+static void unwatch_below(lz_git_plan *p, int top);
 
 /* Does the absolute path lie where the sandbox can write but the audit
  * does not look: Lazaret's storage (the Domain's persistent uppers,
@@ -1885,6 +1899,8 @@ static bool link_into_sandbox_storage(const lz_git_plan *p, int dfd, const char 
                                : rel[0]       ? lz_xasprintf("%s/%s/%s", cfg->workspace.label, rel,
                                                              target)
                                               : lz_xasprintf("%s/%s", cfg->workspace.label, target);
+    if (in_sandbox_state(cfg, abs))
+        return true;
     /* "/" + the lexically normalised rest */
     _cleanup_free_ char *lex_rest = lexical_rel("", abs);
     _cleanup_free_ char *lex = lex_rest ? lz_xasprintf("/%s", lex_rest) : lz_xstrdup("/");
@@ -1898,13 +1914,6 @@ static bool link_into_sandbox_storage(const lz_git_plan *p, int dfd, const char 
         _cleanup_free_ char *inside = lexical_rel(cfg->workspace.label, forms[f]);
         for (size_t g = 0; inside && g < p->n_git_dirs; g++)
             if (strcmp(p->git_dirs[g], ".") == 0 || path_within(inside, p->git_dirs[g]))
-                return true;
-        if (path_within(forms[f], cfg->storage_root.label) ||
-            path_within(forms[f], cfg->runtime_root.label))
-            return true;
-        for (size_t i = 0; i < cfg->n_volumes; i++)
-            if (cfg->volumes[i].access != LZ_ACCESS_READ_ONLY &&
-                path_within(forms[f], cfg->volumes[i].source.label))
                 return true;
     }
     return false;
@@ -2022,13 +2031,36 @@ static int visit_entry(walk *w, int dfd, const char *rel, const char *name, int 
     }
     if (st.st_uid == getuid() && (st.st_mode & S_IRWXU) != S_IRWXU)
         make_ours_writable(dfd, name); /* taken away by the sandbox? */
-    else if (st.st_uid != getuid() && !developer_can_search(&st))
-        return 0; /* nothing inside is reachable by the developer's git */
+    else if (st.st_uid != getuid() && !developer_can_search(&st)) {
+        /* Nothing inside is reachable by the developer's git. Its watches
+         * go: events in it cannot be placed while it is shut, so when it
+         * opens again (IN_ATTRIB) it is walked as new. */
+        if (w->watch) {
+            lz_git_dirwatch *pw = watch_by_rel(p, rel);
+            int cwd = pw ? child_get(p, pw->wd, name) : -1;
+            if (cwd > 0)
+                unwatch_below(p, cwd);
+        }
+        return 0;
+    }
     lz_error *e = NULL;
     /* A rename the audit followed: its subtree is watched and was audited
      * (or its events are queued), so it is not walked again. */
     if (w->known_subtree && strcmp(child, w->known_subtree) == 0)
         return 0;
+    /* In event mode, a directory already under watch (the same inode) was
+     * audited and its events come: a mode change of it, say, is no reason
+     * to walk it again (attack round i23b: chmod of a 20,000-directory tree
+     * made a walk per event, and what waited behind it stayed for seconds). */
+    if (w->events) {
+        lz_git_dirwatch *pw = watch_by_rel(p, rel);
+        int cwd = pw ? child_get(p, pw->wd, name) : -1;
+        lz_git_dirwatch *cw = cwd > 0 ? watch_by_wd(p, cwd) : NULL;
+        if (cw && cw->dev == st.st_dev && cw->ino == st.st_ino)
+            return 0;
+    }
+    if (w->no_descend)
+        return 0; /* judged as an entry now; walked in its turn */
     _cleanup_close_ int cfd = lz_open_confined(dfd, name, O_RDONLY | O_DIRECTORY, 0, child, &e);
     if (cfd < 0) {
         int en = e ? e->errnum : errno;
@@ -2071,8 +2103,11 @@ static int walk_dir(walk *w, int dfd, const char *rel, int depth)
                             rel[0] ? rel : "the workspace");
     }
     int r = 0;
-    for (size_t i = 0; r == 0 && i < n; i++)
+    for (size_t i = 0; r == 0 && i < n; i++) {
         r = visit_entry(w, dfd, rel, names[i], depth);
+        if (r == 0 && w->peeked && !w->in_peek && ++w->since_peek >= PEEK_EVERY)
+            r = peek_urgent(w);
+    }
     free_names(names, n);
     if (r == 0)
         r = check_bare(w, dfd, rel);
@@ -2217,6 +2252,8 @@ static int visit_inner_entry(walk *w, int dfd, const char *rel, const char *name
         return quarantine(w, dfd, rel, name) < 0 ? -1 : 0;
     if (st.st_uid == getuid() && (st.st_mode & S_IRWXU) != S_IRWXU)
         make_ours_writable(dfd, name);
+    if (w->no_descend)
+        return 0; /* judged as an entry now; walked in its turn */
     lz_error *e = NULL;
     _cleanup_close_ int cfd = lz_open_confined(dfd, name, O_RDONLY | O_DIRECTORY, 0, child, &e);
     if (cfd < 0) {
@@ -2889,6 +2926,7 @@ typedef struct ev_rec {
     char *name;          /* "" when the event has none */
     bool known_move;     /* a followed rename of a watched subtree: checked, not walked */
     bool done;           /* handled in the round's first pass */
+    bool moves_applied;  /* follow_moves saw it already (read by peek_urgent) */
 } ev_rec;
 
 typedef struct ev_list {
@@ -2904,6 +2942,14 @@ static void ev_add(ev_list *l, int wd, uint32_t mask, uint32_t cookie, const cha
     }
     l->v[l->n++] = (ev_rec) { .wd = wd, .mask = mask, .cookie = cookie,
                               .name = lz_xstrdup(name) };
+}
+
+/* Append a copy of e (its flags too). */
+static void ev_copy(ev_list *l, const ev_rec *e)
+{
+    ev_add(l, e->wd, e->mask, e->cookie, e->name);
+    l->v[l->n - 1].known_move = e->known_move;
+    l->v[l->n - 1].moves_applied = e->moves_applied;
 }
 
 static void ev_clear(ev_list *l)
@@ -2979,35 +3025,44 @@ static void unwatch_below(lz_git_plan *p, int top)
  * its events are among these), so the subtree is not walked again unless
  * it changed role; a directory renamed in from outside the watches is new
  * and walked. */
-static void follow_moves(lz_git_plan *p, ev_list *l, size_t start)
+/* The MOVED_FROM halves of directory renames whose MOVED_TO has not been
+ * read yet: the kernel queues both halves in the same rename, but a read
+ * can fall between them. Kept across the rounds of one event audit; what
+ * is still unmatched when the queue is empty left the watched tree. */
+typedef struct move_pending {
+    uint32_t cookie;
+    int wd; /* the moved directory's watch, -1: not watched */
+    bool matched;
+} move_pending;
+
+typedef struct move_list {
+    move_pending *v;
+    size_t n;
+} move_list;
+
+static void follow_moves(lz_git_plan *p, ev_list *l, size_t start, move_list *pend)
 {
-    typedef struct pending {
-        uint32_t cookie;
-        int wd; /* the moved directory's watch, -1: not watched */
-        bool matched;
-    } pending;
-    pending *pend = NULL;
-    size_t n_pend = 0;
     for (size_t i = start; i < l->n; i++) {
         ev_rec *e = &l->v[i];
-        if (!(e->mask & IN_ISDIR) || !e->name[0])
+        if (e->moves_applied || !(e->mask & IN_ISDIR) || !e->name[0])
             continue;
+        e->moves_applied = true;
         lz_git_dirwatch *parent = watch_by_wd(p, e->wd);
         if (!parent)
             continue;
         if (e->mask & IN_MOVED_FROM) {
-            pend = lz_xrealloc(pend, n_pend + 1, sizeof(*pend));
-            pend[n_pend++] = (pending) { .cookie = e->cookie,
-                                        .wd = child_get(p, parent->wd, e->name) };
+            pend->v = lz_xrealloc(pend->v, pend->n + 1, sizeof(*pend->v));
+            pend->v[pend->n++] = (move_pending) { .cookie = e->cookie,
+                                                  .wd = child_get(p, parent->wd, e->name) };
             continue;
         }
         if (!(e->mask & IN_MOVED_TO))
             continue;
-        for (size_t k = n_pend; k-- > 0;) {
-            if (pend[k].matched || pend[k].cookie != e->cookie)
+        for (size_t k = pend->n; k-- > 0;) {
+            if (pend->v[k].matched || pend->v[k].cookie != e->cookie)
                 continue;
-            pend[k].matched = true;
-            lz_git_dirwatch *moved = pend[k].wd > 0 ? watch_by_wd(p, pend[k].wd) : NULL;
+            pend->v[k].matched = true;
+            lz_git_dirwatch *moved = pend->v[k].wd > 0 ? watch_by_wd(p, pend->v[k].wd) : NULL;
             if (!moved || watch_below(p, parent, moved->wd))
                 break; /* not watched (walked as new), or a loop (cannot be) */
             child_del(p, moved->wd);
@@ -3022,10 +3077,49 @@ static void follow_moves(lz_git_plan *p, ev_list *l, size_t start)
             break;
         }
     }
-    for (size_t k = 0; k < n_pend; k++)
-        if (!pend[k].matched && pend[k].wd > 0)
-            unwatch_below(p, pend[k].wd);
-    free(pend);
+    /* Matched halves are done with. */
+    size_t k = 0;
+    for (size_t i = 0; i < pend->n; i++)
+        if (!pend->v[i].matched)
+            pend->v[k++] = pend->v[i];
+    pend->n = k;
+}
+
+/* The queue is empty: renames still half-seen took their directory out of
+ * the watched tree (into the quarantine, say). */
+static void moves_left_the_tree(lz_git_plan *p, move_list *pend)
+{
+    for (size_t i = 0; i < pend->n; i++)
+        if (!pend->v[i].matched && pend->v[i].wd > 0)
+            unwatch_below(p, pend->v[i].wd);
+    free(pend->v);
+    *pend = (move_list) { 0 };
+}
+
+/* Open the tree directory rel, confined; where the developer's own
+ * directories on the way were shut (mode 000, say: the sandbox may take
+ * permissions away from what it made), give them back u+rwx first. */
+static int open_dir_healing(lz_git_plan *p, const char *rel)
+{
+    lz_error *e = NULL;
+    int fd = open_dir_confined(p->ws_fd, rel, O_RDONLY, &e);
+    int en = fd < 0 ? (e ? e->errnum : errno) : 0;
+    lz_error_free(e);
+    if (fd >= 0 || en != EACCES)
+        return fd;
+    int cur = open_dir_confined(p->ws_fd, "", O_RDONLY, NULL);
+    if (cur >= 0)
+        make_ours_writable(cur, NULL);
+    _cleanup_free_ char *copy = lz_xstrdup(rel);
+    for (char *save = NULL, *part = strtok_r(copy, "/", &save); part && cur >= 0;
+         part = strtok_r(NULL, "/", &save)) {
+        make_ours_writable(cur, part);
+        int next = lz_open_confined(cur, part, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0, part,
+                                    NULL);
+        close(cur);
+        cur = next;
+    }
+    return cur;
 }
 
 /* Does the event name something Git may obey (a name of git_dir_entries
@@ -3078,9 +3172,7 @@ static int handle_event(walk *w, const ev_rec *ev, round_flags *f, ev_list *retr
     /* Reach the directory by its path, confined, and require the same
      * inode: otherwise a rename we have not read yet moved it. */
     _cleanup_free_ char *dir_rel = watch_rel(p, dw);
-    lz_error *e = NULL;
-    _cleanup_close_ int dfd = dir_rel ? open_dir_confined(p->ws_fd, dir_rel, O_RDONLY, &e) : -1;
-    lz_error_free(e);
+    _cleanup_close_ int dfd = dir_rel ? open_dir_healing(p, dir_rel) : -1;
     struct stat st;
     if (dfd < 0 || fstat(dfd, &st) < 0 || st.st_ino != dw->ino || st.st_dev != dw->dev) {
         ev_add(retry, ev->wd, ev->mask, ev->cookie, ev->name);
@@ -3091,12 +3183,14 @@ static int handle_event(walk *w, const ev_rec *ev, round_flags *f, ev_list *retr
     dw = NULL;
     int depth = dir_rel[0] ? (int) path_depth(dir_rel) + 1 : 0;
     if (own_attrib) {
-        /* The directory's own mode changed (made readable again): look at
-         * all of it again — its subtree, not the whole tree. */
-        if (!dir_rel[0])
-            f->need_full = true;
-        else if (kind & ROLE_TREE)
-            return walk_dir(w, dfd, dir_rel, depth);
+        /* The directory's own mode changed. It is under watch, so every
+         * event in it was queued whatever its mode: what is needed is that
+         * the developer can look in (ours: given back u+rwx). Its parent's
+         * watch reports the change by name too (visit_entry: a directory
+         * that was shut to the developer and opens is walked there, as
+         * new). Git directories' internals are audited again. */
+        if (st.st_uid == getuid() && (st.st_mode & S_IRWXU) != S_IRWXU)
+            make_ours_writable(dfd, NULL);
         if (kind & (ROLE_GITDIR | ROLE_GITINNER))
             f->need_gitdirs = true;
         return 0;
@@ -3139,6 +3233,38 @@ static int handle_event(walk *w, const ev_rec *ev, round_flags *f, ev_list *retr
     return r;
 }
 
+/* In the middle of a walk in event mode: read what has come since, follow
+ * its renames, and judge at once what names a Git object — as an entry,
+ * never walking (no_descend) — so that a long walk (a directory tree that
+ * was shut and opens, one renamed in from outside the watches) never makes
+ * a `.git` wait for it. Everything read stays queued in w->peeked and is
+ * handled again, in order, after the walk. */
+static int peek_urgent(walk *w)
+{
+    lz_git_plan *p = w->p;
+    w->since_peek = 0;
+    ev_list *l = w->peeked;
+    size_t start = l->n;
+    ev_read(p, l, &w->peek_overflow);
+    follow_moves(p, l, start, w->moves);
+    w->in_peek = true;
+    w->no_descend = true;
+    const char *known = w->known_subtree;
+    w->known_subtree = NULL;
+    ev_list ignored = { 0 };
+    round_flags f = { 0 };
+    int r = 0;
+    for (size_t i = start; r == 0 && i < l->n; i++)
+        if (urgent_event(p, &l->v[i]))
+            r = handle_event(w, &l->v[i], &f, &ignored);
+    ev_clear(&ignored);
+    free(ignored.v);
+    w->known_subtree = known;
+    w->no_descend = false;
+    w->in_peek = false;
+    return r;
+}
+
 /* Handle the pending inotify events, in rounds: read what is queued,
  * follow the renames among it, then place and judge every event. An event
  * that cannot be placed (the sandbox renamed its directory again after the
@@ -3148,8 +3274,10 @@ static int handle_event(walk *w, const ev_rec *ev, round_flags *f, ev_list *retr
  * sandbox frozen, costs a walk of the whole tree — frozen too. */
 static int event_audit(lz_git_plan *p, char **ret_report, lz_error **err)
 {
-    walk w = { .p = p, .watch = true, .err = err };
-    ev_list batch = { 0 }, retry = { 0 }, again = { 0 };
+    ev_list batch = { 0 }, retry = { 0 }, again = { 0 }, peeked = { 0 };
+    move_list moves = { 0 };
+    walk w = { .p = p, .watch = true, .err = err, .events = true, .peeked = &peeked,
+               .moves = &moves };
     bool frozen = false, overflow = false, want_full = false;
     bool can_freeze = lz_freezer_armed(p->freezer);
     int stuck_rounds = 0, rounds = 0, r = 0;
@@ -3160,8 +3288,16 @@ static int event_audit(lz_git_plan *p, char **ret_report, lz_error **err)
         if (!frozen && ++rounds > 64)
             break;
         ev_clear(&batch);
-        size_t n = ev_read(p, &batch, &overflow);
-        follow_moves(p, &batch, 0);
+        /* What a walk of the last round read meanwhile comes first: it is
+         * older than what the queue holds now. */
+        for (size_t i = 0; i < peeked.n; i++)
+            ev_copy(&batch, &peeked.v[i]);
+        size_t n = peeked.n;
+        ev_clear(&peeked);
+        overflow = overflow || w.peek_overflow;
+        w.peek_overflow = false;
+        n += ev_read(p, &batch, &overflow);
+        follow_moves(p, &batch, 0, &moves);
         round_flags f = { .need_full = overflow || want_full };
         ev_clear(&again);
         /* First what names a Git object (a `.git`, a HEAD, a config...):
@@ -3200,6 +3336,9 @@ static int event_audit(lz_git_plan *p, char **ret_report, lz_error **err)
             /* Whatever is still queued happened before the freeze (or
              * there is no freezer): the walk covers it. */
             ev_clear(&batch);
+            ev_clear(&peeked);
+            free(moves.v);
+            moves = (move_list) { 0 };
             overflow = false;
             while (ev_read(p, &batch, &overflow) > 0)
                 ev_clear(&batch);
@@ -3224,12 +3363,15 @@ static int event_audit(lz_git_plan *p, char **ret_report, lz_error **err)
         if (n == 0 && retry.n == 0)
             break;
     }
+    moves_left_the_tree(p, &moves);
     ev_clear(&batch);
     ev_clear(&retry);
     ev_clear(&again);
+    ev_clear(&peeked);
     free(batch.v);
     free(retry.v);
     free(again.v);
+    free(peeked.v);
     if (frozen)
         lz_freezer_release(p->freezer);
     return finish(&w, r, ret_report);
