@@ -22,6 +22,11 @@ Loads (--load, default all):
   flood       four loops making and removing directory trees (mkdir -p
               a/b/c/d, rm -rf) as fast as they can
   repos       50 nested repositories of the developer's, plus the rename storm
+  closed      20,000 directories in cl/, a directory of another sandbox user
+              (uid 1000) closed to the developer (0700), opened and closed
+              again (chmod 755 / 700) in a loop; the .git re-made is
+              cl/src/.git, inside it (round i23c; what is measured is the
+              audit's window, seen by root, open or closed)
 
     sudo bench/sentry/run.sh storm [--seconds S] [--load NAME ...]
 """
@@ -43,10 +48,10 @@ import launch  # noqa: E402  (the shared benchmark helpers)
 import window  # noqa: E402  (bench_home)
 
 REMAKE = ("while [ ! -e STOP ]; do\n"
-          "  if [ ! -e src/.git ]; then\n"
-          "    mkdir -p src/.git/objects src/.git/refs/heads\n"
-          "    echo 'ref: refs/heads/main' > src/.git/HEAD\n"
-          "    printf '[core]\\n\\tfsmonitor = true\\n' > src/.git/config\n"
+          "  if [ ! -e {d}/.git ]; then\n"
+          "    mkdir -p {d}/.git/objects {d}/.git/refs/heads\n"
+          "    echo 'ref: refs/heads/main' > {d}/.git/HEAD\n"
+          "    printf '[core]\\n\\tfsmonitor = true\\n' > {d}/.git/config\n"
           "  fi\n"
           "done 2>/dev/null\n")
 
@@ -61,7 +66,13 @@ LOADS = {
     "limit": RENAME.format(a="big"),
     "flood": "".join(FLOOD.format(n=n) for n in range(4)),
     "repos": RENAME.format(a="big") + RENAME.format(a="big/d7"),
+    "closed": ("mkdir -p cl/src && chown 1000 cl && chmod 700 cl\n"
+               "for i in $(seq 200); do mkdir -p cl/big/d$i && "
+               "(cd cl/big/d$i && mkdir $(seq 100)); done\n"
+               "( while [ ! -e STOP ]; do chmod 755 cl; chmod 700 cl; done ) 2>/dev/null &\n"),
 }
+# Where each load re-makes its .git (relative to the workspace).
+REMADE = {"closed": "cl/src"}
 
 
 def populate(load, ws: Path, run_user):
@@ -125,10 +136,11 @@ def main():
             run_user(["git", "init", "-q", str(ws)], ws)
             launch.mkdir_user(ws / "src", 0o755, ids)
             populate(load, ws, run_user)
-            script = LOADS[load] + "echo LOAD-UP\n" + REMAKE + "wait\n"
+            remade = REMADE.get(load, "src")
+            script = LOADS[load] + "echo LOAD-UP\n" + REMAKE.format(d=remade) + "wait\n"
             lz = launch.Lazaret(binary, user, ws, user.home / "logs")
             p, f = lz.start("run", "bench", "--", "sh", "-c", script)
-            deadline = time.monotonic() + 120
+            deadline = time.monotonic() + 300
             while time.monotonic() < deadline:
                 f.seek(0)
                 if "LOAD-UP" in f.read():
@@ -137,14 +149,14 @@ def main():
                     f.seek(0)
                     launch.die(f"{load}: lazaret ended early: {f.read()[-2000:]}")
                 time.sleep(0.05)
-            windows = observe(str(ws / "src" / ".git"), args.seconds)
+            windows = observe(str(ws / remade / ".git"), args.seconds)
             (ws / "STOP").touch()
             p.wait(timeout=120)
             lz.wait_teardown(time.perf_counter_ns())
             log = "\n".join(x.read_text(errors="replace") for x in
                             user.home.glob(".local/share/lazaret/domains/*/logs/coordinator.log"))
             m = re.search(r"Git Sentry: (\d+) freezes \((\d+) by the watchdog\), longest (\d+) us"
-                          r".*?; (\d+) renames followed, (\d+) whole-tree walks", log)
+                          r".*?; (\d+) renames followed, (\d+) whole-tree walks", log, re.S)
             fz = (f"{m.group(1)} ({m.group(2)}) | {int(m.group(3)) / 1000:.1f} ms | "
                   f"{m.group(4)} | {m.group(5)}") if m else "? | ? | ? | ?"
             if windows:

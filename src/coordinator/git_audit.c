@@ -7,6 +7,7 @@
 
 #include "common/util.h"
 #include "coordinator/freezer.h"
+#include "coordinator/sentry_eye.h"
 #include "coordinator/generation.h"
 #include "coordinator/log.h"
 #include "coordinator/session.h"
@@ -157,9 +158,9 @@ void git_audit_freeze_stats(coord *c)
     lz_freezer_stats(c->freezer, &st);
     clog_(c, "Git Sentry: %lu freezes (%lu by the watchdog), longest %lld us, in all %lld us, "
              "longest wait for the sandbox to stop %lld us; %lu renames followed, %lu whole-tree "
-             "walks",
+             "walks, %lu looks into directories closed to you (its eye)",
           st.freezes, st.watchdog_freezes, st.max_frozen_us, st.total_frozen_us, st.max_stop_us,
-          c->git.moves_followed, c->git.full_walks);
+          c->git.moves_followed, c->git.full_walks, lz_sentry_eye_requests(c->git.eye));
 }
 
 void git_audit_final(coord *c)

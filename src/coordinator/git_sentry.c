@@ -18,6 +18,7 @@
 #include "common/timing.h"
 #include "common/util.h"
 #include "coordinator/freezer.h"
+#include "coordinator/sentry_eye.h"
 #include "fs/confined.h"
 #include "protocol/io.h"
 
@@ -1366,20 +1367,89 @@ static int make_ours_writable(int dfd, const char *name)
     return chmod(path, (st.st_mode & 07777) | S_IRWXU);
 }
 
-/* Can the developer reach inside this directory (search permission), and
- * list it? A directory the developer cannot search holds nothing the host's
- * Git, run as the developer, can reach; one that can be searched but not
- * listed could hide a repository: not auditable. */
-static bool developer_can_search(const struct stat *st)
+/* ---- looking where the developer cannot (sentry_eye.h) -------------------------------- */
+
+/* A directory of another sandbox user that it closed (mode 0700, say) is
+ * closed to the developer and to this audit, which runs as the developer:
+ * the eye opens it, watches it and moves what must go out of it, so that
+ * nothing the sandbox builds is unseen until the moment it is opened
+ * (attack round i23c; docs/git.md "Directories closed to the developer").
+ * The developer's own directory is given back u+rwx instead (what the
+ * sandbox took away from it). */
+
+/* The eye, started at its first use. NULL (errno EACCES) when it cannot be
+ * started: what the developer cannot look into then fails the audit. */
+static lz_sentry_eye *eye_of(lz_git_plan *p)
 {
-    if (st->st_uid == getuid())
-        return st->st_mode & S_IXUSR;
-    gid_t groups[256];
-    int n = getgroups(LZ_ARRAY_SIZE(groups), groups);
-    bool group = st->st_gid == getgid();
-    for (int i = 0; !group && i < n; i++)
-        group = groups[i] == st->st_gid;
-    return st->st_mode & (group ? S_IXGRP : S_IXOTH);
+    if (!p->eye && !p->eye_error) {
+        lz_error *e = NULL;
+        if (lz_sentry_eye_start(&p->eye, &e) < 0)
+            p->eye_error = lz_xstrdup(e && e->message ? e->message : "it cannot start");
+        lz_error_free(e);
+    }
+    if (!p->eye)
+        errno = EACCES;
+    return p->eye;
+}
+
+static bool refused(int en)
+{
+    return en == EACCES || en == EPERM;
+}
+
+/* lz_open_confined(dfd, rel, flags) as the developer or, refused for want
+ * of permission, by the eye. Returns the fd, or -1 with errno. */
+static int sight_open(lz_git_plan *p, int dfd, const char *rel, int flags)
+{
+    lz_error *e = NULL;
+    int fd = lz_open_confined(dfd, rel, flags, 0, rel, &e);
+    int en = fd < 0 ? (e ? e->errnum : errno) : 0;
+    lz_error_free(e);
+    if (fd >= 0)
+        return fd;
+    errno = en;
+    if (!refused(en))
+        return -1;
+    lz_sentry_eye *eye = eye_of(p);
+    return eye ? lz_sentry_eye_open(eye, dfd, rel, flags) : -1;
+}
+
+/* lstat of dfd/name: as the developer, again after giving the developer's
+ * own directory dfd back its search permission, or by the eye. */
+static int sight_lstat(lz_git_plan *p, int dfd, const char *name, struct stat *st)
+{
+    if (fstatat(dfd, name, st, AT_SYMLINK_NOFOLLOW) == 0)
+        return 0;
+    if (!refused(errno))
+        return -1;
+    if (make_ours_writable(dfd, NULL) == 0 && fstatat(dfd, name, st, AT_SYMLINK_NOFOLLOW) == 0)
+        return 0;
+    lz_sentry_eye *eye = eye_of(p);
+    int fd = eye ? lz_sentry_eye_open(eye, dfd, name, O_PATH | O_NOFOLLOW) : -1;
+    if (fd < 0)
+        return -1;
+    int r = fstat(fd, st);
+    int saved = errno;
+    close(fd);
+    errno = saved;
+    return r;
+}
+
+/* readlinkat(dfd, name) as the developer or through the eye. */
+static ssize_t sight_readlink(lz_git_plan *p, int dfd, const char *name, char *buf, size_t size)
+{
+    ssize_t n = readlinkat(dfd, name, buf, size);
+    if (n >= 0 || !refused(errno))
+        return n;
+    lz_sentry_eye *eye = eye_of(p);
+    int fd = eye ? lz_sentry_eye_open(eye, dfd, name, O_PATH | O_NOFOLLOW) : -1;
+    if (fd < 0)
+        return -1;
+    n = readlinkat(fd, "", buf, size); /* the link itself: no permission asked */
+    int saved = errno;
+    close(fd);
+    errno = saved;
+    return n;
 }
 
 /* Move dir_rel/name (dfd is dir_rel) into the quarantine. */
@@ -1394,13 +1464,17 @@ static int quarantine(walk *w, int dfd, const char *dir_rel, const char *name)
         if (*c == '/')
             *c = '_';
     int r = renameat(dfd, name, p->quarantine_fd, target);
-    if (r < 0 && (errno == EACCES || errno == EPERM)) {
+    if (r < 0 && refused(errno)) {
         /* The sandbox took our write permission away (on the directory, or
          * on a directory entry, which a rename to another parent needs):
-         * what we own we can give back. What we do not own fails closed. */
+         * what we own we can give back; what another sandbox user owns the
+         * eye moves. */
         make_ours_writable(dfd, NULL);
         make_ours_writable(dfd, name);
         r = renameat(dfd, name, p->quarantine_fd, target);
+        lz_sentry_eye *eye = r < 0 && refused(errno) ? eye_of(p) : NULL;
+        if (eye)
+            r = lz_sentry_eye_rename(eye, dfd, name, p->quarantine_fd, target);
     }
     if (r < 0) {
         if (errno == ENOENT)
@@ -1684,9 +1758,12 @@ static int add_watch(walk *w, int dfd, const char *rel, unsigned role)
     /* IN_MASK_ADD: a directory with two roles keeps the events of both.
      * IN_MODIFY, not IN_CLOSE_WRITE, for todo lists rewritten in place:
      * gVisor's gofer keeps a file the sandbox wrote open on the host. */
-    int wd = inotify_add_watch(p->inotify_fd, path,
-                               WATCH_MASK | IN_MASK_ADD |
-                                   (role & ROLE_SEQUENCER ? IN_MODIFY | IN_CLOSE_WRITE : 0));
+    uint32_t mask = WATCH_MASK | IN_MASK_ADD |
+                    (role & ROLE_SEQUENCER ? IN_MODIFY | IN_CLOSE_WRITE : 0);
+    int wd = inotify_add_watch(p->inotify_fd, path, mask);
+    lz_sentry_eye *eye = wd < 0 && refused(errno) ? eye_of(p) : NULL;
+    if (eye) /* a directory closed to the developer: placed by the eye */
+        wd = lz_sentry_eye_watch(eye, p->inotify_fd, dfd, mask);
     if (wd < 0) {
         fail_at(w, rel[0] ? rel : ".");
         lz_error_set(w->err, errno, "Git Sentry: cannot watch %s",
@@ -1734,7 +1811,7 @@ static int check_bare(walk *w, int dfd, const char *rel)
     if (!rel[0] && p->kind == LZ_GIT_BARE)
         return 0; /* the workspace itself: protected as a Git directory */
     struct stat hst, st, dst;
-    if (fstatat(dfd, "HEAD", &hst, AT_SYMLINK_NOFOLLOW) < 0) {
+    if (sight_lstat(p, dfd, "HEAD", &hst) < 0) {
         if (errno == ENOENT)
             return 0;
         fail_at(w, rel[0] ? rel : ".");
@@ -1746,7 +1823,7 @@ static int check_bare(walk *w, int dfd, const char *rel)
     static const char *const companions[] = { "objects", "refs", "commondir", "config" };
     bool companion = false;
     for (size_t i = 0; !companion && i < LZ_ARRAY_SIZE(companions); i++)
-        companion = fstatat(dfd, companions[i], &st, AT_SYMLINK_NOFOLLOW) == 0;
+        companion = sight_lstat(p, dfd, companions[i], &st) == 0;
     if (!companion)
         return 0;
     if (fstat(dfd, &dst) < 0)
@@ -1806,14 +1883,11 @@ static bool in_sandbox_state(const lz_resolved_config *cfg, const char *abs)
  * outside the workspace (a --separate-git-dir repository) stays the
  * developer's; inside the workspace, a target is judged by the audit like
  * any directory of the tree (half a Git directory there is set aside). */
-static bool gitfile_into_sandbox_state(const lz_git_plan *p, int dfd, const char *rel)
+static bool gitfile_into_sandbox_state(lz_git_plan *p, int dfd, const char *rel)
 {
     if (!p->cfg)
         return false;
-    lz_error *e = NULL;
-    _cleanup_close_ int fd = lz_open_confined(dfd, ".git", O_RDONLY | O_NOFOLLOW | O_NONBLOCK,
-                                              0, ".git", &e);
-    lz_error_free(e);
+    _cleanup_close_ int fd = sight_open(p, dfd, ".git", O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
     if (fd < 0)
         return false;
     char buf[PATH_MAX + 16];
@@ -1880,14 +1954,14 @@ static bool path_within(const char *path, const char *root)
  * directory? A host git run "in the workspace" through it would obey a
  * repository there. Judged on the lexical target and on the target as the
  * host resolves it. */
-static bool link_into_sandbox_storage(const lz_git_plan *p, int dfd, const char *rel,
+static bool link_into_sandbox_storage(lz_git_plan *p, int dfd, const char *rel,
                                       const char *name)
 {
     const lz_resolved_config *cfg = p->cfg;
     if (!cfg)
         return false;
     char target[PATH_MAX];
-    ssize_t n = readlinkat(dfd, name, target, sizeof(target) - 1);
+    ssize_t n = sight_readlink(p, dfd, name, target, sizeof(target) - 1);
     if (n <= 0)
         return false;
     target[n] = '\0';
@@ -1924,11 +1998,11 @@ static bool link_into_sandbox_storage(const lz_git_plan *p, int dfd, const char 
  * workspace — trees the sandbox (or another Domain's) may write and this
  * audit does not walk. Links to the system's files (not the developer's)
  * stay: inside the sandbox they name the image's own. */
-static bool link_to_developers_own(const lz_git_plan *p, int dfd, const char *rel,
+static bool link_to_developers_own(lz_git_plan *p, int dfd, const char *rel,
                                    const char *name)
 {
     char target[PATH_MAX];
-    ssize_t n = readlinkat(dfd, name, target, sizeof(target) - 1);
+    ssize_t n = sight_readlink(p, dfd, name, target, sizeof(target) - 1);
     if (n <= 0)
         return false;
     target[n] = '\0';
@@ -1977,9 +2051,7 @@ static int visit_entry(walk *w, int dfd, const char *rel, const char *name, int 
     lz_git_plan *p = w->p;
     struct stat st;
     _cleanup_free_ char *child = join_rel(rel, name);
-    int sr = fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW);
-    if (sr < 0 && errno == EACCES && make_ours_writable(dfd, NULL) == 0)
-        sr = fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW); /* search permission given back */
+    int sr = sight_lstat(p, dfd, name, &st);
     if (sr < 0) {
         if (errno == ENOENT)
             return 0; /* gone meanwhile */
@@ -2029,21 +2101,10 @@ static int visit_entry(walk *w, int dfd, const char *rel, const char *name, int 
         }
         return quarantine(w, dfd, rel, name) < 0 ? -1 : 0;
     }
+    /* Taken away by the sandbox? A directory of another sandbox user's
+     * that is closed to the developer is audited through the eye. */
     if (st.st_uid == getuid() && (st.st_mode & S_IRWXU) != S_IRWXU)
-        make_ours_writable(dfd, name); /* taken away by the sandbox? */
-    else if (st.st_uid != getuid() && !developer_can_search(&st)) {
-        /* Nothing inside is reachable by the developer's git. Its watches
-         * go: events in it cannot be placed while it is shut, so when it
-         * opens again (IN_ATTRIB) it is walked as new. */
-        if (w->watch) {
-            lz_git_dirwatch *pw = watch_by_rel(p, rel);
-            int cwd = pw ? child_get(p, pw->wd, name) : -1;
-            if (cwd > 0)
-                unwatch_below(p, cwd);
-        }
-        return 0;
-    }
-    lz_error *e = NULL;
+        make_ours_writable(dfd, name);
     /* A rename the audit followed: its subtree is watched and was audited
      * (or its events are queued), so it is not walked again. */
     if (w->known_subtree && strcmp(child, w->known_subtree) == 0)
@@ -2061,20 +2122,20 @@ static int visit_entry(walk *w, int dfd, const char *rel, const char *name, int 
     }
     if (w->no_descend)
         return 0; /* judged as an entry now; walked in its turn */
-    _cleanup_close_ int cfd = lz_open_confined(dfd, name, O_RDONLY | O_DIRECTORY, 0, child, &e);
+    _cleanup_close_ int cfd = sight_open(p, dfd, name, O_RDONLY | O_DIRECTORY);
     if (cfd < 0) {
-        int en = e ? e->errnum : errno;
-        lz_error_free(e);
+        int en = errno;
         if (en == ENOENT)
             return 0;
         /* Another mount inside the workspace: the sandbox does not see it
          * (the workspace is bound without its submounts). */
         if (en == EXDEV)
             return 0;
-        /* Searchable but not readable by the developer: it could hide a
+        /* Not readable even by the eye (or no eye): it could hide a
          * repository the developer's git can reach. */
         fail_at(w, child);
-        lz_error_set(w->err, en, "Git Sentry: cannot audit the directory %s", child);
+        lz_error_set(w->err, en, "Git Sentry: cannot audit the directory %s%s%s", child,
+                     p->eye_error ? ": " : "", p->eye_error ? p->eye_error : "");
         return lz_error_hint(w->err, "make it readable (chmod u+rx), or remove it");
     }
     return walk_dir(w, cfd, child, depth + 1);
@@ -2195,7 +2256,7 @@ static int audit_sequencer(walk *w, int gdfd, const char *gd)
     for (size_t k = 0; k < LZ_ARRAY_SIZE(sequencer_dirs); k++) {
         _cleanup_free_ char *rel = join_rel(gd, sequencer_dirs[k]);
         struct stat st;
-        if (fstatat(gdfd, sequencer_dirs[k], &st, AT_SYMLINK_NOFOLLOW) < 0)
+        if (sight_lstat(p, gdfd, sequencer_dirs[k], &st) < 0)
             continue;
         bool ours = known(p->markers, p->n_markers, rel, &st);
         _cleanup_close_ int sfd = S_ISDIR(st.st_mode)
@@ -2235,9 +2296,7 @@ static int visit_inner_entry(walk *w, int dfd, const char *rel, const char *name
         (p->quarantine_rel && strcmp(child, p->quarantine_rel) == 0))
         return 0; /* read-only, or audited as a Git directory of its own */
     struct stat st;
-    int sr = fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW);
-    if (sr < 0 && errno == EACCES && make_ours_writable(dfd, NULL) == 0)
-        sr = fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW);
+    int sr = sight_lstat(p, dfd, name, &st);
     if (sr < 0) {
         if (errno == ENOENT)
             return 0;
@@ -2254,11 +2313,9 @@ static int visit_inner_entry(walk *w, int dfd, const char *rel, const char *name
         make_ours_writable(dfd, name);
     if (w->no_descend)
         return 0; /* judged as an entry now; walked in its turn */
-    lz_error *e = NULL;
-    _cleanup_close_ int cfd = lz_open_confined(dfd, name, O_RDONLY | O_DIRECTORY, 0, child, &e);
+    _cleanup_close_ int cfd = sight_open(p, dfd, name, O_RDONLY | O_DIRECTORY);
     if (cfd < 0) {
-        int en = e ? e->errnum : errno;
-        lz_error_free(e);
+        int en = errno;
         if (en == ENOENT || en == EXDEV)
             return 0;
         fail_at(w, child);
@@ -2273,11 +2330,11 @@ static int visit_inner_entry(walk *w, int dfd, const char *rel, const char *name
 static int check_inner_bare(walk *w, int dfd, const char *rel)
 {
     struct stat st;
-    if (fstatat(dfd, "HEAD", &st, AT_SYMLINK_NOFOLLOW) < 0)
+    if (sight_lstat(w->p, dfd, "HEAD", &st) < 0)
         return 0;
     static const char *const companions[] = { "objects", "commondir", "config" };
     for (size_t i = 0; i < LZ_ARRAY_SIZE(companions); i++)
-        if (fstatat(dfd, companions[i], &st, AT_SYMLINK_NOFOLLOW) == 0)
+        if (sight_lstat(w->p, dfd, companions[i], &st) == 0)
             return quarantine(w, dfd, rel, "HEAD") < 0 ? -1 : 0;
     return 0;
 }
@@ -2327,7 +2384,7 @@ static int audit_git_dirs(walk *w)
         for (size_t k = 0; k < LZ_ARRAY_SIZE(git_dir_entries); k++) {
             _cleanup_free_ char *rel = join_rel(gd, git_dir_entries[k]);
             struct stat st;
-            if (fstatat(dfd, git_dir_entries[k], &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+            if (sight_lstat(p, dfd, git_dir_entries[k], &st) < 0 ||
                 has_mount(p, rel))
                 continue;
             if (quarantine(w, dfd, strcmp(gd, ".") ? gd : "", git_dir_entries[k]) < 0)
@@ -2352,7 +2409,7 @@ static int audit_git_dirs(walk *w)
         for (size_t i = 0; r == 0 && names && i < n; i++) {
             _cleanup_free_ char *member = lz_xasprintf("%s/%s", mods, names[i]);
             struct stat st;
-            if (fstatat(mfd, names[i], &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+            if (sight_lstat(p, mfd, names[i], &st) == 0 &&
                 !known(p->members, p->n_members, member, &st) &&
                 quarantine(w, mfd, mods, names[i]) < 0)
                 r = -1;
@@ -3119,7 +3176,10 @@ static int open_dir_healing(lz_git_plan *p, const char *rel)
         close(cur);
         cur = next;
     }
-    return cur;
+    if (cur >= 0 || !refused(errno))
+        return cur;
+    /* A directory on the way belongs to another sandbox user, closed. */
+    return sight_open(p, p->ws_fd, rel[0] ? rel : ".", O_RDONLY | O_DIRECTORY);
 }
 
 /* Does the event name something Git may obey (a name of git_dir_entries
@@ -3185,10 +3245,10 @@ static int handle_event(walk *w, const ev_rec *ev, round_flags *f, ev_list *retr
     if (own_attrib) {
         /* The directory's own mode changed. It is under watch, so every
          * event in it was queued whatever its mode: what is needed is that
-         * the developer can look in (ours: given back u+rwx). Its parent's
-         * watch reports the change by name too (visit_entry: a directory
-         * that was shut to the developer and opens is walked there, as
-         * new). Git directories' internals are audited again. */
+         * the developer can look in (ours: given back u+rwx; another
+         * sandbox user's was watched and audited through the eye while it
+         * was closed, so opening it reveals nothing unseen). Git
+         * directories' internals are audited again. */
         if (st.st_uid == getuid() && (st.st_mode & S_IRWXU) != S_IRWXU)
             make_ours_writable(dfd, NULL);
         if (kind & (ROLE_GITDIR | ROLE_GITINNER))
@@ -3215,7 +3275,7 @@ static int handle_event(walk *w, const ev_rec *ev, round_flags *f, ev_list *retr
             if (strcmp(ev->name, git_dir_entries[k]) != 0)
                 continue;
             _cleanup_free_ char *rel = join_rel(dir_rel, ev->name);
-            if (!has_mount(p, rel) && fstatat(dfd, ev->name, &st, AT_SYMLINK_NOFOLLOW) == 0)
+            if (!has_mount(p, rel) && sight_lstat(p, dfd, ev->name, &st) == 0)
                 r = quarantine(w, dfd, dir_rel, ev->name) < 0 ? -1 : 0;
         }
     }
@@ -3226,7 +3286,7 @@ static int handle_event(walk *w, const ev_rec *ev, round_flags *f, ev_list *retr
         f->need_gitdirs = true; /* its todo list changed */
     if (r == 0 && (kind & ROLE_MODULES)) {
         _cleanup_free_ char *member = join_rel(dir_rel, ev->name);
-        if (fstatat(dfd, ev->name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+        if (sight_lstat(p, dfd, ev->name, &st) == 0 &&
             !known(p->members, p->n_members, member, &st))
             r = quarantine(w, dfd, dir_rel, ev->name) < 0 ? -1 : 0;
     }
@@ -3428,5 +3488,7 @@ void lz_git_plan_clear(lz_git_plan *plan)
         close(plan->quarantine_fd);
     if (plan->inotify_fd >= 0)
         close(plan->inotify_fd);
+    lz_sentry_eye_stop(plan->eye);
+    free(plan->eye_error);
     *plan = (lz_git_plan) LZ_GIT_PLAN_INIT;
 }

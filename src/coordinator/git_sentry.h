@@ -117,6 +117,10 @@ typedef struct lz_git_plan {
     /* Stops the sandbox while the audit needs a consistent tree (a walk
      * after an event overflow, an event it could not place); NULL: none. */
     struct lz_freezer *freezer;
+    /* Looks where the developer cannot (sentry_eye.h); started at the first
+     * directory closed to the developer. */
+    struct lz_sentry_eye *eye;
+    char *eye_error;        /* why the eye could not be started (then none is tried again) */
     unsigned long full_walks;   /* whole-tree walks during the session */
     unsigned long moves_followed; /* directory renames followed without a walk */
     size_t n_tree_dirs;     /* directories of the tree under watch */

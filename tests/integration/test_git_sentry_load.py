@@ -320,3 +320,126 @@ def test_mode_changes_cannot_hold_a_gitfile_on_the_host(rig):
     assert windows, "the attack never put src/.git on the host (it would prove nothing)"
     assert max(windows) <= 100, (windows, r.stderr[-2000:])
     assert total <= SAMPLE_SECONDS * 1000 * 0.05, (total, windows)
+
+
+# ---- a tree the developer cannot look into, opened at once (round i23c) ----------
+
+CLOSED_REPOS = 60          # nested repositories in the closed tree
+CLOSED_DIRS_PER_REPO = 50  # and 3,000 directories beside them
+CLOSED_SAMPLE_SECONDS = 3.0
+
+
+def closed_tree_script(marker: Path, how: str) -> str:
+    """As root in the image: src/h owned by another user (1000), mode
+    0700 — closed to the developer on the host — and in it t/: 60
+    directories, each a nested repository whose config runs the marker
+    (core.fsmonitor) beside 50 more directories. BUILT, then on GO it opens
+    all of it at once: `chmod 755 src/h` ("chmod") or a rename of t out of
+    src/h to src/t ("rename"). Relative paths: the control runs it on the
+    host."""
+    op = "chmod 755 src/h" if how == "chmod" else "mv src/h/t src/t"
+    return ("mkdir -p src/h && chown 1000:1000 src/h && chmod 700 src/h || exit 9\n"
+            f"cat > .cfg <<'LZEOF'\n{fsmonitor_config(marker)}LZEOF\n"
+            f"for i in $(seq 1 {CLOSED_REPOS}); do\n"
+            "  d=src/h/t/d$i\n"
+            "  mkdir -p $d/.git/objects $d/.git/refs/heads\n"
+            "  echo 'ref: refs/heads/main' > $d/.git/HEAD\n"
+            "  cp .cfg $d/.git/config\n"
+            f"  (cd $d && mkdir $(for j in $(seq 1 {CLOSED_DIRS_PER_REPO}); do echo e$j; done))\n"
+            "done 2>/dev/null\n"
+            "echo BUILT\n"
+            "while [ ! -e GO ]; do sleep 0.02; done\n"
+            f"{op}\n"
+            "echo OPENED\n"
+            "while [ ! -e STOP ]; do sleep 0.05; done\n")
+
+
+# Run as the developer: from GO on, look again and again for every nested
+# repository's config under TOP and run `git status` in one directory after
+# another: what the developer can reach, and whether Git obeyed it.
+CLOSED_POLLER = r"""
+import json, os, subprocess, sys, time
+top, marker, n, seconds = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
+configs = [f"{top}/d{i}/.git/config" for i in range(1, n + 1)]
+seen, looks, runs, k = set(), 0, 0, 0
+open(sys.argv[5], "w").close()  # GO
+deadline = time.monotonic() + seconds
+while time.monotonic() < deadline and not os.path.exists(marker):
+    for i, c in enumerate(configs):
+        looks += 1
+        if os.path.lexists(c):
+            seen.add(i + 1)
+    k = k % n + 1
+    try:
+        subprocess.run(["git", "status", "--porcelain"], cwd=f"{top}/d{k}",
+                       capture_output=True, timeout=30)
+        runs += 1
+    except OSError:
+        pass  # not open yet
+for i, c in enumerate(configs):
+    if os.path.lexists(c):
+        seen.add(i + 1)
+print(json.dumps({"seen": sorted(seen), "looks": looks, "git_runs": runs,
+                  "ran": os.path.exists(marker)}))
+"""
+
+
+def poll_opened(lz, ws: Path, how: str, marker: Path) -> dict:
+    import json
+    top = ws / "src" / ("h/t" if how == "chmod" else "t")
+    p = lz.run_as_user(["python3", "-c", CLOSED_POLLER, str(top), str(marker),
+                        str(CLOSED_REPOS), str(CLOSED_SAMPLE_SECONDS), str(ws / "GO")],
+                       timeout=120)
+    assert p.returncode == 0, p.stderr
+    return json.loads(p.stdout)
+
+
+@pytest.mark.parametrize("how", ["chmod", "rename"])
+def test_control_closed_tree_opened_at_once_is_obeyed_without_the_sentry(lz, how):
+    """Control: the script on the host as root of a user namespace that
+    maps the developer's subordinate ids (as the sandbox's gofer does), no
+    audit: once the tree opens, the developer reaches the nested
+    repositories and their `git status` runs the planted program."""
+    ws = new_repo(lz, "ws", {"src/main.c": "int main(void) { return 0; }\n"})
+    marker = lz.home / f"PLANTED-closed-control-{how}"
+    proc = subprocess.Popen(["unshare", "--map-root-user", "--map-auto", "sh", "-c",
+                             closed_tree_script(marker, how)],
+                            cwd=ws, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=lz.env(None), user=lz.user.uid, group=lz.user.gid)
+    try:
+        assert proc.stdout.readline().strip() == b"BUILT", proc.stderr.read()
+        got = poll_opened(lz, ws, how, marker)
+    finally:
+        (ws / "STOP").touch()
+        proc.communicate(timeout=30)
+    print(got)
+    assert got["seen"] and got["ran"], f"the control did not reach the repositories: {got}"
+
+
+@pytest.mark.parametrize("how", ["chmod", "rename"])
+def test_closed_tree_opened_at_once_reveals_nothing_unaudited(rig, how):
+    """Attack round i23c: a directory of another sandbox user, closed to
+    the developer (0700), filled with 3,000 directories and 60 nested
+    repositories whose config runs a program, then opened at once (chmod,
+    or a rename out of it). The audit watched it through its eye while it
+    was closed (docs/git.md "Directories closed to the developer"): from
+    the moment it opens, the developer reaches none of the repositories and
+    their `git status` never runs the program; the sessions were told."""
+    lz = rig.lz
+    ws = new_repo(lz, "ws", {"src/main.c": "int main(void) { return 0; }\n"})
+    marker = lz.home / f"PLANTED-closed-{how}"
+    rig.config({"p": {}})
+    s = rig.start("p", sh(closed_tree_script(marker, how)), ws=ws)
+    s.read_until("BUILT", timeout=RUN_TIMEOUT)
+    try:
+        got = poll_opened(lz, ws, how, marker)
+        s.read_until("OPENED", timeout=RUN_TIMEOUT)
+    finally:
+        (ws / "STOP").touch()
+    r = s.finish()
+    print(f"the developer after the opening: {got}")
+    assert not got["ran"] and not marker.exists(), \
+        f"the developer's git status ran the sandbox's program: {got}\n{r.stderr[-3000:]}"
+    assert got["seen"] == [], (got, r.stderr[-3000:])
+    assert got["git_runs"] > 0, got  # the tree was open to the developer
+    assert "quarantined: src/h/t/d" in r.stderr, r.stderr[-3000:]
