@@ -21,6 +21,7 @@
 #include "coordinator/sentry_eye.h"
 #include "fs/confined.h"
 #include "protocol/io.h"
+#include "supervisor/userns.h"
 
 /* Bounds of the isolation (docs/git.md "How the copies are mounted"): every
  * ignored path is a kernel mount in the composed workspace tree, and so is
@@ -1397,6 +1398,39 @@ static bool refused(int en)
     return en == EACCES || en == EPERM;
 }
 
+/* Could a process of the sandbox enter the directory st? It acts as the
+ * developer's and the subordinate ids (the Domain's map) and nothing else:
+ * as owner or group only when the directory's owner or group is one of
+ * them, as anyone else by the other bits. One it cannot enter (a host
+ * root's 0700 directory from a container build, say) holds nothing the
+ * sandbox made or can make: the audit leaves it alone, as the developer's
+ * Git must. Unknown ids count as the sandbox's (fail closed). */
+static bool sandbox_may_enter(lz_git_plan *p, const struct stat *st)
+{
+    if (st->st_mode & S_IXOTH)
+        return true;
+    if (!p->ids_known && !p->ids_failed) {
+        lz_subid_range u, g;
+        lz_error *e = NULL;
+        if (lz_subid_lookup(LZ_SUBID_UID, getuid(), getgid(), &u, &e) == 0 &&
+            lz_subid_lookup(LZ_SUBID_GID, getuid(), getgid(), &g, &e) == 0) {
+            p->subuid_start = u.start;
+            p->subgid_start = g.start;
+            p->ids_known = true;
+        } else {
+            p->ids_failed = true;
+        }
+        lz_error_free(e);
+    }
+    if (!p->ids_known)
+        return true;
+    bool uid = st->st_uid == getuid() || (st->st_uid >= p->subuid_start &&
+                                          st->st_uid - p->subuid_start < LZ_SUBID_COUNT);
+    bool gid = st->st_gid == getgid() || (st->st_gid >= p->subgid_start &&
+                                          st->st_gid - p->subgid_start < LZ_SUBID_COUNT);
+    return uid || gid;
+}
+
 /* lz_open_confined(dfd, rel, flags) as the developer or, refused for want
  * of permission, by the eye. Returns the fd, or -1 with errno. */
 static int sight_open(lz_git_plan *p, int dfd, const char *rel, int flags)
@@ -2131,8 +2165,11 @@ static int visit_entry(walk *w, int dfd, const char *rel, const char *name, int 
          * (the workspace is bound without its submounts). */
         if (en == EXDEV)
             return 0;
+        if (refused(en) && !sandbox_may_enter(p, &st))
+            return 0; /* nothing in it is the sandbox's */
         /* Not readable even by the eye (or no eye): it could hide a
-         * repository the developer's git can reach. */
+         * repository the developer's git can reach, or one the sandbox
+         * opens to it later. */
         fail_at(w, child);
         lz_error_set(w->err, en, "Git Sentry: cannot audit the directory %s%s%s", child,
                      p->eye_error ? ": " : "", p->eye_error ? p->eye_error : "");

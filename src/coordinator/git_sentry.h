@@ -121,6 +121,11 @@ typedef struct lz_git_plan {
      * directory closed to the developer. */
     struct lz_sentry_eye *eye;
     char *eye_error;        /* why the eye could not be started (then none is tried again) */
+    /* The Domain's ids on the host (the developer's and the subordinate
+     * ranges): who the sandbox can act as. Looked up at first need. */
+    bool ids_known;
+    bool ids_failed;
+    uint32_t subuid_start, subgid_start;
     unsigned long full_walks;   /* whole-tree walks during the session */
     unsigned long moves_followed; /* directory renames followed without a walk */
     size_t n_tree_dirs;     /* directories of the tree under watch */

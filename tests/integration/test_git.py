@@ -750,19 +750,30 @@ UNMOVABLE = ("tmp=$(mktemp -d); git init -q $tmp/r; git -C $tmp/r config core.fs
              "\"{cmd}\"; mkdir -p sub/r; {chown}cp -a $tmp/r/.git sub/r/.git; echo PLANTED; "
              "sleep 3; touch AFTER")
 
-
 def test_what_cannot_be_neutralised_stops_the_sandbox_and_the_next_start(rig):
     """(issue 9, fail closed) A repository inside a directory the sandbox gave
-    to another uid: the developer cannot move it aside. The sandbox is stopped
-    at once, every session told why, and the next start is refused until the
-    entry is gone."""
+    to another uid, which only the audit's eye can move aside (docs/git.md
+    "Directories closed to the developer") — and the eye cannot start: the
+    developer's subordinate ranges were taken away while the Domain ran. (The
+    sandbox itself cannot make what the eye cannot move: its gofer runs as
+    root of a namespace with the same map and no more rights.) The sandbox
+    is stopped at once, every session told why, and the next start is
+    refused until the entry is gone."""
     ws = _plain(rig.lz)
     marker = marker_for(rig.lz, "unmovable")
     rig.config({"bb": {}})
     watcher = rig.start("bb", sh("echo WATCHING; sleep 20"), ws=ws)
     watcher.read_until("WATCHING")
-    p = rig.run("bb", sh(UNMOVABLE.format(cmd=planted(marker),
-                                           chown="chown 1000:1000 sub/r && ")), ws=ws)
+    saved = {f: Path(f).read_text() for f in ("/etc/subuid", "/etc/subgid")}
+    try:
+        for f, text in saved.items():
+            Path(f).write_text("".join(line + "\n" for line in text.splitlines()
+                                       if not line.startswith(f"{rig.lz.user.name}:")))
+        p = rig.run("bb", sh(UNMOVABLE.format(cmd=planted(marker),
+                                               chown="chown 1000:1000 sub/r && ")), ws=ws)
+    finally:
+        for f, text in saved.items():
+            Path(f).write_text(text)
     w = watcher.finish()
     assert p.returncode != 0, f"the session went on:\n{p.stdout}{p.stderr}"
     assert not (ws / "AFTER").exists(), "the sandbox was not stopped"
@@ -782,14 +793,17 @@ def test_what_cannot_be_neutralised_stops_the_sandbox_and_the_next_start(rig):
     assert not marker.exists()
 
 
-def test_control_a_movable_repository_does_not_stop_the_sandbox(rig):
-    """Control: the same script without the chown is neutralised (moved
-    aside) and the session runs to its end: the stop above is the fail-closed
-    path, not the attack as such."""
+@pytest.mark.parametrize("chown", ["", "chown 1000:1000 sub/r && "], ids=["own", "other-uid"])
+def test_control_a_movable_repository_does_not_stop_the_sandbox(rig, chown):
+    """Control: the same script in a directory of the sandbox's own ids —
+    its root's, or another of its users' (attack round i23c: the eye moves
+    what the developer cannot) — is neutralised (moved aside) and the
+    session runs to its end: the stop above is the fail-closed path, not the
+    attack as such."""
     ws = _plain(rig.lz)
     marker = marker_for(rig.lz, "movable")
     rig.config({"bb": {}})
-    p = rig.run("bb", sh(UNMOVABLE.format(cmd=planted(marker), chown="")), ws=ws)
+    p = rig.run("bb", sh(UNMOVABLE.format(cmd=planted(marker), chown=chown)), ws=ws)
     assert (ws / "AFTER").exists(), p.stderr
     assert "quarantined" in p.stderr and "sub/r/.git" in p.stderr, p.stderr
     assert not (ws / "sub" / "r" / ".git").exists()
