@@ -23,6 +23,7 @@
 #include "coordinator/coordinator.h"
 #include "lazaret-version.h"
 #include "fs/remove.h"
+#include "coordinator/git_sentry.h"
 #include "store/domain_store.h"
 #include "supervisor/giveback.h"
 #include "supervisor/userns.h"
@@ -436,7 +437,7 @@ int lz_domain_recover(const lz_resolved_config *cfg, int runtime_dir_fd, lz_erro
      * killed) never gave back what its sandbox left owned by a subordinate
      * id; its processes are gone now. Best effort, as at teardown: the
      * next teardown and 'lazaret state fix-ownership' cover what is left. */
-    if (r == 0 && n > 0) {
+    if (r == 0 && n > 0 && !lz_git_sentry_unsafe_recorded(cfg)) {
         char *report = NULL;
         bool incomplete = false;
         lz_error *e = NULL;

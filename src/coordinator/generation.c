@@ -508,6 +508,15 @@ static void stop_supervisor(coord *c)
  * no next generation races it. A failure is logged; the teardown goes on. */
 static void give_back_ownership(coord *c)
 {
+    /* Not after a failed audit: what it could not neutralise may lie in a
+     * directory closed to the developer, and giving that back would open
+     * it to the developer's Git (attack round i23d). The next start names
+     * the path; 'lazaret state fix-ownership' gives back once inspected. */
+    if (c->sentry_failed || lz_git_sentry_unsafe_recorded(c->a->cfg)) {
+        clog_(c, "ownership give-back skipped: the Git Sentry could not neutralise %s",
+              c->git.failed_rel ? c->git.failed_rel : "what the sandbox made");
+        return;
+    }
     int64_t t0 = lz_loop_now_ms();
     char *report = NULL;
     bool incomplete = false;

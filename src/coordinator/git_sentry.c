@@ -1283,6 +1283,18 @@ static bool is_ignored(const lz_git_plan *p, const char *rel, const struct stat 
 static char **list_names(int dfd, size_t *ret_n)
 {
     int rfd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (rfd < 0 && (errno == EACCES || errno == EPERM)) {
+        /* A directory closed to the developer that the eye opened (reading
+         * an open directory asks no permission; reopening "." does: attack
+         * round i23d). The duplicate shares the offset: from the start. */
+        rfd = fcntl(dfd, F_DUPFD_CLOEXEC, 3);
+        if (rfd >= 0 && lseek(rfd, 0, SEEK_SET) < 0) {
+            int saved = errno;
+            close(rfd);
+            errno = saved == ESPIPE || saved == EBADF ? EACCES : saved;
+            rfd = -1;
+        }
+    }
     DIR *d = rfd >= 0 ? fdopendir(rfd) : NULL;
     if (!d) {
         int saved = errno;
@@ -2570,7 +2582,9 @@ static int check_unsafe(builder *b, lz_error **err)
                      whole ? "changes in " : "", whole ? b->ws : line, whole ? "" : "");
         r = lz_error_hint(err,
                           "do not run git in %s until it is inspected: it may make the host's Git "
-                          "run a command the sandbox chose. Remove %s%s%s, then run again%s%s/%s",
+                          "run a command the sandbox chose. Remove %s%s%s, then run again%s%s/%s "
+                          "(what belongs to one of the sandbox's users, which you cannot "
+                          "remove, 'lazaret state fix-ownership' gives back to you first)",
                           b->ws, whole ? "" : b->ws, whole ? "what the sandbox made" : "/",
                           whole ? "" : line, whole ? "; then delete " : "",
                           whole ? b->cfg->storage_domain_root.label : "", whole ? UNSAFE_FILE : "");
@@ -2580,6 +2594,19 @@ static int check_unsafe(builder *b, lz_error **err)
     if (r == 0)
         unlinkat(droot, UNSAFE_FILE, 0);
     return r;
+}
+
+bool lz_git_sentry_unsafe_recorded(const lz_resolved_config *cfg)
+{
+    _cleanup_close_ int droot = -1;
+    lz_error *e = NULL;
+    FILE *fp = open_record(cfg, UNSAFE_FILE, &droot, &e);
+    /* Unreadable counts as recorded (fail closed). */
+    bool recorded = fp || e;
+    lz_error_free(e);
+    if (fp)
+        fclose(fp);
+    return recorded;
 }
 
 int lz_git_sentry_mark_unsafe(const lz_resolved_config *cfg, const char *what, lz_error **err)

@@ -177,6 +177,12 @@ void lz_git_sentry_done(lz_git_plan *plan);
 LZ_MUST_CHECK
 int lz_git_sentry_mark_unsafe(const lz_resolved_config *cfg, const char *what, lz_error **err);
 
+/* Is there a record of an audit that failed (lz_git_sentry_mark_unsafe),
+ * or one that cannot be read? The ownership give-back stays away from such a
+ * Domain's workspace: giving back a directory the audit could not neutralise
+ * would open it to the developer's Git (attack round i23d). */
+bool lz_git_sentry_unsafe_recorded(const lz_resolved_config *cfg);
+
 /* The line a session prints at its start on a terminal: how many git-ignored
  * paths are the sandbox's own copies and a few of their names (bounded:
  * three names of at most 40 bytes), with the pointer to the docs. NULL when

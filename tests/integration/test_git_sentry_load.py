@@ -443,3 +443,59 @@ def test_closed_tree_opened_at_once_reveals_nothing_unaudited(rig, how):
     assert got["seen"] == [], (got, r.stderr[-3000:])
     assert got["git_runs"] > 0, got  # the tree was open to the developer
     assert "quarantined: src/h/t/d" in r.stderr, r.stderr[-3000:]
+
+
+# ---- born closed: a repository in a directory another sandbox user made 0700 ------
+
+def born_closed_script(marker: Path) -> str:
+    """Sandbox user 1000 (umask 077) makes d/q — closed to the developer
+    from its first instant — and a repository in it whose config runs the
+    marker (core.fsmonitor). The directory the audit cannot open as the
+    developer was once skipped (and given back, open, at teardown), then
+    made the audit fail (attack round i23d, F1). AFTER once done."""
+    return ("tmp=$(mktemp -d); mkdir -p $tmp/.git/objects $tmp/.git/refs/heads\n"
+            "echo 'ref: refs/heads/main' > $tmp/.git/HEAD\n"
+            f"cat > $tmp/.git/config <<'LZEOF'\n{fsmonitor_config(marker)}LZEOF\n"
+            "chmod -R a+rX $tmp\n"
+            "echo 'u:x:1000:1000::/:/bin/sh' >> /etc/passwd\n"
+            "mkdir d && chown 1000:1000 d || exit 9\n"
+            "su u -c \"umask 077; mkdir -p d/q && cp -R $tmp/.git d/q/.git\" 2>/dev/null\n"
+            "sleep 1; touch AFTER\n")
+
+
+def test_control_born_closed_repository_is_obeyed_once_given_back(lz):
+    """Control: the layout the sandbox makes, given back to the developer
+    (what the ownership give-back does at teardown) with nobody setting
+    the repository aside: the developer's git status in d/q runs the
+    program."""
+    ws = new_repo(lz, "ws", {"src/main.c": "int main(void) { return 0; }\n"})
+    marker = lz.home / "PLANTED-born-closed-control"
+    q = ws / "d" / "q" / ".git"
+    for sub in ("objects", "refs/heads"):
+        (q / sub).mkdir(parents=True)
+    (q / "HEAD").write_text("ref: refs/heads/main\n")
+    (q / "config").write_text(fsmonitor_config(marker))
+    subprocess.run(["chown", "-R", f"{lz.user.uid}:{lz.user.gid}", str(ws / "d")], check=True)
+    git(lz, ws / "d" / "q", "status", check=False)
+    assert marker.exists(), "control: git status in d/q should run the planted program"
+
+
+def test_born_closed_repository_is_set_aside(rig):
+    """Attack round i23d, F1: a repository made inside a directory that is
+    closed to the developer from its first instant (another sandbox user's,
+    umask 077). The audit looks in through its eye and sets it aside at
+    once; the session goes on; after the Domain ends (and its ownership
+    give-back opens d/q to the developer) the developer's git status there
+    runs nothing."""
+    lz = rig.lz
+    ws = new_repo(lz, "ws", {"src/main.c": "int main(void) { return 0; }\n"})
+    marker = lz.home / "PLANTED-born-closed"
+    rig.config({"p": {}})
+    r = rig.run("p", sh(born_closed_script(marker)), ws=ws)
+    assert r.returncode == 0 and (ws / "AFTER").exists(), (r.returncode, r.stderr[-3000:])
+    assert "quarantined: d/q/.git" in r.stderr, r.stderr[-3000:]
+    left, _ = wait_torn_down(lz, TEARDOWN_TIMEOUT)
+    assert not left, left
+    assert not (ws / "d" / "q" / ".git").exists()
+    git(lz, ws / "d" / "q", "status", check=False)
+    assert not marker.exists(), "the developer's git status ran the sandbox's program"
