@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0
  *
- * The Git Sentry's eye (sentry_eye.h): a request-reply helper over a
+ * The Git Sentry's eye (eye.h): a request-reply helper over a
  * SOCK_SEQPACKET pair, descriptors passed with SCM_RIGHTS both ways.
  */
-#include "coordinator/sentry_eye.h"
+#include "gitsentry/eye.h"
 
 #include <errno.h>
 #include <fcntl.h>
