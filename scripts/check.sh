@@ -4,7 +4,8 @@
 #   1. scripts/install-deps.sh               Debian packages (apt, only what is missing)
 #   2. scripts/build.sh release build        gcc, warnings are errors
 #   3. scripts/build.sh asan build-asan      clang ASan+UBSan, cmocka tests, libFuzzer targets
-#   4. pytest tests/                         integration tests (as an unprivileged user),
+#   4. scripts/static-check.sh               cppcheck over src/: any finding fails
+#   5. pytest tests/                         integration tests (as an unprivileged user),
 #                                            every cmocka binary, a fuzz smoke run
 #
 # The build steps print nothing on success, so the last line of output is
@@ -17,6 +18,7 @@ cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 scripts/build.sh release build
 scripts/build.sh asan build-asan
+scripts/static-check.sh
 
 # Debian's pytest is installed for /usr/bin/python3 (root's python3 may be
 # another interpreter). LAZARET_REQUIRE_ALL turns every would-be skip into a

@@ -1429,7 +1429,7 @@ static int state_reset(const lz_global_options *g, const state_opts *opts)
             goto out;
         }
     /* The records of what the Domain isolated and of the placeholder
-     * directories it made (git_sentry.c): a path once isolated stays so,
+     * directories it made (src/gitsentry/ignored.c): a path once isolated stays so,
      * and the placeholder budget stays spent, until this reset; and of the
      * sandbox user its files were made for (bootstrap.c). */
     static const char *const records[] = { "ignored.list", "placeholders",

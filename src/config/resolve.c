@@ -191,7 +191,7 @@ static char *expand_host_path(const char *decl, bool allow_profile_dir, const ch
     case LZ_HOST_HOME:
         return join(home, suffix);
     case LZ_HOST_PROFILE_DIR:
-        return join(profile_dir, suffix);
+        return profile_dir ? join(profile_dir, suffix) : NULL; /* not allowed without one */
     case LZ_HOST_ABSOLUTE:
         return lz_xstrdup(suffix);
     default:

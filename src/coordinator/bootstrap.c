@@ -23,7 +23,7 @@
 #include "coordinator/coordinator.h"
 #include "lazaret-version.h"
 #include "fs/remove.h"
-#include "coordinator/git_sentry.h"
+#include "gitsentry/git_sentry.h"
 #include "store/domain_store.h"
 #include "supervisor/giveback.h"
 #include "supervisor/userns.h"

@@ -12,7 +12,7 @@
  *                  and its messages, start failure, teardown
  *   status.c       status.json
  *   git_audit.c    the glue between events and the Git Sentry
- *                  (git_sentry.c does the auditing)
+ *                  (src/gitsentry/ does the auditing)
  *   escalation.c   host escalation: the mailbox, decisions, prompts, runs
  *   keeper.c       the process every escalated host command runs under
  *   log.c          the Domain's logs/coordinator.log
@@ -30,7 +30,7 @@
 
 #include "common/loop.h"
 #include "coordinator/coordinator.h"
-#include "coordinator/git_sentry.h"
+#include "gitsentry/git_sentry.h"
 #include "protocol/messages.h"
 #include "supervisor/supervisor.h"
 #include "trust/anchor.h"

@@ -570,7 +570,8 @@ void teardown_and_exit(coord *c, int status)
     git_audit_freeze_stats(c);
     lz_freezer_free(c->freezer);
     c->freezer = NULL;
-    c->git.freezer = NULL;
+    c->git.hold = NULL;
+    c->git.hold_ctx = NULL;
     if (c->sup.outer_pid > 0) {
         /* Whatever state it is in, the supervisor's pid namespace ends now:
          * killing its init kills every runsc process in it. */

@@ -7,10 +7,10 @@
 
 #include "common/util.h"
 #include "coordinator/freezer.h"
-#include "coordinator/sentry_eye.h"
 #include "coordinator/generation.h"
 #include "coordinator/log.h"
 #include "coordinator/session.h"
+#include "gitsentry/eye.h"
 
 /* Quarantine notices: the first ones all, then one per gap. */
 #define NOTICE_BURST 20
@@ -91,11 +91,31 @@ static void throttled(coord *c)
                      "\"An audit the sandbox cannot outpace\"); nothing was lost");
 }
 
+/* The Git Sentry stops the sandbox through the freezer (git_sentry.h
+ * lz_git_hold). */
+static bool hold_armed(void *f)
+{
+    return lz_freezer_armed(f);
+}
+
+static bool hold_take(void *f)
+{
+    return lz_freezer_hold(f);
+}
+
+static void hold_release(void *f)
+{
+    lz_freezer_release(f);
+}
+
+static const lz_git_hold sentry_hold = { hold_armed, hold_take, hold_release };
+
 void git_audit(coord *c, const char *when, bool full)
 {
     if (c->git.ws_fd < 0 || c->sentry_failed)
         return;
-    c->git.freezer = c->freezer;
+    c->git.hold = &sentry_hold;
+    c->git.hold_ctx = c->freezer;
     lz_freezer_audit_begin(c->freezer);
     audit_once(c, when, full);
     /* The watchdog froze the sandbox while the audit was behind: once every
@@ -121,7 +141,8 @@ void git_audit_attach(coord *c)
 {
     if (c->git.inotify_fd < 0)
         return;
-    c->git.freezer = c->freezer;
+    c->git.hold = &sentry_hold;
+    c->git.hold_ctx = c->freezer;
     c->git_src = lz_loop_add_fd(c->loop, c->git.inotify_fd, POLLIN, on_watch_event, c);
     lz_error *err = NULL;
     if (lz_freezer_watch(c->freezer, c->git.inotify_fd, &err) < 0) {

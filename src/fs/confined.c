@@ -364,6 +364,8 @@ char *lz_canonicalize(const char *abs_path, lz_error **err)
     /* comps[k] does not resolve. If it exists anyway, it is a dangling
      * symlink: a label past it would name something else later. */
     {
+        /* The loop above returned unless realpath gave a prefix. */
+        // cppcheck-suppress nullPointer
         _cleanup_free_ char *probe = lz_xasprintf("%s/%.*s", strcmp(real, "/") == 0 ? "" : real,
                                                   (int) comps[k].len, comps[k].s);
         struct stat st;
@@ -809,4 +811,56 @@ int lz_open_dir_at(int dirfd, const char *name, lz_error **err)
     if (fd < 0)
         return lz_error_set(err, errno, "cannot open directory %s", name);
     return fd;
+}
+
+int lz_open_dir_confined(int dirfd, const char *rel, int flags, lz_error **err)
+{
+    return lz_open_confined(dirfd, rel[0] ? rel : ".", flags | O_DIRECTORY, 0, rel[0] ? rel : ".",
+                            err);
+}
+
+int lz_open_parent_confined(int dirfd, const char *rel, const char **ret_name, lz_error **err)
+{
+    const char *slash = strrchr(rel, '/');
+    *ret_name = slash ? slash + 1 : rel;
+    if (!slash)
+        return lz_open_confined(dirfd, ".", O_PATH | O_DIRECTORY, 0, ".", err);
+    _cleanup_free_ char *parent = lz_xstrndup(rel, (size_t) (slash - rel));
+    return lz_open_confined(dirfd, parent, O_PATH | O_DIRECTORY, 0, parent, err);
+}
+
+int lz_lstat_confined(int dirfd, const char *rel, struct stat *st)
+{
+    const char *name;
+    int pfd = lz_open_parent_confined(dirfd, rel, &name, NULL);
+    if (pfd < 0)
+        return -1;
+    int r = fstatat(pfd, name, st, AT_SYMLINK_NOFOLLOW);
+    int saved = errno;
+    close(pfd);
+    errno = saved;
+    return r;
+}
+
+int lz_mkdirs_confined(int dirfd, const char *rel, const char *label, lz_error **err)
+{
+    _cleanup_close_ int cur = lz_open_confined(dirfd, ".", O_PATH | O_DIRECTORY, 0, label, err);
+    if (cur < 0)
+        return -1;
+    _cleanup_free_ char *copy = lz_xstrdup(rel);
+    for (char *part = copy, *next; part && *part; part = next) {
+        next = strchr(part, '/');
+        if (next)
+            *next++ = '\0';
+        if (mkdirat(cur, part, 0755) < 0 && errno != EEXIST)
+            return lz_error_set(err, errno, "cannot create %s", label);
+        int fd = lz_open_confined(cur, part, O_PATH | O_DIRECTORY, 0, label, err);
+        if (fd < 0)
+            return -1;
+        close(cur);
+        cur = fd;
+    }
+    int r = cur;
+    cur = -1;
+    return r;
 }

@@ -13,6 +13,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <time.h>
 
@@ -53,6 +54,29 @@ bool lz_identity_same_object(const lz_identity *a, const lz_identity *b);
 LZ_MUST_CHECK
 int lz_open_confined(int dirfd, const char *relpath, int flags, mode_t mode, const char *label,
                      lz_error **err);
+
+/* lz_open_confined of the directory `rel` below dirfd ("" or "." is dirfd
+ * itself), O_DIRECTORY added; the label is rel. */
+LZ_MUST_CHECK
+int lz_open_dir_confined(int dirfd, const char *rel, int flags, lz_error **err);
+
+/* O_PATH of the parent directory of `rel` below dirfd (dirfd itself for a
+ * single component), opened confined; *ret_name receives the last
+ * component (a pointer into rel). */
+LZ_MUST_CHECK
+int lz_open_parent_confined(int dirfd, const char *rel, const char **ret_name, lz_error **err);
+
+/* lstat of `rel` below dirfd, every component before the last resolved
+ * confined (the last one is not followed). Returns 0, or -1 with errno
+ * (ENOENT; ELOOP when a parent is a symlink; EXDEV across a mount). */
+int lz_lstat_confined(int dirfd, const char *rel, struct stat *st);
+
+/* Create every missing directory of `rel` below dirfd (mode 0755 before the
+ * umask), one component at a time, each opened confined before the next: a
+ * symlink planted anywhere on the way is refused, never followed. Returns
+ * an O_PATH descriptor of the result, or -1 with *err naming `label`. */
+LZ_MUST_CHECK
+int lz_mkdirs_confined(int dirfd, const char *rel, const char *label, lz_error **err);
 
 /* Is path absolute and normalized: "/" or "/c1/.../cn" with no empty, ".",
  * or ".." component and no trailing slash? */

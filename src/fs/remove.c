@@ -131,7 +131,7 @@ int lz_remove_tree_at(int dirfd, const char *name, const char *label, lz_error *
     /* Passes until nothing had to be moved up: each pass removes what lies
      * within MAX_DEPTH and lifts what lies deeper. */
     remove_ctx ctx = { .top = sub };
-    int r;
+    int r = 0;
     do {
         ctx.moved = 0;
         r = remove_contents(&ctx, sub, 0, sublabel, err);

@@ -49,7 +49,7 @@ typedef struct lz_spec_mount {
 } lz_spec_mount;
 
 /* Where the source of a mount inside /workspace lies (the Git Sentry's
- * layout, coordinator/git_sentry.h). The supervisor opens the source
+ * layout, gitsentry/git_sentry.h). The supervisor opens the source
  * confined from its base, requires the recorded type, and binds it from the
  * descriptor (supervisor/stage.h). */
 typedef enum lz_mount_base {

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0
  *
- * Unit tests for src/fs/confined.c: descriptor-based path authority.
+ * Unit tests for src/fs/confined.c: descriptor-based path authority, and
+ * the confined helpers on relative paths (lz_open_dir_confined & co.).
  * Every rule has an accepting and a refusing case. Each test works in its own
  * mkdtemp() directory under /tmp. Tests that need a second uid run only as
  * root; the mount-crossing test needs a mount namespace and skips without one.
@@ -404,6 +405,149 @@ static void test_walk_refuses_file_intermediate(void **state)
     size_t missing = 0;
     assert_int_equal(lz_walk_nofollow(p, &missing, &err), -1);
     expect_error(&err, ENOTDIR, "not a directory");
+}
+
+/* ---- confined helpers on relative paths -------------------------------- */
+
+static void test_open_dir_confined(void **state)
+{
+    fixture *f = *state;
+    lz_error *err = NULL;
+    mkdir_at(f, "a", 0755);
+    mkdir_at(f, "a/b", 0755);
+    write_file(f, "a/file", "x");
+    symlink_at(f, "b", "a/link");
+    _cleanup_close_ int dfd = open_dir(f);
+
+    /* "" and "." are the directory itself. */
+    struct stat top, st;
+    assert_int_equal(fstat(dfd, &top), 0);
+    for (size_t i = 0; i < 2; i++) {
+        _cleanup_close_ int self = lz_open_dir_confined(dfd, i ? "." : "", O_RDONLY, &err);
+        expect_ok(&err);
+        assert_true(self >= 0);
+        assert_cloexec(self);
+        assert_int_equal(fstat(self, &st), 0);
+        assert_true(st.st_ino == top.st_ino && st.st_dev == top.st_dev);
+    }
+    _cleanup_close_ int b = lz_open_dir_confined(dfd, "a/b", O_RDONLY, &err);
+    expect_ok(&err);
+    assert_true(b >= 0);
+
+    /* A file is no directory; a symlink is never followed; nothing outside. */
+    assert_int_equal(lz_open_dir_confined(dfd, "a/file", O_RDONLY, &err), -1);
+    expect_error(&err, ENOTDIR, "a/file");
+    assert_int_equal(lz_open_dir_confined(dfd, "a/link", O_RDONLY, &err), -1);
+    expect_error(&err, ELOOP, "a/link");
+    assert_int_equal(lz_open_dir_confined(dfd, "a/../..", O_RDONLY, &err), -1);
+    expect_error(&err, EXDEV, NULL);
+    assert_int_equal(lz_open_dir_confined(dfd, "missing", O_RDONLY, NULL), -1);
+    assert_int_equal(errno, ENOENT);
+}
+
+static void test_open_parent_confined(void **state)
+{
+    fixture *f = *state;
+    lz_error *err = NULL;
+    mkdir_at(f, "a", 0755);
+    mkdir_at(f, "a/b", 0755);
+    symlink_at(f, "a", "link");
+    _cleanup_close_ int dfd = open_dir(f);
+    struct stat top, ast, st;
+    assert_int_equal(fstat(dfd, &top), 0);
+    _cleanup_free_ char *pa = P(f, "a/b");
+    assert_int_equal(stat(pa, &ast), 0);
+
+    const char *name = NULL;
+    const char *rel = "a/b/c";
+    _cleanup_close_ int p1 = lz_open_parent_confined(dfd, rel, &name, &err);
+    expect_ok(&err);
+    assert_true(p1 >= 0);
+    assert_cloexec(p1);
+    assert_ptr_equal(name, rel + 4); /* a pointer into rel */
+    assert_string_equal(name, "c");
+    assert_int_equal(fstat(p1, &st), 0);
+    assert_true(st.st_ino == ast.st_ino && st.st_dev == ast.st_dev);
+    assert_int_equal(fcntl(p1, F_GETFL) & O_PATH, O_PATH);
+
+    /* One component: the directory itself. */
+    _cleanup_close_ int p2 = lz_open_parent_confined(dfd, "top", &name, &err);
+    expect_ok(&err);
+    assert_string_equal(name, "top");
+    assert_int_equal(fstat(p2, &st), 0);
+    assert_true(st.st_ino == top.st_ino && st.st_dev == top.st_dev);
+
+    /* A symlinked parent is refused, the name still set. */
+    assert_int_equal(lz_open_parent_confined(dfd, "link/b", &name, &err), -1);
+    expect_error(&err, ELOOP, "link");
+    assert_string_equal(name, "b");
+}
+
+static void test_lstat_confined(void **state)
+{
+    fixture *f = *state;
+    mkdir_at(f, "a", 0755);
+    write_file(f, "a/file", "hello");
+    symlink_at(f, "file", "a/tail");
+    symlink_at(f, "a", "link");
+    _cleanup_close_ int dfd = open_dir(f);
+    struct stat st;
+
+    assert_int_equal(lz_lstat_confined(dfd, "a/file", &st), 0);
+    assert_true(S_ISREG(st.st_mode));
+    assert_int_equal(st.st_size, 5);
+    assert_int_equal(lz_lstat_confined(dfd, "a", &st), 0);
+    assert_true(S_ISDIR(st.st_mode));
+    /* The last component is not followed: the link itself. */
+    assert_int_equal(lz_lstat_confined(dfd, "a/tail", &st), 0);
+    assert_true(S_ISLNK(st.st_mode));
+    /* Failures keep errno: missing, a symlink before the last, outside. */
+    errno = 0;
+    assert_int_equal(lz_lstat_confined(dfd, "a/missing", &st), -1);
+    assert_int_equal(errno, ENOENT);
+    assert_int_equal(lz_lstat_confined(dfd, "link/file", &st), -1);
+    assert_int_equal(errno, ELOOP);
+    assert_int_equal(lz_lstat_confined(dfd, "../x/y", &st), -1);
+    assert_int_equal(errno, EXDEV);
+}
+
+static void test_mkdirs_confined(void **state)
+{
+    fixture *f = *state;
+    lz_error *err = NULL;
+    mkdir_at(f, "a", 0755);
+    mkdir_at(f, "elsewhere", 0755);
+    symlink_at(f, "elsewhere", "a/link");
+    write_file(f, "a/file", "x");
+    _cleanup_close_ int dfd = open_dir(f);
+
+    /* Existing levels are kept, missing ones made; the result's O_PATH. */
+    _cleanup_close_ int fd = lz_mkdirs_confined(dfd, "a/b/c", "label", &err);
+    expect_ok(&err);
+    assert_true(fd >= 0);
+    assert_cloexec(fd);
+    assert_int_equal(fcntl(fd, F_GETFL) & O_PATH, O_PATH);
+    _cleanup_free_ char *pc = P(f, "a/b/c");
+    assert_true(S_ISDIR(mode_of(pc)));
+    struct stat st, cst;
+    assert_int_equal(fstat(fd, &st), 0);
+    assert_int_equal(stat(pc, &cst), 0);
+    assert_true(st.st_ino == cst.st_ino);
+    /* Again: all there already. */
+    _cleanup_close_ int again = lz_mkdirs_confined(dfd, "a/b/c", "label", &err);
+    expect_ok(&err);
+    assert_true(again >= 0);
+
+    /* A symlink on the way is refused, never followed: nothing made
+     * through it. */
+    assert_int_equal(lz_mkdirs_confined(dfd, "a/link/x", "the label", &err), -1);
+    expect_error(&err, ELOOP, "the label");
+    _cleanup_free_ char *px = P(f, "elsewhere/x");
+    struct stat xst;
+    assert_int_equal(lstat(px, &xst), -1);
+    /* A file on the way. */
+    assert_int_equal(lz_mkdirs_confined(dfd, "a/file/x", "file label", &err), -1);
+    expect_error(&err, ENOTDIR, "file label");
 }
 
 /* ---- lz_open_confined -------------------------------------------------- */
@@ -1346,6 +1490,10 @@ int main(void)
         { T(test_open_confined_refuses_escape), NEED_NOTHING },
         { T(test_open_confined_refuses_absolute), NEED_NOTHING },
         { T(test_open_confined_refuses_symlinks), NEED_NOTHING },
+        { T(test_open_dir_confined), NEED_NOTHING },
+        { T(test_open_parent_confined), NEED_NOTHING },
+        { T(test_lstat_confined), NEED_NOTHING },
+        { T(test_mkdirs_confined), NEED_NOTHING },
         { cmocka_unit_test(test_open_confined_refuses_magic_links), NEED_NOTHING },
         { T(test_canonicalize), NEED_NOTHING },
         { T(test_fd_path), NEED_NOTHING },

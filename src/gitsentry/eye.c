@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0
  *
- * The Git Sentry's eye (sentry_eye.h): a request-reply helper over a
+ * The Git Sentry's eye (eye.h): a request-reply helper over a
  * SOCK_SEQPACKET pair, descriptors passed with SCM_RIGHTS both ways.
  */
-#include "coordinator/sentry_eye.h"
+#include "gitsentry/eye.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -285,7 +285,7 @@ static long eye_call(lz_sentry_eye *eye, eye_request *q, const int *fds, unsigne
         errno = EIO;
         return -1;
     }
-    eye_reply rep;
+    eye_reply rep = { 0 };
     union {
         struct cmsghdr h;
         char buf[CMSG_SPACE(sizeof(int))];

@@ -24,7 +24,7 @@
  * the quarantine. So a closed directory is watched and audited while it is
  * made, like any other, and opening it reveals nothing new.
  *
- * The operation set is closed and tabled (eye_ops in sentry_eye.c); every
+ * The operation set is closed and tabled (eye_ops in eye.c); every
  * path is resolved by openat2 beneath a descriptor the audit passes, no
  * symlink followed, no mount crossed; names to rename are single
  * components. The eye holds no descriptor but its socket (close_range at
@@ -34,8 +34,8 @@
  * Every function returns its result (a descriptor, a watch descriptor, 0)
  * or -1 with errno set — as the system call it stands for would.
  */
-#ifndef LAZARET_COORDINATOR_SENTRY_EYE_H
-#define LAZARET_COORDINATOR_SENTRY_EYE_H
+#ifndef LAZARET_GITSENTRY_EYE_H
+#define LAZARET_GITSENTRY_EYE_H
 
 #include <stdint.h>
 #include <sys/types.h>

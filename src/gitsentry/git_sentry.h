@@ -35,8 +35,8 @@
  *     unsafe (lz_git_sentry_mark_unsafe) so that the next start is refused
  *     until the entry is gone.
  */
-#ifndef LAZARET_COORDINATOR_GIT_SENTRY_H
-#define LAZARET_COORDINATOR_GIT_SENTRY_H
+#ifndef LAZARET_GITSENTRY_GIT_SENTRY_H
+#define LAZARET_GITSENTRY_GIT_SENTRY_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -64,7 +64,7 @@ typedef struct lz_git_marker {
 
 /* A watched directory: inotify watch descriptor -> what it is: a directory
  * of the workspace tree, the top level of a Git directory, a modules/
- * directory (no new members), or several of these (bits, git_sentry.c). */
+ * directory (no new members), or several of these (bits, ROLE_* in internal.h). */
 /* The watches form a tree: each knows its parent's watch and its own name,
  * so that a directory rename is one change however much lies below it
  * (docs/git.md "An audit the sandbox cannot outpace"); a path is put
@@ -77,6 +77,14 @@ typedef struct lz_git_dirwatch {
     dev_t dev;
     ino_t ino;
 } lz_git_dirwatch;
+
+/* How the event audit stops the sandbox while it catches up (the
+ * coordinator's freezer: lz_freezer_armed, _hold, _release). */
+typedef struct lz_git_hold {
+    bool (*armed)(void *ctx);   /* can it stop the sandbox (has it processes)? */
+    bool (*hold)(void *ctx);    /* stop it and wait until every thread is stopped */
+    void (*release)(void *ctx); /* let go of the hold; the last one lets the sandbox go on */
+} lz_git_hold;
 
 typedef struct lz_git_plan {
     lz_git_kind kind;
@@ -115,9 +123,13 @@ typedef struct lz_git_plan {
     int root_wd;            /* the workspace's own watch (0 / -1: none) */
     size_t child_cap, n_children;
     /* Stops the sandbox while the audit needs a consistent tree (a walk
-     * after an event overflow, an event it could not place); NULL: none. */
-    struct lz_freezer *freezer;
-    /* Looks where the developer cannot (sentry_eye.h); started at the first
+     * after an event overflow, an event it could not place): the
+     * coordinator's freezer (coordinator/freezer.h), reached through
+     * lz_git_hold so that the Sentry does not depend on the coordinator;
+     * NULL: none. hold_ctx is what the functions are given. */
+    const struct lz_git_hold *hold;
+    void *hold_ctx;
+    /* Looks where the developer cannot (eye.h); started at the first
      * directory closed to the developer. */
     struct lz_sentry_eye *eye;
     char *eye_error;        /* why the eye could not be started (then none is tried again) */

@@ -1,0 +1,254 @@
+/* SPDX-License-Identifier: Apache-2.0
+ *
+ * Git Sentry: where the host's Git takes its configuration from: the host's Git asked
+ * (config --show-origin) about each Git directory, and what it names inside
+ * the workspace — included files, core.hooksPath — protected read-only.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/util.h"
+#include "fs/confined.h"
+#include "fs/relpath.h"
+#include "gitsentry/internal.h"
+
+/* The host's Git on the Git directory gd with the work tree wt (both
+ * relative to the workspace; wt NULL: none). */
+int lz_gs_host_git_in(builder *b, const char *gd, const char *wt, char *const *args,
+                       lz_spawn_output *out, lz_error **err)
+{
+    static char *git = NULL;
+    if (!git && lz_spawn_find_program("git", LZ_SPAWN_SYSTEM_PATH, &git, err) < 0)
+        return lz_error_hint(err, "install git on the host (sudo apt-get install git), or set "
+                                  "isolate_gitignored = false");
+    size_t n = 0;
+    while (args[n])
+        n++;
+    /* The host's Git must not be influenced by anything the sandbox wrote:
+     * no fsmonitor, no hooks, no system configuration, and no repository
+     * discovery: GIT_DIR and GIT_WORK_TREE name the Git directory that was
+     * validated, so a repository the sandbox made elsewhere is never used. */
+    char **argv = lz_xcalloc(n + 8, sizeof(char *));
+    size_t k = 0;
+    argv[k++] = (char *) "git";
+    argv[k++] = (char *) "-c";
+    argv[k++] = (char *) "core.fsmonitor=false";
+    argv[k++] = (char *) "-c";
+    argv[k++] = (char *) "core.hooksPath=/dev/null";
+    argv[k++] = (char *) "-c";
+    argv[k++] = (char *) "core.untrackedCache=false";
+    for (size_t i = 0; i < n; i++)
+        argv[k++] = args[i];
+    argv[k] = NULL;
+    _cleanup_free_ char *home = getenv("HOME") ? lz_xasprintf("HOME=%s", getenv("HOME")) : NULL;
+    /* gd NULL: the work tree wt has a `.git` file (a linked worktree, a
+     * separate Git directory) that the plan protects read-only; Git follows
+     * it from wt, and discovery stops there (GIT_CEILING_DIRECTORIES). */
+    _cleanup_free_ char *gitdir = !gd              ? NULL
+                                  : strcmp(gd, ".") ? lz_xasprintf("GIT_DIR=%s/%s", b->ws, gd)
+                                                    : lz_xasprintf("GIT_DIR=%s", b->ws);
+    _cleanup_free_ char *worktree = !wt || !gd ? NULL
+                                    : *wt      ? lz_xasprintf("GIT_WORK_TREE=%s/%s", b->ws, wt)
+                                               : lz_xasprintf("GIT_WORK_TREE=%s", b->ws);
+    _cleanup_free_ char *ceiling = NULL;
+    if (!gd) {
+        _cleanup_free_ char *full = wt && *wt ? lz_xasprintf("%s/%s", b->ws, wt)
+                                              : lz_xstrdup(b->ws);
+        char *slash = strrchr(full, '/');
+        if (slash && slash != full)
+            *slash = '\0';
+        ceiling = lz_xasprintf("GIT_CEILING_DIRECTORIES=%s", full);
+    }
+    char *env[10] = { (char *) "PATH=" LZ_SPAWN_SYSTEM_PATH, (char *) "LC_ALL=C",
+                      (char *) "GIT_CONFIG_NOSYSTEM=1", (char *) "GIT_TERMINAL_PROMPT=0",
+                      (char *) "GIT_OPTIONAL_LOCKS=0" };
+    size_t ne = 5;
+    char *const extra[] = { gitdir, home, worktree, ceiling };
+    for (size_t x = 0; x < LZ_ARRAY_SIZE(extra); x++)
+        if (extra[x])
+            env[ne++] = extra[x];
+    env[ne] = NULL;
+    /* In the work tree itself, never where the coordinator was started
+     * (the developer's current directory: a subdirectory of the
+     * workspace, since `run` from one joins the top's Domain). Git answers
+     * relative to its working directory: from src/, `ls-files --others
+     * --ignored` listed only what is below src/, so a Domain first started
+     * there isolated nothing at the top (attack round i12b, F3). */
+    _cleanup_close_ int wt_fd = wt && *wt ? lz_open_confined(b->ws_fd, wt, O_PATH | O_DIRECTORY, 0,
+                                                            wt, NULL)
+                                          : -1;
+    lz_spawn_options opt = { .envp = env, .capture_max = 4 << 20, .timeout_ms = 60000,
+                             .chdir_to_fd = true, .cwd_fd = wt_fd >= 0 ? wt_fd : b->ws_fd };
+    int status = lz_spawn_capture(git, argv, &opt, out, err);
+    free(argv);
+    /* A cut answer is a wrong answer: the paths after the cut would be
+     * neither isolated nor protected (attack round i12c, T2: a 4.6 MB
+     * ignored list left .env shared). Fail closed. */
+    if (status >= 0 && out->truncated) {
+        lz_spawn_output_free(out);
+        lz_error_set(err, 0, "the host's Git said more than %d MiB about the workspace %s (git %s)",
+                     (int) (opt.capture_max >> 20), b->ws, args[0]);
+        return lz_error_hint(err, "the workspace has too many or too long git-ignored paths: "
+                                  "ignore whole directories rather than the files in them, "
+                                  "remove what git clean -ndX lists, or set isolate_gitignored "
+                                  "= false in the profile");
+    }
+    if (status < 0 && err && *err && (*err)->errnum == ETIMEDOUT)
+        lz_error_hint(err, "Git blocked reading the workspace %s: a .gitignore, "
+                           ".git/info/exclude or configuration file there may be a FIFO, lie "
+                           "on a hung file system or be very large (the sandbox can write "
+                           ".gitignore); replace it by a regular file of sensible size",
+                      b->ws);
+    return status;
+}
+
+
+/* A path value of Git's configuration made absolute the way Git does: `~/`
+ * is the developer's home, a relative one is relative to `base`. NULL for
+ * `~user/` (another user's home: not ours to protect). */
+static char *expand_git_path(const char *v, const char *base)
+{
+    if (v[0] == '/')
+        return lz_xstrdup(v);
+    if (v[0] == '~') {
+        const char *home = getenv("HOME");
+        if (v[1] != '/' || !home || home[0] != '/')
+            return NULL;
+        return lz_xasprintf("%s%s", home, v + 1);
+    }
+    return lz_xasprintf("%s/%s", base, v);
+}
+
+/* A configuration file Git reads from `abs` (absolute, from Git's own
+ * output): protect it when it lies inside the workspace. Lexically inside
+ * means it must be reachable without a symlink (refused otherwise);
+ * lexically outside but resolving inside (a host symlink into the
+ * workspace) protects the resolved file. create: make a missing file empty
+ * first (an empty configuration file is valid). */
+static int protect_config_file(builder *b, const char *abs, bool create, lz_error **err)
+{
+    _cleanup_free_ char *rel = lz_lexical_rel(b->ws, abs);
+    if (!rel) {
+        _cleanup_free_ char *canon = lz_canonicalize(abs, NULL);
+        if (canon)
+            rel = lz_lexical_rel(b->ws, canon);
+    }
+    if (!rel || strcmp(rel, ".git") == 0)
+        return 0;
+    struct stat st;
+    if (create && lz_lstat_confined(b->ws_fd, rel, &st) < 0 && errno == ENOENT) {
+        /* The file and every missing directory above it: the sandbox must
+         * not be the one to make them. */
+        const char *slash = strrchr(rel, '/');
+        _cleanup_free_ char *parent = slash ? lz_xstrndup(rel, (size_t) (slash - rel)) : NULL;
+        _cleanup_close_ int pfd = parent ? lz_mkdirs_confined(b->ws_fd, parent, parent, err)
+                                         : lz_open_confined(b->ws_fd, ".", O_PATH | O_DIRECTORY,
+                                                            0, ".", err);
+        if (pfd < 0)
+            return -1;
+        int fd = openat(pfd, slash ? slash + 1 : rel,
+                        O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+        if (fd >= 0)
+            close(fd);
+    }
+    return lz_gs_protect_if_exists(b, rel, err);
+}
+
+/* Configuration files that an include pulls in from inside the workspace,
+ * and core.hooksPath when it points inside: both are sandbox-writable
+ * places the host's Git would obey. */
+int lz_gs_protect_config_sources(builder *b, const char *gd, const char *wt, lz_error **err)
+{
+    lz_spawn_output out = { 0 };
+    char *const args[] = { (char *) "config", (char *) "--includes", (char *) "--show-origin",
+                           (char *) "--list", (char *) "-z", NULL };
+    /* hooksPath and relative origins are relative to the work tree's top
+     * (the Git directory where there is none). */
+    const char *base = wt ? wt : strcmp(gd, ".") ? gd : "";
+    _cleanup_free_ char *top = *base ? lz_xasprintf("%s/%s", b->ws, base) : lz_xstrdup(b->ws);
+    int status = lz_gs_host_git_in(b, gd, wt, args, &out, err);
+    if (status < 0)
+        return -1;
+    int r = 0;
+    for (size_t i = 0; r == 0 && status == 0 && i < out.len;) {
+        const char *origin = out.data + i;
+        size_t ol = strnlen(origin, out.len - i);
+        i += ol + 1;
+        const char *kv = i < out.len ? out.data + i : "";
+        size_t kl = i < out.len ? strnlen(kv, out.len - i) : 0;
+        i += kl + 1;
+        if (strncmp(origin, "file:", 5) == 0) {
+            const char *path = origin + 5;
+            _cleanup_free_ char *abs = path[0] == '/' ? lz_xstrdup(path)
+                                                       : lz_xasprintf("%s/%s", top, path);
+            r = protect_config_file(b, abs, false, err);
+        }
+        if (r == 0 && strncmp(kv, "core.hookspath\n", 15) == 0) {
+            const char *v = kv + 15;
+            _cleanup_free_ char *abs = expand_git_path(v, top);
+            _cleanup_free_ char *rel = abs ? lz_lexical_rel(b->ws, abs) : NULL;
+            if (!rel && abs) { /* through a host symlink into the workspace */
+                _cleanup_free_ char *canon = lz_canonicalize(abs, NULL);
+                if (canon)
+                    rel = lz_lexical_rel(b->ws, canon);
+            }
+            if (rel) {
+                struct stat st;
+                if (lz_lstat_confined(b->ws_fd, rel, &st) < 0 && errno == ENOENT) {
+                    /* Every missing level: the sandbox must not make them. */
+                    int fd = lz_mkdirs_confined(b->ws_fd, rel, rel, err);
+                    if (fd < 0)
+                        r = -1;
+                    else
+                        close(fd);
+                }
+                if (r == 0)
+                    r = lz_gs_protect_if_exists(b, rel, err);
+            }
+        }
+    }
+    lz_spawn_output_free(&out);
+    if (r < 0)
+        return -1;
+
+    /* Includes of files that do not exist yet are not listed above, but the
+     * host's Git would read them as soon as they appear: create them empty
+     * and protect them. Relative include paths are relative to the
+     * including file, .git/config. */
+    /* Every scope (the developer's global configuration may include a file
+     * inside the workspace too), and includes named by included files;
+     * each relative to the file that names it, `~/` expanded. */
+    char *const inc_args[] = { (char *) "config", (char *) "--includes", (char *) "--show-origin",
+                               (char *) "-z", (char *) "--get-regexp",
+                               (char *) "^(include|includeif\\..*)\\.path$", NULL };
+    lz_spawn_output inc = { 0 };
+    status = lz_gs_host_git_in(b, gd, wt, inc_args, &inc, err);
+    if (status < 0)
+        return -1;
+    for (size_t i = 0; r == 0 && status == 0 && i < inc.len;) {
+        const char *origin = inc.data + i;
+        size_t ol = strnlen(origin, inc.len - i);
+        i += ol + 1;
+        const char *kv = i < inc.len ? inc.data + i : "";
+        size_t kl = i < inc.len ? strnlen(kv, inc.len - i) : 0;
+        i += kl + 1;
+        const char *v = strchr(kv, '\n');
+        if (!v || !*++v || strncmp(origin, "file:", 5) != 0)
+            continue;
+        const char *file = origin + 5;
+        _cleanup_free_ char *file_abs = file[0] == '/' ? lz_xstrdup(file)
+                                                        : lz_xasprintf("%s/%s", top, file);
+        char *slash = strrchr(file_abs, '/');
+        if (slash)
+            *slash = '\0';
+        _cleanup_free_ char *abs = expand_git_path(v, file_abs);
+        if (abs)
+            r = protect_config_file(b, abs, true, err);
+    }
+    lz_spawn_output_free(&inc);
+    return r;
+}
