@@ -21,6 +21,27 @@
 static void sentry_failed(coord *c, const char *when, lz_error *err) __attribute__((noreturn));
 static void sentry_failed(coord *c, const char *when, lz_error *err)
 {
+    if (c->git.over_limit && !c->git.failed_rel) {
+        /* More directories than can be watched (a node_modules/ not yet
+         * ignored, say): nothing was left un-neutralised, but the audit
+         * cannot stay current. The sandbox stops at once; the final audit
+         * walks the whole tree without watches once it is gone and records
+         * an unsafe workspace only if something there cannot be set aside
+         * (attack round i23e: this once marked the Domain unsafe). */
+        lz_best_effort(lz_freezer_hold(c->freezer)); /* none: the teardown kills it */
+        log_error(c, "Git Sentry: the watch bound was reached", err);
+        const char *what = err && err->message ? err->message : "the workspace is too large";
+        if (strncmp(what, "Git Sentry: ", 12) == 0)
+            what += 12;
+        char *line = lz_xasprintf("Git Sentry: %s, more than Lazaret can watch, so the sandbox "
+                                  "is stopped now (what it made is audited as it ends). Ignore "
+                                  "generated directories in .gitignore (node_modules/, build "
+                                  "outputs), or choose a smaller workspace, and run again.",
+                                  what);
+        tell_sessions(c, line);
+        free(line);
+        teardown_and_exit(c, 1);
+    }
     c->sentry_failed = true;
     log_error(c, "Git Sentry audit failed", err);
     lz_error *e2 = NULL;

@@ -484,7 +484,9 @@ int lz_git_sentry_audit(lz_git_plan *p, bool full, char **ret_report, lz_error *
         *ret_report = NULL;
     if (p->ws_fd < 0 || p->quarantine_fd < 0)
         return 0;
+    /* The final audit (no sandbox left) places no watch: none is needed,
+     * and a tree past the watch bound is audited whole. */
     if (full || p->inotify_fd < 0)
-        return lz_gs_full_audit(p, p->inotify_fd >= 0, ret_report, err);
+        return lz_gs_full_audit(p, p->inotify_fd >= 0 && !p->final, ret_report, err);
     return event_audit(p, ret_report, err);
 }

@@ -116,7 +116,7 @@ typedef struct lz_git_plan {
     int quarantine_fd;      /* O_PATH of the quarantine directory */
     int inotify_fd;         /* -1 until lz_git_sentry_watch */
     lz_git_dirwatch *watches;
-    size_t n_watches;
+    size_t n_watches, watches_cap; /* grown by doubling: 50,000 one by one was quadratic */
     struct lz_git_wdslot *wd_slots; /* wd -> index in watches (open addressing) */
     size_t wd_cap;
     int *child_slots;       /* (parent wd, name) -> wd (open addressing; 0: empty) */
@@ -144,6 +144,11 @@ typedef struct lz_git_plan {
     unsigned long quarantined; /* entries moved this generation */
     char *failed_rel;       /* after a failed audit: what could not be neutralised */
     bool final;             /* the last audit: the sandbox is gone (sequencer state) */
+    /* The tree outgrew the watch bound (MAX_TREE_DIRS): a resource limit,
+     * not something left un-neutralised (failed_rel stays NULL for it).
+     * The coordinator stops the sandbox; the final audit, with no sandbox
+     * left, walks everything without watches (attack round i23e, H). */
+    bool over_limit;
     char *start_report;     /* what the plan neutralised that an earlier generation left */
     const lz_resolved_config *cfg;
 } lz_git_plan;

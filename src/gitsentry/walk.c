@@ -68,13 +68,15 @@ static char **list_names(int dfd, size_t *ret_n)
         errno = saved;
         return NULL;
     }
-    char **names = lz_xcalloc(1, sizeof(char *));
+    size_t cap = 8;
+    char **names = lz_xcalloc(cap, sizeof(char *));
     size_t n = 0;
     struct dirent *e;
     while ((e = readdir(d))) {
         if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
             continue;
-        names = lz_xrealloc(names, n + 2, sizeof(char *));
+        if (n + 2 > cap)
+            names = lz_xrealloc(names, cap *= 2, sizeof(char *));
         names[n++] = lz_xstrdup(e->d_name);
         names[n] = NULL;
     }
@@ -435,7 +437,7 @@ int lz_gs_walk_dir(walk *w, int dfd, const char *rel, int depth)
     if (lz_gs_add_watch(w, dfd, rel, ROLE_TREE) < 0)
         return -1;
     if (w->watch && p->n_tree_dirs > MAX_TREE_DIRS) {
-        lz_gs_fail_at(w, rel);
+        p->over_limit = true;
         lz_error_set(w->err, 0, "Git Sentry: the workspace has more than %d directories outside "
                                 "git-ignored paths",
                      MAX_TREE_DIRS);
@@ -535,10 +537,12 @@ static int walk_git_inner(walk *w, int dfd, const char *rel, int depth)
     if (lz_gs_add_watch(w, dfd, rel, depth ? ROLE_GITINNER : ROLE_GITDIR) < 0)
         return -1;
     if (w->watch && w->p->n_tree_dirs > MAX_TREE_DIRS) {
-        lz_gs_fail_at(w, rel);
-        return lz_error_set(w->err, 0, "Git Sentry: the workspace has more than %d directories "
-                                       "to watch",
-                            MAX_TREE_DIRS);
+        w->p->over_limit = true;
+        lz_error_set(w->err, 0, "Git Sentry: the workspace has more than %d directories "
+                                "to watch",
+                     MAX_TREE_DIRS);
+        return lz_error_hint(w->err, "ignore generated directories in .gitignore, or choose a "
+                                     "smaller workspace");
     }
     size_t n;
     char **names = list_names(dfd, &n);

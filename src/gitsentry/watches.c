@@ -307,7 +307,10 @@ int lz_gs_add_watch(walk *w, int dfd, const char *rel, unsigned role)
     lz_git_dirwatch *dw = lz_gs_watch_by_wd(p, wd);
     bool fresh = !dw;
     if (!dw) {
-        p->watches = lz_xrealloc(p->watches, p->n_watches + 1, sizeof(lz_git_dirwatch));
+        if (p->n_watches == p->watches_cap) {
+            p->watches_cap = p->watches_cap ? 2 * p->watches_cap : 64;
+            p->watches = lz_xrealloc(p->watches, p->watches_cap, sizeof(lz_git_dirwatch));
+        }
         wd_index_put(p, wd, p->n_watches);
         dw = &p->watches[p->n_watches++];
         *dw = (lz_git_dirwatch) { .wd = wd, .parent_wd = -1 };
@@ -341,10 +344,11 @@ bool lz_gs_watch_below(lz_git_plan *p, const lz_git_dirwatch *dw, int top)
 void lz_gs_unwatch_below(lz_git_plan *p, int top)
 {
     int *gone = NULL;
-    size_t n = 0;
+    size_t n = 0, cap = 0;
     for (size_t i = 0; i < p->n_watches; i++)
         if (lz_gs_watch_below(p, &p->watches[i], top)) {
-            gone = lz_xrealloc(gone, n + 1, sizeof(int));
+            if (n == cap)
+                gone = lz_xrealloc(gone, cap = cap ? 2 * cap : 16, sizeof(int));
             gone[n++] = p->watches[i].wd;
         }
     /* The deepest first, so that each one's chain is whole when dropped. */

@@ -499,3 +499,57 @@ def test_born_closed_repository_is_set_aside(rig):
     assert not (ws / "d" / "q" / ".git").exists()
     git(lz, ws / "d" / "q", "status", check=False)
     assert not marker.exists(), "the developer's git status ran the sandbox's program"
+
+
+# ---- the watch bound reached by an ordinary action (round i23e, H) ----------------
+
+WATCH_BOUND = 50000  # src/gitsentry/internal.h MAX_TREE_DIRS
+
+
+def test_outgrowing_the_watch_bound_stops_without_marking_the_domain_unsafe(rig):
+    """Attack round i23e, H: more directories than the audit can watch,
+    made by an ordinary action (an unpacked tree, a node_modules/ not yet
+    ignored), once stopped the Domain *and* recorded it unsafe, refusing the
+    next start with a warning of an attack. Now the sandbox stops with a
+    resource message; the final audit, with no sandbox left, walks the
+    whole tree without watches — a repository the sandbox made in the part
+    past the bound is still set aside — and once the tree is ignored the
+    Domain starts again."""
+    lz = rig.lz
+    ws = new_repo(lz, "ws", {"src/main.c": "int main(void) { return 0; }\n"})
+    marker = lz.home / "PLANTED-bound"
+    # 49,950 directories from the host (fast), the rest from the sandbox.
+    t0 = time.monotonic()
+    dirs = [f"nm/p{i}/{j}" for i in range(333) for j in range(149)]
+    for k in range(0, len(dirs), 5000):
+        p = lz.run_as_user(["mkdir", "-p", *dirs[k:k + 5000]], cwd=ws)
+        assert p.returncode == 0, p.stderr
+    timings = {"host mkdir": time.monotonic() - t0}
+    rig.config({"p": {}})
+    script = ("mkdir -p nm/new/r/.git/objects nm/new/r/.git/refs/heads\n"
+              "echo 'ref: refs/heads/main' > nm/new/r/.git/HEAD\n"
+              f"cat > nm/new/r/.git/config <<'LZEOF'\n{fsmonitor_config(marker)}LZEOF\n"
+              "mkdir $(for i in $(seq 1 400); do echo nm/new/d$i; done)\n"
+              "sleep 5; touch AFTER\n")
+    try:
+        t0 = time.monotonic()
+        r = rig.run("p", sh(script), ws=ws, timeout=240)
+        timings["run"] = time.monotonic() - t0
+    except subprocess.TimeoutExpired:
+        log = "\n".join(p.read_text(errors="replace")
+                        for p in lz.root.rglob("logs/coordinator.log"))
+        pytest.fail(f"timed out; coordinator log:\n{log[-4000:]}")
+    assert r.returncode != 0 and not (ws / "AFTER").exists(), (r.returncode, r.stderr[-2000:])
+    assert f"more than {WATCH_BOUND} directories" in r.stderr, r.stderr[-2000:]
+    assert "could not neutralise" not in r.stderr and "Lazaret will not start" not in r.stderr, \
+        r.stderr[-2000:]
+    t0 = time.monotonic()
+    left, _ = wait_torn_down(lz, TEARDOWN_TIMEOUT)
+    timings["teardown"] = time.monotonic() - t0
+    assert not left, left
+    assert not (ws / "nm" / "new" / "r" / ".git").exists()
+    git(lz, ws / "nm" / "new" / "r", "status", check=False)
+    assert not marker.exists()
+    # No unsafe record: the next start is refused for the size only (docs/git.md).
+    assert not list(lz.root.rglob("git-sentry-unsafe")), "the Domain was recorded unsafe"
+    print(f"timings: {timings}")
