@@ -49,7 +49,6 @@
 #define QUARANTINE_NAME "lazaret-quarantine"
 #define UNSAFE_FILE "git-sentry-unsafe"
 #define BASELINE_FILE "git-sentry-baseline"
-#define BASELINE_TMP "git-sentry-baseline.tmp"
 
 /* The Domain's record of what it isolated, <Domain Root>/ignored.list, and
  * of the placeholder directories Lazaret made, <Domain Root>/placeholders

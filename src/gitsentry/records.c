@@ -15,9 +15,9 @@
 #include <unistd.h>
 
 #include "common/util.h"
+#include "fs/atomic.h"
 #include "fs/confined.h"
 #include "gitsentry/internal.h"
-#include "protocol/io.h"
 
 void lz_gs_names_add(name_list *l, const char *s)
 {
@@ -90,19 +90,14 @@ int lz_gs_record_read(int droot, const char *name, size_t max, const char *label
 int lz_gs_record_write(int droot, const char *name, const name_list *l, const char *label,
                         lz_error **err)
 {
-    _cleanup_free_ char *tmp = lz_xasprintf("%s.tmp", name);
-    int fd = openat(droot, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (fd < 0)
-        return lz_error_set(err, errno, "cannot write %s/%s", label, tmp);
-    bool ok = true;
-    for (size_t i = 0; ok && i < l->n; i++)
-        ok = lz_write_all(fd, l->v[i], strlen(l->v[i]) + 1) >= 0;
-    if (close(fd) < 0 || !ok || renameat(droot, tmp, droot, name) < 0) {
-        int e = errno;
-        unlinkat(droot, tmp, 0);
-        return lz_error_set(err, e, "cannot write %s/%s", label, name);
-    }
-    return 0;
+    /* Each name with its NUL, one iovec per name. */
+    struct iovec *iov = lz_xcalloc(l->n ? l->n : 1, sizeof(*iov));
+    for (size_t i = 0; i < l->n; i++)
+        iov[i] = (struct iovec) { .iov_base = l->v[i], .iov_len = strlen(l->v[i]) + 1 };
+    _cleanup_free_ char *what = lz_xasprintf("%s/%s", label, name);
+    int r = lz_write_atomic_iov(droot, name, iov, l->n, 0600, 0, what, err);
+    free(iov);
+    return r;
 }
 
 static void put_rec(FILE *f, char tag, unsigned long long a, unsigned long long b, const char *rel);
@@ -256,16 +251,13 @@ int lz_gs_save_baseline(lz_git_plan *p, lz_error **err)
                                              true, err);
     if (droot < 0)
         return -1;
-    unlinkat(droot, BASELINE_TMP, 0);
-    int fd = lz_open_confined(droot, BASELINE_TMP, O_WRONLY | O_CREAT | O_EXCL, 0600,
-                              BASELINE_TMP, err);
-    FILE *f = fd >= 0 ? fdopen(fd, "we") : NULL;
-    if (!f) {
-        if (fd >= 0)
-            close(fd);
+    /* Composed in memory, then written whole (fs/atomic.h). */
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (!f)
         return lz_error_set(err, errno, "cannot record the Git Sentry baseline in %s",
                             p->cfg->storage_domain_root.label);
-    }
     put_rec(f, 'K', (unsigned) p->kind, 0, p->quarantine_rel);
     for (size_t i = 0; i < p->n_mounts; i++)
         put_rec(f, 'T', 0, 0, p->mounts[i].rel);
@@ -279,12 +271,16 @@ int lz_gs_save_baseline(lz_git_plan *p, lz_error **err)
                 (unsigned long long) p->members[i].ino, p->members[i].rel);
     for (size_t i = 0; i < p->n_ignored; i++)
         put_rec(f, 'I', 0, 0, p->ignored[i]);
-    bool ok = fflush(f) == 0 && fsync(fileno(f)) == 0;
-    ok = fclose(f) == 0 && ok;
-    if (!ok || renameat(droot, BASELINE_TMP, droot, BASELINE_FILE) < 0)
+    if (fclose(f) != 0) {
+        free(text);
         return lz_error_set(err, errno, "cannot record the Git Sentry baseline in %s",
                             p->cfg->storage_domain_root.label);
-    return 0;
+    }
+    _cleanup_free_ char *what = lz_xasprintf("the Git Sentry baseline in %s",
+                                             p->cfg->storage_domain_root.label);
+    int r = lz_write_atomic(droot, BASELINE_FILE, text, len, 0600, 0, what, err);
+    free(text);
+    return r;
 }
 
 void lz_git_sentry_done(lz_git_plan *p)
