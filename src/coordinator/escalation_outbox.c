@@ -18,6 +18,7 @@
 
 #include "common/util.h"
 #include "coordinator/log.h"
+#include "fs/atomic.h"
 #include "protocol/io.h"
 
 /* A refused record: the sandbox can send them as fast as it can write
@@ -46,7 +47,10 @@ const char *esc_outcome_name(lz_mbx_outcome o)
     }
 }
 
-/* Write one signed record as outbox/<id>/<name>, whole, by rename. */
+/* Write one signed record as outbox/<id>/<name>, whole (fs/atomic.h):
+ * the client never reads a part of one. No fsync: the outbox is in the
+ * runtime directory (RAM), and a record is worth nothing after a crash.
+ * On failure errno says why (the callers log it). */
 int esc_outbox_write(escalation *e, const char *name, const lz_wbuf *b)
 {
     esc_state *st = e->c->esc;
@@ -58,15 +62,13 @@ int esc_outbox_write(escalation *e, const char *name, const lz_wbuf *b)
                                      O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (dir < 0)
         return -1;
-    char tmp[64];
-    snprintf(tmp, sizeof(tmp), ".%s", name);
-    int fd = openat(dir, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0444);
-    if (fd < 0)
-        return -1;
-    bool ok = lz_write_all(fd, b->data, b->len) >= 0 && lz_write_all(fd, sig, sizeof(sig)) >= 0;
-    close(fd);
-    if (!ok || renameat(dir, tmp, dir, name) < 0) {
-        unlinkat(dir, tmp, 0);
+    const struct iovec iov[] = { { (void *) b->data, b->len }, { sig, sizeof(sig) } };
+    lz_error *err = NULL;
+    if (lz_write_atomic_iov(dir, name, iov, 2, 0444, LZ_ATOMIC_NO_SYNC, "an escalation record",
+                            &err) < 0) {
+        int errnum = err->errnum;
+        lz_error_free(err);
+        errno = errnum ? errnum : EIO;
         return -1;
     }
     return 0;
