@@ -26,14 +26,15 @@
  *                  (src/gitsentry/ does the auditing)
  *   relay.c        the PTY relay of interactive sessions
  *   session_send.c sending to a session's client without ever waiting
- *   log.c          the Domain's logs/coordinator.log
  *
  * Who calls whom (docs/coordinator.md "Layers"): a file calls only files
- * listed below it here (log.c, record.c, freezer.c, prompt.c and
- * approval.c are leaves). What a lower file needs done above it -- end a
- * session, tear down the generation, publish status.json -- it asks for
- * with the request functions below; the event loop's level runs the
- * request once the calling callback has returned.
+ * listed below it here. Below them all: record.c (the Domain Store's
+ * rows), log.c (the Domain's logs/coordinator.log), freezer.c, prompt.c,
+ * approval.c. Above them all: bootstrap.c, the CLI's way to start a
+ * coordinator. What a lower file needs done above it -- end a session,
+ * tear down the generation, publish status.json -- it asks for with the
+ * request functions below, and the main loop runs the request once the
+ * calling callback has returned.
  *
  * Single-threaded: every function runs from the event loop's callbacks
  * (the freezer's watchdog thread touches nothing here: freezer.h).
@@ -120,7 +121,7 @@ typedef struct session {
     queued_msg *q_head, *q_tail; /* messages waiting for the client, in order */
     size_t q_bytes;
     lz_loop_source *handshake_timer; /* until RUN is accepted */
-    lz_loop_source *close_timer;     /* close on the next round (client dropped) */
+    lz_loop_source *close_timer;     /* ends the slot when its EXIT_LINGER_MS are over */
     bool exit_sent;            /* EXIT queued: close once it is sent (or on linger) */
     char in_pending[LZ_MSG_MAX_DATA];
     size_t in_pending_len;     /* typed bytes the PTY could not take yet */

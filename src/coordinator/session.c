@@ -166,7 +166,7 @@ void session_exec(coord *c, session *s)
     if (c->stop_requested)
         return; /* the audit failed closed: no command starts (the teardown refuses it) */
     if (s->sock < 0)
-        return; /* its client was dropped meanwhile: closed on the next round */
+        return; /* its client was dropped meanwhile: settled after this round */
     if (c->git.start_report && s->sock >= 0) {
         /* What this generation's start set aside: every session hears it. */
         char *line = lz_xasprintf("Git Sentry: at this Domain's start, set aside what an earlier "
@@ -176,7 +176,7 @@ void session_exec(coord *c, session *s)
         lz_msg_text_encode(&b, LZ_MSG_PROGRESS, line);
         session_send(c, s, &b);
         free(line);
-        if (s->sock < 0) { /* dropped: closed on the next round */
+        if (s->sock < 0) { /* dropped: settled after this round */
             return;
         }
     }
@@ -188,7 +188,7 @@ void session_exec(coord *c, session *s)
         lz_wbuf b;
         lz_msg_text_encode(&b, LZ_MSG_PROGRESS, ignored);
         session_send(c, s, &b);
-        if (s->sock < 0) /* dropped: closed on the next round */
+        if (s->sock < 0) /* dropped: settled after this round */
             return;
     }
     char *cwd = s->run.cwd[0] ? lz_xasprintf("/workspace/%s", s->run.cwd)
