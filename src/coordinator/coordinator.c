@@ -33,7 +33,7 @@ static void on_signal(lz_loop *loop, lz_loop_source *src, int fd, short revents,
     struct signalfd_siginfo si;
     if (read(fd, &si, sizeof(si)) == sizeof(si) && si.ssi_signo != SIGCHLD) {
         clog_(c, "signal %d: ending the Domain", (int) si.ssi_signo);
-        request_teardown(c, 0);
+        request_teardown_at_once(c, 0);
         return;
     }
     generation_reap(c);

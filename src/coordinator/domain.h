@@ -185,8 +185,8 @@ struct coord {
     SSL_CTX *tls_ctx;
     const char *teardown_why; /* what sessions are told at teardown; NULL: shutting down */
     const char *teardown_hint; /* and what to do (NULL: the log's path) */
-    /* The teardown, asked for (request_teardown): the main loop runs it
-     * with this exit status as soon as the asking callback has returned. */
+    /* The teardown, asked for (request_teardown*): the main loop runs it
+     * with this exit status between rounds. */
     bool stop_requested;
     int stop_status;
     bool status_stale;        /* status.json is due (request_status) */
@@ -194,15 +194,23 @@ struct coord {
 
 /* ---- requests to the loop's level ------------------------------------ */
 
-/* Tear down and exit with status (0 unless a failure asks for 1). The
- * loop serves no other event first: the round ends with the callback
- * that asked (lz_loop_end_round), so code after the request only unwinds
- * (and must start nothing: check c->stop_requested). */
+/* Tear down and exit with status (0 unless a failure asks for 1), once
+ * this round of the loop is over (`lazaret stop`, the sandbox died): the
+ * events already ready are served first, as a round always is. */
 static inline void request_teardown(coord *c, int status)
 {
     c->stop_requested = true;
     if (status > c->stop_status)
         c->stop_status = status;
+}
+
+/* The same, before any other event is served: the round ends with the
+ * callback that asks (lz_loop_end_round). For a signal, and for the Git
+ * Sentry failing closed. The code after the request only unwinds: it
+ * must start nothing (check c->stop_requested). */
+static inline void request_teardown_at_once(coord *c, int status)
+{
+    request_teardown(c, status);
     lz_loop_end_round(c->loop);
 }
 

@@ -197,7 +197,8 @@ void esc_finish(escalation *e, lz_mbx_outcome outcome, int status, const char *m
     esc_record_begin(e, NULL);
     lz_error *err = NULL;
     if (lz_store_escalation_end(c->a->store, c->generation, e->req.request_id,
-                                esc_outcome_name(outcome), e->decision, status, message, &err) < 0) {
+                                esc_outcome_name(outcome), e->decision, status, message,
+                                &err) < 0) {
         log_error(c, "cannot record an escalation outcome", err);
         lz_error_free(err);
     }

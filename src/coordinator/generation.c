@@ -461,7 +461,7 @@ void generation_start(coord *c)
     if (git_audit_attach(c) < 0) {
         /* Without the watchdog the audit could be outpaced: fail closed,
          * before the sandbox is started. */
-        request_teardown(c, 1);
+        request_teardown_at_once(c, 1);
         goto out;
     }
     lz_timing_mark("coordinator: Git Sentry watching");

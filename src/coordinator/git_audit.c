@@ -19,11 +19,11 @@
  * at all): fail closed. The sandbox is frozen here, at once; the sessions
  * are told why; the teardown is requested, and the loop runs it as soon
  * as the callback that audited returns: no other event is served first
- * (request_teardown ends the round), and the callers start nothing once
- * c->stop_requested is set (no session command, no host command). So no
- * host Git can act on what the audit could not neutralise: it would need
- * a host command to start (docs/coordinator.md "Layers", docs/git.md
- * "fail closed"). */
+ * (request_teardown_at_once ends the round), and the callers start
+ * nothing once c->stop_requested is set (no session command, no host
+ * command). So no host Git can act on what the audit could not
+ * neutralise: it would need a host command to start (docs/coordinator.md
+ * "Layers", docs/git.md "Fail closed"). */
 static void sentry_failed(coord *c, const char *when, lz_error *err)
 {
     if (c->git.over_limit && !c->git.failed_rel) {
@@ -46,7 +46,7 @@ static void sentry_failed(coord *c, const char *when, lz_error *err)
         tell_sessions(c, line);
         free(line);
         lz_error_free(err);
-        request_teardown(c, 1);
+        request_teardown_at_once(c, 1);
         return;
     }
     c->sentry_failed = true;
@@ -70,7 +70,7 @@ static void sentry_failed(coord *c, const char *when, lz_error *err)
     tell_sessions(c, line);
     free(line);
     lz_error_free(err);
-    request_teardown(c, 1);
+    request_teardown_at_once(c, 1);
 }
 
 /* One audit; false when it failed closed (the teardown is requested). */

@@ -450,8 +450,8 @@ static int on_stop(void *ctx, lz_proto_msg *pm)
           (int) s->cli_pid);
     c->teardown_why = "the Domain was stopped with 'lazaret stop'";
     c->teardown_hint = "run the command again to start the Domain anew";
-    /* The main loop tears down once this handler has returned: never from
-     * inside a session's handler, with the sessions being iterated. */
+    /* The main loop tears down once this round is over: never from inside
+     * a session's handler, with the sessions being iterated. */
     request_teardown(c, 0);
     return 0;
 }

@@ -586,7 +586,7 @@ static void test_count_follows_adds_and_removals(void **state)
 
 /* A callback that ends the round: lz_loop_run_once returns as soon as it
  * has; what was ready or due and not served is served in the next round
- * (the coordinator's teardown request, domain.h request_teardown). */
+ * (the coordinator's teardown request, domain.h request_teardown_at_once). */
 static void test_end_round_serves_nothing_more(void **state)
 {
     (void) state;
