@@ -384,7 +384,7 @@ static void esc_run(escalation *e)
     }
     git_audit(c, "a host command starts", false);
     if (c->stop_requested)
-        return; /* the audit failed closed: nothing runs (Cancelled at teardown) */
+        return; /* the Domain is ending (the audit failed closed, say): Cancelled at teardown */
     /* Not from inside a Git directory (attack round i11b, B2: a bare
      * repository the sandbox built in .git/objects/…, its HEAD written just
      * after the audit, was used by an auto-approved host git). */

@@ -164,7 +164,7 @@ void session_exec(coord *c, session *s)
 {
     git_audit(c, "session start", false);
     if (c->stop_requested)
-        return; /* the audit failed closed: no command starts (the teardown refuses it) */
+        return; /* the Domain is ending (the audit failed closed, say): the teardown refuses it */
     if (s->sock < 0)
         return; /* its client was dropped meanwhile: settled after this round */
     if (c->git.start_report && s->sock >= 0) {
@@ -337,8 +337,8 @@ void session_finish_if_done(coord *c, session *s)
     record_session_end(c, s->id, s->exit_outcome ? "terminated" : "exited", (int) s->exit_code);
     s->id[0] = '\0';
     git_audit(c, "session end", false);
-    if (c->stop_requested)
-        return; /* the audit failed closed: the teardown ends the slot */
+    if (c->stop_requested) /* the Domain is ending (the audit failed closed, say) */
+        return;           /* the teardown ends the slot */
     session_close(c, s);
 }
 
