@@ -34,6 +34,7 @@
 
 #include "cli/cli.h"
 #include "common/timing.h"
+#include "common/text.h"
 #include "common/util.h"
 #include "config/resolve.h"
 #include "coordinator/bootstrap.h"

@@ -338,43 +338,20 @@ static int load_baseline(FILE *f, lz_git_plan *t)
     return -1;
 }
 
-/* The previous generation ended without its last audit (its coordinator was
- * killed): audit the workspace against that generation's baseline before
- * anything else. */
-int lz_gs_recover_previous(builder *b, lz_error **err)
+/* Read the baseline a generation left behind when it ended without its
+ * last audit (its coordinator was killed) into *t: 1 when read, 0 when
+ * there is none, 2 when it is damaged (*t partly filled), -1 with *err when
+ * it cannot be opened. The caller audits against it (plan.c). */
+int lz_gs_read_baseline(const lz_resolved_config *cfg, lz_git_plan *t, lz_error **err)
 {
     _cleanup_close_ int droot = -1;
-    FILE *f = open_record(b->cfg, BASELINE_FILE, &droot, err);
+    FILE *f = open_record(cfg, BASELINE_FILE, &droot, err);
     if (!f)
         return err && *err ? -1 : 0;
-    lz_git_plan t = LZ_GIT_PLAN_INIT;
-    int r = load_baseline(f, &t);
+    int r = load_baseline(f, t);
     fclose(f);
-    lz_gs_index_mounts(&t);
-    if (r == 0 && t.n_ignored > 1)
-        qsort(t.ignored, t.n_ignored, sizeof(char *), lz_gs_cmp_str);
-    if (r == 0 && t.quarantine_rel && lz_path_is_normalized_rel(t.quarantine_rel)) {
-        t.ws_fd = fcntl(b->ws_fd, F_DUPFD_CLOEXEC, 3);
-        t.cfg = b->cfg;
-        t.final = true; /* that generation's sandbox is gone */
-        t.quarantine_fd = lz_open_confined(b->ws_fd, t.quarantine_rel, O_PATH | O_DIRECTORY, 0,
-                                           t.quarantine_rel, err);
-        r = t.quarantine_fd < 0 ? -1 : lz_gs_full_audit(&t, false, &b->p->start_report, err);
-    } else if (r == 0) {
-        r = -1;
-    }
-    if (r < 0 && !(err && *err))
-        lz_error_set(err, 0, "the Git Sentry baseline %s/%s is damaged",
-                     b->cfg->storage_domain_root.label, BASELINE_FILE);
-    if (r < 0) {
-        lz_error_prefix(err, "the previous generation of this Domain ended without its last Git "
-                             "Sentry audit, and the audit now failed");
-        lz_error_hint(err, "do not run git in %s until you have checked it for repositories the "
-                           "sandbox made; then delete %s/%s and run again",
-                      b->ws, b->cfg->storage_domain_root.label, BASELINE_FILE);
-    } else {
-        unlinkat(droot, BASELINE_FILE, 0);
-    }
-    lz_git_plan_clear(&t);
-    return r < 0 ? -1 : 0;
+    lz_gs_index_mounts(t);
+    if (r == 0 && t->n_ignored > 1)
+        qsort(t->ignored, t->n_ignored, sizeof(char *), lz_gs_cmp_str);
+    return r == 0 && t->quarantine_rel && lz_path_is_normalized_rel(t->quarantine_rel) ? 1 : 2;
 }
