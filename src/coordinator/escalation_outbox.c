@@ -16,6 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/text.h"
 #include "common/util.h"
 #include "coordinator/log.h"
 #include "fs/atomic.h"
