@@ -28,7 +28,13 @@ struct lz_loop {
     unsigned live;
     struct pollfd *pfd;   /* scratch for poll, cap entries */
     unsigned *pfd_src;    /* index into src of each pfd entry */
+    bool round_ended;     /* lz_loop_end_round: dispatch nothing more this round */
 };
+
+void lz_loop_end_round(lz_loop *loop)
+{
+    loop->round_ended = true;
+}
 
 int64_t lz_loop_now_ms(void)
 {
@@ -168,11 +174,12 @@ int lz_loop_run_once(lz_loop *loop, int max_wait_ms)
         return errno == EINTR ? 0 : -1;
 
     int ran = 0;
+    loop->round_ended = false;
     /* Sources added by callbacks land beyond n_round and outside pfd: they
      * wait for the next round. */
     unsigned n_round = loop->n;
     now = lz_loop_now_ms();
-    for (unsigned i = 0; i < n_round; i++) {
+    for (unsigned i = 0; i < n_round && !loop->round_ended; i++) {
         lz_loop_source *s = loop->src[i];
         if (!s->is_timer || s->dead || !s->armed || s->due_ms > now)
             continue;
@@ -183,7 +190,7 @@ int lz_loop_run_once(lz_loop *loop, int max_wait_ms)
         if (!s->dead && !s->armed)
             lz_loop_remove(s);
     }
-    for (unsigned j = 0; j < np; j++) {
+    for (unsigned j = 0; j < np && !loop->round_ended; j++) {
         lz_loop_source *s = loop->src[loop->pfd_src[j]];
         short rev = loop->pfd[j].revents;
         if (s->dead || !rev)

@@ -63,6 +63,13 @@ unsigned lz_loop_count(const lz_loop *loop);
  * errno set when poll fails other than by EINTR (EINTR returns 0). */
 int lz_loop_run_once(lz_loop *loop, int max_wait_ms);
 
+/* From a callback: run no further callback in this round, so that
+ * lz_loop_run_once() returns as soon as the calling callback does. Sources
+ * that were ready and not served stay ready (a timer stays due) for the
+ * next round. The coordinator uses it when a callback asks for the
+ * teardown, which then runs before any other event is served. */
+void lz_loop_end_round(lz_loop *loop);
+
 /* Milliseconds of CLOCK_MONOTONIC (for callers' own bookkeeping). */
 int64_t lz_loop_now_ms(void);
 

@@ -33,7 +33,8 @@ static void on_signal(lz_loop *loop, lz_loop_source *src, int fd, short revents,
     struct signalfd_siginfo si;
     if (read(fd, &si, sizeof(si)) == sizeof(si) && si.ssi_signo != SIGCHLD) {
         clog_(c, "signal %d: ending the Domain", (int) si.ssi_signo);
-        teardown_and_exit(c, 0);
+        request_teardown_at_once(c, 0);
+        return;
     }
     generation_reap(c);
 }
@@ -110,9 +111,17 @@ void lz_coordinator_main(lz_coordinator_args *a)
      * the listen queue must still be accepted and told the outcome. */
     lz_loop_add_timer(c->loop, EMPTY_START_TIMEOUT_MS, on_empty_start_over, c);
 
+    /* The requests of the files below (domain.h) run here, between rounds:
+     * what they ask of sessions, then a teardown, then status.json. */
     for (;;) {
+        if (!c->stop_requested)
+            sessions_settle(c);
         if (c->stop_requested)
-            teardown_and_exit(c, 0);
+            teardown_and_exit(c, c->stop_status);
+        if (c->status_stale) {
+            c->status_stale = false;
+            publish_status(c);
+        }
         if (c->n_active == 0 && (c->n_ever > 0 || c->empty_start_over))
             teardown_and_exit(c, c->state == G_FAILED ? 1 : 0);
         for (size_t i = 0; i < MAX_SESSIONS; i++)

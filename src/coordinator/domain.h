@@ -4,18 +4,37 @@
  * files of src/coordinator/ (internal: nothing outside this directory
  * includes it). Who changes what:
  *
- *   coordinator.c  startup and the event loop (lz_coordinator_main)
- *   session.c      sessions: accept, the per-session state machine, the
- *                  CLI messages' handlers (protocol/table.h)
- *   relay.c        the PTY relay of interactive sessions
+ *   coordinator.c  startup and the event loop (lz_coordinator_main); the
+ *                  only caller of teardown_and_exit and publish_status
  *   generation.c   the generation: its directory, the Runtime Supervisor
  *                  and its messages, start failure, teardown
  *   status.c       status.json
+ *   session.c      sessions: accept, the per-session state machine, the
+ *                  CLI messages' handlers (protocol/table.h), and
+ *                  sessions_settle (what lower files asked of a session)
+ *   ports.c        a session's published ports (--publish)
+ *   escalation_inbox.c   the mailbox: preparing it, reading the inbox,
+ *                  the records' handlers, the clients' heartbeats
+ *   escalation.c   host escalation: the request state machine (decision,
+ *                  prompt, run, outcome)
+ *   escalation_outbox.c  results and output chunks in the outbox, the
+ *                  requests' log lines and Domain Store rows
+ *   escalation_host.c    starting a host command: where it may run from,
+ *                  its environment, its keeper
+ *   keeper.c       the process every escalated host command runs under
  *   git_audit.c    the glue between events and the Git Sentry
  *                  (src/gitsentry/ does the auditing)
- *   escalation.c   host escalation: the mailbox, decisions, prompts, runs
- *   keeper.c       the process every escalated host command runs under
- *   log.c          the Domain's logs/coordinator.log
+ *   relay.c        the PTY relay of interactive sessions
+ *   session_send.c sending to a session's client without ever waiting
+ *
+ * Who calls whom (docs/coordinator.md "Layers"): a file calls only files
+ * listed below it here. Below them all: record.c (the Domain Store's
+ * rows), log.c (the Domain's logs/coordinator.log), freezer.c, prompt.c,
+ * approval.c. Above them all: bootstrap.c, the CLI's way to start a
+ * coordinator. What a lower file needs done above it -- end a session,
+ * tear down the generation, publish status.json -- it asks for with the
+ * request functions below, and the main loop runs the request once the
+ * calling callback has returned.
  *
  * Single-threaded: every function runs from the event loop's callbacks
  * (the freezer's watchdog thread touches nothing here: freezer.h).
@@ -102,7 +121,7 @@ typedef struct session {
     queued_msg *q_head, *q_tail; /* messages waiting for the client, in order */
     size_t q_bytes;
     lz_loop_source *handshake_timer; /* until RUN is accepted */
-    lz_loop_source *close_timer;     /* close on the next round (client dropped) */
+    lz_loop_source *close_timer;     /* ends the slot when its EXIT_LINGER_MS are over */
     bool exit_sent;            /* EXIT queued: close once it is sent (or on linger) */
     char in_pending[LZ_MSG_MAX_DATA];
     size_t in_pending_len;     /* typed bytes the PTY could not take yet */
@@ -117,6 +136,10 @@ typedef struct session {
     unsigned esc_open, esc_prompts;
     bool prompt_visible;
     bool esc_closing;
+    /* Requests from below the session level, run by sessions_settle()
+     * once the loop's round is over (session_request_*, below). */
+    bool client_lost;          /* sending dropped its client: hang up or close */
+    bool pty_ended;            /* the relay saw the PTY end: EXIT may be due */
 } session;
 
 typedef enum gen_state { G_STARTING, G_RUNNING, G_FAILED, G_TEARDOWN } gen_state;
@@ -162,7 +185,52 @@ struct coord {
     SSL_CTX *tls_ctx;
     const char *teardown_why; /* what sessions are told at teardown; NULL: shutting down */
     const char *teardown_hint; /* and what to do (NULL: the log's path) */
-    bool stop_requested;      /* `lazaret stop`: the main loop tears down */
+    /* The teardown, asked for (request_teardown*): the main loop runs it
+     * with this exit status between rounds. */
+    bool stop_requested;
+    int stop_status;
+    bool status_stale;        /* status.json is due (request_status) */
 };
+
+/* ---- requests to the loop's level ------------------------------------ */
+
+/* Tear down and exit with status (0 unless a failure asks for 1), once
+ * this round of the loop is over (`lazaret stop`, the sandbox died): the
+ * events already ready are served first, as a round always is. */
+static inline void request_teardown(coord *c, int status)
+{
+    c->stop_requested = true;
+    if (status > c->stop_status)
+        c->stop_status = status;
+}
+
+/* The same, before any other event is served: the round ends with the
+ * callback that asks (lz_loop_end_round). For a signal, and for the Git
+ * Sentry failing closed. The code after the request only unwinds: it
+ * must start nothing (check c->stop_requested). */
+static inline void request_teardown_at_once(coord *c, int status)
+{
+    request_teardown(c, status);
+    lz_loop_end_round(c->loop);
+}
+
+/* status.json has changed: it is rewritten after this round. */
+static inline void request_status(coord *c)
+{
+    c->status_stale = true;
+}
+
+/* The session's client was dropped (it could not be sent to): a running
+ * command is hung up as if the client had left, any other session ends. */
+static inline void session_request_drop(session *s)
+{
+    s->client_lost = true;
+}
+
+/* The session's PTY ended: its EXIT is sent once the command has ended. */
+static inline void session_request_finish(session *s)
+{
+    s->pty_ended = true;
+}
 
 #endif

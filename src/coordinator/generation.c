@@ -260,8 +260,8 @@ static int on_sup_started(void *ctx, lz_proto_msg *m)
     record_state(c, "running");
     clog_(c, "sandbox %s running%s", c->container_id,
           statx_fix ? " (statx AT_NO_AUTOMOUNT shim preloaded: old runsc)" : "");
-    publish_status(c);
-    for (size_t i = 0; i < MAX_SESSIONS; i++)
+    request_status(c);
+    for (size_t i = 0; i < MAX_SESSIONS && !c->stop_requested; i++)
         if (c->sessions[i].state == S_QUEUED)
             session_exec(c, &c->sessions[i]);
     return 0;
@@ -285,7 +285,7 @@ static int on_sup_failed(void *ctx, lz_proto_msg *m)
         c->failure.hint = f.hint && *f.hint ? lz_xstrdup(f.hint) : NULL;
         c->teardown_why = c->failure.message;
         c->teardown_hint = c->failure.hint;
-        c->stop_requested = true;
+        request_teardown(c, 0);
     }
     lz_msg_refused_clear(&f);
     return 0;
@@ -458,7 +458,12 @@ void generation_start(coord *c)
             clog_(c, "Git Sentry (start): %s", report);
         free(report);
     }
-    git_audit_attach(c);
+    if (git_audit_attach(c) < 0) {
+        /* Without the watchdog the audit could be outpaced: fail closed,
+         * before the sandbox is started. */
+        request_teardown_at_once(c, 1);
+        goto out;
+    }
     lz_timing_mark("coordinator: Git Sentry watching");
     clog_(c, "Git Sentry: %zu mounts (%zu ignored paths isolated), %zu watched directories",
           c->git.n_mounts, c->git.n_ignored, c->git.n_watches);

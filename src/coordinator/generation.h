@@ -31,7 +31,9 @@ void generation_start(coord *c);
 /* Fail the start: G_FAILED, and every session not yet running is refused. */
 void start_failed(coord *c, const char *msg, const char *hint);
 
-/* Tear down and _exit(status). */
+/* Tear down and _exit(status). Only the main loop calls it, between
+ * rounds (coordinator.c): everything else asks for it with
+ * request_teardown (domain.h). */
 void teardown_and_exit(coord *c, int status) __attribute__((noreturn));
 
 /* The supervisor runs (c->sup filled by lz_supervisor_spawn): watch its

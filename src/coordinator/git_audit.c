@@ -7,9 +7,8 @@
 
 #include "common/util.h"
 #include "coordinator/freezer.h"
-#include "coordinator/generation.h"
 #include "coordinator/log.h"
-#include "coordinator/session.h"
+#include "coordinator/session_send.h"
 #include "gitsentry/eye.h"
 
 /* Quarantine notices: the first ones all, then one per gap. */
@@ -17,8 +16,14 @@
 #define NOTICE_GAP_MS 10000
 
 /* The audit could not neutralise what the sandbox made (or could not audit
- * at all): fail closed. */
-static void sentry_failed(coord *c, const char *when, lz_error *err) __attribute__((noreturn));
+ * at all): fail closed. The sandbox is frozen here, at once; the sessions
+ * are told why; the teardown is requested, and the loop runs it as soon
+ * as the callback that audited returns: no other event is served first
+ * (request_teardown_at_once ends the round), and the callers start
+ * nothing once c->stop_requested is set (no session command, no host
+ * command). So no host Git can act on what the audit could not
+ * neutralise: it would need a host command to start (docs/coordinator.md
+ * "Layers", docs/git.md "Fail closed"). */
 static void sentry_failed(coord *c, const char *when, lz_error *err)
 {
     if (c->git.over_limit && !c->git.failed_rel) {
@@ -40,9 +45,14 @@ static void sentry_failed(coord *c, const char *when, lz_error *err)
                                   what);
         tell_sessions(c, line);
         free(line);
-        teardown_and_exit(c, 1);
+        lz_error_free(err);
+        request_teardown_at_once(c, 1);
+        return;
     }
     c->sentry_failed = true;
+    /* Stopped now; the teardown kills it frozen (before, its first step
+     * froze it: the freeze must not wait for the request to run). */
+    lz_best_effort(lz_freezer_hold(c->freezer));
     log_error(c, "Git Sentry audit failed", err);
     lz_error *e2 = NULL;
     if (lz_git_sentry_mark_unsafe(c->a->cfg, c->git.failed_rel, &e2) < 0)
@@ -59,19 +69,22 @@ static void sentry_failed(coord *c, const char *when, lz_error *err)
                               c->a->cfg->workspace.label);
     tell_sessions(c, line);
     free(line);
-    teardown_and_exit(c, 1);
+    lz_error_free(err);
+    request_teardown_at_once(c, 1);
 }
 
-/* One audit; a failure does not return. */
-static void audit_once(coord *c, const char *when, bool full)
+/* One audit; false when it failed closed (the teardown is requested). */
+static bool audit_once(coord *c, const char *when, bool full)
 {
     char *report = NULL;
     lz_error *err = NULL;
     int n = lz_git_sentry_audit(&c->git, full, &report, &err);
-    if (n < 0)
+    if (n < 0) {
         sentry_failed(c, when, err);
+        return false;
+    }
     if (n == 0)
-        return;
+        return true;
     clog_(c, "Git Sentry (%s): %s", when, report);
     /* The sessions hear each quarantine, but a sandbox re-making the same
      * thing in a loop must not flood their terminals: after the first
@@ -96,6 +109,7 @@ static void audit_once(coord *c, const char *when, bool full)
         c->sentry_untold++;
     }
     free(report);
+    return true;
 }
 
 /* The sessions hear once per generation that the sandbox was paused for
@@ -133,18 +147,22 @@ static const lz_git_hold sentry_hold = { hold_armed, hold_take, hold_release };
 
 void git_audit(coord *c, const char *when, bool full)
 {
-    if (c->git.ws_fd < 0 || c->sentry_failed)
+    /* Once the teardown is asked for, its frozen and final audits are the
+     * ones left (and a failed audit is not repeated). */
+    if (c->git.ws_fd < 0 || c->sentry_failed || c->stop_requested)
         return;
     c->git.hold = &sentry_hold;
     c->git.hold_ctx = c->freezer;
     lz_freezer_audit_begin(c->freezer);
-    audit_once(c, when, full);
+    if (!audit_once(c, when, full))
+        return;
     /* The watchdog froze the sandbox while the audit was behind: once every
      * sandbox thread has stopped, what it did before stopping is in the
      * queue — drain that too, then let the sandbox go on. */
     if (lz_freezer_audit_drained(c->freezer)) {
         lz_freezer_wait_stopped(c->freezer);
-        audit_once(c, when, false);
+        if (!audit_once(c, when, false))
+            return;
         lz_freezer_audit_drained(c->freezer);
         lz_freezer_watchdog_done(c->freezer);
         throttled(c);
@@ -158,10 +176,10 @@ static void on_watch_event(lz_loop *loop, lz_loop_source *src, int fd, short rev
         git_audit(data, "change in the workspace", false);
 }
 
-void git_audit_attach(coord *c)
+int git_audit_attach(coord *c)
 {
     if (c->git.inotify_fd < 0)
-        return;
+        return 0;
     c->git.hold = &sentry_hold;
     c->git.hold_ctx = c->freezer;
     c->git_src = lz_loop_add_fd(c->loop, c->git.inotify_fd, POLLIN, on_watch_event, c);
@@ -170,8 +188,9 @@ void git_audit_attach(coord *c)
         /* Without the watchdog the audit could be outpaced: fail closed. */
         log_error(c, "the Git Sentry cannot run without its watchdog", err);
         lz_error_free(err);
-        teardown_and_exit(c, 1);
+        return -1;
     }
+    return 0;
 }
 
 void git_audit_teardown_freeze(coord *c)

@@ -16,12 +16,15 @@
 #include "coordinator/domain.h"
 
 /* Register the Sentry's watches (c->git.inotify_fd) with the event loop:
- * every watched change is audited as it arrives. */
-void git_audit_attach(coord *c);
+ * every watched change is audited as it arrives. -1 (logged) when the
+ * freezer's watchdog cannot watch them: the Domain must not run then. */
+int git_audit_attach(coord *c);
 
 /* Audit now. when: what prompted it (logged and told). full: walk the
- * whole tree; otherwise handle the pending inotify events. Does not return
- * when the audit fails (teardown). */
+ * whole tree; otherwise handle the pending inotify events. When the audit
+ * fails closed, the sandbox is frozen at once, the sessions are told, and
+ * the teardown is requested (c->stop_requested): the caller must then
+ * start nothing (no session command, no host command) and return. */
 void git_audit(coord *c, const char *when, bool full);
 
 /* Teardown's first step: freeze the sandbox (it stays frozen until the

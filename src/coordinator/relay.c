@@ -12,7 +12,7 @@
 
 #include "common/util.h"
 #include "coordinator/log.h"
-#include "coordinator/session.h"
+#include "coordinator/session_send.h"
 
 static void pty_input(session *s)
 {
@@ -59,7 +59,7 @@ static void pty_output(coord *c, session *s)
     explicit_bzero(data, len);
     if (ended) {
         relay_close(s);
-        session_finish_if_done(c, s);
+        session_request_finish(s); /* EXIT once the command has ended too */
     }
 }
 

@@ -19,9 +19,9 @@
 #include "coordinator/escalation.h"
 #include "coordinator/git_audit.h"
 #include "coordinator/log.h"
+#include "coordinator/ports.h"
 #include "coordinator/record.h"
 #include "coordinator/relay.h"
-#include "coordinator/status.h"
 #include "trust/signature.h"
 
 static void reset_slot(session *s, coord *c)
@@ -67,159 +67,7 @@ unsigned session_proto_state(const session *s)
     }
 }
 
-void send_refused(int sock, uint32_t code, const char *msg, const char *hint)
-{
-    lz_wbuf b;
-    lz_msg_refused m = { code, (char *) msg, (char *) hint };
-    lz_msg_refused_encode(&b, LZ_MSG_REFUSED, &m);
-    /* The connection ends right after: a client whose socket is full does
-     * not get the reason, rather than the coordinator waiting for it. */
-    lz_best_effort(lz_wire_try_send(sock, &b, NULL));
-}
-
-/* The datagram of b for this session: b itself in the clear during the
- * enrolment, sealed once TLS is established (docs/session-channel.md).
- * NULL when the session can be sent nothing now (its TLS handshake runs)
- * or sealing failed. */
-static const uint8_t *session_datagram(session *s, const lz_wbuf *b, size_t *ret_len)
-{
-    static uint8_t sealed[LZ_TLS_DATAGRAM_MAX];
-    if (s->state == S_ENROLL) {
-        *ret_len = b->len;
-        return b->overflow ? NULL : b->data;
-    }
-    if (!lz_tls_channel_established(s->tls) || b->overflow)
-        return NULL;
-    lz_error *err = NULL;
-    if (lz_tls_channel_seal(s->tls, b->data, b->len, sealed, ret_len, &err) < 0) {
-        log_error(s->c, "session message", err);
-        lz_error_free(err);
-        return NULL;
-    }
-    return sealed;
-}
-
-void session_send_refused(coord *c, session *s, uint32_t code, const char *msg, const char *hint)
-{
-    /* Queued datagrams would have to go first (TLS records are numbered):
-     * a client that has not read them does not get the reason either. */
-    if (s->sock < 0 || s->q_head)
-        return;
-    /* Every refusal the developer sees has a fix line (docs/errors.md):
-     * without a specific one, the log's full path. */
-    _cleanup_free_ char *fallback = NULL;
-    if (!hint || !*hint) {
-        _cleanup_free_ char *log = lz_domain_log_label(c->a->cfg);
-        hint = fallback = lz_xasprintf("run the command again; %s says more", log);
-    }
-    lz_wbuf b;
-    lz_msg_refused m = { code, (char *) msg, (char *) hint };
-    lz_msg_refused_encode(&b, LZ_MSG_REFUSED, &m);
-    size_t len;
-    const uint8_t *data = session_datagram(s, &b, &len);
-    if (data)
-        lz_best_effort(lz_wire_try_send_bytes(s->sock, data, len, NULL));
-}
-
-static void queue_free(session *s)
-{
-    for (queued_msg *q = s->q_head, *n; q; q = n) {
-        n = q->next;
-        explicit_bzero(q->data, q->len); /* session output: docs/runtime.md "Secrets" */
-        free(q);
-    }
-    s->q_head = s->q_tail = NULL;
-    s->q_bytes = 0;
-}
-
-static void drop_socket(session *s)
-{
-    lz_loop_remove(s->sock_src);
-    s->sock_src = NULL;
-    if (s->sock >= 0)
-        close(s->sock);
-    s->sock = -1;
-}
-
 static void send_signal(coord *c, session *s, int sig);
-
-/* ---- published ports (docs/network.md "Publishing a port") ------------- */
-
-static void publish_close(session *s)
-{
-    for (size_t i = 0; i < LZ_MSG_MAX_PUBLISH; i++) {
-        if (s->pub_fds[i] >= 0)
-            close(s->pub_fds[i]);
-        s->pub_fds[i] = -1;
-    }
-}
-
-/* Listen on every host address of the session's --publish, in this
- * process's network namespace (the host's: the coordinator runs where the
- * developer started the Domain). The kernel arbitrates: a host port some
- * program — or another session's --publish — listens on refuses the bind
- * (no SO_REUSEPORT), and the session is refused with that port. */
-static int publish_bind(session *s, char *msg, size_t msg_len, char *hint, size_t hint_len)
-{
-    for (size_t i = 0; i < s->run.n_publish; i++) {
-        const lz_msg_publish *p = &s->run.publish[i];
-        char host[32];
-        lz_msg_publish_host(p, host, sizeof(host));
-        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-        /* SO_REUSEADDR only lets a port whose earlier connections linger in
-         * TIME_WAIT be listened on again; Linux still refuses a second
-         * listener. */
-        int one = 1;
-        struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(p->host_port),
-                                 .sin_addr.s_addr = htonl(p->addr) };
-        if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
-            bind(fd, (struct sockaddr *) &a, sizeof(a)) < 0 || listen(fd, 64) < 0) {
-            int e = errno;
-            if (fd >= 0)
-                close(fd);
-            publish_close(s);
-            if (e == EADDRINUSE) {
-                snprintf(msg, msg_len, "cannot publish sandbox port %u on %s: the host port is "
-                                       "in use (by another program or another session's "
-                                       "--publish)", p->port, host);
-                snprintf(hint, hint_len, "choose another host port (--publish OTHER:%u), or end "
-                                         "what listens there (ss -ltnp 'sport = :%u')",
-                         p->port, p->host_port);
-            } else if (e == EACCES) {
-                snprintf(msg, msg_len, "cannot publish sandbox port %u on %s: ports below %s "
-                                       "need privileges Lazaret does not have", p->port, host,
-                         "net.ipv4.ip_unprivileged_port_start (1024 by default)");
-                snprintf(hint, hint_len, "choose a host port of 1024 or more "
-                                         "(--publish 8080:%u)", p->port);
-            } else {
-                snprintf(msg, msg_len, "cannot publish sandbox port %u on %s: %s", p->port, host,
-                         strerror(e));
-                snprintf(hint, hint_len, "check that %s is an address of this machine's "
-                                         "loopback (ip addr show lo)", host);
-            }
-            return -1;
-        }
-        s->pub_fds[i] = fd;
-    }
-    return 0;
-}
-
-/* Hand the session's listening sockets to the supervisor, which relays
- * their connections to the sandbox while this session's command runs, and
- * close the coordinator's copies: from now on the supervisor's forwarder
- * holds the port, and it ends with the command. */
-static int publish_send(coord *c, session *s, lz_error **err)
-{
-    for (size_t i = 0; i < s->run.n_publish; i++) {
-        lz_wbuf b;
-        lz_msg_pair_encode(&b, LZ_SUP_PUBLISH, s->no, s->run.publish[i].port);
-        if (lz_wire_send(c->sup.sock, &b, &s->pub_fds[i], 1, err) < 0)
-            return -1;
-        close(s->pub_fds[i]);
-        s->pub_fds[i] = -1;
-    }
-    return 0;
-}
 
 void session_close(coord *c, session *s)
 {
@@ -229,7 +77,7 @@ void session_close(coord *c, session *s)
     /* A command must never run on without a slot that watches it. */
     if (s->state == S_RUNNING && !s->exited && !s->killed)
         send_signal(c, s, SIGKILL);
-    drop_socket(s);
+    session_drop_socket(s);
     for (int i = 0; i < 3; i++)
         if (s->fds[i] >= 0)
             close(s->fds[i]);
@@ -241,14 +89,14 @@ void session_close(coord *c, session *s)
     lz_loop_remove(s->drain_timer);
     lz_loop_remove(s->handshake_timer);
     lz_loop_remove(s->close_timer);
-    queue_free(s);
+    session_queue_free(s);
     lz_msg_run_clear(&s->run);
     if (s->id[0])
         record_session_end(c, s->id, s->state == S_RUNNING ? "ended" : "refused", -1);
     reset_slot(s, c);
     c->n_active--;
     if (c->state != G_TEARDOWN)
-        publish_status(c);
+        request_status(c);
 }
 
 void refuse_and_close(coord *c, session *s, uint32_t code, const char *msg, const char *hint)
@@ -257,7 +105,7 @@ void refuse_and_close(coord *c, session *s, uint32_t code, const char *msg, cons
     session_close(c, s);
 }
 
-/* ---- sending: never wait on a client ----------------------------------- */
+/* ---- sending: never wait on a client (session_send.c) ------------------ */
 
 static void close_later(lz_loop *loop, lz_loop_source *src, void *data)
 {
@@ -265,61 +113,6 @@ static void close_later(lz_loop *loop, lz_loop_source *src, void *data)
     session *s = data;
     s->close_timer = NULL; /* one-shot: the loop drops it */
     session_close(s->c, s);
-}
-
-/* The client takes too little of what it is sent: let it go. A running
- * command is hung up as if the client had left; any other session is
- * closed on the next round (the caller may still be using the slot). */
-static void drop_client(coord *c, session *s, const char *why)
-{
-    clog_(c, "session #%u: %s; dropping its client", s->no, why);
-    if (s->state == S_RUNNING) {
-        session_orphan(c, s);
-        return;
-    }
-    drop_socket(s);
-    queue_free(s);
-    if (!s->close_timer)
-        s->close_timer = lz_loop_add_timer(c->loop, 0, close_later, s);
-}
-
-void session_send(coord *c, session *s, const lz_wbuf *b)
-{
-    if (s->sock < 0)
-        return;
-    size_t len;
-    const uint8_t *data = session_datagram(s, b, &len);
-    if (!data) {
-        if (s->state != S_TLS)
-            drop_client(c, s, "a message to it could not be sealed");
-        return; /* during the handshake: tell_sessions skips it, nothing else sends */
-    }
-    if (!s->q_head) {
-        lz_error *err = NULL;
-        int r = lz_wire_try_send_bytes(s->sock, data, len, &err);
-        if (r == 0)
-            return;
-        if (r < 0) {
-            log_error(c, "session message", err);
-            lz_error_free(err);
-            drop_client(c, s, "its connection failed");
-            return;
-        }
-    }
-    if (s->q_bytes + len > SESSION_QUEUE_MAX_BYTES) {
-        drop_client(c, s, "its client has not read 1 MiB of messages");
-        return;
-    }
-    queued_msg *q = lz_xmalloc(sizeof(*q) + len);
-    q->next = NULL;
-    q->len = len;
-    memcpy(q->data, data, len);
-    if (s->q_tail)
-        s->q_tail->next = q;
-    else
-        s->q_head = q;
-    s->q_tail = q;
-    s->q_bytes += len;
 }
 
 void session_flush(coord *c, session *s)
@@ -332,7 +125,7 @@ void session_flush(coord *c, session *s)
         if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
             return;
         if (r < 0) {
-            drop_client(c, s, "its connection failed");
+            session_drop_client(c, s, "its connection failed");
             return;
         }
         s->q_head = q->next;
@@ -370,8 +163,10 @@ static bool rel_path_ok(const char *p)
 void session_exec(coord *c, session *s)
 {
     git_audit(c, "session start", false);
+    if (c->stop_requested)
+        return; /* the Domain is ending (the audit failed closed, say): the teardown refuses it */
     if (s->sock < 0)
-        return; /* its client was dropped meanwhile: closed on the next round */
+        return; /* its client was dropped meanwhile: settled after this round */
     if (c->git.start_report && s->sock >= 0) {
         /* What this generation's start set aside: every session hears it. */
         char *line = lz_xasprintf("Git Sentry: at this Domain's start, set aside what an earlier "
@@ -381,7 +176,7 @@ void session_exec(coord *c, session *s)
         lz_msg_text_encode(&b, LZ_MSG_PROGRESS, line);
         session_send(c, s, &b);
         free(line);
-        if (s->sock < 0) { /* dropped: closed on the next round */
+        if (s->sock < 0) { /* dropped: settled after this round */
             return;
         }
     }
@@ -393,7 +188,7 @@ void session_exec(coord *c, session *s)
         lz_wbuf b;
         lz_msg_text_encode(&b, LZ_MSG_PROGRESS, ignored);
         session_send(c, s, &b);
-        if (s->sock < 0) /* dropped: closed on the next round */
+        if (s->sock < 0) /* dropped: settled after this round */
             return;
     }
     char *cwd = s->run.cwd[0] ? lz_xasprintf("/workspace/%s", s->run.cwd)
@@ -446,7 +241,7 @@ void session_exec(coord *c, session *s)
         session_send(c, s, &b);
         clog_(c, "session %s (#%u) started%s", s->id, s->no,
               s->run.interactive ? " with a terminal" : "");
-        publish_status(c);
+        request_status(c);
     }
 out:
     if (slave >= 0)
@@ -478,8 +273,8 @@ static void orphan_grace_over(lz_loop *loop, lz_loop_source *src, void *data)
 
 void session_orphan(coord *c, session *s)
 {
-    drop_socket(s);
-    queue_free(s);
+    session_drop_socket(s);
+    session_queue_free(s);
     if (s->state == S_RUNNING && s->exited) {
         /* Nobody is left to take the EXIT: the slot ends now. */
         session_finish_if_done(c, s);
@@ -524,9 +319,9 @@ void session_finish_if_done(coord *c, session *s)
     if (s->sock >= 0) {
         lz_wbuf b;
         lz_msg_pair_encode(&b, LZ_MSG_EXIT, s->exit_outcome, s->exit_code);
+        /* A client dropped by this send has no queue: the session ends
+         * below, as one whose client is gone. */
         session_send(c, s, &b);
-        if (s->state != S_RUNNING)
-            return; /* dropped and finished meanwhile */
         if (s->q_head) {
             lz_loop_remove(s->close_timer);
             /* The client has not taken it yet: keep the slot a while. */
@@ -542,7 +337,29 @@ void session_finish_if_done(coord *c, session *s)
     record_session_end(c, s->id, s->exit_outcome ? "terminated" : "exited", (int) s->exit_code);
     s->id[0] = '\0';
     git_audit(c, "session end", false);
+    if (c->stop_requested) /* the Domain is ending (the audit failed closed, say) */
+        return;           /* the teardown ends the slot */
     session_close(c, s);
+}
+
+void sessions_settle(coord *c)
+{
+    for (size_t i = 0; i < MAX_SESSIONS && !c->stop_requested; i++) {
+        session *s = &c->sessions[i];
+        if (s->state == S_FREE)
+            continue;
+        if (s->client_lost) {
+            s->client_lost = false;
+            if (s->state == S_RUNNING)
+                session_orphan(c, s);
+            else
+                session_close(c, s);
+        }
+        if (s->state != S_FREE && s->pty_ended) {
+            s->pty_ended = false;
+            session_finish_if_done(c, s);
+        }
+    }
 }
 
 void session_command_exited(coord *c, session *s, int status)
@@ -635,7 +452,7 @@ static int on_stop(void *ctx, lz_proto_msg *pm)
     c->teardown_hint = "run the command again to start the Domain anew";
     /* The main loop tears down once this round is over: never from inside
      * a session's handler, with the sessions being iterated. */
-    c->stop_requested = true;
+    request_teardown(c, 0);
     return 0;
 }
 
@@ -990,15 +807,4 @@ session *session_by_no(coord *c, uint32_t no)
         if (c->sessions[i].state == S_RUNNING && c->sessions[i].no == no)
             return &c->sessions[i];
     return NULL;
-}
-
-void tell_sessions(coord *c, const char *line)
-{
-    lz_wbuf b;
-    lz_msg_text_encode(&b, LZ_MSG_PROGRESS, line);
-    /* Not to a session still enrolling: nothing but its handshake may reach
-     * it before TLS is established. */
-    for (size_t i = 0; i < MAX_SESSIONS; i++)
-        if (c->sessions[i].state >= S_HELLO && c->sessions[i].sock >= 0)
-            session_send(c, &c->sessions[i], &b);
 }

@@ -25,6 +25,7 @@
 #include <sys/types.h>
 
 #include "coordinator/domain.h"
+#include "coordinator/session_send.h"
 #include "protocol/table.h"
 
 /* Initialise every slot as free. */
@@ -53,30 +54,20 @@ void session_finish_if_done(coord *c, session *s);
  * window would. */
 void session_orphan(coord *c, session *s);
 
+/* Run what the files below the session level asked of the sessions
+ * (domain.h: session_request_drop, session_request_finish). Called by
+ * the main loop between rounds; stops early once a teardown is asked for
+ * (a session's end audits, and the audit may fail closed). */
+void sessions_settle(coord *c);
+
 /* Free the slot (closing what it holds) / the same after a REFUSED. */
 void session_close(coord *c, session *s);
 void refuse_and_close(coord *c, session *s, uint32_t code, const char *msg, const char *hint);
-/* REFUSED on a bare socket (no session yet: in the clear). */
-void send_refused(int sock, uint32_t code, const char *msg, const char *hint);
-/* REFUSED to a session's client, in the clear or sealed as its channel is,
- * without waiting (the connection is about to end). */
-void session_send_refused(coord *c, session *s, uint32_t code, const char *msg,
-                          const char *hint);
-
-/* Send b to the session's client without ever waiting: what its socket
- * cannot take now is queued (in order); a client with more than
- * SESSION_QUEUE_MAX_BYTES unread, or whose connection failed, is dropped
- * (a running command is hung up; any other session closes on the next
- * round, so the slot stays valid for the caller). */
-void session_send(coord *c, session *s, const lz_wbuf *b);
 /* The client's socket can take more: send what is queued. */
 void session_flush(coord *c, session *s);
 
 /* The running session with number no, or NULL. */
 session *session_by_no(coord *c, uint32_t no);
-
-/* A notice (PROGRESS) to every connected session. */
-void tell_sessions(coord *c, const char *line);
 
 /* The receiver state of s in the protocol table's terms. */
 unsigned session_proto_state(const session *s);

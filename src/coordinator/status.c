@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "config/policy.h"
+#include "fs/atomic.h"
 #include "supervisor/sidecar.h"
 
 const char *generation_state_name(gen_state st)
@@ -48,16 +49,13 @@ void publish_status(coord *c)
     json_decref(o);
     if (!text)
         return;
-    int fd = openat(c->a->runtime_dir_fd, "status.json.tmp",
-                    O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-    if (fd >= 0) {
-        size_t n = strlen(text);
-        bool ok = write(fd, text, n) == (ssize_t) n;
-        close(fd);
-        if (ok)
-            renameat(c->a->runtime_dir_fd, "status.json.tmp", c->a->runtime_dir_fd,
-                     "status.json");
-    }
+    /* Replaced whole (readers see the old file or the new one). No fsync:
+     * the runtime directory is in RAM, and status.json describes a running
+     * process only. Best effort: a failure keeps the previous one. */
+    lz_error *err = NULL;
+    if (lz_write_atomic(c->a->runtime_dir_fd, "status.json", text, strlen(text), 0600,
+                        LZ_ATOMIC_NO_SYNC, "the status file", &err) < 0)
+        lz_error_free(err);
     free(text);
 }
 

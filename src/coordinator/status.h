@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0
  *
  * Status publication: <runtime domain>/status.json, replaced atomically
- * (write to status.json.tmp, rename) on every change of the generation's
- * or a session's state. It is what `lazaret status` reads. It holds no
- * secret: environment values never enter it, only the Domain's identity,
- * states, session ids and the derived network policy.
+ * (fs/atomic.h: a fresh temporary name beside it, rename) on every change
+ * of the generation's or a session's state: the main loop publishes it
+ * when a file asked (domain.h request_status). It is what `lazaret status`
+ * reads. It holds no secret: environment values never enter it, only the
+ * Domain's identity, states, session ids and the derived network policy.
  */
 #ifndef LAZARET_COORDINATOR_STATUS_H
 #define LAZARET_COORDINATOR_STATUS_H

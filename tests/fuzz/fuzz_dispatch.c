@@ -574,6 +574,11 @@ static void check_n_active(void)
 static void run_loop(void)
 {
     for (int round = 0; round < 8; round++) {
+        /* The main loop's requests between rounds (coordinator.c): a
+         * teardown asked for is not run here (step 7 is the fuzzer's),
+         * what was asked of sessions is. */
+        C->stop_requested = false;
+        sessions_settle(C);
         for (size_t i = 0; i < MAX_SESSIONS; i++)
             if (C->sessions[i].state != S_FREE)
                 relay_update_events(&C->sessions[i]);

@@ -48,6 +48,7 @@ typedef struct rec {
     lz_loop *loop;
     int64_t rearm_ms;     /* timers: re-arm this many times (rearm_left) */
     int rearm_left;
+    bool end_round;       /* lz_loop_end_round from the callback */
 } rec;
 
 static int seq;
@@ -72,12 +73,15 @@ static void fd_cb(lz_loop *loop, lz_loop_source *src, int fd, short revents, voi
         r->added->src = lz_loop_add_fd(loop, r->added->fd, POLLIN, fd_cb, r->added);
         r->add_other = false;
     }
+    if (r->end_round)
+        lz_loop_end_round(loop);
 }
 
 static void timer_cb(lz_loop *loop, lz_loop_source *src, void *data)
 {
-    (void) loop;
     rec *r = data;
+    if (r->end_round)
+        lz_loop_end_round(loop);
     assert_ptr_equal(src, r->src);
     r->calls++;
     r->order = ++seq;
@@ -580,6 +584,42 @@ static void test_count_follows_adds_and_removals(void **state)
     close(p[0]), close(p[1]);
 }
 
+/* A callback that ends the round: lz_loop_run_once returns as soon as it
+ * has; what was ready or due and not served is served in the next round
+ * (the coordinator's teardown request, domain.h request_teardown_at_once). */
+static void test_end_round_serves_nothing_more(void **state)
+{
+    (void) state;
+    lz_loop *loop = lz_loop_new();
+    int p[2], q[2];
+    make_pipe(p);
+    make_pipe(q);
+    rec t1 = { .end_round = true }, t2 = { 0 };
+    rec f1 = { .fd = p[0], .drain = true, .end_round = true }, f2 = { .fd = q[0], .drain = true };
+    t1.src = lz_loop_add_timer(loop, 0, timer_cb, &t1);
+    t2.src = lz_loop_add_timer(loop, 0, timer_cb, &t2);
+    f1.src = lz_loop_add_fd(loop, p[0], POLLIN, fd_cb, &f1);
+    f2.src = lz_loop_add_fd(loop, q[0], POLLIN, fd_cb, &f2);
+    make_ready(p);
+    make_ready(q);
+    /* The first timer ends the round: nothing else runs. */
+    assert_int_equal(lz_loop_run_once(loop, 1000), 1);
+    assert_int_equal(t1.calls, 1);
+    assert_int_equal(t2.calls + f1.calls + f2.calls, 0);
+    /* The next round: the timer still due, then f1, which ends it again. */
+    assert_int_equal(lz_loop_run_once(loop, 1000), 2);
+    assert_int_equal(t2.calls, 1);
+    assert_int_equal(f1.calls, 1);
+    assert_int_equal(f2.calls, 0);
+    /* Then f2, still ready; a round is not ended for good. */
+    assert_int_equal(lz_loop_run_once(loop, 1000), 1);
+    assert_int_equal(f2.calls, 1);
+    assert_int_equal(t1.calls + t2.calls + f1.calls, 3);
+    lz_loop_free(loop);
+    close(p[0]), close(p[1]);
+    close(q[0]), close(q[1]);
+}
+
 static void test_poll_error_is_returned(void **state)
 {
     (void) state;
@@ -609,6 +649,7 @@ int main(void)
         cmocka_unit_test(test_timer_rearms_from_its_callback),
         cmocka_unit_test(test_timer_set_postpones_a_pending_timer),
         cmocka_unit_test(test_timer_runs_before_descriptors),
+        cmocka_unit_test(test_end_round_serves_nothing_more),
         cmocka_unit_test(test_callback_removes_itself),
         cmocka_unit_test(test_removing_a_ready_source_of_the_same_round),
         cmocka_unit_test(test_removing_a_ready_source_then_its_fd_reused),
