@@ -40,7 +40,7 @@
 #include "oci/spec.h"
 #include "supervisor/limits.h"
 #include "supervisor/runsc_info.h"
-#include "supervisor/userns.h"
+#include "ns/userns.h"
 #include "common/util.h"
 #include "lazaret-version.h"
 

@@ -33,13 +33,13 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "common/io.h"
 #include "common/timing.h"
 #include "common/util.h"
 #include "config/resolve.h"
 #include "coordinator/bootstrap.h"
 #include "fs/confined.h"
 #include "oci/layout.h"
-#include "protocol/io.h"
 #include "protocol/messages.h"
 #include "protocol/table.h"
 #include "trust/anchor.h"

@@ -26,7 +26,7 @@
 #include "gitsentry/git_sentry.h"
 #include "store/domain_store.h"
 #include "supervisor/giveback.h"
-#include "supervisor/userns.h"
+#include "ns/userns.h"
 
 /* sun_path through the retained directory descriptor: short whatever the
  * runtime directory's length, and the descriptor stays the authority. */

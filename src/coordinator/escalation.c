@@ -34,6 +34,7 @@
 #include <unistd.h>
 #include <linux/magic.h>
 
+#include "common/io.h"
 #include "common/spawn.h"
 #include "common/syscalls.h"
 #include "common/util.h"
@@ -49,7 +50,6 @@
 #include "fs/confined.h"
 #include "fs/executable.h"
 #include "fs/remove.h"
-#include "protocol/io.h"
 #include "protocol/mailbox.h"
 #include "trust/signature.h"
 

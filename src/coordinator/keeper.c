@@ -30,9 +30,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/io.h"
 #include "common/syscalls.h"
 #include "common/util.h"
-#include "protocol/io.h"
 
 
 /* Kill and reap every child of this process, round after round (a killed

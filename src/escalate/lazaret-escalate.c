@@ -42,8 +42,8 @@
 
 #include <openssl/crypto.h>
 
+#include "common/io.h"
 #include "common/util.h"
-#include "protocol/io.h"
 #include "protocol/mailbox.h"
 #include "protocol/wire.h"
 #include "trust/signature.h"

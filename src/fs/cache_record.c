@@ -11,9 +11,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/io.h"
 #include "common/util.h"
 #include "fs/confined.h"
-#include "protocol/io.h"
 
 void lz_cache_file_identity(const struct stat *st, char buf[static LZ_CACHE_IDENTITY_MAX])
 {

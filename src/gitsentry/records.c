@@ -14,10 +14,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/io.h"
 #include "common/util.h"
 #include "fs/confined.h"
 #include "gitsentry/internal.h"
-#include "protocol/io.h"
 
 void lz_gs_names_add(name_list *l, const char *s)
 {

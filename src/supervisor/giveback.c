@@ -14,7 +14,7 @@
 
 #include "common/syscalls.h"
 #include "common/util.h"
-#include "supervisor/userns.h"
+#include "ns/userns.h"
 
 #ifndef SYS_openat2
 #define SYS_openat2 437

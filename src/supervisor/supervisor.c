@@ -31,7 +31,7 @@
 #include "common/util.h"
 #include "fs/cache_record.h"
 #include "oci/spec.h"
-#include "protocol/io.h"
+#include "common/io.h"
 #include "protocol/mailbox.h"
 #include "protocol/messages.h"
 #include "supervisor/limits.h"
@@ -39,7 +39,7 @@
 #include "supervisor/runsc_info.h"
 #include "supervisor/stage.h"
 #include "supervisor/state_anchor.h"
-#include "supervisor/userns.h"
+#include "ns/userns.h"
 #include "protocol/table.h"
 
 /* ---- state of the running supervisor ----------------------------------- */

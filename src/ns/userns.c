@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#include "supervisor/userns.h"
+#include "ns/userns.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -16,10 +16,10 @@
 
 #include <shadow/subid.h>
 
+#include "common/io.h"
 #include "common/spawn.h"
 #include "common/util.h"
 #include "fs/remove.h"
-#include "protocol/io.h"
 
 /* ---- subordinate ids: shadow's libsubid --------------------------------------------- */
 
