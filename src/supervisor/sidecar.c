@@ -26,6 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/fork.h"
 #include "common/spawn.h"
 #include "common/util.h"
 #include "supervisor/forward.h"
@@ -310,60 +311,57 @@ static void disable_ipv6(void)
 }
 
 /* Run fn in a child that joined the network namespace pinned at `netns`
- * (or a new one pinned there when create is true). The child reports
- * failure as "step: strerror" through a pipe. */
+ * (or a new one pinned there when create is true). fn reports failure as
+ * "step: strerror" in why. */
 typedef int (*ns_fn)(void *arg, char *why, size_t why_len);
+
+typedef struct netns_job {
+    const char *netns;
+    bool create;
+    ns_fn fn;
+    void *arg;
+} netns_job;
+
+static int netns_child(void *arg, int channel, lz_error **err)
+{
+    (void) channel;
+    const netns_job *j = arg;
+    char why[256] = "";
+    int r = 0;
+    if (j->create) {
+        /* A new network namespace, pinned by a bind mount of its nsfs
+         * file onto `netns` (in the supervisor's mount namespace). */
+        if (unshare(CLONE_NEWNET) < 0 ||
+            mount("/proc/self/ns/net", j->netns, NULL, MS_BIND, NULL) < 0) {
+            snprintf(why, sizeof(why), "cannot create a network namespace: %s",
+                     strerror(errno));
+            r = -1;
+        }
+    } else {
+        int fd = open(j->netns, O_RDONLY | O_CLOEXEC);
+        if (fd < 0 || setns(fd, CLONE_NEWNET) < 0) {
+            snprintf(why, sizeof(why), "cannot enter the network namespace %s: %s", j->netns,
+                     strerror(errno));
+            r = -1;
+        }
+    }
+    if (r == 0 && j->fn)
+        r = j->fn(j->arg, why, sizeof(why));
+    if (r < 0)
+        return why[0] ? lz_error_set(err, 0, "%s", why) : 1;
+    return 0;
+}
 
 static int in_netns(const char *netns, bool create, ns_fn fn, void *arg, lz_error **err)
 {
-    int p[2];
-    if (pipe2(p, O_CLOEXEC) < 0)
-        return lz_error_set(err, errno, "cannot create a pipe");
-    pid_t pid = fork();
-    if (pid < 0) {
-        close(p[0]);
-        close(p[1]);
-        return lz_error_set(err, errno, "cannot fork");
-    }
-    if (pid == 0) {
-        close(p[0]);
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        char why[256] = "";
-        int r = 0;
-        if (create) {
-            /* A new network namespace, pinned by a bind mount of its nsfs
-             * file onto `netns` (in the supervisor's mount namespace). */
-            if (unshare(CLONE_NEWNET) < 0 ||
-                mount("/proc/self/ns/net", netns, NULL, MS_BIND, NULL) < 0) {
-                snprintf(why, sizeof(why), "cannot create a network namespace: %s",
-                         strerror(errno));
-                r = -1;
-            }
-        } else {
-            int fd = open(netns, O_RDONLY | O_CLOEXEC);
-            if (fd < 0 || setns(fd, CLONE_NEWNET) < 0) {
-                snprintf(why, sizeof(why), "cannot enter the network namespace %s: %s", netns,
-                         strerror(errno));
-                r = -1;
-            }
-        }
-        if (r == 0 && fn)
-            r = fn(arg, why, sizeof(why));
-        if (r < 0)
-            (void) !write(p[1], why, strlen(why));
-        _exit(r < 0 ? 1 : 0);
-    }
-    close(p[1]);
-    char why[256];
-    ssize_t n = read(p[0], why, sizeof(why) - 1);
-    close(p[0]);
-    int status = 0;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-        ;
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-        why[n > 0 ? n : 0] = '\0';
-        return lz_error_set(err, 0, "network sidecar: %s", n > 0 ? why : "setup failed");
-    }
+    netns_job j = { .netns = netns, .create = create, .fn = fn, .arg = arg };
+    lz_fork_options opt = { .what = "a process in the network namespaces",
+                            .pdeathsig = SIGKILL };
+    int status = lz_fork_call(netns_child, &j, &opt, NULL, err);
+    if (status < 0)
+        return lz_error_prefix(err, "network sidecar");
+    if (status != 0)
+        return lz_error_set(err, 0, "network sidecar: setup failed");
     return 0;
 }
 
@@ -711,35 +709,53 @@ static _Noreturn void watch_main(struct mnl_socket *events, struct mnl_socket *d
     }
 }
 
-static pid_t watch_start(struct mnl_socket *events, struct mnl_socket *dumps,
-                         const char *router_netns, const char *nft,
-                         const lz_ipv4_prefix_list *known, pid_t slirp)
+typedef struct watch_job {
+    struct mnl_socket *events, *dumps;
+    const char *router_netns, *nft;
+    const lz_ipv4_prefix_list *known;
+    pid_t slirp;
+} watch_job;
+
+static int watch_child(void *arg, int channel, lz_error **err)
 {
-    pid_t parent = getpid(); /* the supervisor is often pid 1 of its own pid namespace */
-    pid_t pid = fork();
-    if (pid != 0)
-        return pid;
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    /* Its own name: not taken for the supervisor (ps, tests, lazaret doctor). */
-    prctl(PR_SET_NAME, "lz-netwatch");
-    if (getppid() != parent)
-        _exit(1);
+    (void) err;
+    const watch_job *j = arg;
+    if (lz_fork_ready(channel) < 0)
+        return 1;
     /* Keep only the two sockets; stdio to /dev/null. */
-    int ev = mnl_socket_get_fd(events), du = mnl_socket_get_fd(dumps);
+    int ev = mnl_socket_get_fd(j->events), du = mnl_socket_get_fd(j->dumps);
     int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
     for (int i = 0; i < 3; i++)
         dup2(devnull, i);
     /* A fork without exec: O_CLOEXEC does not help, close the rest. */
     const int keep[] = { 0, 1, 2, ev, du };
     if (lz_close_fds_except(keep, LZ_ARRAY_SIZE(keep)) < 0)
-        watch_fail_closed(nft, slirp);
+        watch_fail_closed(j->nft, j->slirp);
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
     lz_ipv4_prefix_list copy = { 0 };
-    for (size_t i = 0; i < known->count; i++)
-        lz_ipv4_list_add(&copy, &known->items[i]);
-    watch_main(events, dumps, router_netns, nft, copy, slirp);
+    for (size_t i = 0; i < j->known->count; i++)
+        lz_ipv4_list_add(&copy, &j->known->items[i]);
+    watch_main(j->events, j->dumps, j->router_netns, j->nft, copy, j->slirp);
+}
+
+static int watch_start(struct mnl_socket *events, struct mnl_socket *dumps,
+                       const char *router_netns, const char *nft,
+                       const lz_ipv4_prefix_list *known, pid_t slirp, pid_t *ret_pid,
+                       lz_error **err)
+{
+    watch_job j = { events, dumps, router_netns, nft, known, slirp };
+    /* Its own name: not taken for the supervisor (ps, tests, lazaret
+     * doctor). The supervisor is often pid 1 of its own pid namespace: the
+     * child's check of its parent holds there too. */
+    lz_fork_options opt = { .what = "the address watcher", .pdeathsig = SIGKILL,
+                            .name = "lz-netwatch" };
+    lz_child child;
+    if (lz_fork_call(watch_child, &j, &opt, &child, err) < 0)
+        return -1;
+    *ret_pid = lz_child_release(&child); /* the supervisor's reaper collects it by pid */
+    return 0;
 }
 
 bool lz_network_child_exited(lz_network *net, pid_t pid)
@@ -902,10 +918,9 @@ int lz_network_setup(const lz_resolved_config *cfg, const char *gen_dir, int gen
     }
     if (in_netns(net.router_netns, false, router_policy, &pa, err) < 0)
         goto fail;
-    net.watch_pid = watch_start(events, dumps, net.router_netns, nft, &host_local, net.slirp.pid);
-    if (net.watch_pid < 0) {
-        net.watch_pid = 0;
-        lz_error_set(err, errno, "network sidecar: cannot start the address watcher");
+    if (watch_start(events, dumps, net.router_netns, nft, &host_local, net.slirp.pid,
+                    &net.watch_pid, err) < 0) {
+        lz_error_prefix(err, "network sidecar");
         goto fail;
     }
     mnl_socket_close(events);
@@ -923,6 +938,42 @@ fail:
     lz_ipv4_list_clear(&host_local);
     lz_network_clear(&net);
     return -1;
+}
+
+typedef struct publish_job {
+    int listen_fd, ns;
+    uint16_t port;
+} publish_job;
+
+static int publish_child(void *arg, int channel, lz_error **err)
+{
+    (void) err;
+    const publish_job *j = arg;
+    if (lz_fork_ready(channel) < 0)
+        return 1;
+    int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+    for (int i = 0; i < 3; i++)
+        dup2(devnull, i);
+    /* A fork without exec: O_CLOEXEC does not help, close the rest
+     * (the supervisor channel, runsc's descriptors, other sessions'). */
+    const int keep[] = { 0, 1, 2, j->listen_fd, j->ns };
+    if (lz_close_fds_except(keep, LZ_ARRAY_SIZE(keep)) < 0)
+        return 1;
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    /* The listening socket stays in the host's namespace (a socket keeps
+     * the one it was created in); the connections to the sandbox are
+     * made from the router's, over the veth link. With runsc's own
+     * network stack the sandbox's address is still 169.254.77.2 on
+     * that link (docs/network.md "Publishing a port"). */
+    if (setns(j->ns, CLONE_NEWNET) < 0)
+        return 1;
+    close(j->ns);
+    struct sockaddr_in target = { .sin_family = AF_INET, .sin_port = htons(j->port) };
+    if (inet_pton(AF_INET, SANDBOX_ADDR, &target.sin_addr) != 1 || lz_forward_confine() < 0)
+        return 1;
+    return lz_forward_run(j->listen_fd, &target);
 }
 
 pid_t lz_network_publish(const lz_network *net, int listen_fd, uint16_t port, lz_error **err)
@@ -948,44 +999,17 @@ pid_t lz_network_publish(const lz_network *net, int listen_fd, uint16_t port, lz
         lz_error_set(err, errno, "publish: cannot open %s", net->router_netns);
         return -1;
     }
-    pid_t parent = getpid();
-    pid_t pid = fork();
-    if (pid < 0) {
-        close(ns);
-        lz_error_set(err, errno, "publish: cannot fork the forwarder");
+    publish_job j = { .listen_fd = listen_fd, .ns = ns, .port = port };
+    lz_fork_options opt = { .what = "the forwarder", .pdeathsig = SIGKILL,
+                            .name = "lz-publish" };
+    lz_child child;
+    int r = lz_fork_call(publish_child, &j, &opt, &child, err);
+    close(ns);
+    if (r < 0) {
+        lz_error_prefix(err, "publish");
         return -1;
     }
-    if (pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        prctl(PR_SET_NAME, "lz-publish");
-        if (getppid() != parent)
-            _exit(1);
-        int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
-        for (int i = 0; i < 3; i++)
-            dup2(devnull, i);
-        /* A fork without exec: O_CLOEXEC does not help, close the rest
-         * (the supervisor channel, runsc's descriptors, other sessions'). */
-        const int keep[] = { 0, 1, 2, listen_fd, ns };
-        if (lz_close_fds_except(keep, LZ_ARRAY_SIZE(keep)) < 0)
-            _exit(1);
-        sigset_t none;
-        sigemptyset(&none);
-        sigprocmask(SIG_SETMASK, &none, NULL);
-        /* The listening socket stays in the host's namespace (a socket keeps
-         * the one it was created in); the connections to the sandbox are
-         * made from the router's, over the veth link. With runsc's own
-         * network stack the sandbox's address is still 169.254.77.2 on
-         * that link (docs/network.md "Publishing a port"). */
-        if (setns(ns, CLONE_NEWNET) < 0)
-            _exit(1);
-        close(ns);
-        struct sockaddr_in target = { .sin_family = AF_INET, .sin_port = htons(port) };
-        if (inet_pton(AF_INET, SANDBOX_ADDR, &target.sin_addr) != 1 || lz_forward_confine() < 0)
-            _exit(1);
-        _exit(lz_forward_run(listen_fd, &target));
-    }
-    close(ns);
-    return pid;
+    return lz_child_release(&child); /* the supervisor's reaper collects it by pid */
 }
 
 void lz_network_clear(lz_network *net)

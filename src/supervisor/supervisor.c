@@ -25,6 +25,7 @@
 #include <unistd.h>
 #include <linux/magic.h>
 
+#include "common/fork.h"
 #include "common/nodump.h"
 #include "common/spawn.h"
 #include "common/timing.h"
@@ -1080,6 +1081,29 @@ static void stderr_relay(int sock, int out, pid_t sandbox, uint32_t session_no)
     }
 }
 
+typedef struct relay_job {
+    int sock, user_err;
+    pid_t sandbox;
+    uint32_t session_no;
+} relay_job;
+
+static int relay_child(void *arg, int channel, lz_error **err)
+{
+    (void) err;
+    const relay_job *j = arg;
+    if (lz_fork_ready(channel) < 0)
+        return 1;
+    /* Keep the socket, the user's stderr and the log (fd 2) only. */
+    int a = j->sock < j->user_err ? j->sock : j->user_err;
+    int b = j->sock < j->user_err ? j->user_err : j->sock;
+    close_range(3, (unsigned) a - 1, 0);
+    close_range((unsigned) a + 1, (unsigned) b - 1, 0);
+    close_range((unsigned) b + 1, ~0U, 0);
+    signal(SIGPIPE, SIG_IGN);
+    stderr_relay(j->sock, j->user_err, j->sandbox, j->session_no);
+    return 0;
+}
+
 static int stderr_relay_start(sup *s, int user_err, uint32_t session_no)
 {
     if (s->sandbox_pid <= 0 || user_err < 3)
@@ -1095,24 +1119,17 @@ static int stderr_relay_start(sup *s, int user_err, uint32_t session_no)
         close(sv[1]);
         return -1;
     }
-    pid_t pid = fork();
-    if (pid < 0) {
-        close(sv[0]);
+    relay_job j = { .sock = sv[0], .user_err = user_err, .sandbox = s->sandbox_pid,
+                    .session_no = session_no };
+    lz_fork_options opt = { .what = "the stderr relay", .name = "lz-stderr-relay" };
+    lz_child child;
+    int r = lz_fork_call(relay_child, &j, &opt, &child, NULL);
+    close(sv[0]);
+    if (r < 0) {
         close(sv[1]);
         return -1;
     }
-    if (pid == 0) {
-        /* Keep the socket, the user's stderr and the log (fd 2) only. */
-        int a = sv[0] < user_err ? sv[0] : user_err, b = sv[0] < user_err ? user_err : sv[0];
-        close_range(3, (unsigned) a - 1, 0);
-        close_range((unsigned) a + 1, (unsigned) b - 1, 0);
-        close_range((unsigned) b + 1, ~0U, 0);
-        signal(SIGPIPE, SIG_IGN);
-        prctl(PR_SET_NAME, "lz-stderr-relay", 0, 0, 0);
-        stderr_relay(sv[0], user_err, s->sandbox_pid, session_no);
-        _exit(0);
-    }
-    close(sv[0]);
+    lz_child_release(&child); /* the supervisor's reaper collects it by pid */
     return sv[1];
 }
 
@@ -1629,6 +1646,17 @@ static int drop_inherited_fds(const spawn_ctx *c)
     return r;
 }
 
+static int supervisor_child(void *arg, int channel, lz_error **err)
+{
+    (void) err;
+    spawn_ctx *c = arg;
+    if (lz_fork_ready(channel) < 0)
+        return 122;
+    close(channel); /* the supervisor reports through its own channel from here on */
+    close(c->pid_pipe);
+    return supervisor_main(c);
+}
+
 static int outer_main(void *arg)
 {
     spawn_ctx *c = arg;
@@ -1649,13 +1677,12 @@ static int outer_main(void *arg)
         return 120;
     if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
         return 121;
-    pid_t pid = fork();
-    if (pid < 0)
+    /* The first process forked now is pid 1 of the new pid namespace. */
+    lz_fork_options opt = { .what = "the Runtime Supervisor" };
+    lz_child child;
+    if (lz_fork_call(supervisor_child, c, &opt, &child, NULL) < 0)
         return 122;
-    if (pid == 0) {
-        close(c->pid_pipe);
-        _exit(supervisor_main(c));
-    }
+    pid_t pid = lz_child_release(&child);
     close(c->sock);
     int32_t p = pid;
     if (write(c->pid_pipe, &p, sizeof(p)) != sizeof(p))
