@@ -4,7 +4,9 @@
 #   1. scripts/install-deps.sh               Debian packages (apt, only what is missing)
 #   2. scripts/build.sh release build        gcc, warnings are errors
 #   3. scripts/build.sh asan build-asan      clang ASan+UBSan, cmocka tests, libFuzzer targets
-#   4. scripts/static-check.sh               cppcheck over src/: any finding fails
+#   4. scripts/static-check.sh               cppcheck over src/, the layout rules of src/
+#                                            (scripts/layout-check.py), clang-format: any
+#                                            finding fails
 #   5. pytest tests/                         integration tests (as an unprivileged user),
 #                                            every cmocka binary, a fuzz smoke run
 #

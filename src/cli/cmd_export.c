@@ -20,6 +20,7 @@
 
 #include "cli/cli.h"
 #include "common/error.h"
+#include "common/text.h"
 #include "common/util.h"
 #include "export/kubernetes.h"
 #include "export/yaml.h"

@@ -35,6 +35,7 @@
 #include "cli/cli.h"
 #include "common/io.h"
 #include "common/timing.h"
+#include "common/text.h"
 #include "common/util.h"
 #include "config/resolve.h"
 #include "coordinator/bootstrap.h"

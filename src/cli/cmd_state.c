@@ -39,6 +39,7 @@
 #include "cli/cli.h"
 #include "common/error.h"
 #include "common/io.h"
+#include "common/text.h"
 #include "common/util.h"
 #include "config/digest.h"
 #include "config/resolve.h"

@@ -37,6 +37,7 @@
 #include "common/io.h"
 #include "common/spawn.h"
 #include "common/syscalls.h"
+#include "common/text.h"
 #include "common/util.h"
 #include "coordinator/approval.h"
 #include "coordinator/freezer.h"

@@ -43,6 +43,7 @@
 #include <openssl/crypto.h>
 
 #include "common/io.h"
+#include "common/text.h"
 #include "common/util.h"
 #include "protocol/mailbox.h"
 #include "protocol/wire.h"

@@ -158,6 +158,35 @@ static int protect_config_file(builder *b, const char *abs, bool create, lz_erro
     return lz_gs_protect_if_exists(b, rel, err);
 }
 
+/* One entry of `git config --show-origin -z` output: the origin
+ * ("file:PATH", "command line:", ...), then "key\nvalue" (or the key
+ * alone). Advances *i past it; false at the end. */
+typedef struct config_entry {
+    const char *origin;
+    const char *kv;
+} config_entry;
+
+static bool next_config_entry(const lz_spawn_output *out, size_t *i, config_entry *e)
+{
+    if (*i >= out->len)
+        return false;
+    e->origin = out->data + *i;
+    *i += strnlen(e->origin, out->len - *i) + 1;
+    e->kv = *i < out->len ? out->data + *i : "";
+    *i += (*i < out->len ? strnlen(e->kv, out->len - *i) : 0) + 1;
+    return true;
+}
+
+/* The absolute path of a "file:" origin (relative ones are relative to
+ * top), or NULL for any other origin. */
+static char *origin_file(const char *origin, const char *top)
+{
+    if (strncmp(origin, "file:", 5) != 0)
+        return NULL;
+    const char *path = origin + 5;
+    return path[0] == '/' ? lz_xstrdup(path) : lz_xasprintf("%s/%s", top, path);
+}
+
 /* Configuration files that an include pulls in from inside the workspace,
  * and core.hooksPath when it points inside: both are sandbox-writable
  * places the host's Git would obey. */
@@ -174,21 +203,13 @@ int lz_gs_protect_config_sources(builder *b, const char *gd, const char *wt, lz_
     if (status < 0)
         return -1;
     int r = 0;
-    for (size_t i = 0; r == 0 && status == 0 && i < out.len;) {
-        const char *origin = out.data + i;
-        size_t ol = strnlen(origin, out.len - i);
-        i += ol + 1;
-        const char *kv = i < out.len ? out.data + i : "";
-        size_t kl = i < out.len ? strnlen(kv, out.len - i) : 0;
-        i += kl + 1;
-        if (strncmp(origin, "file:", 5) == 0) {
-            const char *path = origin + 5;
-            _cleanup_free_ char *abs = path[0] == '/' ? lz_xstrdup(path)
-                                                       : lz_xasprintf("%s/%s", top, path);
-            r = protect_config_file(b, abs, false, err);
-        }
-        if (r == 0 && strncmp(kv, "core.hookspath\n", 15) == 0) {
-            const char *v = kv + 15;
+    config_entry e;
+    for (size_t i = 0; r == 0 && status == 0 && next_config_entry(&out, &i, &e);) {
+        _cleanup_free_ char *file = origin_file(e.origin, top);
+        if (file)
+            r = protect_config_file(b, file, false, err);
+        if (r == 0 && strncmp(e.kv, "core.hookspath\n", 15) == 0) {
+            const char *v = e.kv + 15;
             _cleanup_free_ char *abs = expand_git_path(v, top);
             _cleanup_free_ char *rel = abs ? lz_lexical_rel(b->ws, abs) : NULL;
             if (!rel && abs) { /* through a host symlink into the workspace */
@@ -229,19 +250,11 @@ int lz_gs_protect_config_sources(builder *b, const char *gd, const char *wt, lz_
     status = lz_gs_host_git_in(b, gd, wt, inc_args, &inc, err);
     if (status < 0)
         return -1;
-    for (size_t i = 0; r == 0 && status == 0 && i < inc.len;) {
-        const char *origin = inc.data + i;
-        size_t ol = strnlen(origin, inc.len - i);
-        i += ol + 1;
-        const char *kv = i < inc.len ? inc.data + i : "";
-        size_t kl = i < inc.len ? strnlen(kv, inc.len - i) : 0;
-        i += kl + 1;
-        const char *v = strchr(kv, '\n');
-        if (!v || !*++v || strncmp(origin, "file:", 5) != 0)
+    for (size_t i = 0; r == 0 && status == 0 && next_config_entry(&inc, &i, &e);) {
+        const char *v = strchr(e.kv, '\n');
+        _cleanup_free_ char *file_abs = v && *++v ? origin_file(e.origin, top) : NULL;
+        if (!file_abs)
             continue;
-        const char *file = origin + 5;
-        _cleanup_free_ char *file_abs = file[0] == '/' ? lz_xstrdup(file)
-                                                        : lz_xasprintf("%s/%s", top, file);
         char *slash = strrchr(file_abs, '/');
         if (slash)
             *slash = '\0';

@@ -138,24 +138,49 @@ int lz_gs_check_bare(walk *w, int dfd, const char *rel)
 
 
 
-/* Does the absolute path lie where the sandbox can write but the audit
- * does not look: Lazaret's storage (the Domain's persistent uppers,
- * ignored copies, volumes' state) and runtime trees, a read-write volume,
- * or /proc and /dev (what those name depends on who follows them)? Judged
- * on the lexical path and on the path as the host resolves it. */
-static bool in_sandbox_state(const lz_resolved_config *cfg, const char *abs)
+/* Where a target the sandbox named (a symlink's, a gitfile's) leads, in
+ * the forms every check of it considers: abs (relative targets taken from
+ * the entry's directory in the workspace), lexical ("/" + abs lexically
+ * normalised: what the string says) and resolved (realpath: where the host
+ * goes now; NULL when nothing is there). */
+typedef struct target_forms {
+    char *abs, *lexical, *resolved;
+} target_forms;
+
+static void target_forms_of(const lz_resolved_config *cfg, const char *rel, const char *target,
+                            target_forms *t)
 {
-    if (lz_path_within(abs, "/proc") || lz_path_within(abs, "/dev"))
-        return true;
-    _cleanup_free_ char *lex_rest = lz_lexical_rel("", abs);
-    _cleanup_free_ char *lex = lex_rest ? lz_xasprintf("/%s", lex_rest) : lz_xstrdup("/");
-    _cleanup_free_ char *real = realpath(abs, NULL);
-    const char *forms[] = { lex, real };
+    t->abs = target[0] == '/' ? lz_xstrdup(target)
+             : rel[0]         ? lz_xasprintf("%s/%s/%s", cfg->workspace.label, rel, target)
+                              : lz_xasprintf("%s/%s", cfg->workspace.label, target);
+    _cleanup_free_ char *rest = lz_lexical_rel("", t->abs);
+    t->lexical = rest ? lz_xasprintf("/%s", rest) : lz_xstrdup("/");
+    t->resolved = realpath(t->abs, NULL);
+}
+
+static void target_forms_free(target_forms *t)
+{
+    free(t->abs);
+    free(t->lexical);
+    free(t->resolved);
+}
+
+/* Does the target lie where the sandbox can write but the audit does not
+ * look: Lazaret's storage (the Domain's persistent uppers, ignored copies,
+ * volumes' state) and runtime trees, a read-write volume, or /proc and
+ * /dev (what those name depends on who follows them)? Judged on the
+ * lexical path and on the path as the host resolves it. */
+static bool in_sandbox_state(const lz_resolved_config *cfg, const target_forms *t)
+{
+    const char *forms[] = { t->abs, t->lexical, t->resolved };
     for (size_t f = 0; f < LZ_ARRAY_SIZE(forms); f++) {
         if (!forms[f])
             continue;
-        if (lz_path_within(forms[f], "/proc") || lz_path_within(forms[f], "/dev") ||
-            lz_path_within(forms[f], cfg->storage_root.label) ||
+        if (lz_path_within(forms[f], "/proc") || lz_path_within(forms[f], "/dev"))
+            return true;
+        if (f == 0) /* abs only for /proc and /dev: the other places by the normal forms */
+            continue;
+        if (lz_path_within(forms[f], cfg->storage_root.label) ||
             lz_path_within(forms[f], cfg->runtime_root.label))
             return true;
         for (size_t i = 0; i < cfg->n_volumes; i++)
@@ -193,11 +218,11 @@ static bool gitfile_into_sandbox_state(lz_git_plan *p, int dfd, const char *rel)
     target[strcspn(target, "\r\n")] = '\0';
     if (!target[0])
         return false;
-    _cleanup_free_ char *abs = target[0] == '/' ? lz_xstrdup(target)
-                               : rel[0] ? lz_xasprintf("%s/%s/%s", p->cfg->workspace.label, rel,
-                                                       target)
-                                        : lz_xasprintf("%s/%s", p->cfg->workspace.label, target);
-    return in_sandbox_state(p->cfg, abs);
+    target_forms forms;
+    target_forms_of(p->cfg, rel, target, &forms);
+    bool r = in_sandbox_state(p->cfg, &forms);
+    target_forms_free(&forms);
+    return r;
 }
 
 /* A `.git` entry below the workspace's top level. */
@@ -241,32 +266,14 @@ static int check_dot_git(walk *w, int dfd, const char *rel, const struct stat *s
  * directory? A host git run "in the workspace" through it would obey a
  * repository there. Judged on the lexical target and on the target as the
  * host resolves it. */
-static bool link_into_sandbox_storage(lz_git_plan *p, int dfd, const char *rel,
-                                      const char *name)
+static bool link_into_sandbox_storage(lz_git_plan *p, const target_forms *t)
 {
     const lz_resolved_config *cfg = p->cfg;
-    if (!cfg)
-        return false;
-    char target[PATH_MAX];
-    ssize_t n = lz_gs_sight_readlink(p, dfd, name, target, sizeof(target) - 1);
-    if (n <= 0)
-        return false;
-    target[n] = '\0';
     /* /proc/self/cwd/…, /dev/fd/…: what these name depends on the process
      * that follows them — on the host, the developer's shell. */
-    if (lz_path_within(target, "/proc") || lz_path_within(target, "/dev"))
+    if (in_sandbox_state(cfg, t))
         return true;
-    _cleanup_free_ char *abs = target[0] == '/' ? lz_xstrdup(target)
-                               : rel[0]       ? lz_xasprintf("%s/%s/%s", cfg->workspace.label, rel,
-                                                             target)
-                                              : lz_xasprintf("%s/%s", cfg->workspace.label, target);
-    if (in_sandbox_state(cfg, abs))
-        return true;
-    /* "/" + the lexically normalised rest */
-    _cleanup_free_ char *lex_rest = lz_lexical_rel("", abs);
-    _cleanup_free_ char *lex = lex_rest ? lz_xasprintf("/%s", lex_rest) : lz_xstrdup("/");
-    _cleanup_free_ char *real = realpath(abs, NULL);
-    const char *forms[] = { lex, real };
+    const char *forms[] = { t->lexical, t->resolved };
     for (size_t f = 0; f < LZ_ARRAY_SIZE(forms); f++) {
         if (!forms[f])
             continue;
@@ -285,23 +292,9 @@ static bool link_into_sandbox_storage(lz_git_plan *p, int dfd, const char *rel,
  * workspace — trees the sandbox (or another Domain's) may write and this
  * audit does not walk. Links to the system's files (not the developer's)
  * stay: inside the sandbox they name the image's own. */
-static bool link_to_developers_own(lz_git_plan *p, int dfd, const char *rel,
-                                   const char *name)
+static bool link_to_developers_own(lz_git_plan *p, const target_forms *t)
 {
-    char target[PATH_MAX];
-    ssize_t n = lz_gs_sight_readlink(p, dfd, name, target, sizeof(target) - 1);
-    if (n <= 0)
-        return false;
-    target[n] = '\0';
-    _cleanup_free_ char *abs = target[0] == '/' ? lz_xstrdup(target)
-                               : rel[0]         ? lz_xasprintf("%s/%s/%s", p->cfg->workspace.label,
-                                                               rel, target)
-                                                : lz_xasprintf("%s/%s", p->cfg->workspace.label,
-                                                               target);
-    _cleanup_free_ char *lex_rest = lz_lexical_rel("", abs);
-    _cleanup_free_ char *lex = lex_rest ? lz_xasprintf("/%s", lex_rest) : lz_xstrdup("/");
-    _cleanup_free_ char *real = realpath(abs, NULL);
-    const char *where = real ? real : lex;
+    const char *where = t->resolved ? t->resolved : t->lexical;
     if (lz_path_within(where, p->cfg->workspace.label))
         return false;
     /* Whose place is it? The developer's home, or any existing ancestor
@@ -357,10 +350,21 @@ int lz_gs_visit_entry(walk *w, int dfd, const char *rel, const char *name, int d
      * anywhere of theirs; one the sandbox makes may not. */
     if (S_ISLNK(st.st_mode) && w->b)
         lz_gs_add_marker(&p->markers, &p->n_markers, child, &st);
-    if (S_ISLNK(st.st_mode) &&
-        (link_into_sandbox_storage(p, dfd, rel, name) ||
-         (!w->b && !lz_gs_known(p->markers, p->n_markers, child, &st) &&
-          link_to_developers_own(p, dfd, rel, name)))) {
+    bool bad_link = false;
+    if (S_ISLNK(st.st_mode) && p->cfg) {
+        char target[PATH_MAX];
+        ssize_t n = lz_gs_sight_readlink(p, dfd, name, target, sizeof(target) - 1);
+        if (n > 0) {
+            target[n] = '\0';
+            target_forms forms;
+            target_forms_of(p->cfg, rel, target, &forms);
+            bad_link = link_into_sandbox_storage(p, &forms) ||
+                       (!w->b && !lz_gs_known(p->markers, p->n_markers, child, &st) &&
+                        link_to_developers_own(p, &forms));
+            target_forms_free(&forms);
+        }
+    }
+    if (bad_link) {
         if (w->b) {
             lz_gs_fail_at(w, child);
             lz_error_set(w->err, 0, "Git Sentry: the workspace symlink %s/%s points into a "
@@ -456,8 +460,8 @@ int lz_gs_walk_dir(walk *w, int dfd, const char *rel, int depth)
     int r = 0;
     for (size_t i = 0; r == 0 && i < n; i++) {
         r = lz_gs_visit_entry(w, dfd, rel, names[i], depth);
-        if (r == 0 && w->peeked && !w->in_peek && ++w->since_peek >= PEEK_EVERY)
-            r = lz_gs_peek_urgent(w);
+        if (r == 0 && w->peek && !w->in_peek && ++w->since_peek >= PEEK_EVERY)
+            r = w->peek(w);
     }
     free_names(names, n);
     if (r == 0)

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "common/fork.h"
+#include "common/text.h"
 #include "common/timing.h"
 
 /* The environment of sandbox processes: the image's, then HOME, then the

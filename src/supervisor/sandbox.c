@@ -20,6 +20,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/text.h"
+
 void sup_send_failed(sup *s, lz_error *e)
 {
     lz_wbuf b;
