@@ -1,12 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0
  *
  * Running a function of ours in a forked child that does not exec, with one
- * way back for its error. Every fork-without-exec in Lazaret goes through
- * lz_fork_call (the exec spawner is common/spawn.h; the daemonising double
- * fork of the coordinator's bootstrap is the one exception, see
+ * way back for its error. Every fork-without-exec of the host code goes
+ * through lz_fork_call (programs are started by common/spawn.h; src/guest
+ * runs inside the sandbox; the daemonising double fork of the
+ * coordinator's bootstrap is the one exception, see
  * coordinator/bootstrap.c): a child's failure comes back to the caller as
  * the child's own lz_error (errnum, message, hint), not as an exit code to
- * decode, and the caller holds the child by a pidfd.
+ * decode, and the caller holds the child by a pidfd or waits for it.
  *
  * The channel is a socketpair (both ends close-on-exec), so that the parent
  * can also answer: a child that says it is ready (lz_fork_ready) waits for
