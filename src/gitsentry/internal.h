@@ -6,7 +6,7 @@
  * Included only inside src/gitsentry/; everyone else uses git_sentry.h.
  *
  * The files, each using only those listed below it (no circle of calls;
- * docs/git.md "Where the Git Sentry lives"):
+ * docs/coordinator.md "The Git Sentry"; scripts/layout-check.py checks it):
  *   plan.c            lz_git_sentry_plan: the mount plan, the quarantine,
  *                     recovery of a generation that ended without its audit
  *   events.c          the event audit, lz_git_sentry_watch/_audit
