@@ -35,12 +35,13 @@
 
 #include "cli/cli.h"
 #include "common/error.h"
+#include "common/fork.h"
 #include "common/nodump.h"
 #include "common/spawn.h"
 #include "oci/spec.h"
 #include "supervisor/limits.h"
 #include "supervisor/runsc_info.h"
-#include "supervisor/userns.h"
+#include "ns/userns.h"
 #include "common/text.h"
 #include "common/util.h"
 #include "lazaret-version.h"
@@ -336,7 +337,7 @@ static void check_idmap_tool(doctor *d, const char *name, int cap, const char *c
 
 /* ---- /etc/subuid, /etc/subgid --------------------------------------------- */
 
-/* The very lookup `lazaret run` makes (supervisor/userns.h): doctor passes
+/* The very lookup `lazaret run` makes (ns/userns.h): doctor passes
  * exactly the ranges run accepts, and its fix is the hint run prints. */
 static void check_subids(doctor *d, lz_subid_kind kind, const char *check,
                          lz_subid_range *ret, bool *ret_ok)
@@ -374,36 +375,39 @@ typedef struct probe_result {
  * it should grant (new mount and network namespaces). Some kernels let the
  * first step succeed and deny the second (Ubuntu's AppArmor restriction), so
  * only both together show that Lazaret's supervisor can work. */
+/* The probe's two findings, as its error messages (the step they stand for
+ * is told from the text). */
+static const char probe_no_userns[] = "unshare(CLONE_NEWUSER) failed";
+static const char probe_no_caps[] = "a new user namespace grants no capabilities";
+
+static int probe_userns_child(void *arg, int channel, lz_error **err)
+{
+    (void) arg, (void) channel;
+    if (unshare(CLONE_NEWUSER) < 0)
+        return lz_error_set(err, errno, "%s", probe_no_userns);
+    if (unshare(CLONE_NEWNS | CLONE_NEWNET) < 0)
+        return lz_error_set(err, errno, "%s", probe_no_caps);
+    return 0;
+}
+
 static int probe_userns(probe_result *ret)
 {
-    int p[2];
-    if (pipe2(p, O_CLOEXEC) < 0)
+    lz_fork_options opt = { .what = "a probe process" };
+    lz_error *e = NULL;
+    int status = lz_fork_call(probe_userns_child, NULL, &opt, NULL, &e);
+    probe_result r = { 0, 0 };
+    if (status < 0 && strcmp(e->message, probe_no_userns) == 0) {
+        r = (probe_result) { 1, e->errnum };
+    } else if (status < 0 && strcmp(e->message, probe_no_caps) == 0) {
+        r = (probe_result) { 2, e->errnum };
+    } else if (status < 0) {
+        errno = e->errnum; /* it could not be started: check_userns says so */
+        lz_error_free(e);
         return -1;
-    pid_t pid = fork();
-    if (pid < 0) {
-        close(p[0]);
-        close(p[1]);
-        return -1;
-    }
-    if (pid == 0) {
-        probe_result r = { 0, 0 };
-        if (unshare(CLONE_NEWUSER) < 0)
-            r = (probe_result) { 1, errno };
-        else if (unshare(CLONE_NEWNS | CLONE_NEWNET) < 0)
-            r = (probe_result) { 2, errno };
-        (void) !write(p[1], &r, sizeof(r));
-        _exit(0);
-    }
-    close(p[1]);
-    probe_result r = { 1, EIO };
-    ssize_t n;
-    while ((n = read(p[0], &r, sizeof(r))) < 0 && errno == EINTR)
-        ;
-    close(p[0]);
-    while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
-        ;
-    if (n != (ssize_t) sizeof(r))
+    } else if (status != 0) {
         r = (probe_result) { 1, EIO };
+    }
+    lz_error_free(e);
     *ret = r;
     return 0;
 }
@@ -449,6 +453,22 @@ static void check_userns(doctor *d)
            strerror(r.errnum));
 }
 
+static const char idmap_probe_no_userns[] = "the probe could not create a user namespace";
+
+static int idmap_probe_child(void *arg, int channel, lz_error **err)
+{
+    int *go = arg;
+    close(go[1]);
+    if (unshare(CLONE_NEWUSER) < 0)
+        return lz_error_set(err, errno, "%s", idmap_probe_no_userns);
+    if (lz_fork_ready(channel) < 0)
+        return 1;
+    char c;
+    while (read(go[0], &c, 1) < 0 && errno == EINTR)
+        ;
+    return 0;
+}
+
 /* End to end: a child in a fresh user namespace gets the full map Lazaret
  * uses (own id -> 0, the subordinate range -> 1..65536), written by
  * newuidmap/newgidmap exactly as the supervisor will. */
@@ -460,46 +480,31 @@ static void check_idmapping(doctor *d)
         return;
     }
 
-    int ready[2], go[2];
-    if (pipe2(ready, O_CLOEXEC) < 0) {
-        report(d, ST_FAIL, check, NULL, NULL, "cannot create a pipe: %s", strerror(errno));
-        return;
-    }
+    int go[2];
     if (pipe2(go, O_CLOEXEC) < 0) {
         report(d, ST_FAIL, check, NULL, NULL, "cannot create a pipe: %s", strerror(errno));
-        close(ready[0]);
-        close(ready[1]);
         return;
     }
-    pid_t pid = fork();
-    if (pid == 0) {
-        /* Child: enter the namespace, say so, then wait until the parent is
-         * done (EOF on go) and exit. */
-        close(ready[0]);
-        close(go[1]);
-        char c = unshare(CLONE_NEWUSER) == 0 ? 'y' : 'n';
-        (void) !write(ready[1], &c, 1);
-        while (read(go[0], &c, 1) < 0 && errno == EINTR)
-            ;
-        _exit(0);
-    }
-    close(ready[1]);
+    /* The probe enters a user namespace, says so, then waits until the
+     * doctor is done with it (EOF on go) and exits. */
+    lz_fork_options fo = { .what = "a probe process" };
+    lz_child probe = { 0 };
+    lz_error *pe = NULL;
+    int started = lz_fork_call(idmap_probe_child, go, &fo, &probe, &pe);
     close(go[0]);
-    if (pid < 0) {
+    if (started < 0 && strcmp(pe->message, idmap_probe_no_userns) != 0) {
         report(d, ST_FAIL, check, NULL, NULL, "cannot start a probe process: %s",
-               strerror(errno));
-        close(ready[0]);
+               strerror(pe->errnum));
+        lz_error_free(pe);
         close(go[1]);
         return;
     }
-    char c = 'n';
-    while (read(ready[0], &c, 1) < 0 && errno == EINTR)
-        ;
-    close(ready[0]);
+    lz_error_free(pe);
+    pid_t pid = probe.pid;
 
     _cleanup_free_ char *detail = NULL;
-    if (c != 'y') {
-        detail = lz_xstrdup("the probe could not create a user namespace");
+    if (started < 0) {
+        detail = lz_xstrdup(idmap_probe_no_userns);
     } else {
         struct {
             const char *path, *name;
@@ -533,8 +538,8 @@ static void check_idmapping(doctor *d)
         }
     }
     close(go[1]);
-    while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
-        ;
+    if (started == 0)
+        lz_best_effort(lz_child_wait(&probe, -1, NULL));
 
     if (detail) {
         report(d, ST_FAIL, check,

@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "common/io.h"
 #include "common/timing.h"
 #include "common/text.h"
 #include "common/util.h"
@@ -40,7 +41,6 @@
 #include "coordinator/bootstrap.h"
 #include "fs/confined.h"
 #include "oci/layout.h"
-#include "protocol/io.h"
 #include "protocol/messages.h"
 #include "protocol/table.h"
 #include "trust/anchor.h"

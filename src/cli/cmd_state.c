@@ -38,6 +38,7 @@
 
 #include "cli/cli.h"
 #include "common/error.h"
+#include "common/io.h"
 #include "common/text.h"
 #include "common/util.h"
 #include "config/digest.h"
@@ -47,10 +48,9 @@
 #include "coordinator/coordinator.h"
 #include "fs/confined.h"
 #include "fs/remove.h"
-#include "protocol/io.h"
+#include "ns/userns.h"
 #include "store/domain_store.h"
 #include "supervisor/giveback.h"
-#include "supervisor/userns.h"
 
 const char lz_usage_state[] =
     "Usage: lazaret [--config FILE] state list [--json]\n"

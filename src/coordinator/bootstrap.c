@@ -27,7 +27,7 @@
 #include "gitsentry/git_sentry.h"
 #include "store/domain_store.h"
 #include "supervisor/giveback.h"
-#include "supervisor/userns.h"
+#include "ns/userns.h"
 
 /* sun_path through the retained directory descriptor: short whatever the
  * runtime directory's length, and the descriptor stays the authority. */
@@ -245,7 +245,12 @@ static int start_coordinator(const lz_resolved_config *cfg, int dirfd, int lock_
     }
 
     /* Double fork: the coordinator is nobody's child but init's, in its own
-     * session, with no terminal; it outlives this CLI. */
+     * session, with no terminal; it outlives this CLI. The one fork without
+     * exec that is not lz_fork_call (common/fork.h): that helper gives its
+     * caller a child to hold (a pidfd) or to wait for, and here the point
+     * is the opposite, a process the CLI lets go of at once; the
+     * coordinator's start is reported through the CLI's connect retry
+     * (lz_domain_connect), not through a channel. */
     lz_timing_mark("cli: coordinator forked");
     lz_timing_flush(stderr, "lazaret: "); /* not the coordinator's to repeat */
     pid_t pid = fork();

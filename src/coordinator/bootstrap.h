@@ -23,8 +23,8 @@
 
 #include "common/error.h"
 #include "config/resolve.h"
+#include "ns/userns.h"
 #include "oci/image.h"
-#include "supervisor/userns.h"
 
 /* Returns a connected session socket (SOCK_SEQPACKET, O_CLOEXEC). */
 LZ_MUST_CHECK

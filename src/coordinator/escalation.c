@@ -37,6 +37,7 @@
 #include <unistd.h>
 #include <linux/magic.h>
 
+#include "common/io.h"
 #include "common/spawn.h"
 #include "common/syscalls.h"
 #include "common/text.h"
@@ -52,7 +53,6 @@
 #include "fs/confined.h"
 #include "fs/executable.h"
 #include "fs/remove.h"
-#include "protocol/io.h"
 #include "protocol/mailbox.h"
 #include "trust/signature.h"
 

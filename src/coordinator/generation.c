@@ -25,9 +25,9 @@
 #include "coordinator/session.h"
 #include "coordinator/status.h"
 #include "fs/remove.h"
+#include "ns/userns.h"
 #include "supervisor/giveback.h"
 #include "supervisor/sidecar.h"
-#include "supervisor/userns.h"
 #include "trust/publication.h"
 #include "trust/signature.h"
 

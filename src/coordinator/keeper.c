@@ -30,9 +30,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/fork.h"
 #include "common/syscalls.h"
 #include "common/util.h"
-#include "protocol/io.h"
 
 
 /* Kill and reap every child of this process, round after round (a killed
@@ -72,41 +72,48 @@ static void keeper_kill_all(void)
     }
 }
 
-static _Noreturn void keeper_main(const char *label, char *const argv[],
-                                  const lz_spawn_async *opt, void (*wipe)(void *),
-                                  void *wipe_arg, int report, pid_t parent)
+typedef struct keeper_job {
+    const char *label;
+    char *const *argv;
+    const lz_spawn_async *opt;
+    void (*wipe)(void *);
+    void *wipe_arg;
+} keeper_job;
+
+/* The keeper, from the fork (lz_fork_call) to its exit with the command's
+ * status: it returns only when the command could not be started. */
+static int keeper_main(void *arg, int channel, lz_error **err)
 {
+    const keeper_job *j = arg;
+    const lz_spawn_async *opt = j->opt;
     /* What of the coordinator's memory this fork must not keep. */
-    if (wipe)
-        wipe(wipe_arg);
+    if (j->wipe)
+        j->wipe(j->wipe_arg);
     sigset_t mask;
     sigemptyset(&mask);
     sigaddset(&mask, SIGTERM);
     sigaddset(&mask, SIGCHLD);
     sigprocmask(SIG_BLOCK, &mask, NULL);
-    if (prctl(PR_SET_PDEATHSIG, SIGTERM) < 0 || getppid() != parent ||
-        prctl(PR_SET_CHILD_SUBREAPER, 1) < 0)
-        _exit(255);
-    prctl(PR_SET_NAME, "lz-escalated");
+    if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0)
+        return lz_error_set(err, errno, "cannot start the command's keeper");
     int keep[LZ_SPAWN_FDS_MAX + 4];
     size_t nk = 0;
     for (size_t i = 0; i < opt->n_fds; i++)
         keep[nk++] = opt->fds[i].fd;
     keep[nk++] = opt->exec_fd;
     keep[nk++] = opt->cwd_fd;
-    keep[nk++] = report;
+    keep[nk++] = channel;
     if (lz_close_fds_except(keep, nk) < 0)
-        _exit(255);
+        return lz_error_set(err, errno, "cannot start the command's keeper");
     lz_child cmd;
-    lz_error *err = NULL;
-    if (lz_spawn_start(label, argv, opt, &cmd, &err) < 0) {
-        lz_best_effort(lz_write_all(report, err->message, strlen(err->message)) < 0 ? -1 : 0);
-        _exit(255);
-    }
+    if (lz_spawn_start(j->label, j->argv, opt, &cmd, err) < 0)
+        return -1;
     for (size_t i = 0; i < opt->n_fds; i++)
         close(opt->fds[i].fd); /* the command's pipes: only the command writes them */
-    lz_best_effort(lz_write_all(report, "", 1) < 0 ? -1 : 0); /* started */
-    close(report);
+    /* Started. A coordinator gone by now sends SIGTERM (PR_SET_PDEATHSIG),
+     * which the loop below answers. */
+    lz_best_effort(lz_fork_ready(channel));
+    close(channel);
     pid_t pid = lz_child_release(&cmd);
     int status = 255;
     for (;;) {
@@ -140,47 +147,7 @@ static _Noreturn void keeper_main(const char *label, char *const argv[],
 int keeper_start(const char *label, char *const argv[], const lz_spawn_async *opt,
                  void (*wipe)(void *), void *wipe_arg, lz_child *ret, lz_error **err)
 {
-    int rep[2];
-    if (pipe2(rep, O_CLOEXEC) < 0)
-        return lz_error_set(err, errno, "cannot start %s: no pipe", label);
-    pid_t parent = getpid();
-    pid_t pid = fork();
-    if (pid < 0) {
-        close(rep[0]);
-        close(rep[1]);
-        return lz_error_set(err, errno, "cannot start %s", label);
-    }
-    if (pid == 0) {
-        close(rep[0]);
-        keeper_main(label, argv, opt, wipe, wipe_arg, rep[1], parent);
-    }
-    close(rep[1]);
-    int pidfd = (int) syscall(SYS_pidfd_open, pid, 0);
-    /* The keeper says "started" (one NUL) or why not, then closes. */
-    char msg[512];
-    size_t got = 0;
-    for (;;) {
-        ssize_t n = read(rep[0], msg + got, sizeof(msg) - 1 - got);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            break;
-        got += (size_t) n;
-        if (got == sizeof(msg) - 1 || memchr(msg, '\0', got))
-            break;
-    }
-    close(rep[0]);
-    msg[got] = '\0';
-    if (pidfd < 0 || got == 0 || msg[0] != '\0') {
-        if (pidfd >= 0)
-            close(pidfd);
-        kill(pid, SIGKILL);
-        waitpid(pid, NULL, 0);
-        return lz_error_set(err, pidfd < 0 ? errno : 0, "%s",
-                            got && msg[0] ? msg : "cannot start the command's keeper");
-    }
-    ret->pid = pid;
-    ret->pidfd = pidfd;
-    return 0;
+    keeper_job j = { label, argv, opt, wipe, wipe_arg };
+    lz_fork_options fo = { .what = label, .pdeathsig = SIGTERM, .name = "lz-escalated" };
+    return lz_fork_call(keeper_main, &j, &fo, ret, err);
 }
-

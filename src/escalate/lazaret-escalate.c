@@ -42,9 +42,9 @@
 
 #include <openssl/crypto.h>
 
+#include "common/io.h"
 #include "common/text.h"
 #include "common/util.h"
-#include "protocol/io.h"
 #include "protocol/mailbox.h"
 #include "protocol/wire.h"
 #include "trust/signature.h"

@@ -21,7 +21,7 @@
 #include <unistd.h>
 
 #include "common/util.h"
-#include "supervisor/userns.h"
+#include "ns/userns.h"
 
 /* How long the audit waits for one answer: every operation is a single
  * system call on a local file system; an eye that does not answer in this

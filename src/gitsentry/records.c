@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/io.h"
 #include "common/util.h"
 #include "fs/atomic.h"
 #include "fs/confined.h"

@@ -20,7 +20,7 @@
 #include "fs/confined.h"
 #include "fs/relpath.h"
 #include "gitsentry/internal.h"
-#include "supervisor/userns.h"
+#include "ns/userns.h"
 
 /* Append an already printable line to the report. */
 void lz_gs_report_append(walk *w, const char *line)

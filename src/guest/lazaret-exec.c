@@ -64,8 +64,8 @@
 #include <termios.h>
 #include <unistd.h>
 
+#include "common/io.h"
 #include "mode-guard.h"
-#include "protocol/io.h"
 
 static void say(const char *a, const char *b, const char *c)
 {

@@ -19,7 +19,7 @@
 #include "common/util.h"
 #include "fs/cache_record.h"
 #include "fs/remove.h"
-#include "supervisor/userns.h"
+#include "ns/userns.h"
 
 static const char *const transports[] = {
     (char *)"oci:",

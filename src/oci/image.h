@@ -21,7 +21,7 @@
 
 #include "common/error.h"
 #include "fs/confined.h"
-#include "supervisor/userns.h"
+#include "ns/userns.h"
 
 typedef struct lz_prepared_image {
     char digest_hex[65];

@@ -150,7 +150,7 @@ json_t *lz_spec_container(const lz_sandbox_spec *s)
      * mounts (read-only protections, bind points, the Domain's copies of
      * git-ignored paths) are kernel mounts inside it, which the supervisor
      * composed from descriptors; "rbind" carries them into runsc's gofer
-     * (supervisor.c compose_workspace). */
+     * (supervisor/workspace.c sup_compose_workspace). */
     add_mount(mounts, "/workspace", "bind", s->workspace, rw_bind);
 
     char *const init_args[] = { (char *) LZ_GUEST_EXEC, (char *) "--init" };

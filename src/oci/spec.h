@@ -23,7 +23,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "supervisor/userns.h"
+#include "ns/userns.h"
 
 #define LZ_GUEST_DIR "/run/lazaret"
 #define LZ_GUEST_BIN_DIR "/run/lazaret/bin"

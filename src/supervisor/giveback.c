@@ -15,7 +15,7 @@
 #include "common/syscalls.h"
 #include "common/text.h"
 #include "common/util.h"
-#include "supervisor/userns.h"
+#include "ns/userns.h"
 
 #ifndef SYS_openat2
 #define SYS_openat2 437

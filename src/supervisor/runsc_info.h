@@ -3,7 +3,7 @@
  * What the installed runsc can do. Lazaret probes rather than assumes
  * (docs/platform.md "runsc releases"): the release date decides between runsc's own network stack
  * and host networking inside a dedicated namespace; the statx behaviour is
- * probed in the running sandbox itself (supervisor.c).
+ * probed in the running sandbox itself (lifecycle.c).
  */
 #ifndef LAZARET_SUPERVISOR_RUNSC_INFO_H
 #define LAZARET_SUPERVISOR_RUNSC_INFO_H

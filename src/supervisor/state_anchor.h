@@ -28,7 +28,7 @@
 
 #include "common/error.h"
 #include "config/resolve.h"
-#include "supervisor/userns.h"
+#include "ns/userns.h"
 
 typedef struct lz_state_anchor {
     char **mounts;    /* host mount point of each overlay, in persistent_dirs order */

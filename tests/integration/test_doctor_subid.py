@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """`lazaret doctor` and `lazaret run` judge a user's subordinate ids with the
-same function (supervisor/userns.h lz_subid_lookup, over shadow's libsubid):
+same function (ns/userns.h lz_subid_lookup, over shadow's libsubid):
 for every /etc/subuid + /etc/subgid line below, doctor passes the range
 exactly when run accepts it, and both read the files as newuidmap and
 newgidmap do (docs/runtime.md "Subordinate ids").

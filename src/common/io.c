@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#include "protocol/io.h"
+#include "common/io.h"
 
 #include <errno.h>
 #include <unistd.h>

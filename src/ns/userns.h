@@ -10,8 +10,8 @@
  * image unpack, a removal) lives in one; nothing in it has any capability
  * over the host.
  */
-#ifndef LAZARET_SUPERVISOR_USERNS_H
-#define LAZARET_SUPERVISOR_USERNS_H
+#ifndef LAZARET_NS_USERNS_H
+#define LAZARET_NS_USERNS_H
 
 #include <stdint.h>
 #include <sys/types.h>

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#include "supervisor/userns.h"
+#include "ns/userns.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -10,16 +10,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <shadow/subid.h>
 
+#include "common/fork.h"
 #include "common/spawn.h"
 #include "common/util.h"
 #include "fs/remove.h"
-#include "protocol/io.h"
 
 /* ---- subordinate ids: shadow's libsubid --------------------------------------------- */
 
@@ -287,157 +285,108 @@ int lz_idmap_check(const lz_idmap *map, lz_error **err)
     return 0;
 }
 
-/* lz_userns_spawn, with the subordinate ids at base..base+65535 inside
- * (1 everywhere but the ownership give-back, lz_userns_call_shifted). A
- * keep-id map (map->uid != 0) always uses 1. */
-static int userns_spawn(const lz_idmap *map, uint32_t base, int (*fn)(void *arg), void *arg,
-                        pid_t *ret_pid, lz_error **err)
+/* The caller's step between the child's unshare and its becoming root:
+ * the child's maps, written from outside its namespace by the setuid
+ * helpers (a process inside cannot map ids it does not own). */
+typedef struct id_maps {
+    uid_t uid;
+    gid_t gid;
+    uint32_t agent_uid, agent_gid, base;
+    lz_subid_range uids, gids;
+} id_maps;
+
+static int write_maps(pid_t child, void *arg, lz_error **err)
+{
+    const id_maps *m = arg;
+    if (write_map("newuidmap", child, m->uid, m->agent_uid, m->base, &m->uids, err) < 0 ||
+        write_map("newgidmap", child, m->gid, m->agent_gid, m->base, &m->gids, err) < 0)
+        return -1;
+    return 0;
+}
+
+/* What the child runs once it is root in its namespace: fn's exit status
+ * (lz_userns_spawn), or call's error (lz_userns_call). */
+typedef struct userns_job {
+    int (*fn)(void *arg);
+    int (*call)(void *arg, lz_error **err);
+    void *arg;
+} userns_job;
+
+static int enter_userns(void *arg, int channel, lz_error **err)
+{
+    const userns_job *j = arg;
+    if (unshare(CLONE_NEWUSER) < 0) {
+        lz_error_set(err, errno, "cannot create a user namespace");
+        return lz_error_hint(err, "unprivileged user namespaces must be allowed (sysctl "
+                                  "user.max_user_namespaces > 0; lazaret doctor checks it)");
+    }
+    /* The caller writes the maps now; when it cannot, it says why. */
+    if (lz_fork_ready(channel) < 0)
+        return 126;
+    if (setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0)
+        return lz_error_set(err, errno, "cannot become root in the new user namespace");
+    if (setgroups(0, NULL) < 0 && errno != EPERM)
+        return lz_error_set(err, errno, "cannot drop supplementary groups in the new user "
+                                        "namespace");
+    if (j->call)
+        return j->call(j->arg, err) < 0 ? -1 : 0;
+    return j->fn(j->arg);
+}
+
+/* The job in a child of a new user namespace, with the subordinate ids at
+ * base..base+65535 inside (1 everywhere but the ownership give-back,
+ * lz_userns_call_shifted; a keep-id map (map->uid != 0) always uses 1).
+ * With ret the child runs on (lz_userns_spawn); without, it is waited for
+ * and its status returned (lz_fork_call). */
+static int userns_fork(const lz_idmap *map, uint32_t base, const userns_job *job, lz_child *ret,
+                       lz_error **err)
 {
     if (lz_idmap_check(map, err) < 0)
         return -1;
-    uint32_t agent_uid = map ? map->uid : 0, agent_gid = map ? map->gid : 0;
-    lz_subid_range uids, gids;
-    if (lz_subid_lookup(LZ_SUBID_UID, getuid(), getgid(), &uids, err) < 0 ||
-        lz_subid_lookup(LZ_SUBID_GID, getuid(), getgid(), &gids, err) < 0)
+    id_maps m = {
+        .uid = getuid(),
+        .gid = getgid(),
+        .agent_uid = map ? map->uid : 0,
+        .agent_gid = map ? map->gid : 0,
+        .base = base,
+    };
+    if (lz_subid_lookup(LZ_SUBID_UID, m.uid, m.gid, &m.uids, err) < 0 ||
+        lz_subid_lookup(LZ_SUBID_GID, m.uid, m.gid, &m.gids, err) < 0)
         return -1;
-
-    int to_parent[2], to_child[2];
-    if (pipe2(to_parent, O_CLOEXEC) < 0)
-        return lz_error_set(err, errno, "cannot create a pipe");
-    if (pipe2(to_child, O_CLOEXEC) < 0) {
-        close(to_parent[0]);
-        close(to_parent[1]);
-        return lz_error_set(err, errno, "cannot create a pipe");
-    }
-    uid_t uid = getuid();
-    gid_t gid = getgid();
-    pid_t parent = getpid();
-    pid_t pid = fork();
-    if (pid < 0) {
-        int e = errno;
-        close(to_parent[0]), close(to_parent[1]), close(to_child[0]), close(to_child[1]);
-        return lz_error_set(err, e, "cannot fork the Runtime Supervisor");
-    }
-    if (pid == 0) {
-        close(to_parent[0]);
-        close(to_child[1]);
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        if (getppid() != parent)
-            _exit(127);
-        char c = unshare(CLONE_NEWUSER) == 0 ? 'u' : 'e';
-        if (write(to_parent[1], &c, 1) != 1 || c != 'u')
-            _exit(126);
-        if (read(to_child[0], &c, 1) != 1 || c != 'g')
-            _exit(126);
-        close(to_parent[1]);
-        close(to_child[0]);
-        if (setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0)
-            _exit(126);
-        if (setgroups(0, NULL) < 0 && errno != EPERM)
-            _exit(126);
-        _exit(fn(arg));
-    }
-    close(to_parent[1]);
-    close(to_child[0]);
-    char c = 0;
-    int r = -1;
-    if (read(to_parent[0], &c, 1) != 1 || c != 'u') {
-        lz_error_set(err, 0, "cannot create a user namespace");
-        lz_error_hint(err, "unprivileged user namespaces must be allowed (sysctl "
-                           "user.max_user_namespaces > 0; lazaret doctor checks it)");
-    } else if (write_map("newuidmap", pid, uid, agent_uid, base, &uids, err) == 0 &&
-               write_map("newgidmap", pid, gid, agent_gid, base, &gids, err) == 0) {
-        c = 'g';
-        if (write(to_child[1], &c, 1) == 1)
-            r = 0;
-        else
-            lz_error_set(err, errno, "cannot start the Runtime Supervisor");
-    }
-    close(to_parent[0]);
-    close(to_child[1]);
-    (void)uid, (void)gid;
-    if (r < 0) {
-        kill(pid, SIGKILL);
-        waitpid(pid, NULL, 0);
-        return -1;
-    }
-    *ret_pid = pid;
-    return 0;
+    lz_fork_options opt = {
+        .what = "a process in a new user namespace",
+        .pdeathsig = SIGKILL,
+        .on_ready = write_maps,
+        .ready_arg = &m,
+    };
+    return lz_fork_call(enter_userns, (void *) job, &opt, ret, err);
 }
 
 int lz_userns_spawn(const lz_idmap *map, int (*fn)(void *arg), void *arg, pid_t *ret_pid,
                     lz_error **err)
 {
-    return userns_spawn(map, 1, fn, arg, ret_pid, err);
+    userns_job job = { .fn = fn, .arg = arg };
+    lz_child child;
+    if (userns_fork(map, 1, &job, &child, err) < 0)
+        return -1;
+    /* Its callers reap by pid (the supervisor's, the eye's). */
+    *ret_pid = lz_child_release(&child);
+    return 0;
 }
 
 /* ---- running a function as root over the subordinate ids ---------------------------- */
 
-typedef struct call_ctx {
-    int (*fn)(void *arg, lz_error **err);
-    void *arg;
-    int report; /* the error crosses back as "errnum\nmessage\nhint" */
-} call_ctx;
-
-static int call_in_userns(void *arg)
-{
-    call_ctx *c = arg;
-    lz_error *e = NULL;
-    if (c->fn(c->arg, &e) == 0)
-        return 0;
-    char msg[2048];
-    int n = snprintf(msg, sizeof(msg), "%d\n%s\n%s", e ? e->errnum : 0,
-                     e && e->message ? e->message : "", e && e->hint ? e->hint : "");
-    if (n > (int) sizeof(msg) - 1)
-        n = (int) sizeof(msg) - 1;
-    lz_best_effort((int) lz_write_all(c->report, msg, n > 0 ? (size_t) n : 0));
-    lz_error_free(e);
-    return 1;
-}
-
 static int userns_call(const lz_idmap *map, uint32_t base, int (*fn)(void *arg, lz_error **err),
                        void *arg, lz_error **err)
 {
-    int p[2];
-    if (pipe2(p, O_CLOEXEC) < 0)
-        return lz_error_set(err, errno, "cannot create a pipe");
-    call_ctx c = { .fn = fn, .arg = arg, .report = p[1] };
-    pid_t pid;
-    int r = userns_spawn(map, base, call_in_userns, &c, &pid, err);
-    close(p[1]);
-    if (r < 0) {
-        close(p[0]);
+    userns_job job = { .call = fn, .arg = arg };
+    int status = userns_fork(map, base, &job, NULL, err);
+    if (status < 0)
         return -1;
-    }
-    char msg[2048];
-    size_t len = 0;
-    for (ssize_t n; len < sizeof(msg) - 1 &&
-                    ((n = read(p[0], msg + len, sizeof(msg) - 1 - len)) > 0 || (n < 0 && errno == EINTR));)
-        len += n > 0 ? (size_t) n : 0;
-    msg[len] = '\0';
-    close(p[0]);
-    int status = 0;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-        ;
-    if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
-        return 0;
-    /* The child's text is ours (this program's), but keep it one line each. */
-    char *message = strchr(msg, '\n');
-    char *hint = message ? strchr(message + 1, '\n') : NULL;
-    if (message)
-        *message++ = '\0';
-    if (hint)
-        *hint++ = '\0';
-    int errnum = message ? atoi(msg) : 0;
-    if (!message || !*message) {
-        lz_error_set(err, 0, "a helper process in a user namespace failed (status %d)",
-                     WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
-        return -1;
-    }
-    lz_error_set(err, errnum, "%s", message);
-    if (hint && *hint)
-        lz_error_hint(err, "%s", hint);
-    return -1;
+    if (status != 0)
+        return lz_error_set(err, 0, "a helper process in a user namespace failed (status %d)",
+                            status);
+    return 0;
 }
 
 int lz_userns_call(const lz_idmap *map, int (*fn)(void *arg, lz_error **err), void *arg,

@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0
  *
- * Byte I/O shared by the host binaries and the static guest binaries (this
- * directory is libc-only; see table.h).
+ * Byte I/O shared by the host binaries and the static guest binaries: libc
+ * only, built into the protocol library (src/protocol/meson.build), which
+ * the guest binaries link. Here, below every layer, so that src/fs and the
+ * others need not reach up into src/protocol for it.
  */
-#ifndef LAZARET_PROTOCOL_IO_H
-#define LAZARET_PROTOCOL_IO_H
+#ifndef LAZARET_COMMON_IO_H
+#define LAZARET_COMMON_IO_H
 
 #include <stddef.h>
 #include <sys/types.h>

@@ -1,0 +1,125 @@
+/* SPDX-License-Identifier: Apache-2.0
+ *
+ * What the Network Sidecar's files share (sidecar.h is the contract);
+ * nothing else includes it. Bottom up, a file calls only files listed
+ * before it:
+ *
+ *   netlink.c   netlink (libmnl): links, addresses, routes; the host's own
+ *               addresses
+ *   netns.c     the sandbox's and the router's namespaces: made, entered
+ *               (in a child), their links and the routing table that is
+ *               the policy
+ *   nftables.c  the router's ruleset and additions to its host_local set
+ *   netwatch.c  the watcher of host addresses that appear later
+ *               (lz-netwatch)
+ *   sidecar.c   setup in order, slirp4netns, --publish forwarders, clear
+ */
+#ifndef LAZARET_SUPERVISOR_SIDECAR_INTERNAL_H
+#define LAZARET_SUPERVISOR_SIDECAR_INTERNAL_H
+
+#include <libmnl/libmnl.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "common/error.h"
+#include "config/network.h"
+#include "config/resolve.h"
+#include "supervisor/sidecar.h"
+
+#define ROUTER_IF "lzr0"
+#define SANDBOX_IF "lzs0"
+#define ROUTER_ADDR "169.254.77.1"
+#define SANDBOX_ADDR "169.254.77.2"
+#define LINK_PREFIX 30
+/* The MTU of the whole path: slirp4netns's tap and the sandbox's veth alike.
+ * One MTU end to end, so that the router never fragments (gVisor 2022's
+ * netstack reassembled slirp's 64 KiB segments, fragmented for a
+ * 1500-byte veth, so badly that downloads stalled after a few hundred KiB;
+ * seen with tcpdump on the router), and a large one: per packet, gVisor's
+ * AF_PACKET endpoint and slirp cost the same whatever the size (measured
+ * here: 100 MiB downloaded in 22.3 s with 1500 everywhere, 0.58 s with
+ * 65520; uploads 3.5 s and 2.5 s). */
+#define LINK_MTU 65520
+#define LINK_MTU_ARG "--mtu=65520"
+#define SLIRP_CIDR "100.96.0.0/24"
+#define SLIRP_GW "100.96.0.2"
+#define SLIRP_DNS "100.96.0.3"
+#define SLIRP_IF "tap0"
+/* Denied destinations are routed to a link of their own (one end of a veth
+ * pair whose other end stays in the router), so that their packets reach
+ * the forward chain and are rejected there at once: a route without an
+ * interface (unreachable, prohibit) is answered by the kernel only after
+ * about a second (docs/platform.md "Network"), and the dummy driver is not always there. */
+#define DENY_IF "lzdeny0"
+#define DENY_PEER "lzdeny1"
+
+typedef struct nl {
+    struct mnl_socket *sock;
+    unsigned portid;
+    unsigned seq;
+    char buf[8192];
+} nl;
+
+/* Run fn in a child that joined the network namespace pinned at `netns`
+ * (or a new one pinned there when create is true). fn reports failure as
+ * "step: strerror" in why. */
+typedef int (*ns_fn)(void *arg, char *why, size_t why_len);
+
+typedef struct router_args {
+    const char *sandbox_netns;
+} router_args;
+
+typedef struct policy_args {
+    const lz_resolved_config *cfg;
+} policy_args;
+
+typedef struct nft_args {
+    const char *nft;
+    const char *ruleset_path;
+} nft_args;
+
+/* ---- netlink.c --------------------------------------------------------- */
+
+int sc_nl_open(nl *n);
+void sc_nl_close(nl *n);
+int sc_link_up(nl *n, unsigned ifindex);
+/* A veth pair name/peer; the peer moved into the namespace peer_netns_fd
+ * (-1: stays) with mtu (0: the default). */
+int sc_veth_create(nl *n, const char *name, const char *peer, int peer_netns_fd, uint32_t mtu);
+int sc_addr_add(nl *n, unsigned ifindex, const char *addr, uint8_t len);
+int sc_route_set(nl *n, uint16_t cmd, uint8_t type, const uint8_t dst[4], uint8_t len,
+                 const char *gw, unsigned oif);
+/* mnl callback: the host-local prefixes of one address or route message
+ * into data (an lz_ipv4_prefix_list). */
+int sc_host_local_msg(const struct nlmsghdr *h, void *data);
+int sc_host_local_scan(struct mnl_socket *sock, lz_ipv4_prefix_list *out);
+/* A receive buffer for dumps and events of the host's addresses. */
+#define NL_DUMP_BUFSZ 32768
+/* A NETLINK_ROUTE socket bound to groups (0: none). */
+struct mnl_socket *sc_nl_socket(unsigned groups);
+
+/* ---- netns.c ----------------------------------------------------------- */
+
+int sc_in_netns(const char *netns, bool create, ns_fn fn, void *arg, lz_error **err);
+/* ns_fn steps: in the router's namespace (router_args), in the sandbox's,
+ * and the router's routes (policy_args). */
+int sc_router_links(void *arg, char *why, size_t why_len);
+int sc_sandbox_links(void *arg, char *why, size_t why_len);
+int sc_router_policy(void *arg, char *why, size_t why_len);
+
+/* ---- nftables.c -------------------------------------------------------- */
+
+char *sc_build_ruleset(const lz_ipv4_prefix_list *host_local, size_t *len);
+/* ns_fn step (nft_args): load the ruleset file into the router. */
+int sc_router_nft(void *arg, char *why, size_t why_len);
+int sc_nft_add_host_local(const char *nft, const lz_ipv4_prefix *items, size_t count);
+
+/* ---- netwatch.c -------------------------------------------------------- */
+
+int sc_watch_start(struct mnl_socket *events, struct mnl_socket *dumps, const char *router_netns,
+                   const char *nft, const lz_ipv4_prefix_list *known, pid_t slirp,
+                   pid_t *ret_pid, lz_error **err);
+
+#endif
