@@ -29,7 +29,7 @@
 #include "coordinator/freezer.h"
 #include "coordinator/log.h"
 #include "fs/confined.h"
-#include "protocol/io.h"
+#include "common/io.h"
 
 typedef enum rec_kind { K_NONE, K_REQUEST, K_CANCEL, K_ACK } rec_kind;
 

@@ -20,7 +20,7 @@
 #include "common/util.h"
 #include "coordinator/log.h"
 #include "fs/atomic.h"
-#include "protocol/io.h"
+#include "common/io.h"
 
 /* A refused record: the sandbox can send them as fast as it can write
  * files, so the log gets the first REFUSALS_LOGGED of a generation and

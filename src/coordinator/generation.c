@@ -444,7 +444,7 @@ void generation_start(coord *c)
           (int) c->sup.init_pid);
     /* Watches are in place before anything of the sandbox runs: nothing it
      * makes goes unseen. The supervisor meanwhile prepares the network,
-     * the spec and `runsc create` (supervisor.c do_prepare), and starts the
+     * the spec and `runsc create` (supervisor/lifecycle.c sup_prepare), and starts the
      * sandbox only when told to, below. */
     {
         char *report = NULL;
@@ -570,7 +570,7 @@ void teardown_and_exit(coord *c, int status)
 
     if (c->sup_alive)
         stop_supervisor(c);
-    /* The supervisor killed the frozen sandbox first (do_stop); only a
+    /* The supervisor killed the frozen sandbox first (lifecycle.c sup_stop); only a
      * process it could not reach is left to thaw. */
     git_audit_freeze_stats(c);
     lz_freezer_free(c->freezer);

@@ -13,7 +13,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "protocol/io.h"
+#include "common/io.h"
 
 void publish_close(session *s)
 {

@@ -12,7 +12,7 @@
 #include <stdint.h>
 
 #include "coordinator/domain.h"
-#include "protocol/io.h"
+#include "common/io.h"
 
 /* REFUSED on a bare socket (no session yet: in the clear). */
 void send_refused(int sock, uint32_t code, const char *msg, const char *hint);

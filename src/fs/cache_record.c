@@ -10,7 +10,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "common/io.h"
 #include "common/util.h"
 #include "fs/atomic.h"
 #include "fs/confined.h"

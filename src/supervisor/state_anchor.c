@@ -59,7 +59,7 @@ static int open_in_image(int rootfs, const char *rel)
  * it - a persistent ~/.cache of a non-root agent is the agent's, /opt/tool
  * root's. Computed, never made: the image tree is shared by every Domain
  * of the image (attack round i12f, E2; runsc's own mount points go to the
- * generation's overlay of the root, supervisor.c stage_rootfs). */
+ * generation's overlay of the root, supervisor/bundle.c stage_rootfs). */
 static void nearest_owner(int rootfs, const char *p, uid_t *ret_uid, gid_t *ret_gid)
 {
     _cleanup_free_ char *prefix = lz_xstrdup(p + 1);

@@ -554,7 +554,7 @@ def test_running_session_violation_hangs_up_only_its_command(terms, devnull):
             f"{_exec_processes(lz, vno)}; log:\n{log_since(log, mark)}")
         assert vpipes.wait_eof(timeout=10), "the victim's stdout never ended"
         # Its exit status is the trap's (3), not runsc exec's own death by
-        # SIGHUP (which left the guest command running: see do_signal).
+        # SIGHUP (which left the guest command running: see supervisor/exec.c sup_signal).
         wait_log(log, mark, r"session #%d ended: status 3" % vno)
         deadline = time.monotonic() + 10
         while _exec_processes(lz, vno) and time.monotonic() < deadline:
@@ -672,7 +672,7 @@ def test_supervisor_channel_violation_stops_the_sandbox(rig, sup_probe, mode,
         assert "lz-supervisor:" not in stderr, stderr
     else:
         # The channel ends, the supervisor says why and stops the sandbox:
-        # it exits 1 (supervisor_loop) rather than dying with its pid
+        # it exits 1 (supervisor/requests.c sup_request_loop) rather than dying with its pid
         # namespace, and runsc delete removed the container's state.
         assert _field(lines, "channel") == "eof", (lines, stderr)
         assert _field(lines, "supervisor-exit") == "1", (lines, stderr)
