@@ -20,6 +20,7 @@
 
 #include "cli/cli.h"
 #include "common/error.h"
+#include "common/options.h"
 #include "common/util.h"
 #include "export/kubernetes.h"
 #include "export/yaml.h"
@@ -264,67 +265,102 @@ int lz_cmd_export(int argc, char **argv, const lz_global_options *g)
     const char *profile = NULL, *workspace = NULL, *output = NULL, *report = "text";
     bool strict = false;
     lz_k8s_options o = { 0 };
-    static const struct {
-        const char *flag;
-        size_t offset;
-    } valued[] = {
-        { "--name", offsetof(lz_k8s_options, name) },
-        { "--namespace", offsetof(lz_k8s_options, namespace_name) },
-        { "--runtime-class", offsetof(lz_k8s_options, runtime_class) },
-        { "--storage-class", offsetof(lz_k8s_options, storage_class) },
-        { "--workspace-size", offsetof(lz_k8s_options, workspace_size) },
-        { "--persistent-size", offsetof(lz_k8s_options, persistent_size) },
-        { "--image", offsetof(lz_k8s_options, image) },
-        { "--image-digest", offsetof(lz_k8s_options, image_digest) },
-        { "--memory", offsetof(lz_k8s_options, memory) },
-        { "--ephemeral-storage", offsetof(lz_k8s_options, ephemeral_storage) },
+    enum {
+        OPT_NAME, OPT_NAMESPACE, OPT_RUNTIME_CLASS, OPT_STORAGE_CLASS, OPT_WORKSPACE_SIZE,
+        OPT_PERSISTENT_SIZE, OPT_IMAGE, OPT_IMAGE_DIGEST, OPT_MEMORY, OPT_EPHEMERAL_STORAGE,
+        OPT_WORKSPACE, OPT_OUTPUT, OPT_REPORT, OPT_WARM_POOL, OPT_RUN_AS_USER, OPT_ACCEPT,
+        OPT_WITH_RUNTIME_CLASS, OPT_GIT_READONLY, OPT_NO_CLUSTER_DNS, OPT_TEMPLATE, OPT_STRICT,
+    };
+    static const lz_option options[] = {
+        { "name", 0, "NAME", OPT_NAME },
+        { "namespace", 0, "NS", OPT_NAMESPACE },
+        { "runtime-class", 0, "NAME", OPT_RUNTIME_CLASS },
+        { "storage-class", 0, "NAME", OPT_STORAGE_CLASS },
+        { "workspace-size", 0, "Q", OPT_WORKSPACE_SIZE },
+        { "persistent-size", 0, "Q", OPT_PERSISTENT_SIZE },
+        { "image", 0, "REF", OPT_IMAGE },
+        { "image-digest", 0, "D", OPT_IMAGE_DIGEST },
+        { "memory", 0, "Q", OPT_MEMORY },
+        { "ephemeral-storage", 0, "Q", OPT_EPHEMERAL_STORAGE },
+        { "workspace", 0, "DIR", OPT_WORKSPACE },
+        { "output", 'o', "FILE", OPT_OUTPUT },
+        { "report", 0, "FORMAT", OPT_REPORT },
+        { "warm-pool", 0, "N", OPT_WARM_POOL },
+        { "run-as-user", 0, "UID[:GID]", OPT_RUN_AS_USER },
+        { "accept", 0, "FIELD", OPT_ACCEPT },
+        { "with-runtime-class", 0, NULL, OPT_WITH_RUNTIME_CLASS },
+        { "git-readonly", 0, NULL, OPT_GIT_READONLY },
+        { "no-cluster-dns", 0, NULL, OPT_NO_CLUSTER_DNS },
+        { "template", 0, NULL, OPT_TEMPLATE },
+        { "strict", 0, NULL, OPT_STRICT },
+    };
+    /* Where each valued option of the export's own goes. */
+    const char **slots[] = {
+        [OPT_NAME] = &o.name,
+        [OPT_NAMESPACE] = &o.namespace_name,
+        [OPT_RUNTIME_CLASS] = &o.runtime_class,
+        [OPT_STORAGE_CLASS] = &o.storage_class,
+        [OPT_WORKSPACE_SIZE] = &o.workspace_size,
+        [OPT_PERSISTENT_SIZE] = &o.persistent_size,
+        [OPT_IMAGE] = &o.image,
+        [OPT_IMAGE_DIGEST] = &o.image_digest,
+        [OPT_MEMORY] = &o.memory,
+        [OPT_EPHEMERAL_STORAGE] = &o.ephemeral_storage,
     };
     const char *accept[64];
     size_t n_accept = 0;
     const char *run_as = NULL;
     const char *warm_pool = NULL;
-    for (int i = 2; i < argc; i++) {
-        const char *a = argv[i];
-        const char **slot = NULL;
-        for (size_t k = 0; k < LZ_ARRAY_SIZE(valued); k++)
-            if (strcmp(a, valued[k].flag) == 0)
-                slot = (const char **) ((char *) &o + valued[k].offset);
-        if (strcmp(a, "--workspace") == 0)
-            slot = &workspace;
-        else if (strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0)
-            slot = &output;
-        else if (strcmp(a, "--report") == 0)
-            slot = &report;
-        else if (strcmp(a, "--warm-pool") == 0)
-            slot = &warm_pool;
-        else if (strcmp(a, "--run-as-user") == 0)
-            slot = &run_as;
-        else if (strcmp(a, "--accept") == 0) {
+    lz_opt_parser p;
+    lz_opt_init(&p, options, LZ_ARRAY_SIZE(options), argc, argv, 2);
+    for (int opt; (opt = lz_opt_next(&p)) != LZ_OPT_DONE;) {
+        switch (opt) {
+        case LZ_OPT_ERROR:
+            return lz_cli_usage_error("export", "%s", p.error);
+        case LZ_OPT_ARGUMENT:
+            if (profile)
+                return lz_cli_usage_error("export", "unexpected argument '%s'", p.arg);
+            profile = p.arg;
+            break;
+        case OPT_WORKSPACE:
+            workspace = p.value;
+            break;
+        case OPT_OUTPUT:
+            output = p.value;
+            break;
+        case OPT_REPORT:
+            report = p.value;
+            break;
+        case OPT_WARM_POOL:
+            warm_pool = p.value;
+            break;
+        case OPT_RUN_AS_USER:
+            run_as = p.value;
+            break;
+        case OPT_ACCEPT:
             if (n_accept == LZ_ARRAY_SIZE(accept))
                 return lz_cli_usage_error("export", "--accept at most %zu times",
                                           LZ_ARRAY_SIZE(accept));
-            slot = &accept[n_accept++];
-        }
-        if (slot) {
-            if (i + 1 >= argc || argv[i + 1][0] == '\0')
-                return lz_cli_usage_error("export", "option %s needs a value", a);
-            *slot = argv[++i];
-        } else if (strcmp(a, "--with-runtime-class") == 0) {
+            accept[n_accept++] = p.value;
+            break;
+        case OPT_WITH_RUNTIME_CLASS:
             o.runtime_class_object = true;
-        } else if (strcmp(a, "--git-readonly") == 0) {
+            break;
+        case OPT_GIT_READONLY:
             o.git_readonly = true;
-        } else if (strcmp(a, "--no-cluster-dns") == 0) {
+            break;
+        case OPT_NO_CLUSTER_DNS:
             o.no_cluster_dns = true;
-        } else if (strcmp(a, "--template") == 0) {
+            break;
+        case OPT_TEMPLATE:
             o.form = LZ_K8S_FORM_TEMPLATE;
-        } else if (strcmp(a, "--strict") == 0) {
+            break;
+        case OPT_STRICT:
             strict = true;
-        } else if (a[0] == '-') {
-            return lz_cli_usage_error("export", "unknown option '%s'", a);
-        } else if (!profile) {
-            profile = a;
-        } else {
-            return lz_cli_usage_error("export", "unexpected argument '%s'", a);
+            break;
+        default:
+            *slots[opt] = p.value;
+            break;
         }
     }
     if (!profile)
