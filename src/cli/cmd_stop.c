@@ -61,11 +61,13 @@ int lz_cli_stop(const char *profile, const char *workspace)
         _cleanup_close_ int dirfd = open(label, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         /* The log's path as the coordinator published it: only for messages. */
         const char *log = json_string_value(json_object_get(d, "log"));
-        if (dirfd < 0 || lz_client_stop_domain(&lz_cli_terminal_ui, dirfd, label,
-                                               log ? log : "the Domain's coordinator.log", id,
-                                               p) < 0)
+        int r = dirfd < 0 ? -1
+                          : lz_client_stop_domain(&lz_cli_terminal_ui, dirfd, label,
+                                                  log ? log : "the Domain's coordinator.log", id,
+                                                  p);
+        if (r < 0)
             failed++;
-        else
+        else if (r == 0)
             printf("stopped profile '%s' for the workspace %s\n", p, w);
     }
     json_decref(all);

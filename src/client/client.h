@@ -143,8 +143,9 @@ void lz_client_clear(lz_client *cl);
  * STOP instead of HELLO), never by a signal to a pid read from a file;
  * waits (30 s at most) until its Domain lock is free, so that what follows
  * finds no generation. dirfd/label: its runtime directory; log: its
- * coordinator.log for messages. 0, or -1 after reporting why on ui's
- * notices stream. */
+ * coordinator.log for messages. 0 when stopped, 1 when it was ending by
+ * itself already (and has ended), -1 after reporting why on ui's notices
+ * stream. */
 int lz_client_stop_domain(const lz_client_ui *ui, int dirfd, const char *label, const char *log,
                           const char *id, const char *profile);
 

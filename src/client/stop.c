@@ -44,8 +44,8 @@ int lz_client_stop_domain(const lz_client_ui *ui, int dirfd, const char *label, 
     if (lz_client_secure(&cl, id, dirfd, label) < 0) {
         close(sock);
         lz_client_clear(&cl);
-        /* A refusal in the clear: it was ending already. */
-        return cl.result == LZ_ATTEMPT_RETRY && wait_lock_released(dirfd, 30000) ? 0 : -1;
+        /* A refusal in the clear: it was ending already, by itself. */
+        return cl.result == LZ_ATTEMPT_RETRY && wait_lock_released(dirfd, 30000) ? 1 : -1;
     }
     lz_wbuf b;
     lz_msg_text_encode(&b, LZ_MSG_STOP, id);
