@@ -41,6 +41,7 @@
 #include "supervisor/limits.h"
 #include "supervisor/runsc_info.h"
 #include "supervisor/userns.h"
+#include "common/text.h"
 #include "common/util.h"
 #include "lazaret-version.h"
 
@@ -102,18 +103,6 @@ static void report(doctor *d, check_status s, const char *check, const char *not
         d->warned++;
 }
 
-/* Program output is untrusted text: keep printable ASCII only, one line,
- * at most max bytes, so it cannot drive the terminal. */
-static char *printable_line(const char *s, size_t max)
-{
-    char *q = lz_xmalloc(max + 1);
-    size_t n = 0;
-    for (; *s && *s != '\n' && n < max; s++)
-        q[n++] = (*s >= 0x20 && *s < 0x7f) ? *s : '?';
-    q[n] = '\0';
-    return q;
-}
-
 /* Read a small integer file such as a sysctl. 0 on success, -1 with errno. */
 static int read_long_file(const char *path, long *ret)
 {
@@ -170,7 +159,7 @@ static void check_runsc(doctor *d)
 
     const char *v = strstr(out.data, "runsc version ");
     _cleanup_free_ char *version =
-        printable_line(v ? v + strlen("runsc version ") : out.data, 64);
+        lz_text_line_ascii(v ? v + strlen("runsc version ") : out.data, 64);
     long date = lz_runsc_release_date(out.data);
     lz_spawn_output_free(&out);
 
@@ -536,7 +525,7 @@ static void check_idmapping(doctor *d)
             if (st < 0) {
                 detail = lz_xasprintf("%s", e->message);
             } else if (st != 0) {
-                _cleanup_free_ char *msg = printable_line(out.data, 200);
+                _cleanup_free_ char *msg = lz_text_line_ascii(out.data, 200);
                 detail = lz_xasprintf("%s exited with status %d: %s", maps[i].name, st, msg);
             }
             lz_error_free(e);
@@ -714,7 +703,7 @@ static void check_core_dumps(doctor *d)
     }
     pattern[n] = '\0';
     pattern[strcspn(pattern, "\n")] = '\0';
-    _cleanup_free_ char *shown = printable_line(pattern, 80);
+    _cleanup_free_ char *shown = lz_text_line_ascii(pattern, 80);
     long suid = -1;
     read_long_file("/proc/sys/fs/suid_dumpable", &suid);
 

@@ -15,15 +15,16 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
 #include "common/error.h"
 #include "common/options.h"
+#include "common/text.h"
 #include "common/util.h"
 #include "export/kubernetes.h"
 #include "export/yaml.h"
+#include "fs/atomic.h"
 #include "fs/confined.h"
 
 const char lz_usage_export[] =
@@ -160,8 +161,8 @@ static char *absolute_lexical(const char *path)
     return out;
 }
 
-/* -o FILE: written beside it and renamed over it, so a failed export never
- * leaves half a file that kubectl would apply. Its directory is reached
+/* -o FILE: written beside it and renamed over it (lz_write_atomic), so a
+ * failed export never leaves half a file that kubectl would apply. Its directory is reached
  * without following any symlink (lz_walk_nofollow): FILE may lie in a
  * workspace a sandbox writes, which could otherwise lead the file into
  * another directory of the developer's. */
@@ -184,36 +185,22 @@ static int write_file(const char *path, const lz_k8s_export *e, lz_error **err)
                                       "directory's real path");
         return lz_error_hint(err, "check that the directory of %s exists", abs);
     }
-    /* A random name: one an agent could predict it could plant first and
-     * make the export fail (attack round i14). */
-    unsigned char rnd[8];
-    if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t) sizeof(rnd))
-        return lz_error_set(err, errno, "cannot make a temporary name for %s", abs);
-    _cleanup_free_ char *tmp = lz_xasprintf(".%s.lazaret-%02x%02x%02x%02x%02x%02x%02x%02x", base,
-                                            rnd[0], rnd[1], rnd[2], rnd[3], rnd[4], rnd[5],
-                                            rnd[6], rnd[7]);
-    int fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        lz_error_set(err, errno, "cannot create %s/%s", dir, tmp);
-        return lz_error_hint(err, "check that %s is writable and holds no %s", dir, tmp);
-    }
-    FILE *f = fdopen(fd, "w");
-    if (!f) {
-        close(fd);
-        unlinkat(dirfd, tmp, 0);
-        return lz_error_set(err, errno, "cannot write %s/%s", dir, tmp);
-    }
-    int rc = write_yaml(f, e, abs, err);
-    if (rc == 0 && fsync(fileno(f)) < 0)
+    /* The whole YAML in memory first: written in one piece (fs/atomic.h,
+     * whose temporary name is random: one an agent could predict it could
+     * plant first and make the export fail, attack round i14). */
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&buf, &len);
+    if (!mem)
+        return lz_error_set(err, errno, "cannot write %s", abs);
+    int rc = write_yaml(mem, e, abs, err);
+    if (fclose(mem) != 0 && rc == 0)
         rc = lz_error_set(err, errno, "cannot write %s", abs);
-    if (fclose(f) != 0 && rc == 0)
-        rc = lz_error_set(err, errno, "cannot write %s", abs);
-    if (rc == 0 && renameat(dirfd, tmp, dirfd, base) < 0) {
-        rc = lz_error_set(err, errno, "cannot put the output in place as %s", abs);
-        lz_error_hint(err, "check that %s is not a directory", abs);
-    }
-    if (rc < 0)
-        unlinkat(dirfd, tmp, 0);
+    _cleanup_free_ char *what = lz_xasprintf("the output %s", abs);
+    if (rc == 0 && lz_write_atomic(dirfd, base, buf, len, 0644, 0, what, err) < 0)
+        rc = lz_error_hint(err, "check that %s is writable and that %s is not a directory", dir,
+                           abs);
+    free(buf);
     return rc;
 }
 

@@ -34,6 +34,7 @@
 #include "client/client.h"
 #include "common/options.h"
 #include "common/timing.h"
+#include "common/text.h"
 #include "common/util.h"
 #include "config/resolve.h"
 #include "coordinator/bootstrap.h"

@@ -25,8 +25,9 @@
  * The files of the command: this one parses and dispatches; state_target.c
  * chooses the Domain and says what it is; state_walk.c measures what a
  * sandbox wrote; state_inspect.c lists and inspects; state_verify.c
- * verifies; state_reset.c resets and gives ownership back. The Domain Root's layout, its lock and the choice of a
- * Domain by ID prefix are store/domain_root.h's.
+ * verifies; state_reset.c resets and gives ownership back. The Domain
+ * Root's layout, its lock and the choice of a Domain by ID prefix are
+ * store/domain_root.h's.
  */
 #include <string.h>
 

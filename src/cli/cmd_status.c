@@ -19,6 +19,7 @@
 #include "cli/cli.h"
 #include "common/error.h"
 #include "common/options.h"
+#include "common/text.h"
 #include "common/util.h"
 #include "config/source.h"
 #include "store/domain_root.h"

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "cli/state.h"
+#include "common/text.h"
 #include "common/util.h"
 #include "config/resolve.h"
 #include "config/source.h"

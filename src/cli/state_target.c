@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "cli/state.h"
+#include "common/text.h"
 #include "common/util.h"
 #include "config/digest.h"
 #include "config/resolve.h"

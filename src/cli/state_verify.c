@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "cli/state.h"
+#include "common/text.h"
 #include "common/util.h"
 #include "store/domain_root.h"
 

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #include "client/internal.h"
+#include "common/text.h"
 #include "common/util.h"
 
 void lz_print_remote(FILE *out, const char *prefix, const char *text, const char *suffix)

@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "client/internal.h"
+#include "common/text.h"
 #include "common/util.h"
 #include "protocol/messages.h"
 

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/text.h"
 #include "common/util.h"
 
 /* Allocation failure while building an error must not lose the fact that

@@ -48,24 +48,6 @@ void *lz_xrealloc(void *p, size_t n, size_t size);
 char *lz_xstrdup(const char *s);
 char *lz_xstrndup(const char *s, size_t n);
 char *lz_xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-/* Does buf[0..len) consist of valid UTF-8 (RFC 3629, no surrogates,
- * no overlongs)? */
-bool lz_utf8_valid(const char *buf, size_t len);
-
-/* A copy of s safe to print on a terminal or write to a log line: every
- * byte that a terminal could act on — C0 controls (ESC, CR, LF, ...), DEL,
- * the C1 controls U+0080..U+009F, the format characters that reorder or
- * hide text (bidi overrides and isolates, zero-width characters, U+FEFF),
- * and bytes that are not valid UTF-8 — is
- * written as \xNN. The result is printable ASCII or harmless UTF-8, so
- * applying this twice changes nothing (a notice the coordinator escaped is
- * escaped again by the CLI). Names the sandbox chose (file names in reports
- * and errors) pass through this before they reach a developer's terminal. */
-char *lz_text_printable(const char *s);
-
-/* vasprintf, then lz_text_printable: a line for a log or a terminal whose
- * arguments may carry names the sandbox chose. */
-char *lz_vprintable(const char *fmt, va_list ap) __attribute__((format(printf, 1, 0)));
+char *lz_xvasprintf(const char *fmt, va_list ap) __attribute__((format(printf, 1, 0)));
 
 #endif

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "common/nodump.h"
+#include "common/text.h"
 #include "common/util.h"
 #include "config/digest.h"
 #include "config/grammar.h"

@@ -8,6 +8,7 @@
 #include "config/toml.h"
 
 extern "C" {
+#include "common/text.h"
 #include "common/util.h"
 }
 

@@ -20,6 +20,7 @@
 #include "common/spawn.h"
 #include "common/timing.h"
 #include "common/util.h"
+#include "fs/atomic.h"
 #include "coordinator/coordinator.h"
 #include "lazaret-version.h"
 #include "fs/remove.h"
@@ -179,20 +180,9 @@ static int check_sandbox_user(const lz_resolved_config *cfg, const lz_idmap *use
     char text[64];
     int len = snprintf(text, sizeof(text), "uid %u gid %u\n", (unsigned) user->uid,
                        (unsigned) user->gid);
-    char tmp[] = LZ_SANDBOX_USER_RECORD ".tmp";
-    unlinkat(root, tmp, 0);
-    int fd = openat(root, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (fd < 0 || write(fd, text, (size_t) len) != len || fsync(fd) < 0 ||
-        renameat(root, tmp, root, LZ_SANDBOX_USER_RECORD) < 0) {
-        int e = errno;
-        if (fd >= 0)
-            close(fd);
-        unlinkat(root, tmp, 0);
-        return lz_error_set(err, e, "cannot write %s/%s", cfg->storage_domain_root.label,
-                            LZ_SANDBOX_USER_RECORD);
-    }
-    close(fd);
-    return 0;
+    _cleanup_free_ char *what = lz_xasprintf("%s/%s", cfg->storage_domain_root.label,
+                                             LZ_SANDBOX_USER_RECORD);
+    return lz_write_atomic(root, LZ_SANDBOX_USER_RECORD, text, (size_t) len, 0600, 0, what, err);
 }
 
 static int start_coordinator(const lz_resolved_config *cfg, int dirfd, int lock_fd,

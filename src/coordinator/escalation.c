@@ -36,6 +36,7 @@
 
 #include "common/spawn.h"
 #include "common/syscalls.h"
+#include "common/text.h"
 #include "common/util.h"
 #include "coordinator/approval.h"
 #include "coordinator/freezer.h"

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "common/timing.h"
+#include "common/text.h"
 #include "common/util.h"
 
 /* The log does not grow without bound (issue 12): past LOG_ROTATE_BYTES it

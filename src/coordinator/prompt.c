@@ -5,53 +5,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/text.h"
 #include "common/util.h"
 
 char *lz_prompt_item(const char *s, size_t max)
 {
-    size_t n = strlen(s), shown = n;
-    if (max && n > max) {
-        shown = max;
-        /* Do not split a UTF-8 sequence: back up to a lead byte. */
-        while (shown > 0 && ((unsigned char) s[shown] & 0xc0) == 0x80)
-            shown--;
-    }
-    /* Backslash and quote first, so that what lz_text_printable writes
-     * (\xNN) is the only single backslash in the result. */
-    char *q = lz_xmalloc(2 * shown + 1);
-    size_t k = 0;
-    for (size_t i = 0; i < shown; i++) {
-        if (s[i] == '\\' || s[i] == '\'')
-            q[k++] = '\\';
-        q[k++] = s[i];
-    }
-    q[k] = '\0';
-    char *t = lz_text_printable(q);
-    free(q);
-    /* ASCII only: what is left above it (letters of other scripts, and
-     * look-alikes of the quote such as U+02BC) is shown as \xNN too, so
-     * that nothing inside an item can pass for Lazaret's own quoting or
-     * labels (attack round i11c, C1). */
-    size_t tn = strlen(t), hi = 0;
-    for (size_t i = 0; i < tn; i++)
-        hi += (unsigned char) t[i] >= 0x80;
-    char *p = lz_xmalloc(tn + 3 * hi + 1);
-    k = 0;
-    for (size_t i = 0; i < tn; i++) {
-        unsigned char ch = (unsigned char) t[i];
-        if (ch >= 0x80) {
-            snprintf(p + k, 5, "\\x%02x", ch);
-            k += 4;
-        } else {
-            p[k++] = (char) ch;
-        }
-    }
-    p[k] = '\0';
-    free(t);
-    char *out = shown < n ? lz_xasprintf("'%s'… (%zu more bytes not shown)", p, n - shown)
-                          : lz_xasprintf("'%s'", p);
-    free(p);
-    return out;
+    return lz_text_quoted_ascii(s, max);
 }
 
 /* Append a line "  label: item" to *buf. */

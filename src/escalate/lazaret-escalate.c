@@ -42,6 +42,7 @@
 
 #include <openssl/crypto.h>
 
+#include "common/text.h"
 #include "common/util.h"
 #include "protocol/io.h"
 #include "protocol/mailbox.h"

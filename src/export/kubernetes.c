@@ -14,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/text.h"
 #include "common/util.h"
 #include "export/netpolicy.h"
 #include "oci/image.h"

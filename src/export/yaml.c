@@ -6,39 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/text.h"
 #include "common/util.h"
-
-/* The length of the UTF-8 sequence at s (of at most n bytes) and its code
- * point, or 0 when it is not a valid, shortest-form sequence of a scalar
- * value. */
-static size_t utf8_decode(const unsigned char *s, size_t n, uint32_t *cp)
-{
-    if (s[0] < 0x80) {
-        *cp = s[0];
-        return 1;
-    }
-    size_t len;
-    uint32_t v, min;
-    if ((s[0] & 0xe0) == 0xc0)
-        len = 2, v = s[0] & 0x1f, min = 0x80;
-    else if ((s[0] & 0xf0) == 0xe0)
-        len = 3, v = s[0] & 0x0f, min = 0x800;
-    else if ((s[0] & 0xf8) == 0xf0)
-        len = 4, v = s[0] & 0x07, min = 0x10000;
-    else
-        return 0;
-    if (len > n)
-        return 0;
-    for (size_t i = 1; i < len; i++) {
-        if ((s[i] & 0xc0) != 0x80)
-            return 0;
-        v = (v << 6) | (s[i] & 0x3f);
-    }
-    if (v < min || v > 0x10ffff || (v >= 0xd800 && v <= 0xdfff))
-        return 0;
-    *cp = v;
-    return len;
-}
 
 char *lz_yaml_quote(const char *str, size_t len)
 {
@@ -50,7 +19,7 @@ char *lz_yaml_quote(const char *str, size_t len)
     *o++ = '"';
     for (size_t i = 0; i < len;) {
         uint32_t cp;
-        size_t n = utf8_decode(s + i, len - i, &cp);
+        size_t n = lz_utf8_decode(s + i, len - i, &cp);
         if (n == 0) {
             o += sprintf(o, "\\x%02x", s[i]);
             i++;

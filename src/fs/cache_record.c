@@ -7,13 +7,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/util.h"
+#include "fs/atomic.h"
 #include "fs/confined.h"
-#include "protocol/io.h"
 
 void lz_cache_file_identity(const struct stat *st, char buf[static LZ_CACHE_IDENTITY_MAX])
 {
@@ -94,23 +93,12 @@ void lz_cache_record_store(int dir_fd, const char *name, const char *key, const 
     if (strchr(name, '/') || strchr(key, '\n') || !lz_cache_value_ok(value) ||
         strlen(key) + strlen(value) + 2 > LZ_CACHE_RECORD_MAX)
         return;
-    /* A name of its own: writers in other Domains may be at it too, and
-     * pids repeat across pid namespaces (the supervisor is pid 1 of its
-     * own). */
-    uint64_t rnd;
-    if (getrandom(&rnd, sizeof(rnd), 0) != (ssize_t) sizeof(rnd))
-        return;
-    _cleanup_free_ char *tmp = lz_xasprintf("%s.new-%016llx", name, (unsigned long long) rnd);
-    lz_error *e = NULL;
-    int fd = lz_open_confined(dir_fd, tmp, O_WRONLY | O_CREAT | O_EXCL, 0600, tmp, &e);
-    lz_error_free(e);
-    if (fd < 0)
-        return;
+    /* Writers in other Domains may be at it too: the temporary name is a
+     * random one of its own (fs/atomic.h). A cache is rebuilt when lost:
+     * no fsync. A failure only loses the hint. */
     _cleanup_free_ char *text = lz_xasprintf("%s %s\n", key, value);
-    size_t len = strlen(text);
-    bool ok = lz_write_all(fd, text, len) == (ssize_t) len;
-    if (close(fd) < 0)
-        ok = false;
-    if (!ok || renameat(dir_fd, tmp, dir_fd, name) < 0)
-        unlinkat(dir_fd, tmp, 0);
+    lz_error *e = NULL;
+    if (lz_write_atomic(dir_fd, name, text, strlen(text), 0600, LZ_ATOMIC_NO_SYNC,
+                        "a cache record", &e) < 0)
+        lz_error_free(e);
 }

@@ -21,6 +21,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include "common/text.h"
 #include "common/util.h"
 
 _Static_assert(LZ_RESOLVE_CONFINED_FLAGS == (RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
@@ -57,28 +58,6 @@ static int propagate(lz_error **err, lz_error *e)
     else
         lz_error_free(e);
     return -1;
-}
-
-/* Single-quote s for a copy-and-paste shell hint. */
-static char *shell_quote(const char *s)
-{
-    size_t n = 3;
-    for (const char *p = s; *p; p++)
-        n += *p == '\'' ? 4 : 1;
-    char *q = lz_xmalloc(n);
-    char *o = q;
-    *o++ = '\'';
-    for (const char *p = s; *p; p++) {
-        if (*p == '\'') {
-            memcpy(o, "'\\''", 4);
-            o += 4;
-        } else {
-            *o++ = *p;
-        }
-    }
-    *o++ = '\'';
-    *o = '\0';
-    return q;
 }
 
 /* ---- path strings ------------------------------------------------------ */
@@ -633,7 +612,7 @@ static int check_owned(const lz_identity *id, const char *label, lz_error **err)
     if ((id->mode & 07777) != 0700) {
         lz_error_set(err, EPERM, "refusing Lazaret directory %s: mode %04o, expected 0700",
                      label, (unsigned) (id->mode & 07777));
-        _cleanup_free_ char *q = shell_quote(label);
+        _cleanup_free_ char *q = lz_text_shell_quote(label);
         return lz_error_hint(err, "chmod 0700 %s", q);
     }
     return 0;

@@ -322,7 +322,7 @@ static int handle_event(walk *w, const ev_rec *ev, round_flags *f, ev_list *retr
  * was shut and opens, one renamed in from outside the watches) never makes
  * a `.git` wait for it. Everything read stays queued in w->peeked and is
  * handled again, in order, after the walk. */
-int lz_gs_peek_urgent(walk *w)
+static int peek_urgent(walk *w)
 {
     lz_git_plan *p = w->p;
     w->since_peek = 0;
@@ -359,7 +359,7 @@ static int event_audit(lz_git_plan *p, char **ret_report, lz_error **err)
 {
     ev_list batch = { 0 }, retry = { 0 }, again = { 0 }, peeked = { 0 };
     move_list moves = { 0 };
-    walk w = { .p = p, .watch = true, .err = err, .events = true, .peeked = &peeked,
+    walk w = { .p = p, .watch = true, .err = err, .events = true, .peeked = &peeked, .peek = peek_urgent,
                .moves = &moves };
     bool frozen = false, overflow = false, want_full = false;
     bool can_freeze = p->hold && p->hold->armed(p->hold_ctx);

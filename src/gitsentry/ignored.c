@@ -40,11 +40,6 @@ static bool is_literal_pattern(const char *s)
     return true;
 }
 
-int lz_gs_cmp_str(const void *a, const void *b)
-{
-    return strcmp(*(char *const *) a, *(char *const *) b);
-}
-
 /* The Domain's copy of one ignored path: created empty when missing. The
  * copy lies in a directory the sandbox wrote in earlier sessions: a symlink,
  * a special file or a type change there refuses the start (never followed,
@@ -96,14 +91,6 @@ refuse:
  * workspace holds. ignored[] holds paths with "/" after directories. */
 #define NOTICE_NAMES 3
 #define NOTICE_NAME_MAX 40
-
-size_t lz_gs_path_depth(const char *rel)
-{
-    size_t d = 0;
-    for (const char *c = rel; (c = strchr(c, '/')) && c[1]; c++)
-        d++;
-    return d;
-}
 
 static char *ignored_notice(const lz_git_plan *p)
 {

@@ -5,19 +5,23 @@
  * functions one file of src/gitsentry/ offers another (prefix lz_gs_).
  * Included only inside src/gitsentry/; everyone else uses git_sentry.h.
  *
- * The files (docs/coordinator.md "The Git Sentry"):
- *   plan.c            the mount plan: protections of Git directories, the
- *                     quarantine, lz_git_sentry_plan
- *   config_sources.c  the host's Git asked where its configuration comes from
+ * The files, each using only those listed below it (no circle of calls;
+ * docs/git.md "Where the Git Sentry lives"):
+ *   plan.c            lz_git_sentry_plan: the mount plan, the quarantine,
+ *                     recovery of a generation that ended without its audit
+ *   events.c          the event audit, lz_git_sentry_watch/_audit
+ *   walk.c            the tree audit: one walk for the plan and the audit
+ *                     (an event audit lends it its queue: walk.peek)
+ *   sequencer.c       stopped rebases: what a todo list would run
+ *   watches.c         the inotify watches as a tree
+ *   sight.c           looking where the developer cannot (the eye), and the
+ *                     quarantine move
  *   ignored.c         git-ignored isolation: the Domain's copies
  *   records.c         what the Domain Root records: unsafe entries, the
  *                     baseline, the ignored and placeholder lists
- *   walk.c            the tree audit: one walk for the plan and the audit
- *   sight.c           looking where the developer cannot (the eye), and the
- *                     quarantine move
- *   watches.c         the inotify watches as a tree
- *   events.c          the event audit, lz_git_sentry_watch/_audit
- *   sequencer.c       stopped rebases: what a todo list would run
+ *   config_sources.c  the host's Git asked where its configuration comes from
+ *   protect.c         what the host's Git reads, bound read-only
+ *   table.c           the plan's tables: mounts, markers, lists, freeing
  *   eye.c             the eye itself, a helper in a user namespace
  */
 #ifndef LAZARET_GITSENTRY_INTERNAL_H
@@ -50,7 +54,6 @@
 #define QUARANTINE_NAME "lazaret-quarantine"
 #define UNSAFE_FILE "git-sentry-unsafe"
 #define BASELINE_FILE "git-sentry-baseline"
-#define BASELINE_TMP "git-sentry-baseline.tmp"
 
 /* The Domain's record of what it isolated, <Domain Root>/ignored.list, and
  * of the placeholder directories Lazaret made, <Domain Root>/placeholders
@@ -131,13 +134,17 @@ typedef struct walk {
      * urgent ones are judged in the middle of the walk. */
     struct ev_list *peeked;
     struct move_list *moves; /* renames half-seen (follow_moves) */
+    /* Set by the event audit (events.c), which lends the walk its queue:
+     * called every PEEK_EVERY entries to judge urgent events at once. A
+     * callback, so that walk.c does not call up into events.c. */
+    int (*peek)(struct walk *w);
     bool no_descend, in_peek, peek_overflow;
     unsigned since_peek;
     lz_error **err;
 } walk;
 
-/* ---- plan.c -------------------------------------------------------------- */
-
+/* ---- table.c ------------------------------------------------------- */
+/* The plan's tables: uses nothing above it. */
 size_t lz_gs_hash_str(const char *s);
 bool lz_gs_has_mount(const lz_git_plan *p, const char *rel);
 void lz_gs_index_mounts(lz_git_plan *p);
@@ -146,37 +153,25 @@ bool lz_gs_in_ignored_copy(const lz_git_plan *p, const char *rel);
 void lz_gs_add_marker(lz_git_marker **v, size_t *n, const char *rel, const struct stat *st);
 bool lz_gs_known(const lz_git_marker *v, size_t n, const char *rel, const struct stat *st);
 bool lz_gs_listed(char **v, size_t n, const char *s);
+int lz_gs_cmp_str(const void *a, const void *b);
+size_t lz_gs_path_depth(const char *rel);
+
+/* ---- protect.c ----------------------------------------------------- */
+
 LZ_MUST_CHECK
 int lz_gs_protect_if_exists(builder *b, const char *rel, lz_error **err);
 LZ_MUST_CHECK
 int lz_gs_protect_git_dir(builder *b, const char *gd, int depth, lz_error **err);
 bool lz_gs_valid_git_dir(int ws_fd, const char *gd, char **ret_why);
 
-/* ---- config_sources.c ---------------------------------------------------- */
+/* ---- config_sources.c ---------------------------------------------- */
 
 int lz_gs_host_git_in(builder *b, const char *gd, const char *wt, char *const *args,
                       lz_spawn_output *out, lz_error **err);
 LZ_MUST_CHECK
 int lz_gs_protect_config_sources(builder *b, const char *gd, const char *wt, lz_error **err);
 
-/* ---- ignored.c ----------------------------------------------------------- */
-
-int lz_gs_cmp_str(const void *a, const void *b);
-size_t lz_gs_path_depth(const char *rel);
-LZ_MUST_CHECK
-int lz_gs_isolate_begin(builder *b, const lz_resolved_config *cfg, ignored_run *run,
-                        lz_error **err);
-LZ_MUST_CHECK
-int lz_gs_isolate_recorded(builder *b, ignored_run *run, lz_error **err);
-LZ_MUST_CHECK
-int lz_gs_isolate_listed(builder *b, ignored_run *run, const char *gd, const char *wt,
-                         bool required, lz_error **err);
-LZ_MUST_CHECK
-int lz_gs_isolate_finish(builder *b, const lz_resolved_config *cfg, ignored_run *run,
-                         lz_error **err);
-void lz_gs_ignored_run_clear(ignored_run *r);
-
-/* ---- records.c ----------------------------------------------------------- */
+/* ---- records.c ----------------------------------------------------- */
 
 void lz_gs_names_add(name_list *l, const char *s);
 void lz_gs_names_clear(name_list *l);
@@ -190,11 +185,26 @@ int lz_gs_record_write(int droot, const char *name, const name_list *l, const ch
 LZ_MUST_CHECK
 int lz_gs_check_unsafe(builder *b, lz_error **err);
 LZ_MUST_CHECK
-int lz_gs_recover_previous(builder *b, lz_error **err);
+int lz_gs_read_baseline(const lz_resolved_config *cfg, lz_git_plan *t, lz_error **err);
 LZ_MUST_CHECK
 int lz_gs_save_baseline(lz_git_plan *p, lz_error **err);
 
-/* ---- sight.c ------------------------------------------------------------- */
+/* ---- ignored.c ----------------------------------------------------- */
+
+LZ_MUST_CHECK
+int lz_gs_isolate_begin(builder *b, const lz_resolved_config *cfg, ignored_run *run,
+                        lz_error **err);
+LZ_MUST_CHECK
+int lz_gs_isolate_recorded(builder *b, ignored_run *run, lz_error **err);
+LZ_MUST_CHECK
+int lz_gs_isolate_listed(builder *b, ignored_run *run, const char *gd, const char *wt,
+                         bool required, lz_error **err);
+LZ_MUST_CHECK
+int lz_gs_isolate_finish(builder *b, const lz_resolved_config *cfg, ignored_run *run,
+                         lz_error **err);
+void lz_gs_ignored_run_clear(ignored_run *r);
+
+/* ---- sight.c ------------------------------------------------------- */
 
 lz_sentry_eye *lz_gs_eye_of(lz_git_plan *p);
 bool lz_gs_refused(int en);
@@ -207,18 +217,7 @@ void lz_gs_report_append(walk *w, const char *line);
 void lz_gs_fail_at(walk *w, const char *rel);
 int lz_gs_quarantine(walk *w, int dfd, const char *dir_rel, const char *name);
 
-/* ---- walk.c -------------------------------------------------------------- */
-
-int lz_gs_check_bare(walk *w, int dfd, const char *rel);
-int lz_gs_visit_entry(walk *w, int dfd, const char *rel, const char *name, int depth);
-int lz_gs_walk_dir(walk *w, int dfd, const char *rel, int depth);
-int lz_gs_visit_inner_entry(walk *w, int dfd, const char *rel, const char *name, int depth);
-int lz_gs_check_inner_bare(walk *w, int dfd, const char *rel);
-int lz_gs_audit_git_dirs(walk *w);
-int lz_gs_walk_finish(walk *w, int r, char **ret_report);
-int lz_gs_full_audit(lz_git_plan *p, bool watch, char **ret_report, lz_error **err);
-
-/* ---- watches.c ----------------------------------------------------------- */
+/* ---- watches.c ----------------------------------------------------- */
 
 lz_git_dirwatch *lz_gs_watch_by_wd(lz_git_plan *p, int wd);
 int lz_gs_child_get(lz_git_plan *p, int parent, const char *name);
@@ -231,12 +230,22 @@ int lz_gs_add_watch(walk *w, int dfd, const char *rel, unsigned role);
 bool lz_gs_watch_below(lz_git_plan *p, const lz_git_dirwatch *dw, int top);
 void lz_gs_unwatch_below(lz_git_plan *p, int top);
 
-/* ---- sequencer.c --------------------------------------------------------- */
+/* ---- sequencer.c --------------------------------------------------- */
 
 int lz_gs_audit_sequencer(walk *w, int gdfd, const char *gd);
 
-/* ---- events.c ------------------------------------------------------------ */
+/* ---- walk.c -------------------------------------------------------- */
 
-int lz_gs_peek_urgent(walk *w);
+int lz_gs_check_bare(walk *w, int dfd, const char *rel);
+int lz_gs_visit_entry(walk *w, int dfd, const char *rel, const char *name, int depth);
+int lz_gs_walk_dir(walk *w, int dfd, const char *rel, int depth);
+int lz_gs_visit_inner_entry(walk *w, int dfd, const char *rel, const char *name, int depth);
+int lz_gs_check_inner_bare(walk *w, int dfd, const char *rel);
+int lz_gs_audit_git_dirs(walk *w);
+int lz_gs_walk_finish(walk *w, int r, char **ret_report);
+int lz_gs_full_audit(lz_git_plan *p, bool watch, char **ret_report, lz_error **err);
+
+/* events.c (lz_git_sentry_watch/_audit) and plan.c (lz_git_sentry_plan)
+ * offer only the public functions of git_sentry.h. */
 
 #endif

@@ -15,9 +15,9 @@
 #include <unistd.h>
 
 #include "common/util.h"
+#include "fs/atomic.h"
 #include "fs/confined.h"
 #include "gitsentry/internal.h"
-#include "protocol/io.h"
 
 void lz_gs_names_add(name_list *l, const char *s)
 {
@@ -90,19 +90,14 @@ int lz_gs_record_read(int droot, const char *name, size_t max, const char *label
 int lz_gs_record_write(int droot, const char *name, const name_list *l, const char *label,
                         lz_error **err)
 {
-    _cleanup_free_ char *tmp = lz_xasprintf("%s.tmp", name);
-    int fd = openat(droot, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (fd < 0)
-        return lz_error_set(err, errno, "cannot write %s/%s", label, tmp);
-    bool ok = true;
-    for (size_t i = 0; ok && i < l->n; i++)
-        ok = lz_write_all(fd, l->v[i], strlen(l->v[i]) + 1) >= 0;
-    if (close(fd) < 0 || !ok || renameat(droot, tmp, droot, name) < 0) {
-        int e = errno;
-        unlinkat(droot, tmp, 0);
-        return lz_error_set(err, e, "cannot write %s/%s", label, name);
-    }
-    return 0;
+    /* Each name with its NUL, one iovec per name. */
+    struct iovec *iov = lz_xcalloc(l->n ? l->n : 1, sizeof(*iov));
+    for (size_t i = 0; i < l->n; i++)
+        iov[i] = (struct iovec) { .iov_base = l->v[i], .iov_len = strlen(l->v[i]) + 1 };
+    _cleanup_free_ char *what = lz_xasprintf("%s/%s", label, name);
+    int r = lz_write_atomic_iov(droot, name, iov, l->n, 0600, 0, what, err);
+    free(iov);
+    return r;
 }
 
 static void put_rec(FILE *f, char tag, unsigned long long a, unsigned long long b, const char *rel);
@@ -256,16 +251,13 @@ int lz_gs_save_baseline(lz_git_plan *p, lz_error **err)
                                              true, err);
     if (droot < 0)
         return -1;
-    unlinkat(droot, BASELINE_TMP, 0);
-    int fd = lz_open_confined(droot, BASELINE_TMP, O_WRONLY | O_CREAT | O_EXCL, 0600,
-                              BASELINE_TMP, err);
-    FILE *f = fd >= 0 ? fdopen(fd, "we") : NULL;
-    if (!f) {
-        if (fd >= 0)
-            close(fd);
+    /* Composed in memory, then written whole (fs/atomic.h). */
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (!f)
         return lz_error_set(err, errno, "cannot record the Git Sentry baseline in %s",
                             p->cfg->storage_domain_root.label);
-    }
     put_rec(f, 'K', (unsigned) p->kind, 0, p->quarantine_rel);
     for (size_t i = 0; i < p->n_mounts; i++)
         put_rec(f, 'T', 0, 0, p->mounts[i].rel);
@@ -279,12 +271,16 @@ int lz_gs_save_baseline(lz_git_plan *p, lz_error **err)
                 (unsigned long long) p->members[i].ino, p->members[i].rel);
     for (size_t i = 0; i < p->n_ignored; i++)
         put_rec(f, 'I', 0, 0, p->ignored[i]);
-    bool ok = fflush(f) == 0 && fsync(fileno(f)) == 0;
-    ok = fclose(f) == 0 && ok;
-    if (!ok || renameat(droot, BASELINE_TMP, droot, BASELINE_FILE) < 0)
+    if (fclose(f) != 0) {
+        free(text);
         return lz_error_set(err, errno, "cannot record the Git Sentry baseline in %s",
                             p->cfg->storage_domain_root.label);
-    return 0;
+    }
+    _cleanup_free_ char *what = lz_xasprintf("the Git Sentry baseline in %s",
+                                             p->cfg->storage_domain_root.label);
+    int r = lz_write_atomic(droot, BASELINE_FILE, text, len, 0600, 0, what, err);
+    free(text);
+    return r;
 }
 
 void lz_git_sentry_done(lz_git_plan *p)
@@ -342,43 +338,20 @@ static int load_baseline(FILE *f, lz_git_plan *t)
     return -1;
 }
 
-/* The previous generation ended without its last audit (its coordinator was
- * killed): audit the workspace against that generation's baseline before
- * anything else. */
-int lz_gs_recover_previous(builder *b, lz_error **err)
+/* Read the baseline a generation left behind when it ended without its
+ * last audit (its coordinator was killed) into *t: 1 when read, 0 when
+ * there is none, 2 when it is damaged (*t partly filled), -1 with *err when
+ * it cannot be opened. The caller audits against it (plan.c). */
+int lz_gs_read_baseline(const lz_resolved_config *cfg, lz_git_plan *t, lz_error **err)
 {
     _cleanup_close_ int droot = -1;
-    FILE *f = open_record(b->cfg, BASELINE_FILE, &droot, err);
+    FILE *f = open_record(cfg, BASELINE_FILE, &droot, err);
     if (!f)
         return err && *err ? -1 : 0;
-    lz_git_plan t = LZ_GIT_PLAN_INIT;
-    int r = load_baseline(f, &t);
+    int r = load_baseline(f, t);
     fclose(f);
-    lz_gs_index_mounts(&t);
-    if (r == 0 && t.n_ignored > 1)
-        qsort(t.ignored, t.n_ignored, sizeof(char *), lz_gs_cmp_str);
-    if (r == 0 && t.quarantine_rel && lz_path_is_normalized_rel(t.quarantine_rel)) {
-        t.ws_fd = fcntl(b->ws_fd, F_DUPFD_CLOEXEC, 3);
-        t.cfg = b->cfg;
-        t.final = true; /* that generation's sandbox is gone */
-        t.quarantine_fd = lz_open_confined(b->ws_fd, t.quarantine_rel, O_PATH | O_DIRECTORY, 0,
-                                           t.quarantine_rel, err);
-        r = t.quarantine_fd < 0 ? -1 : lz_gs_full_audit(&t, false, &b->p->start_report, err);
-    } else if (r == 0) {
-        r = -1;
-    }
-    if (r < 0 && !(err && *err))
-        lz_error_set(err, 0, "the Git Sentry baseline %s/%s is damaged",
-                     b->cfg->storage_domain_root.label, BASELINE_FILE);
-    if (r < 0) {
-        lz_error_prefix(err, "the previous generation of this Domain ended without its last Git "
-                             "Sentry audit, and the audit now failed");
-        lz_error_hint(err, "do not run git in %s until you have checked it for repositories the "
-                           "sandbox made; then delete %s/%s and run again",
-                      b->ws, b->cfg->storage_domain_root.label, BASELINE_FILE);
-    } else {
-        unlinkat(droot, BASELINE_FILE, 0);
-    }
-    lz_git_plan_clear(&t);
-    return r < 0 ? -1 : 0;
+    lz_gs_index_mounts(t);
+    if (r == 0 && t->n_ignored > 1)
+        qsort(t->ignored, t->n_ignored, sizeof(char *), lz_gs_cmp_str);
+    return r == 0 && t->quarantine_rel && lz_path_is_normalized_rel(t->quarantine_rel) ? 1 : 2;
 }

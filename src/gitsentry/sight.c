@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/text.h"
 #include "common/util.h"
 #include "fs/confined.h"
 #include "fs/relpath.h"

@@ -456,8 +456,8 @@ int lz_gs_walk_dir(walk *w, int dfd, const char *rel, int depth)
     int r = 0;
     for (size_t i = 0; r == 0 && i < n; i++) {
         r = lz_gs_visit_entry(w, dfd, rel, names[i], depth);
-        if (r == 0 && w->peeked && !w->in_peek && ++w->since_peek >= PEEK_EVERY)
-            r = lz_gs_peek_urgent(w);
+        if (r == 0 && w->peek && !w->in_peek && ++w->since_peek >= PEEK_EVERY)
+            r = w->peek(w);
     }
     free_names(names, n);
     if (r == 0)

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "common/spawn.h"
+#include "common/text.h"
 #include "common/util.h"
 #include "fs/cache_record.h"
 #include "fs/remove.h"

@@ -24,6 +24,7 @@
 
 #include <string.h>
 
+#include "common/text.h"
 #include "common/util.h"
 
 /* The largest REQUEST the bounds allow must fit one record (and one wbuf):

@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/text.h"
 #include "common/util.h"
 #include "fs/confined.h"
 #include "store/domain_store.h"

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "common/syscalls.h"
+#include "common/text.h"
 #include "common/util.h"
 #include "supervisor/userns.h"
 

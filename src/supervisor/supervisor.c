@@ -28,6 +28,7 @@
 #include "common/nodump.h"
 #include "common/spawn.h"
 #include "common/timing.h"
+#include "common/text.h"
 #include "common/util.h"
 #include "fs/cache_record.h"
 #include "oci/spec.h"

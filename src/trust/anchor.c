@@ -28,6 +28,7 @@
 #include <openssl/rand.h>
 #include <openssl/x509v3.h>
 
+#include "common/text.h"
 #include "common/util.h"
 #include "config/grammar.h"
 #include "protocol/messages.h"

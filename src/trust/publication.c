@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "common/util.h"
+#include "fs/atomic.h"
 #include "protocol/wire.h"
 
 int lz_trust_publish(const lz_trust_anchor *a, int dirfd, const char *dir_label, lz_error **err)
@@ -26,23 +27,11 @@ int lz_trust_publish(const lz_trust_anchor *a, int dirfd, const char *dir_label,
     lz_wbuf_bytes(&b, der, der_len);
     if (b.overflow || b.len > LZ_TRUST_PUBLICATION_MAX)
         return lz_error_set(err, EMSGSIZE, "the Trust Anchor publication is too large");
-    static const char tmp[] = "." LZ_TRUST_PUBLICATION_FILE ".new";
-    unlinkat(dirfd, tmp, 0); /* a crashed predecessor's: we hold the Domain lock */
-    int fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (fd < 0)
-        return lz_error_set(err, errno, "cannot write %s/%s", dir_label, tmp);
-    ssize_t n = write(fd, b.data, b.len);
-    int e = errno;
-    if (close(fd) < 0 || n != (ssize_t) b.len) {
-        unlinkat(dirfd, tmp, 0);
-        return lz_error_set(err, n < 0 ? e : EIO, "cannot write %s/%s", dir_label, tmp);
-    }
-    if (renameat(dirfd, tmp, dirfd, LZ_TRUST_PUBLICATION_FILE) < 0) {
-        e = errno;
-        unlinkat(dirfd, tmp, 0);
-        return lz_error_set(err, e, "cannot publish %s/%s", dir_label, LZ_TRUST_PUBLICATION_FILE);
-    }
-    return 0;
+    /* Runtime directory (tmpfs): a publication does not outlive the boot. */
+    _cleanup_free_ char *what = lz_xasprintf("the Trust Anchor publication %s/%s", dir_label,
+                                             LZ_TRUST_PUBLICATION_FILE);
+    return lz_write_atomic(dirfd, LZ_TRUST_PUBLICATION_FILE, b.data, b.len, 0600,
+                           LZ_ATOMIC_NO_SYNC, what, err);
 }
 
 void lz_trust_unpublish(int dirfd)

@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "common/error.h"
+#include "common/text.h"
 #include "common/util.h"
 #include "config/schema.h"
 #include "config/toml.h"

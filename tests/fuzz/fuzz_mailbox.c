@@ -32,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/text.h"
 #include "common/util.h"
 #include "protocol/mailbox.h"
 #include "protocol/wire.h"

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "common/error.h"
+#include "common/text.h"
 #include "common/util.h"
 
 /* ------------------------------------------------------------------------ */

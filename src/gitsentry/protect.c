@@ -1,0 +1,193 @@
+/* SPDX-License-Identifier: Apache-2.0
+ *
+ * Git Sentry: what the host's Git reads, protected — a path bound read-only
+ * with every ancestor a bind point, the fixed places of one Git directory
+ * (config, hooks, …, submodule Git directories below modules/), and the
+ * check of a Git directory's validity as Git itself decides it.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/util.h"
+#include "fs/confined.h"
+#include "fs/relpath.h"
+#include "gitsentry/internal.h"
+
+/* Protect an existing path read-only. gVisor lets the sandbox rename a
+ * directory that has bind mounts inside it, which would let it move a
+ * protected file away with its parent and put its own in the old place; so
+ * every ancestor directory below the workspace (and below .git, already a
+ * mount point) becomes a read-write bind point too: a mount point cannot be
+ * renamed. A symlink on the way or at the end refuses the start: the sandbox
+ * could change what it points to. */
+int lz_gs_protect_if_exists(builder *b, const char *rel, lz_error **err)
+{
+    /* Inside the Domain's copy of a git-ignored directory the sandbox sees
+     * its own files, never the host's: the host's file there, which the
+     * host's Git reads, is out of its reach already. A protection would be
+     * mounted into the copy, where its mount point need not exist (attack
+     * round i12c, O1: every start refused). */
+    if (lz_gs_in_ignored_copy(b->p, rel))
+        return 0;
+    struct stat st;
+    if (lz_lstat_confined(b->ws_fd, rel, &st) < 0) {
+        if (errno == ENOENT)
+            return 0;
+        lz_error_set(err, errno, "Git Sentry: cannot protect %s/%s", b->ws, rel);
+        if (errno == ELOOP || errno == ENOTDIR)
+            return lz_error_hint(err, "a directory on its path is a symlink, which the sandbox "
+                                      "could point elsewhere; make it a real directory");
+        return -1;
+    }
+    if (S_ISLNK(st.st_mode)) {
+        lz_error_set(err, 0, "Git Sentry: %s/%s is a symlink, and the host's Git reads it", b->ws,
+                     rel);
+        return lz_error_hint(err, "the sandbox could change what it points to: replace the "
+                                  "symlink by the file or directory itself (for hooks, use "
+                                  "'git config core.hooksPath DIR' instead)");
+    }
+    if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode)) {
+        lz_error_set(err, 0, "Git Sentry: %s/%s is a special file", b->ws, rel);
+        return lz_error_hint(err, "remove it; Git reads configuration only from regular files");
+    }
+    _cleanup_free_ char *copy = lz_xstrdup(rel);
+    for (char *p = copy; (p = strchr(p, '/')); p++) {
+        *p = '\0';
+        if (strcmp(copy, ".git") != 0)
+            lz_gs_add_mount(b, copy, LZ_MOUNT_FROM_WORKSPACE, false, true);
+        *p = '/';
+    }
+    lz_gs_add_mount(b, rel, LZ_MOUNT_FROM_WORKSPACE, true, S_ISDIR(st.st_mode));
+    return 0;
+}
+
+/* The places inside one Git directory `gd` (relative to the workspace; "."
+ * for a bare workspace) that decide what Git executes or how it is
+ * configured. */
+int lz_gs_protect_git_dir(builder *b, const char *gd, int depth, lz_error **err)
+{
+    if (lz_gs_listed(b->p->git_dirs, b->p->n_git_dirs, gd))
+        return 0;
+    b->p->git_dirs = lz_xrealloc(b->p->git_dirs, b->p->n_git_dirs + 1, sizeof(char *));
+    b->p->git_dirs[b->p->n_git_dirs++] = lz_xstrdup(gd);
+
+    /* A missing hooks/ would let the sandbox create one: make it exist so
+     * that it can be bound read-only (git init creates it too). */
+    _cleanup_free_ char *hooks = lz_rel_join(gd, "hooks");
+    {
+        const char *name;
+        _cleanup_close_ int pfd = lz_open_parent_confined(b->ws_fd, hooks, &name, err);
+        if (pfd < 0)
+            return -1;
+        if (mkdirat(pfd, name, 0755) < 0 && errno != EEXIST)
+            return lz_error_set(err, errno, "cannot create %s/%s", b->ws, hooks);
+    }
+    static const char *const fixed[] = { "config",    "hooks",   "commondir", "config.worktree",
+                                         "worktrees", "remotes", "branches",  "info/attributes" };
+    for (size_t i = 0; i < LZ_ARRAY_SIZE(fixed); i++) {
+        _cleanup_free_ char *rel = lz_rel_join(gd, fixed[i]);
+        if (lz_gs_protect_if_exists(b, rel, err) < 0)
+            return -1;
+    }
+
+    /* A rebase or cherry-pick the developer stopped before the start is
+     * theirs (known by inode); one the sandbox makes is not. */
+    for (size_t i = 0; i < LZ_ARRAY_SIZE(lz_gs_sequencer_dirs); i++) {
+        _cleanup_free_ char *rel = lz_rel_join(gd, lz_gs_sequencer_dirs[i]);
+        struct stat st;
+        if (lz_lstat_confined(b->ws_fd, rel, &st) == 0)
+            lz_gs_add_marker(&b->p->markers, &b->p->n_markers, rel, &st);
+    }
+
+    /* Submodule git dirs: modules/<name>[/modules/<name>…]. */
+    _cleanup_free_ char *mods = lz_rel_join(gd, "modules");
+    int fd = lz_open_dir_confined(b->ws_fd, mods, O_RDONLY, NULL);
+    if (fd < 0)
+        return 0;
+    DIR *d = fdopendir(fd);
+    if (!d) {
+        close(fd);
+        return lz_error_set(err, errno, "cannot read %s/%s", b->ws, mods);
+    }
+    /* modules/ is a bind point: it cannot be renamed or replaced. */
+    lz_gs_add_mount(b, mods, LZ_MOUNT_FROM_WORKSPACE, false, true);
+    struct dirent *e;
+    int r = 0;
+    while (r == 0 && (e = readdir(d))) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+            continue;
+        _cleanup_free_ char *sub = lz_xasprintf("%s/%s", mods, e->d_name);
+        _cleanup_free_ char *cfg = lz_xasprintf("%s/config", sub);
+        struct stat st;
+        if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+            continue;
+        lz_gs_add_marker(&b->p->members, &b->p->n_members, sub, &st);
+        if (!S_ISDIR(st.st_mode)) {
+            r = lz_gs_protect_if_exists(b, sub, err); /* refuses a symlink */
+            continue;
+        }
+        struct stat cst;
+        if (depth < MAX_MODULE_DEPTH && lz_lstat_confined(b->ws_fd, cfg, &cst) == 0 &&
+            S_ISREG(cst.st_mode))
+            r = lz_gs_protect_git_dir(b, sub, depth + 1, err);
+        else
+            /* A grouping directory (modules/a/b) or too deep: wholesale. */
+            r = lz_gs_protect_if_exists(b, sub, err);
+    }
+    closedir(d);
+    return r;
+}
+
+/* Is the Git directory `gd` valid the way Git's is_git_directory() decides
+ * (HEAD a ref or an object name, objects/ and refs/, or a commondir)? An
+ * invalid one makes the host's Git look elsewhere: in the workspace itself. */
+bool lz_gs_valid_git_dir(int ws_fd, const char *gd, char **ret_why)
+{
+    _cleanup_free_ char *head = lz_rel_join(gd, "HEAD");
+    struct stat st;
+    if (lz_lstat_confined(ws_fd, head, &st) < 0) {
+        *ret_why = lz_xasprintf("%s is missing", head);
+        return false;
+    }
+    if (S_ISLNK(st.st_mode)) {
+        *ret_why = lz_xasprintf("%s is a symlink", head);
+        return false;
+    }
+    int fd = lz_open_confined(ws_fd, head, O_RDONLY | O_NONBLOCK, 0, head, NULL);
+    char buf[256] = { 0 };
+    ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+    if (fd >= 0)
+        close(fd);
+    bool ok = false;
+    if (n > 0) {
+        buf[n] = '\0';
+        buf[strcspn(buf, "\n")] = '\0';
+        if (strncmp(buf, "ref: refs/", 10) == 0 && !strstr(buf, "..")) {
+            ok = true;
+        } else {
+            size_t len = strlen(buf);
+            ok = (len == 40 || len == 64) && strspn(buf, "0123456789abcdef") == len;
+        }
+    }
+    if (!ok) {
+        *ret_why = lz_xasprintf("%s is neither a ref nor an object name", head);
+        return false;
+    }
+    _cleanup_free_ char *common = lz_rel_join(gd, "commondir");
+    if (lz_lstat_confined(ws_fd, common, &st) == 0)
+        return true;
+    static const char *const dirs[] = { "objects", "refs" };
+    for (size_t i = 0; i < LZ_ARRAY_SIZE(dirs); i++) {
+        _cleanup_free_ char *rel = lz_rel_join(gd, dirs[i]);
+        if (lz_lstat_confined(ws_fd, rel, &st) < 0 || !S_ISDIR(st.st_mode)) {
+            *ret_why = lz_xasprintf("%s is not a directory", rel);
+            return false;
+        }
+    }
+    return true;
+}
