@@ -17,6 +17,13 @@
  * discipline interprets. SIGHUP/SIGTERM end the session (CLOSE). The
  * terminal's original mode is restored on every exit path (DX-5): normal
  * exit, refusal, coordinator or supervisor death, signals.
+ *
+ * This file is the command: its options, what it asks the coordinator to
+ * run (HELLO, RUN) and the attempts (a generation tearing down is joined
+ * again). The session channel's client side is the client library
+ * (src/client/: enrolment and TLS, the coordinator's messages, the
+ * prompt); the terminal and its presentation are terminal.c, the stdio
+ * relays relay.c.
  */
 #include <errno.h>
 #include <fcntl.h>
