@@ -13,6 +13,7 @@
 #define LAZARET_CLI_CLI_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 #include "config/resolve.h"
 
@@ -53,25 +54,16 @@ extern const char lz_usage_doctor[];
 extern const char lz_usage_stop[];
 extern const char lz_usage_export[];
 
-/* Is the Domain lock in the Domain runtime directory dirfd held (by its
- * coordinator)? Takes no lock that outlives the call. */
-bool lz_cli_domain_lock_held(int dirfd);
-
 /* The status.json objects of this user's running Domains (a JSON array,
  * new reference), *ret_root set to the runtime domains directory (newly
  * allocated); NULL after reporting an unusable XDG_RUNTIME_DIR. */
 struct json_t;
 struct json_t *lz_cli_running_domains(char **ret_root);
 
-/* Enrol on and secure a fresh connection sock to a running Domain's
- * coordinator, as 'run' does (docs/session-channel.md; cmd_run.c). Returns
- * 0 with *ret_tls (the caller frees it with lz_tls_channel_free), or -1
- * after reporting the failure; *ret_ending when the coordinator was tearing
- * down (it closed during the handshake) and nothing was reported. */
-struct lz_tls_channel;
-int lz_cli_secure_channel(int sock, const char *domain_hex, int dirfd, const char *dir_label,
-                          const char *log_label, struct lz_tls_channel **ret_tls,
-                          bool *ret_ending);
+/* Stop the running Domains of the workspace (NULL: chosen as for 'run'), of
+ * profile only when given, saying so on stdout; 'lazaret stop' and
+ * 'lazaret state reset --stop' (cmd_stop.c). Returns the exit status. */
+int lz_cli_stop(const char *profile, const char *workspace);
 
 /* True when argv[1..] asks for help ("--help" or "-h" anywhere before "--"). */
 bool lz_cli_wants_help(int argc, char **argv);
@@ -82,6 +74,13 @@ bool lz_cli_wants_help(int argc, char **argv);
  * after reporting the error on stderr. */
 lz_resolved_config *lz_cli_load_profile(const lz_global_options *g, const char *profile,
                                         const char *workspace);
+
+/* Parse the options of cmd in argv[first..argc): flags only (options
+ * without a value) and no argument; flags[id] set for each flag given.
+ * LZ_EXIT_OK, or LZ_EXIT_USAGE after saying why. */
+struct lz_option;
+int lz_cli_parse_flags(const char *cmd, const struct lz_option *table, size_t n, int argc,
+                       char **argv, int first, bool *flags);
 
 /* Print "lazaret CMD: MESSAGE" and "Try 'lazaret CMD --help'." to stderr;
  * returns LZ_EXIT_USAGE. */

@@ -14,6 +14,7 @@
 
 #include "cli/cli.h"
 #include "common/error.h"
+#include "common/options.h"
 #include "common/util.h"
 #include "config/resolve.h"
 #include "oci/layout.h"
@@ -221,30 +222,29 @@ static void print_text(const lz_resolved_config *c)
 
 static int config_check(int argc, char **argv, const lz_global_options *g)
 {
+    enum { OPT_JSON, OPT_WORKSPACE };
+    static const lz_option options[] = {
+        { "json", 0, NULL, OPT_JSON },
+        { "workspace", 0, "DIR", OPT_WORKSPACE },
+    };
     const char *profile = NULL, *workspace = NULL;
     bool json = false;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "--json") == 0) {
+    lz_opt_parser p;
+    lz_opt_init(&p, options, LZ_ARRAY_SIZE(options), argc, argv, 1);
+    for (int o; (o = lz_opt_next(&p)) != LZ_OPT_DONE;) {
+        if (o == LZ_OPT_ERROR)
+            return lz_cli_usage_error("config check", "%s", p.error);
+        if (o == OPT_JSON)
             json = true;
-        } else if (strcmp(a, "--workspace") == 0) {
-            if (i + 1 >= argc)
-                return lz_cli_usage_error("config check", "option --workspace needs a DIR");
-            workspace = argv[++i];
-        } else if (strncmp(a, "--workspace=", 12) == 0) {
-            workspace = a + 12;
-        } else if (a[0] == '-' && a[1] != '\0') {
-            return lz_cli_usage_error("config check", "unknown option '%s'", a);
-        } else if (!profile) {
-            profile = a;
-        } else {
-            return lz_cli_usage_error("config check", "unexpected argument '%s'", a);
-        }
+        else if (o == OPT_WORKSPACE)
+            workspace = p.value;
+        else if (!profile)
+            profile = p.arg;
+        else
+            return lz_cli_usage_error("config check", "unexpected argument '%s'", p.arg);
     }
     if (!profile)
         return lz_cli_usage_error("config check", "missing PROFILE");
-    if (workspace && !*workspace)
-        return lz_cli_usage_error("config check", "option --workspace needs a non-empty DIR");
 
     lz_resolved_config *cfg = lz_cli_load_profile(g, profile, workspace);
     if (!cfg)

@@ -739,8 +739,9 @@ static void check_core_dumps(doctor *d)
 int lz_cmd_doctor(int argc, char **argv, const lz_global_options *g)
 {
     (void) g; /* doctor checks the host, not a configuration */
-    if (argc > 1)
-        return lz_cli_usage_error("doctor", "unexpected argument '%s'", argv[1]);
+    int r = lz_cli_parse_flags("doctor", NULL, 0, argc, argv, 1, NULL);
+    if (r != LZ_EXIT_OK)
+        return r;
 
     doctor d = {
         .uid = getuid(),

@@ -15,15 +15,16 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
 #include "common/error.h"
+#include "common/options.h"
 #include "common/text.h"
 #include "common/util.h"
 #include "export/kubernetes.h"
 #include "export/yaml.h"
+#include "fs/atomic.h"
 #include "fs/confined.h"
 
 const char lz_usage_export[] =
@@ -160,8 +161,8 @@ static char *absolute_lexical(const char *path)
     return out;
 }
 
-/* -o FILE: written beside it and renamed over it, so a failed export never
- * leaves half a file that kubectl would apply. Its directory is reached
+/* -o FILE: written beside it and renamed over it (lz_write_atomic), so a
+ * failed export never leaves half a file that kubectl would apply. Its directory is reached
  * without following any symlink (lz_walk_nofollow): FILE may lie in a
  * workspace a sandbox writes, which could otherwise lead the file into
  * another directory of the developer's. */
@@ -184,36 +185,22 @@ static int write_file(const char *path, const lz_k8s_export *e, lz_error **err)
                                       "directory's real path");
         return lz_error_hint(err, "check that the directory of %s exists", abs);
     }
-    /* A random name: one an agent could predict it could plant first and
-     * make the export fail (attack round i14). */
-    unsigned char rnd[8];
-    if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t) sizeof(rnd))
-        return lz_error_set(err, errno, "cannot make a temporary name for %s", abs);
-    _cleanup_free_ char *tmp = lz_xasprintf(".%s.lazaret-%02x%02x%02x%02x%02x%02x%02x%02x", base,
-                                            rnd[0], rnd[1], rnd[2], rnd[3], rnd[4], rnd[5],
-                                            rnd[6], rnd[7]);
-    int fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        lz_error_set(err, errno, "cannot create %s/%s", dir, tmp);
-        return lz_error_hint(err, "check that %s is writable and holds no %s", dir, tmp);
-    }
-    FILE *f = fdopen(fd, "w");
-    if (!f) {
-        close(fd);
-        unlinkat(dirfd, tmp, 0);
-        return lz_error_set(err, errno, "cannot write %s/%s", dir, tmp);
-    }
-    int rc = write_yaml(f, e, abs, err);
-    if (rc == 0 && fsync(fileno(f)) < 0)
+    /* The whole YAML in memory first: written in one piece (fs/atomic.h,
+     * whose temporary name is random: one an agent could predict it could
+     * plant first and make the export fail, attack round i14). */
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&buf, &len);
+    if (!mem)
+        return lz_error_set(err, errno, "cannot write %s", abs);
+    int rc = write_yaml(mem, e, abs, err);
+    if (fclose(mem) != 0 && rc == 0)
         rc = lz_error_set(err, errno, "cannot write %s", abs);
-    if (fclose(f) != 0 && rc == 0)
-        rc = lz_error_set(err, errno, "cannot write %s", abs);
-    if (rc == 0 && renameat(dirfd, tmp, dirfd, base) < 0) {
-        rc = lz_error_set(err, errno, "cannot put the output in place as %s", abs);
-        lz_error_hint(err, "check that %s is not a directory", abs);
-    }
-    if (rc < 0)
-        unlinkat(dirfd, tmp, 0);
+    _cleanup_free_ char *what = lz_xasprintf("the output %s", abs);
+    if (rc == 0 && lz_write_atomic(dirfd, base, buf, len, 0644, 0, what, err) < 0)
+        rc = lz_error_hint(err, "check that %s is writable and that %s is not a directory", dir,
+                           abs);
+    free(buf);
     return rc;
 }
 
@@ -265,67 +252,102 @@ int lz_cmd_export(int argc, char **argv, const lz_global_options *g)
     const char *profile = NULL, *workspace = NULL, *output = NULL, *report = "text";
     bool strict = false;
     lz_k8s_options o = { 0 };
-    static const struct {
-        const char *flag;
-        size_t offset;
-    } valued[] = {
-        { "--name", offsetof(lz_k8s_options, name) },
-        { "--namespace", offsetof(lz_k8s_options, namespace_name) },
-        { "--runtime-class", offsetof(lz_k8s_options, runtime_class) },
-        { "--storage-class", offsetof(lz_k8s_options, storage_class) },
-        { "--workspace-size", offsetof(lz_k8s_options, workspace_size) },
-        { "--persistent-size", offsetof(lz_k8s_options, persistent_size) },
-        { "--image", offsetof(lz_k8s_options, image) },
-        { "--image-digest", offsetof(lz_k8s_options, image_digest) },
-        { "--memory", offsetof(lz_k8s_options, memory) },
-        { "--ephemeral-storage", offsetof(lz_k8s_options, ephemeral_storage) },
+    enum {
+        OPT_NAME, OPT_NAMESPACE, OPT_RUNTIME_CLASS, OPT_STORAGE_CLASS, OPT_WORKSPACE_SIZE,
+        OPT_PERSISTENT_SIZE, OPT_IMAGE, OPT_IMAGE_DIGEST, OPT_MEMORY, OPT_EPHEMERAL_STORAGE,
+        OPT_WORKSPACE, OPT_OUTPUT, OPT_REPORT, OPT_WARM_POOL, OPT_RUN_AS_USER, OPT_ACCEPT,
+        OPT_WITH_RUNTIME_CLASS, OPT_GIT_READONLY, OPT_NO_CLUSTER_DNS, OPT_TEMPLATE, OPT_STRICT,
+    };
+    static const lz_option options[] = {
+        { "name", 0, "NAME", OPT_NAME },
+        { "namespace", 0, "NS", OPT_NAMESPACE },
+        { "runtime-class", 0, "NAME", OPT_RUNTIME_CLASS },
+        { "storage-class", 0, "NAME", OPT_STORAGE_CLASS },
+        { "workspace-size", 0, "Q", OPT_WORKSPACE_SIZE },
+        { "persistent-size", 0, "Q", OPT_PERSISTENT_SIZE },
+        { "image", 0, "REF", OPT_IMAGE },
+        { "image-digest", 0, "D", OPT_IMAGE_DIGEST },
+        { "memory", 0, "Q", OPT_MEMORY },
+        { "ephemeral-storage", 0, "Q", OPT_EPHEMERAL_STORAGE },
+        { "workspace", 0, "DIR", OPT_WORKSPACE },
+        { "output", 'o', "FILE", OPT_OUTPUT },
+        { "report", 0, "FORMAT", OPT_REPORT },
+        { "warm-pool", 0, "N", OPT_WARM_POOL },
+        { "run-as-user", 0, "UID[:GID]", OPT_RUN_AS_USER },
+        { "accept", 0, "FIELD", OPT_ACCEPT },
+        { "with-runtime-class", 0, NULL, OPT_WITH_RUNTIME_CLASS },
+        { "git-readonly", 0, NULL, OPT_GIT_READONLY },
+        { "no-cluster-dns", 0, NULL, OPT_NO_CLUSTER_DNS },
+        { "template", 0, NULL, OPT_TEMPLATE },
+        { "strict", 0, NULL, OPT_STRICT },
+    };
+    /* Where each valued option of the export's own goes. */
+    const char **slots[] = {
+        [OPT_NAME] = &o.name,
+        [OPT_NAMESPACE] = &o.namespace_name,
+        [OPT_RUNTIME_CLASS] = &o.runtime_class,
+        [OPT_STORAGE_CLASS] = &o.storage_class,
+        [OPT_WORKSPACE_SIZE] = &o.workspace_size,
+        [OPT_PERSISTENT_SIZE] = &o.persistent_size,
+        [OPT_IMAGE] = &o.image,
+        [OPT_IMAGE_DIGEST] = &o.image_digest,
+        [OPT_MEMORY] = &o.memory,
+        [OPT_EPHEMERAL_STORAGE] = &o.ephemeral_storage,
     };
     const char *accept[64];
     size_t n_accept = 0;
     const char *run_as = NULL;
     const char *warm_pool = NULL;
-    for (int i = 2; i < argc; i++) {
-        const char *a = argv[i];
-        const char **slot = NULL;
-        for (size_t k = 0; k < LZ_ARRAY_SIZE(valued); k++)
-            if (strcmp(a, valued[k].flag) == 0)
-                slot = (const char **) ((char *) &o + valued[k].offset);
-        if (strcmp(a, "--workspace") == 0)
-            slot = &workspace;
-        else if (strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0)
-            slot = &output;
-        else if (strcmp(a, "--report") == 0)
-            slot = &report;
-        else if (strcmp(a, "--warm-pool") == 0)
-            slot = &warm_pool;
-        else if (strcmp(a, "--run-as-user") == 0)
-            slot = &run_as;
-        else if (strcmp(a, "--accept") == 0) {
+    lz_opt_parser p;
+    lz_opt_init(&p, options, LZ_ARRAY_SIZE(options), argc, argv, 2);
+    for (int opt; (opt = lz_opt_next(&p)) != LZ_OPT_DONE;) {
+        switch (opt) {
+        case LZ_OPT_ERROR:
+            return lz_cli_usage_error("export", "%s", p.error);
+        case LZ_OPT_ARGUMENT:
+            if (profile)
+                return lz_cli_usage_error("export", "unexpected argument '%s'", p.arg);
+            profile = p.arg;
+            break;
+        case OPT_WORKSPACE:
+            workspace = p.value;
+            break;
+        case OPT_OUTPUT:
+            output = p.value;
+            break;
+        case OPT_REPORT:
+            report = p.value;
+            break;
+        case OPT_WARM_POOL:
+            warm_pool = p.value;
+            break;
+        case OPT_RUN_AS_USER:
+            run_as = p.value;
+            break;
+        case OPT_ACCEPT:
             if (n_accept == LZ_ARRAY_SIZE(accept))
                 return lz_cli_usage_error("export", "--accept at most %zu times",
                                           LZ_ARRAY_SIZE(accept));
-            slot = &accept[n_accept++];
-        }
-        if (slot) {
-            if (i + 1 >= argc || argv[i + 1][0] == '\0')
-                return lz_cli_usage_error("export", "option %s needs a value", a);
-            *slot = argv[++i];
-        } else if (strcmp(a, "--with-runtime-class") == 0) {
+            accept[n_accept++] = p.value;
+            break;
+        case OPT_WITH_RUNTIME_CLASS:
             o.runtime_class_object = true;
-        } else if (strcmp(a, "--git-readonly") == 0) {
+            break;
+        case OPT_GIT_READONLY:
             o.git_readonly = true;
-        } else if (strcmp(a, "--no-cluster-dns") == 0) {
+            break;
+        case OPT_NO_CLUSTER_DNS:
             o.no_cluster_dns = true;
-        } else if (strcmp(a, "--template") == 0) {
+            break;
+        case OPT_TEMPLATE:
             o.form = LZ_K8S_FORM_TEMPLATE;
-        } else if (strcmp(a, "--strict") == 0) {
+            break;
+        case OPT_STRICT:
             strict = true;
-        } else if (a[0] == '-') {
-            return lz_cli_usage_error("export", "unknown option '%s'", a);
-        } else if (!profile) {
-            profile = a;
-        } else {
-            return lz_cli_usage_error("export", "unexpected argument '%s'", a);
+            break;
+        default:
+            *slots[opt] = p.value;
+            break;
         }
     }
     if (!profile)

@@ -14,14 +14,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
 #include "common/error.h"
+#include "common/options.h"
 #include "common/text.h"
 #include "common/util.h"
 #include "config/source.h"
+#include "store/domain_root.h"
 
 const char lz_usage_status[] =
     "Usage: lazaret status [--json]\n"
@@ -31,19 +32,6 @@ const char lz_usage_status[] =
     "\n"
     "Options:\n"
     "  --json  print one JSON array\n";
-
-/* A coordinator holds the Domain lock while it runs. */
-bool lz_cli_domain_lock_held(int dirfd)
-{
-    int fd = openat(dirfd, "lock", O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0)
-        return false;
-    bool held = flock(fd, LOCK_SH | LOCK_NB) < 0 && errno == EWOULDBLOCK;
-    if (!held)
-        flock(fd, LOCK_UN);
-    close(fd);
-    return held;
-}
 
 static void print_text(json_t *d)
 {
@@ -119,7 +107,7 @@ json_t *lz_cli_running_domains(char **ret_root)
             int dfd = openat(dirfd(d), e->d_name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
             if (dfd < 0)
                 continue;
-            if (lz_cli_domain_lock_held(dfd)) {
+            if (lz_domain_lock_held(dfd)) {
                 int sfd = openat(dfd, "status.json", O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
                 json_t *st = sfd >= 0 ? json_loadfd(sfd, JSON_REJECT_DUPLICATES, NULL) : NULL;
                 if (sfd >= 0)
@@ -138,13 +126,11 @@ json_t *lz_cli_running_domains(char **ret_root)
 int lz_cmd_status(int argc, char **argv, const lz_global_options *g)
 {
     (void) g;
+    static const lz_option options[] = { { "json", 0, NULL, 0 } };
     bool as_json = false;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--json") == 0)
-            as_json = true;
-        else
-            return lz_cli_usage_error("status", "unexpected argument '%s'", argv[i]);
-    }
+    int r = lz_cli_parse_flags("status", options, LZ_ARRAY_SIZE(options), argc, argv, 1, &as_json);
+    if (r != LZ_EXIT_OK)
+        return r;
     _cleanup_free_ char *root = NULL;
     json_t *all = lz_cli_running_domains(&root);
     if (!all)

@@ -10,7 +10,9 @@
 #include "cli/cli.h"
 #include "common/error.h"
 #include "common/nodump.h"
+#include "common/options.h"
 #include "common/timing.h"
+#include "common/util.h"
 #include "lazaret-version.h"
 
 static const lz_command commands[] = {
@@ -94,6 +96,21 @@ int lz_cli_usage_error(const char *cmd, const char *fmt, ...)
     return LZ_EXIT_USAGE;
 }
 
+int lz_cli_parse_flags(const char *cmd, const lz_option *table, size_t n, int argc, char **argv,
+                       int first, bool *flags)
+{
+    lz_opt_parser p;
+    lz_opt_init(&p, table, n, argc, argv, first);
+    for (int o; (o = lz_opt_next(&p)) != LZ_OPT_DONE;) {
+        if (o == LZ_OPT_ERROR)
+            return lz_cli_usage_error(cmd, "%s", p.error);
+        if (o == LZ_OPT_ARGUMENT)
+            return lz_cli_usage_error(cmd, "unexpected argument '%s'", p.arg);
+        flags[o] = true;
+    }
+    return LZ_EXIT_OK;
+}
+
 int main(int argc, char **argv)
 {
     lz_timing_origin();
@@ -112,35 +129,37 @@ int main(int argc, char **argv)
         }
     }
     lz_global_options g = { 0 };
-    int i = 1;
-
-    for (; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            print_main_usage(stdout);
-            return LZ_EXIT_OK;
-        } else if (strcmp(a, "--version") == 0) {
-            printf("lazaret %s\n", LAZARET_VERSION);
-            return LZ_EXIT_OK;
-        } else if (strcmp(a, "--config") == 0) {
-            if (i + 1 >= argc)
-                return lz_cli_usage_error(NULL, "option --config needs a FILE argument");
-            g.config_path = argv[++i];
-        } else if (strncmp(a, "--config=", 9) == 0) {
-            g.config_path = a + 9;
-        } else if (a[0] == '-') {
-            return lz_cli_usage_error(NULL, "unknown option '%s'", a);
-        } else {
+    enum { OPT_HELP, OPT_VERSION, OPT_CONFIG };
+    static const lz_option options[] = {
+        { "help", 'h', NULL, OPT_HELP },
+        { "version", 0, NULL, OPT_VERSION },
+        { "config", 0, "FILE", OPT_CONFIG },
+    };
+    lz_opt_parser p;
+    lz_opt_init(&p, options, LZ_ARRAY_SIZE(options), argc, argv, 1);
+    /* The global options end at the first word that is not one: the command. */
+    int i = argc;
+    for (int o; (o = lz_opt_next(&p)) != LZ_OPT_DONE;) {
+        if (o == LZ_OPT_ERROR)
+            return lz_cli_usage_error(NULL, "%s", p.error);
+        if (o == LZ_OPT_ARGUMENT) {
+            i = p.next - 1;
             break;
         }
+        if (o == OPT_HELP) {
+            print_main_usage(stdout);
+            return LZ_EXIT_OK;
+        }
+        if (o == OPT_VERSION) {
+            printf("lazaret %s\n", LAZARET_VERSION);
+            return LZ_EXIT_OK;
+        }
+        g.config_path = p.value;
     }
     if (i >= argc) {
         print_main_usage(stderr);
         return LZ_EXIT_USAGE;
     }
-    if (g.config_path && g.config_path[0] == '\0')
-        return lz_cli_usage_error(NULL, "option --config needs a non-empty FILE argument");
-
     if (strcmp(argv[i], "version") == 0) {
         if (i + 1 < argc)
             return lz_cli_usage_error("version", "takes no arguments");

@@ -23,13 +23,12 @@
 
 #include "config/resolve.h"
 #include "oci/image.h"
+#include "store/domain_root.h"
 #include "store/domain_store.h"
 
 #define LZ_COORDINATOR_SOCKET "coordinator.sock"
-#define LZ_DOMAIN_LOCK "lock"
-/* In the Domain Root: the sandbox user its files were made for
- * (bootstrap.c check_sandbox_user). */
-#define LZ_SANDBOX_USER_RECORD "sandbox-user"
+/* LZ_DOMAIN_LOCK and LZ_SANDBOX_USER_RECORD: store/domain_root.h, with
+ * the rest of the Domain Root's layout. */
 #define LZ_BOOTSTRAP_LOCK "bootstrap.lock"
 
 typedef struct lz_coordinator_args {

@@ -184,7 +184,8 @@ void session_exec(coord *c, session *s)
     if (ignored) {
         /* Which files are not the host's inside (docs/git.md "Git-ignored
          * files"): before STARTED, so the CLI treats it as a note and prints
-         * it only when its stderr is a terminal (cmd_run.c progress()). */
+         * it only when its stderr is a terminal (src/cli/terminal.c
+         * lz_cli_progress()). */
         lz_wbuf b;
         lz_msg_text_encode(&b, LZ_MSG_PROGRESS, ignored);
         session_send(c, s, &b);

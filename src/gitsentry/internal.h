@@ -37,6 +37,7 @@
 #include "common/spawn.h"
 #include "gitsentry/eye.h"
 #include "gitsentry/git_sentry.h"
+#include "store/domain_root.h"
 
 /* Bounds of the isolation (docs/git.md "How the copies are mounted"): every
  * ignored path is a kernel mount in the composed workspace tree, and so is
@@ -62,8 +63,8 @@
  * once stays isolated until `lazaret state reset`, so that dropping `.env`
  * from .gitignore does not hand the host's `.env` to the next generation
  * (attack round i12c, U1/U2). */
-#define IGNORED_RECORD "ignored.list"
-#define PLACEHOLDER_RECORD "placeholders"
+#define IGNORED_RECORD LZ_DROOT_IGNORED_RECORD
+#define PLACEHOLDER_RECORD LZ_DROOT_PLACEHOLDER_RECORD
 #define RECORD_MAX ((size_t) 8 << 20)
 
 /* Names in a Git directory that decide what Git runs or reads as

@@ -14,25 +14,8 @@
 
 #include "common/util.h"
 #include "fs/confined.h"
+#include "store/domain_root.h"
 #include "supervisor/stage.h"
-
-/* "/usr/local" -> "usr%2Flocal": one flat, unambiguous, readable name per
- * persistent directory in the Domain Root's state/. */
-static char *escape_path(const char *p)
-{
-    size_t n = strlen(p);
-    char *out = lz_xmalloc(3 * n + 1);
-    size_t o = 0;
-    for (size_t i = (p[0] == '/'); i < n; i++) {
-        if (p[i] == '/' || p[i] == '%') {
-            o += (size_t) sprintf(out + o, "%%%02X", (unsigned char) p[i]);
-        } else {
-            out[o++] = p[i];
-        }
-    }
-    out[o] = '\0';
-    return out;
-}
 
 /* Lazaret's own directories of the layout (state/, state/<dir>/, work/)
  * belong to the developer on the host, whichever map the sandbox runs
@@ -91,10 +74,10 @@ int lz_state_anchor_mount(const lz_resolved_config *cfg, const char *rootfs_labe
                                              true, err);
     if (droot < 0)
         return -1;
-    if (lz_mkdir_at(droot, "state", 0700, err) < 0 || lz_mkdir_at(gen_fd, "persist", 0700, err) < 0 ||
+    if (lz_mkdir_at(droot, LZ_DROOT_STATE, 0700, err) < 0 || lz_mkdir_at(gen_fd, "persist", 0700, err) < 0 ||
         lz_mkdir_at(gen_fd, "empty", 0755, err) < 0)
         return -1;
-    _cleanup_close_ int state = lz_open_dir_at(droot, "state", err);
+    _cleanup_close_ int state = lz_open_dir_at(droot, LZ_DROOT_STATE, err);
     _cleanup_close_ int persist = state >= 0 ? lz_open_dir_at(gen_fd, "persist", err) : -EBADF;
     _cleanup_close_ int rootfs = -EBADF;
     if (state < 0 || persist < 0 || own_dir(state, user, "the Domain's state/", err) < 0)
@@ -108,7 +91,7 @@ int lz_state_anchor_mount(const lz_resolved_config *cfg, const char *rootfs_labe
     anchor->n_mounts = 0;
     for (size_t i = 0; i < cfg->n_persistent_dirs; i++) {
         const char *p = cfg->persistent_dirs[i];
-        _cleanup_free_ char *esc = escape_path(p);
+        _cleanup_free_ char *esc = lz_state_name_escape(p);
         /* The lower: the image's directory, resolved inside the image
          * (RESOLVE_IN_ROOT: an image symlink cannot point outside it), or
          * an empty directory when the image has none. */
@@ -127,13 +110,13 @@ int lz_state_anchor_mount(const lz_resolved_config *cfg, const char *rootfs_labe
             return -1;
         _cleanup_close_ int dir = lz_open_dir_at(state, esc, err);
         struct stat ust;
-        bool fresh = dir >= 0 && fstatat(dir, "upper", &ust, AT_SYMLINK_NOFOLLOW) < 0 &&
+        bool fresh = dir >= 0 && fstatat(dir, LZ_DROOT_STATE_UPPER, &ust, AT_SYMLINK_NOFOLLOW) < 0 &&
                      errno == ENOENT;
-        if (dir < 0 || lz_mkdir_at(dir, "upper", lst.st_mode & 07777, err) < 0 ||
-            lz_mkdir_at(dir, "work", 0700, err) < 0)
+        if (dir < 0 || lz_mkdir_at(dir, LZ_DROOT_STATE_UPPER, lst.st_mode & 07777, err) < 0 ||
+            lz_mkdir_at(dir, LZ_DROOT_STATE_WORK, 0700, err) < 0)
             return -1;
-        _cleanup_close_ int upper = lz_open_dir_at(dir, "upper", err);
-        _cleanup_close_ int work = upper >= 0 ? lz_open_dir_at(dir, "work", err) : -EBADF;
+        _cleanup_close_ int upper = lz_open_dir_at(dir, LZ_DROOT_STATE_UPPER, err);
+        _cleanup_close_ int work = upper >= 0 ? lz_open_dir_at(dir, LZ_DROOT_STATE_WORK, err) : -EBADF;
         if (upper < 0 || work < 0 || own_dir(dir, user, "a persistent directory's state", err) < 0 ||
             own_dir(work, user, "a persistent directory's work directory", err) < 0)
             return -1;

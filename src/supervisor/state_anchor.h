@@ -11,7 +11,8 @@
  *   lower  the image's directory, resolved inside the image root
  *          (RESOLVE_IN_ROOT: an image symlink cannot point outside it), or
  *          an empty directory when the image has none;
- *   upper  <Domain Root>/state/<escaped path>/upper  (kept across generations)
+ *   upper  <Domain Root>/state/<escaped path>/upper  (kept across generations;
+ *          the layout and the escaping: store/domain_root.h)
  *   work   <Domain Root>/state/<escaped path>/work
  *   mount  <generation dir>/persist/<i>, bound into the sandbox at the
  *          directory's path by the runsc spec.

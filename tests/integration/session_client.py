@@ -2,7 +2,7 @@
 """A test client of the session channel (docs/session-channel.md), and the
 pieces of a fake coordinator, on Python's own ssl module.
 
-The channel, as src/trust/channel.c and src/cli/cmd_run.c secure_session()
+The channel, as src/trust/channel.c and src/client/enrol.c lz_client_secure()
 run it:
   1. in the clear: ENROLL (version, the client's raw Ed25519 public key),
      answered with ENROLLED (session id, client certificate DER) or REFUSED;

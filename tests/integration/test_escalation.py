@@ -233,7 +233,7 @@ def test_many_sessions_many_concurrent_requests(rig, host):
 
 QUESTION = "Approve? [y/N] "
 HEADER = "Host escalation request"
-PROMPT_GRACE = 1.0  # keys this soon after the prompt answer nothing (cmd_run.c)
+PROMPT_GRACE = 1.0  # keys this soon after the prompt answer nothing (src/client/prompt.c)
 
 
 def answer(t, keys):

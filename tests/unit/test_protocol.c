@@ -11,8 +11,8 @@
  *    refused as unknown; types and names are unique;
  *  - every receiver has a handler for every row addressed to it
  *    (lz_proto_unhandled): the coordinator's sessions and supervisor
- *    channel, the supervisor, and the CLI (whose handler rows are static in
- *    src/cli/cmd_run.c: this file includes that source to reach them);
+ *    channel, the supervisor, and the CLI (the client library's rows,
+ *    src/client/session.c);
  *  - the largest message each encoder can write for a row is admitted
  *    (max_len is not tighter than the vocabulary);
  *  - lz_proto_recv over a real SOCK_SEQPACKET socketpair: an admitted
@@ -40,6 +40,7 @@
 
 #include <cmocka.h>
 
+#include "client/client.h"
 #include "common/util.h"
 #include "coordinator/generation.h"
 #include "coordinator/session.h"
@@ -48,35 +49,7 @@
 #include "protocol/wire.h"
 #include "supervisor/supervisor.h"
 
-/* The CLI's handler rows (client_handlers) are static in cmd_run.c, which
- * is not part of the internal library (src/cli builds the executable):
- * compile it into this test. It needs three functions of src/cli/main.c,
- * which holds main(); the copies below fail the test if ever reached
- * (argument parsing and configuration loading are not under test here). */
-#include "cli/cmd_run.c"
 #include "unit_fds.h"
-
-bool lz_cli_wants_help(int argc, char **argv)
-{
-    (void) argc, (void) argv;
-    fail_msg("lz_cli_wants_help is not part of the protocol tests");
-    return false;
-}
-
-lz_resolved_config *lz_cli_load_profile(const lz_global_options *g, const char *profile,
-                                        const char *workspace)
-{
-    (void) g, (void) profile, (void) workspace;
-    fail_msg("lz_cli_load_profile is not part of the protocol tests");
-    return NULL;
-}
-
-int lz_cli_usage_error(const char *cmd, const char *fmt, ...)
-{
-    (void) cmd, (void) fmt;
-    fail_msg("lz_cli_usage_error is not part of the protocol tests");
-    return LZ_EXIT_USAGE;
-}
 
 /* ---- helpers ------------------------------------------------------------ */
 
@@ -341,8 +314,8 @@ static void test_every_receiver_handles_its_rows(void **state)
                                         supervisor_event_handlers_len), 0);
     assert_int_equal(lz_proto_unhandled(LZ_DIR_COORDINATOR_TO_SUPERVISOR,
                                         lz_supervisor_handlers, lz_supervisor_handlers_len), 0);
-    assert_int_equal(lz_proto_unhandled(LZ_DIR_COORDINATOR_TO_CLI, client_handlers,
-                                        LZ_ARRAY_SIZE(client_handlers)), 0);
+    assert_int_equal(lz_proto_unhandled(LZ_DIR_COORDINATOR_TO_CLI, lz_client_handlers,
+                                        lz_client_n_handlers), 0);
 }
 
 /* No receiver registers a handler for a type it can never be admitted. */
@@ -364,7 +337,7 @@ static void test_handlers_only_for_their_direction(void **state)
                             LZ_DIR_SUPERVISOR_TO_COORDINATOR);
     check_rows_in_direction(lz_supervisor_handlers, lz_supervisor_handlers_len,
                             LZ_DIR_COORDINATOR_TO_SUPERVISOR);
-    check_rows_in_direction(client_handlers, LZ_ARRAY_SIZE(client_handlers),
+    check_rows_in_direction(lz_client_handlers, lz_client_n_handlers,
                             LZ_DIR_COORDINATOR_TO_CLI);
 }
 
