@@ -342,24 +342,42 @@ void session_finish_if_done(coord *c, session *s)
     session_close(c, s);
 }
 
+static bool settle_pending(const coord *c)
+{
+    for (size_t i = 0; i < MAX_SESSIONS; i++) {
+        const session *s = &c->sessions[i];
+        if (s->state != S_FREE && (s->client_lost || s->pty_ended))
+            return true;
+    }
+    return false;
+}
+
 void sessions_settle(coord *c)
 {
-    for (size_t i = 0; i < MAX_SESSIONS && !c->stop_requested; i++) {
-        session *s = &c->sessions[i];
-        if (s->state == S_FREE)
-            continue;
-        if (s->client_lost) {
-            s->client_lost = false;
-            if (s->state == S_RUNNING)
-                session_orphan(c, s);
-            else
-                session_close(c, s);
+    /* Settling one session can drop the client of another one the pass
+     * has already gone by (a quarantine report to every session, a PROMPT
+     * that does not fit its queue): the passes repeat until no request is
+     * left, or an idle session would wait for an event that never comes.
+     * Each pass ends at least one request and a dropped client cannot be
+     * dropped again, so this ends. */
+    do {
+        for (size_t i = 0; i < MAX_SESSIONS && !c->stop_requested; i++) {
+            session *s = &c->sessions[i];
+            if (s->state == S_FREE)
+                continue;
+            if (s->client_lost) {
+                s->client_lost = false;
+                if (s->state == S_RUNNING)
+                    session_orphan(c, s);
+                else
+                    session_close(c, s);
+            }
+            if (s->state != S_FREE && s->pty_ended) {
+                s->pty_ended = false;
+                session_finish_if_done(c, s);
+            }
         }
-        if (s->state != S_FREE && s->pty_ended) {
-            s->pty_ended = false;
-            session_finish_if_done(c, s);
-        }
-    }
+    } while (!c->stop_requested && settle_pending(c));
 }
 
 void session_command_exited(coord *c, session *s, int status)
