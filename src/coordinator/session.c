@@ -337,8 +337,9 @@ void session_finish_if_done(coord *c, session *s)
     record_session_end(c, s->id, s->exit_outcome ? "terminated" : "exited", (int) s->exit_code);
     s->id[0] = '\0';
     git_audit(c, "session end", false);
-    if (c->stop_requested) /* the Domain is ending (the audit failed closed, say) */
-        return;           /* the teardown ends the slot */
+    /* Even when the Domain is ending (this audit failed closed, say): the
+     * client has its EXIT, and a REFUSED from the teardown after it would
+     * be wrong. Closing starts nothing once a teardown is asked for. */
     session_close(c, s);
 }
 
@@ -361,7 +362,7 @@ void sessions_settle(coord *c)
      * Each pass ends at least one request and a dropped client cannot be
      * dropped again, so this ends. */
     do {
-        for (size_t i = 0; i < MAX_SESSIONS && !c->stop_requested; i++) {
+        for (size_t i = 0; i < MAX_SESSIONS; i++) {
             session *s = &c->sessions[i];
             if (s->state == S_FREE)
                 continue;
@@ -377,7 +378,7 @@ void sessions_settle(coord *c)
                 session_finish_if_done(c, s);
             }
         }
-    } while (!c->stop_requested && settle_pending(c));
+    } while (settle_pending(c));
 }
 
 void session_command_exited(coord *c, session *s, int status)
