@@ -540,6 +540,10 @@ static void give_back_ownership(coord *c)
 
 void teardown_and_exit(coord *c, int status)
 {
+    /* First: from here on no host command starts and no audit runs
+     * outside the teardown's own (the n_active == 0 and loop-failure paths
+     * come here without a request). */
+    c->stop_requested = true;
     lz_domain_store *st = c->a->store;
     c->state = G_TEARDOWN;
     clog_(c, "teardown of generation %lld", (long long) c->generation);
