@@ -307,7 +307,8 @@ static void drain_over(lz_loop *loop, lz_loop_source *src, void *data)
 
 void session_finish_if_done(coord *c, session *s)
 {
-    if (s->state != S_RUNNING || !s->exited || s->master >= 0 || s->exit_sent)
+    /* An empty id: the session's end is recorded already (once only). */
+    if (s->state != S_RUNNING || !s->exited || s->master >= 0 || s->exit_sent || !s->id[0])
         return;
     if (s->q_head) {
         /* The command ended with output its client has not taken: it gets
@@ -741,6 +742,10 @@ static void on_session_sock(lz_loop *loop, lz_loop_source *src, int fd, short re
     coord *c = s->c;
     if ((revents & POLLOUT) && s->q_head)
         session_flush(c, s);
+    /* The flush may have sent EXIT and audited, and the audit failed
+     * closed: nothing of the client's is served any more. */
+    if (c->stop_requested)
+        return;
     if (s->state != S_FREE && s->sock >= 0 && (revents & (POLLIN | POLLHUP | POLLERR)))
         session_message(c, s);
 }
