@@ -669,6 +669,14 @@ void escalation_session_ended(coord *c, session *s)
     s->esc_open = s->esc_prompts = 0;
 }
 
+void escalation_kill_commands(coord *c)
+{
+    if (!c->esc)
+        return;
+    for (escalation *e = c->esc->head; e; e = e->next)
+        kill_group(e);
+}
+
 void escalation_teardown(coord *c)
 {
     esc_state *st = c->esc;

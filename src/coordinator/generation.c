@@ -547,6 +547,9 @@ void teardown_and_exit(coord *c, int status)
     lz_domain_store *st = c->a->store;
     c->state = G_TEARDOWN;
     clog_(c, "teardown of generation %lld", (long long) c->generation);
+    /* No host command acts on a workspace the audit may not have made
+     * safe while the sandbox is being frozen below. */
+    escalation_kill_commands(c);
     /* Nothing of the sandbox's runs from here on (it is killed frozen). */
     git_audit_teardown_freeze(c);
     /* New CLIs must not find us any more: they wait for the lock instead
