@@ -580,6 +580,10 @@ void teardown_and_exit(coord *c, int status)
     /* The supervisor killed the frozen sandbox first (lifecycle.c sup_stop); only a
      * process it could not reach is left to thaw. */
     git_audit_freeze_stats(c);
+    /* Killed before the freezer goes: its free thaws what it holds, and a
+     * supervisor that timed out or could not be told may have left the
+     * sandbox alive. */
+    lz_freezer_kill(c->freezer);
     lz_freezer_free(c->freezer);
     c->freezer = NULL;
     c->git.hold = NULL;
