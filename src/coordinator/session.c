@@ -317,6 +317,12 @@ void session_finish_if_done(coord *c, session *s)
             s->close_timer = lz_loop_add_timer(c->loop, EXIT_LINGER_MS, linger_over, s);
         return;
     }
+    /* The session-end audit before EXIT: what it tells the sessions (a
+     * quarantine, "Do not run git in ...") must reach this client too, and
+     * the CLI reads nothing after EXIT. */
+    record_session_end(c, s->id, s->exit_outcome ? "terminated" : "exited", (int) s->exit_code);
+    s->id[0] = '\0';
+    git_audit(c, "session end", false);
     if (s->sock >= 0) {
         lz_wbuf b;
         lz_msg_pair_encode(&b, LZ_MSG_EXIT, s->exit_outcome, s->exit_code);
@@ -328,16 +334,9 @@ void session_finish_if_done(coord *c, session *s)
             /* The client has not taken it yet: keep the slot a while. */
             s->exit_sent = true;
             s->close_timer = lz_loop_add_timer(c->loop, EXIT_LINGER_MS, close_later, s);
-            record_session_end(c, s->id, s->exit_outcome ? "terminated" : "exited",
-                               (int) s->exit_code);
-            s->id[0] = '\0';
-            git_audit(c, "session end", false);
             return;
         }
     }
-    record_session_end(c, s->id, s->exit_outcome ? "terminated" : "exited", (int) s->exit_code);
-    s->id[0] = '\0';
-    git_audit(c, "session end", false);
     /* Even when the Domain is ending (this audit failed closed, say): the
      * client has its EXIT, and a REFUSED from the teardown after it would
      * be wrong. Closing starts nothing once a teardown is asked for. */
