@@ -331,6 +331,10 @@ static void esc_run(escalation *e)
     lz_error *err = NULL;
     if (c->stop_requested)
         return; /* no host command starts once the Domain is ending: Cancelled at teardown */
+    /* Its session is ending: escalation_session_ended, in whose pass
+     * try_run_waiting got here, cancels this request next. */
+    if (e->s && e->s->esc_closing)
+        return;
     /* Immediately before running: the executable again, through its plan,
      * rechecked; and the same object the decision was about. */
     const char *where = esc_sandbox_writable(c->a->cfg, e->plan->label);
