@@ -236,6 +236,17 @@ static int on_sup_started(void *ctx, lz_proto_msg *m)
     bool statx_fix;
     if (!lz_msg_sup_started_decode(&m->r, &statx_fix))
         return -1;
+    if (c->state == G_TEARDOWN) {
+        /* Late, while stop_supervisor waits: the freezer takes the pidfds
+         * (the teardown kills through them); the generation does not
+         * become running. */
+        lz_error *err = NULL;
+        if (lz_freezer_adopt(c->freezer, m->fds, m->nfds, &err) < 0)
+            log_error(c, "cannot keep the sandbox's pidfds", err);
+        lz_error_free(err);
+        m->nfds = 0;
+        return 0;
+    }
     if (!escalation_inbox_attached(c)) {
         /* Never a sandbox whose inbox nobody reads, or one not bounded. */
         start_failed(c, "the Runtime Supervisor started the sandbox without handing over its "
