@@ -114,8 +114,10 @@ void lz_coordinator_main(lz_coordinator_args *a)
     /* The requests of the files below (domain.h) run here, between rounds:
      * what they ask of sessions, then a teardown, then status.json. */
     for (;;) {
-        if (!c->stop_requested)
-            sessions_settle(c);
+        /* Even with a teardown asked for: a command that ended this round
+         * gets its EXIT before the teardown's REFUSED (the audit and the
+         * host commands settling could start are inert by then). */
+        sessions_settle(c);
         if (c->stop_requested)
             teardown_and_exit(c, c->stop_status);
         if (c->status_stale) {

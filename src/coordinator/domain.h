@@ -168,6 +168,9 @@ struct coord {
     lz_git_plan git;         /* Git Sentry: mounts, watches and audit state */
     lz_loop_source *git_src;
     bool sentry_failed;      /* the audit could not neutralise something: stopping */
+    /* The Git Sentry's failure froze the sandbox already (sentry_failed,
+     * or the watch bound): the teardown does not hold it, and wait, again. */
+    bool sentry_holds;
     /* Stops the sandbox while the audit catches up and while host commands
      * run (freezer.h); its watchdog thread is the coordinator's only other
      * thread. */

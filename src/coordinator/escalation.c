@@ -331,6 +331,10 @@ static void esc_run(escalation *e)
     lz_error *err = NULL;
     if (c->stop_requested)
         return; /* no host command starts once the Domain is ending: Cancelled at teardown */
+    /* Its session is ending: escalation_session_ended, in whose pass
+     * try_run_waiting got here, cancels this request next. */
+    if (e->s && e->s->esc_closing)
+        return;
     /* Immediately before running: the executable again, through its plan,
      * rechecked; and the same object the decision was about. */
     const char *where = esc_sandbox_writable(c->a->cfg, e->plan->label);
@@ -667,6 +671,14 @@ void escalation_session_ended(coord *c, session *s)
     }
     s->capability[0] = '\0';
     s->esc_open = s->esc_prompts = 0;
+}
+
+void escalation_kill_commands(coord *c)
+{
+    if (!c->esc)
+        return;
+    for (escalation *e = c->esc->head; e; e = e->next)
+        kill_group(e);
 }
 
 void escalation_teardown(coord *c)

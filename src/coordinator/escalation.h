@@ -76,6 +76,11 @@ char *escalation_session_env(coord *c, session *s);
 /* The session ends (or its client is gone): its requests end Cancelled. */
 void escalation_session_ended(coord *c, session *s);
 
+/* The teardown's first step: every running host command is sent SIGTERM
+ * now, not after the sandbox's freeze (which can wait up to
+ * LZ_FREEZE_STOP_WAIT_MS). escalation_teardown ends the requests. */
+void escalation_kill_commands(coord *c);
+
 /* Teardown: every request ends Cancelled, every host command's process
  * group is killed, the keys are wiped. */
 void escalation_teardown(coord *c);

@@ -101,8 +101,9 @@ bool lz_freezer_wait_stopped(lz_freezer *f);
 /* The audit is current with the sandbox stopped: the watchdog's hold ends. */
 void lz_freezer_watchdog_done(lz_freezer *f);
 
-/* SIGKILL every process (they die stopped or not): the teardown's first
- * step, so that nothing of the sandbox's runs while the Domain ends. */
+/* SIGKILL every process (they die stopped or not): the teardown calls it
+ * before lz_freezer_free, so that the thaw there wakes no living sandbox
+ * (the supervisor may have timed out or been unreachable). */
 void lz_freezer_kill(lz_freezer *f);
 
 void lz_freezer_stats(lz_freezer *f, lz_freeze_stats *ret);

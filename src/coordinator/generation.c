@@ -236,6 +236,17 @@ static int on_sup_started(void *ctx, lz_proto_msg *m)
     bool statx_fix;
     if (!lz_msg_sup_started_decode(&m->r, &statx_fix))
         return -1;
+    if (c->state == G_TEARDOWN) {
+        /* Late, while stop_supervisor waits: the freezer takes the pidfds
+         * (the teardown kills through them); the generation does not
+         * become running. */
+        lz_error *err = NULL;
+        if (lz_freezer_adopt(c->freezer, m->fds, m->nfds, &err) < 0)
+            log_error(c, "cannot keep the sandbox's pidfds", err);
+        lz_error_free(err);
+        m->nfds = 0;
+        return 0;
+    }
     if (!escalation_inbox_attached(c)) {
         /* Never a sandbox whose inbox nobody reads, or one not bounded. */
         start_failed(c, "the Runtime Supervisor started the sandbox without handing over its "
@@ -540,9 +551,16 @@ static void give_back_ownership(coord *c)
 
 void teardown_and_exit(coord *c, int status)
 {
+    /* First: from here on no host command starts and no audit runs
+     * outside the teardown's own (the n_active == 0 and loop-failure paths
+     * come here without a request). */
+    c->stop_requested = true;
     lz_domain_store *st = c->a->store;
     c->state = G_TEARDOWN;
     clog_(c, "teardown of generation %lld", (long long) c->generation);
+    /* No host command acts on a workspace the audit may not have made
+     * safe while the sandbox is being frozen below. */
+    escalation_kill_commands(c);
     /* Nothing of the sandbox's runs from here on (it is killed frozen). */
     git_audit_teardown_freeze(c);
     /* New CLIs must not find us any more: they wait for the lock instead
@@ -573,6 +591,10 @@ void teardown_and_exit(coord *c, int status)
     /* The supervisor killed the frozen sandbox first (lifecycle.c sup_stop); only a
      * process it could not reach is left to thaw. */
     git_audit_freeze_stats(c);
+    /* Killed before the freezer goes: its free thaws what it holds, and a
+     * supervisor that timed out or could not be told may have left the
+     * sandbox alive. */
+    lz_freezer_kill(c->freezer);
     lz_freezer_free(c->freezer);
     c->freezer = NULL;
     c->git.hold = NULL;

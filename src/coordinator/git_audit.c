@@ -34,6 +34,7 @@ static void sentry_failed(coord *c, const char *when, lz_error *err)
          * an unsafe workspace only if something there cannot be set aside
          * (attack round i23e: this once marked the Domain unsafe). */
         lz_best_effort(lz_freezer_hold(c->freezer)); /* none: the teardown kills it */
+        c->sentry_holds = true;
         log_error(c, "Git Sentry: the watch bound was reached", err);
         const char *what = err && err->message ? err->message : "the workspace is too large";
         if (strncmp(what, "Git Sentry: ", 12) == 0)
@@ -50,14 +51,17 @@ static void sentry_failed(coord *c, const char *when, lz_error *err)
         return;
     }
     c->sentry_failed = true;
-    /* Stopped now; the teardown kills it frozen (before, its first step
-     * froze it: the freeze must not wait for the request to run). */
-    lz_best_effort(lz_freezer_hold(c->freezer));
     log_error(c, "Git Sentry audit failed", err);
+    /* Recorded before the freeze's wait (up to LZ_FREEZE_STOP_WAIT_MS): a
+     * coordinator killed meanwhile must not lose the unsafe record. */
     lz_error *e2 = NULL;
     if (lz_git_sentry_mark_unsafe(c->a->cfg, c->git.failed_rel, &e2) < 0)
         log_error(c, "cannot record the unsafe workspace", e2);
     lz_error_free(e2);
+    /* Stopped now; the teardown kills it frozen (before, its first step
+     * froze it: the freeze must not wait for the request to run). */
+    lz_best_effort(lz_freezer_hold(c->freezer));
+    c->sentry_holds = true;
     char *line = lz_xasprintf("Git Sentry (%s): %s%s%s. The host's Git could obey what the "
                               "sandbox made, so the sandbox is stopped now; Lazaret will not "
                               "start this Domain again while %s exists. Do not run git in %s "
@@ -197,7 +201,9 @@ void git_audit_teardown_freeze(coord *c)
 {
     if (!lz_freezer_armed(c->freezer))
         return;
-    lz_freezer_hold(c->freezer);
+    /* Held once only: a second hold would wait for the stop once more. */
+    if (!c->sentry_holds)
+        lz_freezer_hold(c->freezer);
     if (c->git.ws_fd < 0 || c->sentry_failed)
         return;
     /* Current once more with the sandbox stopped; the final audit follows

@@ -308,7 +308,8 @@ static void drain_over(lz_loop *loop, lz_loop_source *src, void *data)
 
 void session_finish_if_done(coord *c, session *s)
 {
-    if (s->state != S_RUNNING || !s->exited || s->master >= 0 || s->exit_sent)
+    /* An empty id: the session's end is recorded already (once only). */
+    if (s->state != S_RUNNING || !s->exited || s->master >= 0 || s->exit_sent || !s->id[0])
         return;
     if (s->q_head) {
         /* The command ended with output its client has not taken: it gets
@@ -317,6 +318,12 @@ void session_finish_if_done(coord *c, session *s)
             s->close_timer = lz_loop_add_timer(c->loop, EXIT_LINGER_MS, linger_over, s);
         return;
     }
+    /* The session-end audit before EXIT: what it tells the sessions (a
+     * quarantine, "Do not run git in ...") must reach this client too, and
+     * the CLI reads nothing after EXIT. */
+    record_session_end(c, s->id, s->exit_outcome ? "terminated" : "exited", (int) s->exit_code);
+    s->id[0] = '\0';
+    git_audit(c, "session end", false);
     if (s->sock >= 0) {
         lz_wbuf b;
         lz_msg_pair_encode(&b, LZ_MSG_EXIT, s->exit_outcome, s->exit_code);
@@ -328,39 +335,51 @@ void session_finish_if_done(coord *c, session *s)
             /* The client has not taken it yet: keep the slot a while. */
             s->exit_sent = true;
             s->close_timer = lz_loop_add_timer(c->loop, EXIT_LINGER_MS, close_later, s);
-            record_session_end(c, s->id, s->exit_outcome ? "terminated" : "exited",
-                               (int) s->exit_code);
-            s->id[0] = '\0';
-            git_audit(c, "session end", false);
             return;
         }
     }
-    record_session_end(c, s->id, s->exit_outcome ? "terminated" : "exited", (int) s->exit_code);
-    s->id[0] = '\0';
-    git_audit(c, "session end", false);
-    if (c->stop_requested) /* the Domain is ending (the audit failed closed, say) */
-        return;           /* the teardown ends the slot */
+    /* Even when the Domain is ending (this audit failed closed, say): the
+     * client has its EXIT, and a REFUSED from the teardown after it would
+     * be wrong. Closing starts nothing once a teardown is asked for. */
     session_close(c, s);
+}
+
+static bool settle_pending(const coord *c)
+{
+    for (size_t i = 0; i < MAX_SESSIONS; i++) {
+        const session *s = &c->sessions[i];
+        if (s->state != S_FREE && (s->client_lost || s->pty_ended))
+            return true;
+    }
+    return false;
 }
 
 void sessions_settle(coord *c)
 {
-    for (size_t i = 0; i < MAX_SESSIONS && !c->stop_requested; i++) {
-        session *s = &c->sessions[i];
-        if (s->state == S_FREE)
-            continue;
-        if (s->client_lost) {
-            s->client_lost = false;
-            if (s->state == S_RUNNING)
-                session_orphan(c, s);
-            else
-                session_close(c, s);
+    /* Settling one session can drop the client of another one the pass
+     * has already gone by (a quarantine report to every session, a PROMPT
+     * that does not fit its queue): the passes repeat until no request is
+     * left, or an idle session would wait for an event that never comes.
+     * Each pass ends at least one request and a dropped client cannot be
+     * dropped again, so this ends. */
+    do {
+        for (size_t i = 0; i < MAX_SESSIONS; i++) {
+            session *s = &c->sessions[i];
+            if (s->state == S_FREE)
+                continue;
+            if (s->client_lost) {
+                s->client_lost = false;
+                if (s->state == S_RUNNING)
+                    session_orphan(c, s);
+                else
+                    session_close(c, s);
+            }
+            if (s->state != S_FREE && s->pty_ended) {
+                s->pty_ended = false;
+                session_finish_if_done(c, s);
+            }
         }
-        if (s->state != S_FREE && s->pty_ended) {
-            s->pty_ended = false;
-            session_finish_if_done(c, s);
-        }
-    }
+    } while (settle_pending(c));
 }
 
 void session_command_exited(coord *c, session *s, int status)
@@ -723,6 +742,10 @@ static void on_session_sock(lz_loop *loop, lz_loop_source *src, int fd, short re
     coord *c = s->c;
     if ((revents & POLLOUT) && s->q_head)
         session_flush(c, s);
+    /* The flush may have sent EXIT and audited, and the audit failed
+     * closed: nothing of the client's is served any more. */
+    if (c->stop_requested)
+        return;
     if (s->state != S_FREE && s->sock >= 0 && (revents & (POLLIN | POLLHUP | POLLERR)))
         session_message(c, s);
 }
