@@ -32,10 +32,10 @@ typedef struct lz_global_options {
 
 typedef struct lz_command {
     const char *name;
-    const char *summary;                 /* one line for `lazaret --help` */
-    const char *usage;                   /* full text for `lazaret CMD --help` */
+    const char *summary; /* one line for `lazaret --help` */
+    const char *usage;   /* full text for `lazaret CMD --help` */
     int (*run)(int argc, char **argv, const lz_global_options *g);
-    int failure_status;                  /* status for Lazaret's own failures */
+    int failure_status; /* status for Lazaret's own failures */
 } lz_command;
 
 int lz_cmd_run(int argc, char **argv, const lz_global_options *g);

@@ -125,15 +125,16 @@ static int print_json(const lz_resolved_config *c)
     json_t *vols = json_array();
     for (size_t i = 0; i < c->n_volumes; i++) {
         const lz_resolved_volume *v = &c->volumes[i];
-        json_array_append_new(vols, json_pack("{s:s, s:s, s:s, s:s, s:b}", "source",
-                                              v->source.label, "destination", v->container,
-                                              "kind", kind_name(v->kind), "access",
-                                              access_name(v->access), "create", v->create));
+        json_array_append_new(vols,
+                              json_pack("{s:s, s:s, s:s, s:s, s:b}", "source", v->source.label,
+                                        "destination", v->container, "kind", kind_name(v->kind),
+                                        "access", access_name(v->access), "create", v->create));
     }
     json_object_set_new(o, "volumes", vols);
 
-    json_object_set_new(o, "network", json_pack("{s:o, s:o}", "allow", prefixes_json(&c->allow),
-                                                "deny", prefixes_json(&c->deny)));
+    json_object_set_new(o, "network",
+                        json_pack("{s:o, s:o}", "allow", prefixes_json(&c->allow), "deny",
+                                  prefixes_json(&c->deny)));
 
     json_t *rules = json_array();
     for (size_t i = 0; i < c->n_rules; i++) {
@@ -141,12 +142,13 @@ static int print_json(const lz_resolved_config *c)
         json_t *args = json_array();
         for (size_t k = 0; k < r->n_args; k++)
             json_array_append_new(args, json_string(r->args[k]));
-        json_array_append_new(rules, json_pack("{s:s, s:o, s:b}", "executable",
-                                               r->executable.label, "args", args,
-                                               "allow_extra_args", r->allow_extra_args));
+        json_array_append_new(rules,
+                              json_pack("{s:s, s:o, s:b}", "executable", r->executable.label,
+                                        "args", args, "allow_extra_args", r->allow_extra_args));
     }
-    json_object_set_new(o, "escalation", json_pack("{s:b, s:o}", "enabled",
-                                                   c->escalation_enabled, "auto_approve", rules));
+    json_object_set_new(
+        o, "escalation",
+        json_pack("{s:b, s:o}", "enabled", c->escalation_enabled, "auto_approve", rules));
 
     json_t *warnings = json_array();
     char *w = package_db_warning(c);
@@ -266,8 +268,9 @@ static int config_check(int argc, char **argv, const lz_global_options *g)
         /* errno of the failed write (EPIPE, ENOSPC), 0 when jansson failed. */
         lz_error_set(&err, errno, "cannot write the %s of profile %s to standard output",
                      json ? "JSON description" : "description", cfg->profile);
-        lz_error_hint(&err, "write it to a file or a pipe that reads all of it (lazaret config "
-                            "check %s%s > FILE)",
+        lz_error_hint(&err,
+                      "write it to a file or a pipe that reads all of it (lazaret config "
+                      "check %s%s > FILE)",
                       cfg->profile, json ? " --json" : "");
         lz_error_report(err, stderr);
         lz_error_free(err);

@@ -82,10 +82,10 @@ typedef struct doctor {
     bool userns_ok;
 } doctor;
 
-static void report(doctor *d, check_status s, const char *check, const char *note,
-                   const char *fix, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
-static void report(doctor *d, check_status s, const char *check, const char *note,
-                   const char *fix, const char *fmt, ...)
+static void report(doctor *d, check_status s, const char *check, const char *note, const char *fix,
+                   const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+static void report(doctor *d, check_status s, const char *check, const char *note, const char *fix,
+                   const char *fmt, ...)
 {
     static const char *const word[] = { "ok", "warn", "FAIL" };
     va_list ap;
@@ -172,8 +172,8 @@ static void check_runsc(doctor *d)
         report(d, ST_OK, "runsc", NULL, NULL, "%s, version %s (release %s)", path, version, when);
     else
         report(d, ST_WARN, "runsc", NULL, NULL,
-               "%s, version '%s': release date unknown, Lazaret assumes the oldest behaviour",
-               path, version);
+               "%s, version '%s': release date unknown, Lazaret assumes the oldest behaviour", path,
+               version);
 
     /* Capability decisions. An unknown date is treated as old: the fallbacks
      * work with every release, the newer paths do not. */
@@ -324,14 +324,12 @@ static void check_idmap_tool(doctor *d, const char *name, int cap, const char *c
         return;
     }
     if (statvfs(path, &vfs) == 0 && (vfs.f_flag & ST_NOSUID)) {
-        report(d, ST_FAIL, name,
-               "a nosuid mount disables both setuid bits and file capabilities",
-               "sudo apt-get install --reinstall uidmap",
-               "%s is on a filesystem mounted nosuid", path);
+        report(d, ST_FAIL, name, "a nosuid mount disables both setuid bits and file capabilities",
+               "sudo apt-get install --reinstall uidmap", "%s is on a filesystem mounted nosuid",
+               path);
         return;
     }
-    report(d, ST_OK, name, NULL, NULL, "%s (%s)", path,
-           setuid_root ? "setuid root" : cap_name);
+    report(d, ST_OK, name, NULL, NULL, "%s (%s)", path, setuid_root ? "setuid root" : cap_name);
     *ret_path = TAKE_PTR(path);
 }
 
@@ -339,8 +337,8 @@ static void check_idmap_tool(doctor *d, const char *name, int cap, const char *c
 
 /* The very lookup `lazaret run` makes (ns/userns.h): doctor passes
  * exactly the ranges run accepts, and its fix is the hint run prints. */
-static void check_subids(doctor *d, lz_subid_kind kind, const char *check,
-                         lz_subid_range *ret, bool *ret_ok)
+static void check_subids(doctor *d, lz_subid_kind kind, const char *check, lz_subid_range *ret,
+                         bool *ret_ok)
 {
     const char *file = kind == LZ_SUBID_UID ? "/etc/subuid" : "/etc/subgid";
     lz_subid_range r;
@@ -367,7 +365,7 @@ static void check_subids(doctor *d, lz_subid_kind kind, const char *check,
 /* ---- user namespaces ------------------------------------------------------ */
 
 typedef struct probe_result {
-    int step;  /* 0 success, 1 unshare(CLONE_NEWUSER) failed, 2 no capabilities inside */
+    int step; /* 0 success, 1 unshare(CLONE_NEWUSER) failed, 2 no capabilities inside */
     int errnum;
 } probe_result;
 
@@ -397,15 +395,15 @@ static int probe_userns(probe_result *ret)
     int status = lz_fork_call(probe_userns_child, NULL, &opt, NULL, &e);
     probe_result r = { 0, 0 };
     if (status < 0 && strcmp(e->message, probe_no_userns) == 0) {
-        r = (probe_result) { 1, e->errnum };
+        r = (probe_result){ 1, e->errnum };
     } else if (status < 0 && strcmp(e->message, probe_no_caps) == 0) {
-        r = (probe_result) { 2, e->errnum };
+        r = (probe_result){ 2, e->errnum };
     } else if (status < 0) {
         errno = e->errnum; /* it could not be started: check_userns says so */
         lz_error_free(e);
         return -1;
     } else if (status != 0) {
-        r = (probe_result) { 1, EIO };
+        r = (probe_result){ 1, EIO };
     }
     lz_error_free(e);
     *ret = r;
@@ -416,8 +414,8 @@ static void check_userns(doctor *d)
 {
     probe_result r;
     if (probe_userns(&r) < 0) {
-        report(d, ST_FAIL, "user namespaces", NULL, NULL,
-               "cannot start a probe process: %s", strerror(errno));
+        report(d, ST_FAIL, "user namespaces", NULL, NULL, "cannot start a probe process: %s",
+               strerror(errno));
         return;
     }
     long max_ns = -1, clone_ok = -1, aa = -1;
@@ -520,9 +518,10 @@ static void check_idmapping(doctor *d)
             snprintf(own_s, sizeof(own_s), "%u", (unsigned) maps[i].own);
             snprintf(start_s, sizeof(start_s), "%u", (unsigned) maps[i].r->start);
             snprintf(count_s, sizeof(count_s), "%u", (unsigned) maps[i].r->count);
-            char *argv[] = { (char *) maps[i].name, pid_s, (char *) "0", own_s, (char *) "1",
-                             (char *) "1", start_s, count_s, NULL };
-            lz_spawn_options opt = { .timeout_ms = PROBE_TIMEOUT_MS, .capture_max = 1024,
+            char *argv[] = { (char *) maps[i].name, pid_s,   (char *) "0", own_s, (char *) "1",
+                             (char *) "1",          start_s, count_s,      NULL };
+            lz_spawn_options opt = { .timeout_ms = PROBE_TIMEOUT_MS,
+                                     .capture_max = 1024,
                                      .merge_stderr = true };
             lz_spawn_output out = { 0 };
             lz_error *e = NULL;
@@ -549,8 +548,8 @@ static void check_idmapping(doctor *d)
         return;
     }
     report(d, ST_OK, check, NULL, NULL,
-           "newuidmap and newgidmap map %s and %u subordinate ids into a user namespace",
-           d->user, LZ_SUBID_COUNT);
+           "newuidmap and newgidmap map %s and %u subordinate ids into a user namespace", d->user,
+           LZ_SUBID_COUNT);
 }
 
 /* ---- plain tools ---------------------------------------------------------- */
@@ -621,8 +620,7 @@ static int runtime_dir_suitable(const char *path, uid_t uid, char **ret_why)
         return -1;
     }
     if (st.st_uid != uid) {
-        *ret_why = lz_xasprintf("is owned by uid %u, not %u", (unsigned) st.st_uid,
-                                (unsigned) uid);
+        *ret_why = lz_xasprintf("is owned by uid %u, not %u", (unsigned) st.st_uid, (unsigned) uid);
         return -1;
     }
     if ((st.st_mode & 07777) != 0700) {
@@ -689,9 +687,10 @@ static void check_core_dumps(doctor *d)
     struct rlimit rl;
     int dumpable = prctl(PR_GET_DUMPABLE, 0, 0, 0, 0);
     if (getrlimit(RLIMIT_CORE, &rl) < 0 || dumpable != 0 || rl.rlim_max > LZ_CORE_LIMIT) {
-        report(d, ST_FAIL, check, "Lazaret makes itself non-dumpable and lowers RLIMIT_CORE "
-                                  "before it reads any secret", NULL,
-               "this process is %s with a core limit of %lld bytes",
+        report(d, ST_FAIL, check,
+               "Lazaret makes itself non-dumpable and lowers RLIMIT_CORE "
+               "before it reads any secret",
+               NULL, "this process is %s with a core limit of %lld bytes",
                dumpable == 0 ? "non-dumpable" : "dumpable",
                rl.rlim_max == RLIM_INFINITY ? -1LL : (long long) rl.rlim_max);
         return;
@@ -754,8 +753,8 @@ int lz_cmd_doctor(int argc, char **argv, const lz_global_options *g)
     const char *path = getenv("PATH");
     d.search_path = lz_xasprintf("%s:%s", path ? path : "", LZ_SPAWN_SYSTEM_PATH);
 
-    printf("lazaret %s doctor: checking prerequisites for %s (uid %u)\n", LAZARET_VERSION,
-           d.user, (unsigned) d.uid);
+    printf("lazaret %s doctor: checking prerequisites for %s (uid %u)\n", LAZARET_VERSION, d.user,
+           (unsigned) d.uid);
 
     check_runsc(&d);
     check_cgroups(&d);

@@ -76,16 +76,20 @@ static void print_report_text(const lz_k8s_export *e, const char *profile, size_
         const lz_map_entry *m = &e->entries[i];
         bool weaker = m->security_relevant && m->status != LZ_MAP_MAPPED;
         fprintf(stderr, "  %-12s %s%s: %s\n", lz_map_status_name(m->status), m->field,
-                !weaker ? "" : m->accepted ? " [security, accepted]" : " [security]",
+                !weaker       ? ""
+                : m->accepted ? " [security, accepted]"
+                              : " [security]",
                 m->reason);
     }
     if (e->secret_command)
-        fprintf(stderr, "lazaret export: create the Secret (bash, values from your "
-                        "environment, none on a command line):\n  %s\n",
+        fprintf(stderr,
+                "lazaret export: create the Secret (bash, values from your "
+                "environment, none on a command line):\n  %s\n",
                 e->secret_command);
     if (strict)
-        fprintf(stderr, "lazaret export: %zu security-relevant field%s approximated or not "
-                        "mappable (marked [security])\n",
+        fprintf(stderr,
+                "lazaret export: %zu security-relevant field%s approximated or not "
+                "mappable (marked [security])\n",
                 strict, strict == 1 ? " is" : "s are");
 }
 
@@ -94,9 +98,8 @@ static void print_report_json(const lz_k8s_export *e, const char *profile, size_
     json_t *entries = json_array();
     for (size_t i = 0; i < e->n_entries; i++) {
         const lz_map_entry *m = &e->entries[i];
-        json_array_append_new(entries, json_pack("{s:s, s:s, s:b, s:b, s:s}", "field",
-                                                 m->field, "status",
-                                                 lz_map_status_name(m->status),
+        json_array_append_new(entries, json_pack("{s:s, s:s, s:b, s:b, s:s}", "field", m->field,
+                                                 "status", lz_map_status_name(m->status),
                                                  "security_relevant", m->security_relevant,
                                                  "accepted", m->accepted, "reason", m->reason));
     }
@@ -115,7 +118,8 @@ static int write_yaml(FILE *out, const lz_k8s_export *e, const char *label, lz_e
 {
     size_t i;
     json_t *doc;
-    json_array_foreach(e->documents, i, doc) {
+    json_array_foreach(e->documents, i, doc)
+    {
         if (lz_yaml_document(out, doc) < 0)
             return lz_error_set(err, errno, "cannot write object %zu as YAML", i);
     }
@@ -175,7 +179,8 @@ static int write_file(const char *path, const lz_k8s_export *e, lz_error **err)
         return lz_error_hint(err, "give -o a file, e.g. -o agent.yaml");
     }
     char *slash = strrchr(abs, '/');
-    _cleanup_free_ char *dir = slash == abs ? lz_xstrdup("/") : lz_xstrndup(abs, (size_t) (slash - abs));
+    _cleanup_free_ char *dir =
+        slash == abs ? lz_xstrdup("/") : lz_xstrndup(abs, (size_t) (slash - abs));
     const char *base = slash + 1;
     _cleanup_close_ int dirfd = lz_walk_nofollow(dir, NULL, err);
     if (dirfd < 0) {
@@ -209,7 +214,7 @@ static int parse_ids(const char *s, lz_k8s_options *o)
 {
     size_t d = strspn(s, "0123456789");
     if (d == 0 || (s[d] != '\0' && (s[d] != ':' || s[d + 1] == '\0' ||
-                                     strspn(s + d + 1, "0123456789") != strlen(s + d + 1))))
+                                    strspn(s + d + 1, "0123456789") != strlen(s + d + 1))))
         return -1;
     char *end;
     errno = 0;
@@ -247,16 +252,32 @@ int lz_cmd_export(int argc, char **argv, const lz_global_options *g)
     if (argc < 2)
         return lz_cli_usage_error("export", "needs a target: kubernetes");
     if (strcmp(argv[1], "kubernetes") != 0)
-        return lz_cli_usage_error("export", "unknown target '%s' (there is: kubernetes)",
-                                  argv[1]);
+        return lz_cli_usage_error("export", "unknown target '%s' (there is: kubernetes)", argv[1]);
     const char *profile = NULL, *workspace = NULL, *output = NULL, *report = "text";
     bool strict = false;
     lz_k8s_options o = { 0 };
     enum {
-        OPT_NAME, OPT_NAMESPACE, OPT_RUNTIME_CLASS, OPT_STORAGE_CLASS, OPT_WORKSPACE_SIZE,
-        OPT_PERSISTENT_SIZE, OPT_IMAGE, OPT_IMAGE_DIGEST, OPT_MEMORY, OPT_EPHEMERAL_STORAGE,
-        OPT_WORKSPACE, OPT_OUTPUT, OPT_REPORT, OPT_WARM_POOL, OPT_RUN_AS_USER, OPT_ACCEPT,
-        OPT_WITH_RUNTIME_CLASS, OPT_GIT_READONLY, OPT_NO_CLUSTER_DNS, OPT_TEMPLATE, OPT_STRICT,
+        OPT_NAME,
+        OPT_NAMESPACE,
+        OPT_RUNTIME_CLASS,
+        OPT_STORAGE_CLASS,
+        OPT_WORKSPACE_SIZE,
+        OPT_PERSISTENT_SIZE,
+        OPT_IMAGE,
+        OPT_IMAGE_DIGEST,
+        OPT_MEMORY,
+        OPT_EPHEMERAL_STORAGE,
+        OPT_WORKSPACE,
+        OPT_OUTPUT,
+        OPT_REPORT,
+        OPT_WARM_POOL,
+        OPT_RUN_AS_USER,
+        OPT_ACCEPT,
+        OPT_WITH_RUNTIME_CLASS,
+        OPT_GIT_READONLY,
+        OPT_NO_CLUSTER_DNS,
+        OPT_TEMPLATE,
+        OPT_STRICT,
     };
     static const lz_option options[] = {
         { "name", 0, "NAME", OPT_NAME },
@@ -390,9 +411,10 @@ int lz_cmd_export(int argc, char **argv, const lz_global_options *g)
     else
         print_report_text(&e, cfg->profile, failures);
     if (strict && failures) {
-        lz_error_set(&err, 0, "--strict: nothing written: %zu security-relevant field%s "
-                              "approximated or not mappable", failures,
-                     failures == 1 ? " is" : "s are");
+        lz_error_set(&err, 0,
+                     "--strict: nothing written: %zu security-relevant field%s "
+                     "approximated or not mappable",
+                     failures, failures == 1 ? " is" : "s are");
         lz_error_hint(&err, "see the fields marked [security] above (or security_relevant in "
                             "--report json) and docs/kubernetes.md");
         lz_k8s_export_clear(&e);

@@ -88,15 +88,16 @@ static int run_publish_add(const char *spec)
     lz_msg_publish p;
     char why[256];
     if (!lz_msg_publish_parse(spec, &p, why, sizeof(why)))
-        return lz_cli_usage_error("run", "--publish: %s (use [127.x.y.z:]HOSTPORT:PORT, e.g. "
-                                         "--publish 8080:80)", why);
+        return lz_cli_usage_error("run",
+                                  "--publish: %s (use [127.x.y.z:]HOSTPORT:PORT, e.g. "
+                                  "--publish 8080:80)",
+                                  why);
     if (run_n_publish == LZ_MSG_MAX_PUBLISH)
         return lz_cli_usage_error("run", "--publish: at most %d ports per session",
                                   LZ_MSG_MAX_PUBLISH);
     for (size_t k = 0; k < run_n_publish; k++)
         if (run_publish[k].addr == p.addr && run_publish[k].host_port == p.host_port)
-            return lz_cli_usage_error("run", "--publish: host port %u is given twice",
-                                      p.host_port);
+            return lz_cli_usage_error("run", "--publish: host port %u is given twice", p.host_port);
     run_publish[run_n_publish++] = p;
     return 0;
 }
@@ -139,13 +140,13 @@ static char **locale_env(size_t *ret_n)
 /* What every attempt of one run shares. */
 typedef struct run_request {
     lz_resolved_config *cfg;
-    char **argv;          /* the command, argc words */
+    char **argv; /* the command, argc words */
     size_t argc;
     bool interactive;
     /* Set once a session started and the profile's env values were wiped:
      * no coordinator may be started after that (client/session.c). */
     bool env_forgotten;
-    bool retry_silently;  /* false on run's last attempt: then every failure is reported */
+    bool retry_silently; /* false on run's last attempt: then every failure is reported */
 } run_request;
 
 /* HELLO and RUN over the secured channel, then the relay until the
@@ -167,9 +168,15 @@ static lz_attempt_result run_session(const run_request *rq, lz_client *cl)
         lz_msg_hello_encode(&b, &h);
         struct winsize ws = { .ws_row = 24, .ws_col = 80 };
         ioctl(STDIN_FILENO, TIOCGWINSZ, &ws);
-        lz_msg_run run = { .interactive = true, .rows = ws.ws_row, .cols = ws.ws_col,
-                           .term = (char *) (term ? term : ""), .cwd = cwd, .argv = rq->argv,
-                           .argc = rq->argc, .env = env, .envc = envc };
+        lz_msg_run run = { .interactive = true,
+                           .rows = ws.ws_row,
+                           .cols = ws.ws_col,
+                           .term = (char *) (term ? term : ""),
+                           .cwd = cwd,
+                           .argv = rq->argv,
+                           .argc = rq->argc,
+                           .env = env,
+                           .envc = envc };
         run_publish_into(&run);
         if (lz_tls_proto_send(cl->tls, cl->sock, &b, NULL, 0, &err) == 0) {
             lz_msg_run_encode(&b, &run);
@@ -189,8 +196,13 @@ static lz_attempt_result run_session(const run_request *rq, lz_client *cl)
     }
     lz_msg_hello_encode(&b, &h);
     int sent = lz_tls_proto_send(cl->tls, cl->sock, &b, NULL, 0, &err);
-    lz_msg_run run = { .interactive = false, .term = (char *) (term ? term : ""), .cwd = cwd,
-                       .argv = rq->argv, .argc = rq->argc, .env = env, .envc = envc };
+    lz_msg_run run = { .interactive = false,
+                       .term = (char *) (term ? term : ""),
+                       .cwd = cwd,
+                       .argv = rq->argv,
+                       .argc = rq->argc,
+                       .env = env,
+                       .envc = envc };
     run_publish_into(&run);
     lz_msg_run_encode(&b, &run);
     int fds[3] = { in[0], out[1], errp[1] };
@@ -218,12 +230,17 @@ static lz_attempt_result attempt(run_request *rq, int *status)
     }
     lz_timing_mark("cli: connected");
     _cleanup_free_ char *log_label = lz_domain_log_label(cfg);
-    lz_client cl = { .ui = &lz_cli_terminal_ui, .cfg = cfg, .env_forgotten = &rq->env_forgotten,
-                     .log_label = log_label, .sock = sock, .interactive = rq->interactive,
-                     .retry_silently = rq->retry_silently, .status = status,
+    lz_client cl = { .ui = &lz_cli_terminal_ui,
+                     .cfg = cfg,
+                     .env_forgotten = &rq->env_forgotten,
+                     .log_label = log_label,
+                     .sock = sock,
+                     .interactive = rq->interactive,
+                     .retry_silently = rq->retry_silently,
+                     .status = status,
                      .result = LZ_ATTEMPT_DONE };
-    _cleanup_close_ int dirfd = lz_plan_open(&cfg->runtime_domain_root, O_PATH | O_DIRECTORY,
-                                             true, &err);
+    _cleanup_close_ int dirfd =
+        lz_plan_open(&cfg->runtime_domain_root, O_PATH | O_DIRECTORY, true, &err);
     if (dirfd < 0) {
         lz_error_report(err, stderr);
         lz_error_free(err);
@@ -267,8 +284,10 @@ int lz_cmd_run(int argc, char **argv, const lz_global_options *g)
         } else if (!profile) {
             profile = p.arg;
         } else {
-            return lz_cli_usage_error("run", "unexpected argument '%s' (put the command after "
-                                             "'--')", p.arg);
+            return lz_cli_usage_error("run",
+                                      "unexpected argument '%s' (put the command after "
+                                      "'--')",
+                                      p.arg);
         }
     }
     if (!profile)
@@ -284,16 +303,18 @@ int lz_cmd_run(int argc, char **argv, const lz_global_options *g)
     for (size_t k = 0; k < cmdc; k++) {
         size_t len = strlen(cmd[k]);
         if (len > LZ_MSG_MAX_STR)
-            return lz_cli_usage_error("run", "argument %zu of the command is %zu bytes long; "
-                                             "at most %d bytes are passed to the sandbox (put "
-                                             "longer input into a file in the workspace)",
+            return lz_cli_usage_error("run",
+                                      "argument %zu of the command is %zu bytes long; "
+                                      "at most %d bytes are passed to the sandbox (put "
+                                      "longer input into a file in the workspace)",
                                       k + 1, len, LZ_MSG_MAX_STR);
         total += 4 + len;
     }
     if (total > LZ_WIRE_MAX - 2 * LZ_MSG_MAX_STR)
-        return lz_cli_usage_error("run", "the command's arguments are %zu bytes together; at "
-                                         "most about %d bytes are passed to the sandbox (put "
-                                         "longer input into a file in the workspace)",
+        return lz_cli_usage_error("run",
+                                  "the command's arguments are %zu bytes together; at "
+                                  "most about %d bytes are passed to the sandbox (put "
+                                  "longer input into a file in the workspace)",
                                   total, LZ_WIRE_MAX - 2 * LZ_MSG_MAX_STR);
 
     signal(SIGPIPE, SIG_IGN);
@@ -313,8 +334,9 @@ int lz_cmd_run(int argc, char **argv, const lz_global_options *g)
         if (rq.env_forgotten) {
             /* Not reachable with today's coordinator; never start one
              * without the profile's environment. */
-            lz_error_set(&err, 0, "the Session Coordinator asked to retry after the session "
-                                  "started");
+            lz_error_set(&err, 0,
+                         "the Session Coordinator asked to retry after the session "
+                         "started");
             lz_error_hint(&err, "run the command again");
             lz_error_report(err, stderr);
             lz_error_free(lz_error_take(&err));

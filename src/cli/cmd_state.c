@@ -37,9 +37,12 @@
 
 const char lz_usage_state[] =
     "Usage: lazaret [--config FILE] state list [--json]\n"
-    "       lazaret [--config FILE] state inspect [DOMAIN] [--profile P] [--workspace DIR] [--json]\n"
-    "       lazaret [--config FILE] state verify  [DOMAIN] [--profile P] [--workspace DIR] [--json]\n"
-    "       lazaret [--config FILE] state reset   [DOMAIN] [--profile P] [--workspace DIR] [--stop]\n"
+    "       lazaret [--config FILE] state inspect [DOMAIN] [--profile P] [--workspace DIR] "
+    "[--json]\n"
+    "       lazaret [--config FILE] state verify  [DOMAIN] [--profile P] [--workspace DIR] "
+    "[--json]\n"
+    "       lazaret [--config FILE] state reset   [DOMAIN] [--profile P] [--workspace DIR] "
+    "[--stop]\n"
     "                                             [--yes] [--json]\n"
     "       lazaret [--config FILE] state fix-ownership [DOMAIN] [--profile P] [--workspace DIR]\n"
     "                                             [--stop] [--json]\n"
@@ -64,7 +67,8 @@ const char lz_usage_state[] =
     "\n"
     "inspect and verify only read: a running Domain is not disturbed.\n"
     "\n"
-    "The Domain (inspect, verify, reset, fix-ownership): DOMAIN is a prefix of its ID (as 'state list'\n"
+    "The Domain (inspect, verify, reset, fix-ownership): DOMAIN is a prefix of its ID (as 'state "
+    "list'\n"
     "shows); otherwise the workspace's (chosen as for 'run'), of --profile P when the\n"
     "workspace has several.\n"
     "\n"
@@ -119,13 +123,15 @@ static int parse_opts(int argc, char **argv, bool stop_ok, bool yes_ok, state_op
     if (o->id_prefix) {
         size_t n = strlen(o->id_prefix);
         if (n > 64 || strspn(o->id_prefix, "0123456789abcdef") != n)
-            return lz_cli_usage_error("state", "%s: '%s' is not a Domain ID prefix (lowercase "
-                                               "hex, as 'lazaret state list' shows; a profile "
-                                               "is named with --profile)",
+            return lz_cli_usage_error("state",
+                                      "%s: '%s' is not a Domain ID prefix (lowercase "
+                                      "hex, as 'lazaret state list' shows; a profile "
+                                      "is named with --profile)",
                                       sub, o->id_prefix);
         if (o->profile || o->workspace)
-            return lz_cli_usage_error("state", "%s: a Domain ID prefix cannot be combined with "
-                                               "--profile or --workspace",
+            return lz_cli_usage_error("state",
+                                      "%s: a Domain ID prefix cannot be combined with "
+                                      "--profile or --workspace",
                                       sub);
     }
     return 0;
@@ -140,8 +146,8 @@ int lz_cmd_state(int argc, char **argv, const lz_global_options *g)
     if (strcmp(sub, "list") == 0) {
         static const lz_option options[] = { { "json", 0, NULL, 0 } };
         bool as_json = false;
-        int r = lz_cli_parse_flags("state", options, LZ_ARRAY_SIZE(options), argc, argv, 2,
-                                   &as_json);
+        int r =
+            lz_cli_parse_flags("state", options, LZ_ARRAY_SIZE(options), argc, argv, 2, &as_json);
         return r != LZ_EXIT_OK ? r : state_list_all(as_json, g);
     }
     bool fix = strcmp(sub, "fix-ownership") == 0;

@@ -59,15 +59,18 @@ static void print_text(json_t *d)
     if (json_array_size(escs) > 0) {
         printf("  escalations: %zu pending\n", json_array_size(escs));
         json_t *e;
-        json_array_foreach(escs, i, e) {
-            printf("    %.8s…  session %.8s…  %s:", json_string_value(json_object_get(e, "request_id")),
+        json_array_foreach(escs, i, e)
+        {
+            printf("    %.8s…  session %.8s…  %s:",
+                   json_string_value(json_object_get(e, "request_id")),
                    json_string_value(json_object_get(e, "session_id")),
                    json_string_value(json_object_get(e, "state")));
             size_t k;
             json_t *a;
-            json_array_foreach(json_object_get(e, "argv"), k, a) {
-                _cleanup_free_ char *safe = lz_text_printable(json_string_value(a) ?
-                                                              json_string_value(a) : "");
+            json_array_foreach(json_object_get(e, "argv"), k, a)
+            {
+                _cleanup_free_ char *safe =
+                    lz_text_printable(json_string_value(a) ? json_string_value(a) : "");
                 printf(" '%s'", safe);
             }
             printf("\n");
@@ -75,8 +78,8 @@ static void print_text(json_t *d)
     }
     json_t *pol = json_object_get(d, "network_policy");
     printf("  network:     IPv4 default deny, IPv6 disabled, resolver %s\n",
-           json_string_value(json_object_get(json_array_get(json_object_get(pol, "resolvers"), 0),
-                                             "address")));
+           json_string_value(
+               json_object_get(json_array_get(json_object_get(pol, "resolvers"), 0), "address")));
     json_t *r;
     json_array_foreach(json_object_get(pol, "prefix_rules"), i, r)
         printf("    %-5s %s\n", json_string_value(json_object_get(r, "action")),
@@ -143,8 +146,7 @@ int lz_cmd_status(int argc, char **argv, const lz_global_options *g)
     } else {
         size_t i;
         json_t *v;
-        json_array_foreach(all, i, v)
-            print_text(v);
+        json_array_foreach(all, i, v) print_text(v);
     }
     json_decref(all);
     return LZ_EXIT_OK;

@@ -49,7 +49,8 @@ int lz_cli_stop(const char *profile, const char *workspace)
     int found = 0, failed = 0;
     size_t i;
     json_t *d;
-    json_array_foreach(all, i, d) {
+    json_array_foreach(all, i, d)
+    {
         const char *id = json_string_value(json_object_get(d, "domain_id"));
         const char *p = json_string_value(json_object_get(d, "profile"));
         const char *w = json_string_value(json_object_get(d, "workspace"));
@@ -61,10 +62,10 @@ int lz_cli_stop(const char *profile, const char *workspace)
         _cleanup_close_ int dirfd = open(label, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         /* The log's path as the coordinator published it: only for messages. */
         const char *log = json_string_value(json_object_get(d, "log"));
-        int r = dirfd < 0 ? -1
-                          : lz_client_stop_domain(&lz_cli_terminal_ui, dirfd, label,
-                                                  log ? log : "the Domain's coordinator.log", id,
-                                                  p);
+        int r = dirfd < 0
+                    ? -1
+                    : lz_client_stop_domain(&lz_cli_terminal_ui, dirfd, label,
+                                            log ? log : "the Domain's coordinator.log", id, p);
         if (r < 0)
             failed++;
         else if (r == 0)

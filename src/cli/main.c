@@ -28,31 +28,29 @@ static const lz_command commands[] = {
       LZ_EXIT_FAILURE },
     { "doctor", "check every prerequisite and print the fix for each failure", lz_usage_doctor,
       lz_cmd_doctor, LZ_EXIT_FAILURE },
-    { "export", "write the profile for another engine: export kubernetes PROFILE",
-      lz_usage_export, lz_cmd_export, LZ_EXIT_FAILURE },
+    { "export", "write the profile for another engine: export kubernetes PROFILE", lz_usage_export,
+      lz_cmd_export, LZ_EXIT_FAILURE },
 };
 
 static void print_main_usage(FILE *out)
 {
-    fprintf(out,
-            "Usage: lazaret [--config FILE] COMMAND [ARG...]\n"
-            "\n"
-            "Run an AI coding agent in a rootless gVisor sandbox on this project.\n"
-            "\n"
-            "Commands:\n");
+    fprintf(out, "Usage: lazaret [--config FILE] COMMAND [ARG...]\n"
+                 "\n"
+                 "Run an AI coding agent in a rootless gVisor sandbox on this project.\n"
+                 "\n"
+                 "Commands:\n");
     for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
         fprintf(out, "  %-8s %s\n", commands[i].name, commands[i].summary);
     fprintf(out, "  %-8s %s\n", "help", "show this help, or a command's: lazaret help COMMAND");
     fprintf(out, "  %-8s %s\n", "version", "show the version");
-    fprintf(out,
-            "\n"
-            "Options:\n"
-            "  --config FILE  use this configuration file instead of\n"
-            "                 $XDG_CONFIG_HOME/lazaret/config.toml\n"
-            "  --help         show this help\n"
-            "  --version      show the version\n"
-            "\n"
-            "Run 'lazaret COMMAND --help' for a command's options.\n");
+    fprintf(out, "\n"
+                 "Options:\n"
+                 "  --config FILE  use this configuration file instead of\n"
+                 "                 $XDG_CONFIG_HOME/lazaret/config.toml\n"
+                 "  --help         show this help\n"
+                 "  --version      show the version\n"
+                 "\n"
+                 "Run 'lazaret COMMAND --help' for a command's options.\n");
 }
 
 lz_resolved_config *lz_cli_load_profile(const lz_global_options *g, const char *profile,

@@ -146,27 +146,27 @@ lz_attempt_result lz_cli_relay_pipes(lz_client *cl, int in_w, int out_r, int err
         int i_stdin = -1, i_inw = -1, i_out = -1, i_err = -1, i_sock = -1, i_sig = -1;
         if (sfd >= 0) {
             i_sig = np;
-            p[np++] = (struct pollfd) { .fd = sfd, .events = POLLIN };
+            p[np++] = (struct pollfd){ .fd = sfd, .events = POLLIN };
         }
         if (stdin_open && pending_len == 0 && cl->started) {
             i_stdin = np;
-            p[np++] = (struct pollfd) { .fd = STDIN_FILENO, .events = POLLIN };
+            p[np++] = (struct pollfd){ .fd = STDIN_FILENO, .events = POLLIN };
         }
         if (in_w >= 0 && pending_len > 0) {
             i_inw = np;
-            p[np++] = (struct pollfd) { .fd = in_w, .events = POLLOUT };
+            p[np++] = (struct pollfd){ .fd = in_w, .events = POLLOUT };
         }
         if (out_open) {
             i_out = np;
-            p[np++] = (struct pollfd) { .fd = out_r, .events = POLLIN };
+            p[np++] = (struct pollfd){ .fd = out_r, .events = POLLIN };
         }
         if (err_open) {
             i_err = np;
-            p[np++] = (struct pollfd) { .fd = err_r, .events = POLLIN };
+            p[np++] = (struct pollfd){ .fd = err_r, .events = POLLIN };
         }
         if (!cl->ended) {
             i_sock = np;
-            p[np++] = (struct pollfd) { .fd = cl->sock, .events = POLLIN };
+            p[np++] = (struct pollfd){ .fd = cl->sock, .events = POLLIN };
         }
         /* After EXIT, drain what the command wrote; a background process
          * that keeps the pipes open does not keep us waiting for long. */
@@ -185,7 +185,7 @@ lz_attempt_result lz_cli_relay_pipes(lz_client *cl, int in_w, int out_r, int err
             if (ms <= 0) {
                 lz_msg_signal_encode(&b, SIGKILL);
                 lz_client_post(cl, &b);
-                kill_at = (struct timespec) { 0, 0 };
+                kill_at = (struct timespec){ 0, 0 };
                 continue;
             }
             timeout = (int) ms;
@@ -214,7 +214,7 @@ lz_attempt_result lz_cli_relay_pipes(lz_client *cl, int in_w, int out_r, int err
                     lz_msg_signal_encode(&b, (uint32_t) fwd);
                     lz_client_post(cl, &b);
                     if (fwd == SIGKILL) {
-                        kill_at = (struct timespec) { 0, 0 };
+                        kill_at = (struct timespec){ 0, 0 };
                     } else if (!kill_at.tv_sec) {
                         clock_gettime(CLOCK_MONOTONIC, &kill_at);
                         kill_at.tv_sec += FORWARD_KILL_AFTER_MS / 1000;

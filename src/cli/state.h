@@ -22,28 +22,28 @@
 #define LIST_MAX 100000
 
 typedef struct state_walk {
-    unsigned long long bytes;   /* allocated bytes (st_blocks * 512) */
+    unsigned long long bytes; /* allocated bytes (st_blocks * 512) */
     unsigned long long entries;
-    bool partial;               /* unreadable parts, or a bound reached */
+    bool partial; /* unreadable parts, or a bound reached */
 } state_walk;
 
 /* The options of inspect, verify, reset and fix-ownership. */
 typedef struct state_opts {
-    const char *profile;    /* --profile */
-    const char *workspace;  /* --workspace */
-    const char *id_prefix;  /* the positional argument */
+    const char *profile;   /* --profile */
+    const char *workspace; /* --workspace */
+    const char *id_prefix; /* the positional argument */
     bool as_json, stop, yes;
 } state_opts;
 
 /* The Domain a subcommand acts on. */
 typedef struct state_target {
     char id[65];
-    int droot;               /* O_RDONLY|O_DIRECTORY, no symlink followed */
-    char *droot_label;       /* <storage>/domains/<id> */
-    lz_domain_summary sum;   /* from its store, when readable */
-    char *store_error;       /* why not, otherwise NULL */
-    json_t *status;          /* its coordinator's status.json when it runs */
-    bool running;            /* its Domain lock is held */
+    int droot;             /* O_RDONLY|O_DIRECTORY, no symlink followed */
+    char *droot_label;     /* <storage>/domains/<id> */
+    lz_domain_summary sum; /* from its store, when readable */
+    char *store_error;     /* why not, otherwise NULL */
+    json_t *status;        /* its coordinator's status.json when it runs */
+    bool running;          /* its Domain lock is held */
 } state_target;
 
 /* state_walk.c */

@@ -52,9 +52,9 @@ static json_t *domain_entry(int droot, const char *id, json_t *running)
     json_object_set_new(o, "running", json_boolean(r != NULL));
     if (r) {
         json_object_set_new(o, "generation", json_incref(json_object_get(r, "generation")));
-        json_object_set_new(o, "sessions",
-                            json_integer((json_int_t) json_array_size(json_object_get(r,
-                                                                                 "sessions"))));
+        json_object_set_new(
+            o, "sessions",
+            json_integer((json_int_t) json_array_size(json_object_get(r, "sessions"))));
     }
     return o;
 }
@@ -81,13 +81,13 @@ static void print_entry(json_t *o)
     printf("  last used:  %s\n", when ? when : "never");
     char a[32], b[32];
     state_human((unsigned long long) json_integer_value(json_object_get(o, "state_bytes")), a,
-          sizeof(a));
+                sizeof(a));
     state_human((unsigned long long) json_integer_value(json_object_get(o, "ignored_bytes")), b,
-          sizeof(b));
+                sizeof(b));
     printf("  on disk:    %s persistent, %s git-ignored copies%s\n", a, b,
            json_is_true(json_object_get(o, "sizes_partial")) ? " (at least: some parts "
-                                                                "unreadable)"
-                                                              : "");
+                                                               "unreadable)"
+                                                             : "");
 }
 
 int state_list_all(bool as_json, const lz_global_options *g)
@@ -111,8 +111,7 @@ int state_list_all(bool as_json, const lz_global_options *g)
         while ((e = readdir(d))) {
             if (!lz_domain_id_valid(e->d_name))
                 continue;
-            int droot = openat(dirfd(d), e->d_name, O_PATH | O_DIRECTORY | O_NOFOLLOW |
-                                                        O_CLOEXEC);
+            int droot = openat(dirfd(d), e->d_name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
             if (droot < 0)
                 continue;
             json_array_append_new(all, domain_entry(droot, e->d_name, running));
@@ -135,8 +134,7 @@ int state_list_all(bool as_json, const lz_global_options *g)
     } else {
         size_t i;
         json_t *o;
-        json_array_foreach(all, i, o)
-            print_entry(o);
+        json_array_foreach(all, i, o) print_entry(o);
     }
     json_decref(all);
     json_decref(running);
@@ -150,8 +148,8 @@ static json_t *inspect_persistent(int droot)
     json_t *arr = json_array();
     size_t n, total;
     char **names = state_list_dir(droot, "state", LIST_MAX, &n, &total);
-    _cleanup_close_ int state = openat(droot, "state", O_PATH | O_DIRECTORY | O_NOFOLLOW |
-                                                            O_CLOEXEC);
+    _cleanup_close_ int state =
+        openat(droot, "state", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     for (size_t i = 0; names && state >= 0 && i < n; i++) {
         json_t *o = json_object();
         _cleanup_free_ char *path = lz_state_name_unescape(names[i]);
@@ -159,8 +157,8 @@ static json_t *inspect_persistent(int droot)
         _cleanup_free_ char *rel = lz_xasprintf("state/%s", names[i]);
         json_t *relj = json_string(rel);
         json_object_set_new(o, "dir", relj ? relj : json_null());
-        _cleanup_close_ int dir = openat(state, names[i], O_PATH | O_DIRECTORY | O_NOFOLLOW |
-                                                              O_CLOEXEC);
+        _cleanup_close_ int dir =
+            openat(state, names[i], O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         state_walk w = dir >= 0 ? state_size_of(dir, "upper") : (state_walk){ .partial = true };
         json_object_set_new(o, "bytes", json_integer((json_int_t) w.bytes));
         json_object_set_new(o, "entries", json_integer((json_int_t) w.entries));
@@ -202,7 +200,8 @@ static void inspect_volumes(const lz_global_options *g, const state_target *t, j
     }
     lz_resolved_config *cfg = NULL;
     lz_error *err = NULL;
-    lz_load_request req = { .config_path = g->config_path, .profile = t->sum.profile,
+    lz_load_request req = { .config_path = g->config_path,
+                            .profile = t->sum.profile,
                             .workspace = t->sum.workspace,
                             .layout = lz_sandbox_layout_production() };
     if (lz_config_load(&req, &cfg, &err) < 0) {
@@ -216,10 +215,10 @@ static void inspect_volumes(const lz_global_options *g, const state_target *t, j
     for (size_t i = 0; i < cfg->n_volumes; i++) {
         const lz_resolved_volume *v = &cfg->volumes[i];
         json_array_append_new(
-            arr, json_pack("{s:s, s:s, s:s, s:s}", "container", v->container, "source",
-                           v->source.label, "access",
-                           v->access == LZ_ACCESS_READ_ONLY ? "read-only" : "read-write",
-                           "kind", v->kind == LZ_VOLUME_FILE ? "file" : "directory"));
+            arr,
+            json_pack("{s:s, s:s, s:s, s:s}", "container", v->container, "source", v->source.label,
+                      "access", v->access == LZ_ACCESS_READ_ONLY ? "read-only" : "read-write",
+                      "kind", v->kind == LZ_VOLUME_FILE ? "file" : "directory"));
     }
     json_object_set_new(out, "volumes", arr);
     lz_resolved_config_free(cfg);
@@ -240,18 +239,20 @@ static void print_inspect(json_t *o)
         printf("  persistent:  none on disk\n");
     size_t i;
     json_t *p;
-    json_array_foreach(pers, i, p) {
+    json_array_foreach(pers, i, p)
+    {
         state_human((unsigned long long) json_integer_value(json_object_get(p, "bytes")), a,
-              sizeof(a));
+                    sizeof(a));
         const char *path = json_string_value(json_object_get(p, "path"));
         _cleanup_free_ char *dir = lz_text_printable(json_string_value(json_object_get(p, "dir")));
-        printf("  persistent:  %s  %s, %lld entries%s  (%s/upper)\n", path ? path : "(unknown)",
-               a, (long long) json_integer_value(json_object_get(p, "entries")),
+        printf("  persistent:  %s  %s, %lld entries%s  (%s/upper)\n", path ? path : "(unknown)", a,
+               (long long) json_integer_value(json_object_get(p, "entries")),
                json_is_true(json_object_get(p, "partial")) ? " (at least)" : "", dir);
     }
     json_t *ig = json_object_get(o, "ignored");
-    state_human((unsigned long long) json_integer_value(json_object_get(ig, "bytes")), a, sizeof(a));
-    printf("  ignored:     %lld git-ignored cop%s, %s", 
+    state_human((unsigned long long) json_integer_value(json_object_get(ig, "bytes")), a,
+                sizeof(a));
+    printf("  ignored:     %lld git-ignored cop%s, %s",
            (long long) json_integer_value(json_object_get(ig, "count")),
            json_integer_value(json_object_get(ig, "count")) == 1 ? "y" : "ies", a);
     json_t *nm;
@@ -271,9 +272,10 @@ static void print_inspect(json_t *o)
         printf("  volumes:     none\n");
     } else {
         json_t *v;
-        json_array_foreach(vols, i, v) {
-            _cleanup_free_ char *src = lz_text_printable(json_string_value(json_object_get(v,
-                                                                                  "source")));
+        json_array_foreach(vols, i, v)
+        {
+            _cleanup_free_ char *src =
+                lz_text_printable(json_string_value(json_object_get(v, "source")));
             printf("  volume:      %s <- %s (%s %s)\n",
                    json_string_value(json_object_get(v, "container")), src,
                    json_string_value(json_object_get(v, "access")),
@@ -285,7 +287,8 @@ static void print_inspect(json_t *o)
         printf("  generations: %lld kept in the store, newest first:\n",
                (long long) json_integer_value(json_object_get(o, "generations_kept")));
         json_t *gn;
-        json_array_foreach(gens, i, gn) {
+        json_array_foreach(gens, i, gn)
+        {
             const char *s = json_string_value(json_object_get(gn, "started"));
             const char *e = json_string_value(json_object_get(gn, "ended"));
             const char *fp = json_string_value(json_object_get(gn, "fingerprint"));
@@ -301,7 +304,8 @@ static void print_inspect(json_t *o)
     } else {
         printf("  escalations: the newest %zu, newest first:\n", json_array_size(escs));
         json_t *e;
-        json_array_foreach(escs, i, e) {
+        json_array_foreach(escs, i, e)
+        {
             const char *when = json_string_value(json_object_get(e, "received"));
             printf("    %s  generation %lld  %s", when ? when : "?",
                    (long long) json_integer_value(json_object_get(e, "generation")),
@@ -315,13 +319,14 @@ static void print_inspect(json_t *o)
             /* argv is the sandbox's: every element escaped. */
             size_t k;
             json_t *arg;
-            json_array_foreach(json_object_get(e, "argv"), k, arg) {
+            json_array_foreach(json_object_get(e, "argv"), k, arg)
+            {
                 if (k >= 8) {
                     printf(" …");
                     break;
                 }
-                _cleanup_free_ char *safe = lz_text_printable(json_string_value(arg) ?
-                                                              json_string_value(arg) : "");
+                _cleanup_free_ char *safe =
+                    lz_text_printable(json_string_value(arg) ? json_string_value(arg) : "");
                 printf(" '%.60s'", safe);
             }
             printf("\n");
@@ -349,12 +354,14 @@ int state_inspect(const lz_global_options *g, const state_opts *opts)
     if (!t.store_error && lz_store_read_history(t.droot, 20, 10, &hist, &err) == 0) {
         json_t *gens = json_object_get(hist, "generations"), *gn;
         size_t i;
-        json_array_foreach(gens, i, gn) {
+        json_array_foreach(gens, i, gn)
+        {
             state_set_time(gn, "started", json_object_get(gn, "started_at"));
             state_set_time(gn, "ended", json_object_get(gn, "ended_at"));
         }
         json_t *escs = json_object_get(hist, "escalations"), *e;
-        json_array_foreach(escs, i, e) {
+        json_array_foreach(escs, i, e)
+        {
             state_set_time(e, "received", json_object_get(e, "received_at"));
             state_set_time(e, "ended", json_object_get(e, "ended_at"));
             /* Stored as the JSON text of the argv array. */

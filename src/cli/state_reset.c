@@ -81,16 +81,21 @@ int state_reset(const lz_global_options *g, const state_opts *opts)
         goto out;
     }
     if (t.running && !opts->stop) {
-        lz_error_set(&err, 0, "Domain %.16s… (profile '%s') is running: its persistent state "
-                              "is in use",
+        lz_error_set(&err, 0,
+                     "Domain %.16s… (profile '%s') is running: its persistent state "
+                     "is in use",
                      t.id, t.store_error ? "?" : t.sum.profile);
-        lz_error_hint(&err, "end its sessions, or add --stop to stop it cleanly first "
-                            "(lazaret state reset --stop %.12s)", t.id);
+        lz_error_hint(&err,
+                      "end its sessions, or add --stop to stop it cleanly first "
+                      "(lazaret state reset --stop %.12s)",
+                      t.id);
         goto out;
     }
     if (t.running && t.store_error) {
-        lz_error_set(&err, 0, "Domain %.16s… is running and its store cannot be read, so it "
-                              "cannot be stopped from here", t.id);
+        lz_error_set(&err, 0,
+                     "Domain %.16s… is running and its store cannot be read, so it "
+                     "cannot be stopped from here",
+                     t.id);
         lz_error_hint(&err, "run 'lazaret stop' in its workspace, then reset again");
         goto out;
     }
@@ -109,8 +114,9 @@ int state_reset(const lz_global_options *g, const state_opts *opts)
         t.running ? "The Domain is running: it is stopped first, ending its sessions.\n" : "");
     if (!opts->yes) {
         if (!isatty(STDIN_FILENO)) {
-            lz_error_set(&err, 0, "refusing to reset Domain %.16s… without confirmation: "
-                                  "standard input is not a terminal",
+            lz_error_set(&err, 0,
+                         "refusing to reset Domain %.16s… without confirmation: "
+                         "standard input is not a terminal",
                          t.id);
             lz_error_hint(&err, "add --yes to confirm (lazaret state reset --yes %.12s)", t.id);
             goto out;
@@ -125,8 +131,7 @@ int state_reset(const lz_global_options *g, const state_opts *opts)
          * most) until the teardown released the Domain lock. */
         if (lz_cli_stop(t.sum.profile, t.sum.workspace) != LZ_EXIT_OK) {
             lz_error_set(&err, 0, "cannot stop Domain %.16s…; nothing was removed", t.id);
-            lz_error_hint(&err, "see 'lazaret status' and %s/logs/coordinator.log",
-                          t.droot_label);
+            lz_error_hint(&err, "see 'lazaret status' and %s/logs/coordinator.log", t.droot_label);
             goto out;
         }
         stopped = true;
@@ -154,9 +159,8 @@ int state_reset(const lz_global_options *g, const state_opts *opts)
             goto out;
         }
     if (opts->as_json) {
-        json_t *o = json_pack("{s:s, s:b, s:[s,s], s:[s,s]}", "domain_id", t.id, "stopped",
-                              stopped, "removed", "state", "ignored", "kept", "store.db",
-                              "logs");
+        json_t *o = json_pack("{s:s, s:b, s:[s,s], s:[s,s]}", "domain_id", t.id, "stopped", stopped,
+                              "removed", "state", "ignored", "kept", "store.db", "logs");
         json_dumpf(o, stdout, JSON_INDENT(2) | JSON_ENSURE_ASCII);
         fputc('\n', stdout);
         json_decref(o);
@@ -187,8 +191,7 @@ static int stop_target(const state_target *t, lz_error **err)
     if (lz_cli_stop(t->sum.profile, t->sum.workspace) == LZ_EXIT_OK)
         return 0;
     lz_error_set(err, 0, "cannot stop Domain %.16s…; nothing was changed", t->id);
-    return lz_error_hint(err, "see 'lazaret status' and %s/logs/coordinator.log",
-                         t->droot_label);
+    return lz_error_hint(err, "see 'lazaret status' and %s/logs/coordinator.log", t->droot_label);
 }
 
 /* The workspace alone, by the path the store records: for a profile that
@@ -223,18 +226,22 @@ int state_fix_ownership(const lz_global_options *g, const state_opts *opts)
     if (state_select_target(g, opts, &t, &err) < 0)
         goto out;
     if (t.store_error) {
-        lz_error_set(&err, 0, "the store of Domain %.16s… cannot be read (%s): its workspace "
-                              "is not known",
+        lz_error_set(&err, 0,
+                     "the store of Domain %.16s… cannot be read (%s): its workspace "
+                     "is not known",
                      t.id, t.store_error);
         lz_error_hint(&err, "'lazaret state verify %.12s' says what is wrong", t.id);
         goto out;
     }
     if (t.running && !opts->stop) {
-        lz_error_set(&err, 0, "Domain %.16s… (profile '%s') is running: its sandbox can still "
-                              "change what would be given back",
+        lz_error_set(&err, 0,
+                     "Domain %.16s… (profile '%s') is running: its sandbox can still "
+                     "change what would be given back",
                      t.id, t.sum.profile);
-        lz_error_hint(&err, "end its sessions (its teardown gives ownership back itself), or "
-                            "add --stop (lazaret state fix-ownership --stop %.12s)", t.id);
+        lz_error_hint(&err,
+                      "end its sessions (its teardown gives ownership back itself), or "
+                      "add --stop (lazaret state fix-ownership --stop %.12s)",
+                      t.id);
         goto out;
     }
     if (t.running) {
@@ -247,7 +254,8 @@ int state_fix_ownership(const lz_global_options *g, const state_opts *opts)
     if (lock < 0)
         goto out;
     /* The profile gives the volumes; the workspace is the store's. */
-    lz_load_request req = { .config_path = g->config_path, .profile = t.sum.profile,
+    lz_load_request req = { .config_path = g->config_path,
+                            .profile = t.sum.profile,
                             .workspace = t.sum.workspace,
                             .layout = lz_sandbox_layout_production() };
     if (lz_config_load(&req, &cfg, &cfg_err) == 0) {
@@ -267,26 +275,30 @@ int state_fix_ownership(const lz_global_options *g, const state_opts *opts)
     } else {
         _cleanup_free_ char *pws = lz_text_printable(t.sum.workspace);
         printf("nothing in %s or the profile's read-write volumes belongs to your "
-               "subordinate ids\n", pws);
+               "subordinate ids\n",
+               pws);
     }
     if (cfg_err) {
         /* The workspace is done; the volumes need the profile (a missing
          * env: variable is enough to stop it loading). */
-        lz_error_set(&err, cfg_err->errnum, "the workspace was walked, but not the volumes of "
-                                            "profile '%s': %s",
+        lz_error_set(&err, cfg_err->errnum,
+                     "the workspace was walked, but not the volumes of "
+                     "profile '%s': %s",
                      t.sum.profile, cfg_err->message);
         lz_error_hint(&err, "%s; then run this again to cover the volumes",
                       cfg_err->hint ? cfg_err->hint : "fix the configuration");
         goto out;
     }
     if (incomplete) {
-        lz_error_set(&err, 0, "some entries of Domain %.16s…'s workspace or volumes could not "
-                              "be given back (listed above)",
+        lz_error_set(&err, 0,
+                     "some entries of Domain %.16s…'s workspace or volumes could not "
+                     "be given back (listed above)",
                      t.id);
-        lz_error_hint(&err, "an entry left is owned by ids outside your subordinate range, lies "
-                            "below the walk's %u levels, or sits in a volume that could not be "
-                            "opened; remove such a tree as root over your subordinate ids: "
-                            "unshare --map-auto --map-root-user rm -rf DIR",
+        lz_error_hint(&err,
+                      "an entry left is owned by ids outside your subordinate range, lies "
+                      "below the walk's %u levels, or sits in a volume that could not be "
+                      "opened; remove such a tree as root over your subordinate ids: "
+                      "unshare --map-auto --map-root-user rm -rf DIR",
                       LZ_GIVEBACK_MAX_DEPTH);
         goto out;
     }

@@ -24,7 +24,8 @@ json_t *state_running_by_id(json_t *running, const char *id)
 {
     size_t i;
     json_t *d;
-    json_array_foreach(running, i, d) {
+    json_array_foreach(running, i, d)
+    {
         const char *rid = json_string_value(json_object_get(d, "domain_id"));
         if (rid && strcmp(rid, id) == 0)
             return d;
@@ -45,7 +46,7 @@ void state_target_clear(state_target *t)
 }
 
 int state_select_target(const lz_global_options *g, const state_opts *o, state_target *t,
-                         lz_error **err)
+                        lz_error **err)
 {
     _cleanup_free_ char *storage = lz_storage_root_choose(g->config_path, err);
     if (!storage)
@@ -76,8 +77,10 @@ int state_select_target(const lz_global_options *g, const state_opts *o, state_t
     t->droot = openat(dfd, t->id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (t->droot < 0) {
         lz_error_set(err, errno, "cannot open the Domain Root %s", t->droot_label);
-        return lz_error_hint(err, "it must be a directory of yours, not a symlink; 'lazaret "
-                                  "state verify %.12s' says what is wrong", t->id);
+        return lz_error_hint(err,
+                             "it must be a directory of yours, not a symlink; 'lazaret "
+                             "state verify %.12s' says what is wrong",
+                             t->id);
     }
     lz_error *e2 = NULL;
     if (lz_store_read_summary(t->droot, &t->sum, &e2) < 0)
@@ -119,11 +122,10 @@ json_t *state_target_header(const state_target *t)
         json_object_set_new(o, "store_error", json_string(t->store_error));
     json_object_set_new(o, "running", json_boolean(t->running));
     if (t->status) {
-        json_object_set_new(o, "generation", json_incref(json_object_get(t->status,
-                                                                         "generation")));
-        json_object_set_new(o, "sessions",
-                            json_integer((json_int_t) json_array_size(
-                                json_object_get(t->status, "sessions"))));
+        json_object_set_new(o, "generation", json_incref(json_object_get(t->status, "generation")));
+        json_object_set_new(
+            o, "sessions",
+            json_integer((json_int_t) json_array_size(json_object_get(t->status, "sessions"))));
     }
     return o;
 }

@@ -22,7 +22,7 @@
 typedef struct checks {
     json_t *list;
     int problems;
-    uint64_t mnt_id;      /* the Domain Root's mount */
+    uint64_t mnt_id; /* the Domain Root's mount */
     dev_t dev;
     bool have_mnt_id;
 } checks;
@@ -57,8 +57,8 @@ static bool same_mount(const checks *c, int dirfd, const char *name)
 }
 
 enum expect_flags {
-    EXPECT_OURS = 1,       /* owned by the user, no group/other write */
-    EXPECT_OPTIONAL = 2,   /* absence is no problem */
+    EXPECT_OURS = 1,     /* owned by the user, no group/other write */
+    EXPECT_OPTIONAL = 2, /* absence is no problem */
 };
 
 /* A directory Lazaret expects at dirfd/name (label: as the user sees it). */
@@ -89,8 +89,9 @@ static void check_dir(checks *c, int dirfd, const char *name, const char *label,
         return;
     }
     if (!same_mount(c, dirfd, name)) {
-        check_add(c, "mounts", label, "a mount point (another file system mounted in the "
-                                      "Domain's layers)",
+        check_add(c, "mounts", label,
+                  "a mount point (another file system mounted in the "
+                  "Domain's layers)",
                   "unmount it (umount), then run 'lazaret state verify' again; Lazaret mounts "
                   "nothing there outside a running generation's own mount namespace");
         return;
@@ -135,8 +136,9 @@ static void find_mounts(checks *c, int fd, const char *label, unsigned depth,
             continue;
         _cleanup_free_ char *sub = lz_xasprintf("%s/%s", label, e->d_name);
         if (!same_mount(c, dirfd(d), e->d_name)) {
-            check_add(c, "mounts", sub, "a mount point (another file system mounted in the "
-                                        "Domain's layers)",
+            check_add(c, "mounts", sub,
+                      "a mount point (another file system mounted in the "
+                      "Domain's layers)",
                       "unmount it (umount), then run 'lazaret state verify' again");
             ++*reported;
             continue;
@@ -171,14 +173,13 @@ static void verify_store(checks *c, const state_target *t)
             return;
         }
         if (!S_ISREG(st.st_mode)) {
-            check_add(c, "store", fl, S_ISLNK(st.st_mode) ? "a symlink, not the store file"
-                                                          : "not a regular file",
+            check_add(c, "store", fl,
+                      S_ISLNK(st.st_mode) ? "a symlink, not the store file" : "not a regular file",
                       fix_damaged);
             return;
         }
         if (st.st_uid != getuid()) {
-            snprintf(problem, sizeof(problem), "owned by uid %u, not by you",
-                     (unsigned) st.st_uid);
+            snprintf(problem, sizeof(problem), "owned by uid %u, not by you", (unsigned) st.st_uid);
             check_add(c, "ownership", fl, problem, fix_damaged);
             return;
         }
@@ -200,13 +201,14 @@ static void verify_store(checks *c, const state_target *t)
         _cleanup_free_ char *p = lz_xasprintf("SQLite integrity_check: %s", h.integrity);
         check_add(c, "store", label, p, fix_damaged);
     } else if (!h.schema_ok) {
-        _cleanup_free_ char *p = lz_xasprintf("schema '%s' version %d; this Lazaret reads '%s' "
-                                              "version %d",
-                                              h.schema_id[0] ? h.schema_id : "(none)",
-                                              h.schema_version, LZ_DOMAIN_STORE_SCHEMA_ID,
-                                              LZ_DOMAIN_STORE_SCHEMA_VERSION);
-        check_add(c, "store", label, p, "use the Lazaret version that created it, or move the "
-                                        "store aside (its history is lost)");
+        _cleanup_free_ char *p =
+            lz_xasprintf("schema '%s' version %d; this Lazaret reads '%s' "
+                         "version %d",
+                         h.schema_id[0] ? h.schema_id : "(none)", h.schema_version,
+                         LZ_DOMAIN_STORE_SCHEMA_ID, LZ_DOMAIN_STORE_SCHEMA_VERSION);
+        check_add(c, "store", label, p,
+                  "use the Lazaret version that created it, or move the "
+                  "store aside (its history is lost)");
     } else {
         _cleanup_free_ char *ok = lz_xasprintf("%s (schema %s version %d, integrity ok)", label,
                                                h.schema_id, h.schema_version);
@@ -253,13 +255,13 @@ int state_verify(const lz_global_options *g, const state_opts *opts)
      * and mount are checked; work/ is the kernel's scratch, Lazaret's. */
     size_t n, total;
     char **names = state_list_dir(t.droot, "state", LIST_MAX, &n, &total);
-    _cleanup_close_ int sfd = openat(t.droot, "state", O_PATH | O_DIRECTORY | O_NOFOLLOW |
-                                                           O_CLOEXEC);
+    _cleanup_close_ int sfd =
+        openat(t.droot, "state", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     for (size_t i = 0; names && sfd >= 0 && i < n; i++) {
         _cleanup_free_ char *l = lz_xasprintf("%s/%s", lstate, names[i]);
         check_dir(&c, sfd, names[i], l, EXPECT_OURS, reset_fix);
-        _cleanup_close_ int pfd = openat(sfd, names[i], O_PATH | O_DIRECTORY | O_NOFOLLOW |
-                                                            O_CLOEXEC);
+        _cleanup_close_ int pfd =
+            openat(sfd, names[i], O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (pfd < 0)
             continue;
         _cleanup_free_ char *lu = lz_xasprintf("%s/upper", l);
@@ -271,18 +273,19 @@ int state_verify(const lz_global_options *g, const state_opts *opts)
     /* The ignored copies' top level: a directory or a file Lazaret made,
      * never a symlink or special file. */
     names = state_list_dir(t.droot, "ignored", LIST_MAX, &n, &total);
-    _cleanup_close_ int ifd = openat(t.droot, "ignored", O_PATH | O_DIRECTORY | O_NOFOLLOW |
-                                                             O_CLOEXEC);
+    _cleanup_close_ int ifd =
+        openat(t.droot, "ignored", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     for (size_t i = 0; names && ifd >= 0 && i < n; i++) {
         struct stat is;
         if (fstatat(ifd, names[i], &is, AT_SYMLINK_NOFOLLOW) < 0 || S_ISDIR(is.st_mode) ||
             S_ISREG(is.st_mode))
             continue;
         _cleanup_free_ char *l = lz_xasprintf("%s/%s", lign, names[i]);
-        check_add(&c, "layout", l, S_ISLNK(is.st_mode) ? "a symlink among the git-ignored "
-                                                         "copies (planted?)"
-                                                       : "a special file among the git-ignored "
-                                                         "copies",
+        check_add(&c, "layout", l,
+                  S_ISLNK(is.st_mode) ? "a symlink among the git-ignored "
+                                        "copies (planted?)"
+                                      : "a special file among the git-ignored "
+                                        "copies",
                   "remove it (the link itself, never its target); 'lazaret state reset' "
                   "removes the copies safely");
     }
@@ -294,8 +297,8 @@ int state_verify(const lz_global_options *g, const state_opts *opts)
     for (size_t i = 0; i < LZ_ARRAY_SIZE(trees); i++) {
         if (!same_mount(&c, t.droot, trees[i]))
             continue; /* reported above */
-        int fd = openat(t.droot, trees[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK |
-                                               O_CLOEXEC);
+        int fd =
+            openat(t.droot, trees[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
         if (fd >= 0)
             find_mounts(&c, fd, i == 0 ? lstate : lign, 0, &seen, &reported);
     }
@@ -315,7 +318,8 @@ int state_verify(const lz_global_options *g, const state_opts *opts)
         state_print_header(&t);
         size_t i;
         json_t *k;
-        json_array_foreach(c.list, i, k) {
+        json_array_foreach(c.list, i, k)
+        {
             bool good = json_is_true(json_object_get(k, "ok"));
             /* Objects below the Domain Root by their name in it. */
             const char *obj = json_string_value(json_object_get(k, "object"));
@@ -325,8 +329,7 @@ int state_verify(const lz_global_options *g, const state_opts *opts)
             printf("  %-8s %-10s %s", good ? "ok" : "PROBLEM",
                    json_string_value(json_object_get(k, "check")), obj);
             if (!good)
-                printf(": %s\n           fix: %s",
-                       json_string_value(json_object_get(k, "problem")),
+                printf(": %s\n           fix: %s", json_string_value(json_object_get(k, "problem")),
                        json_string_value(json_object_get(k, "fix")));
             printf("\n");
         }

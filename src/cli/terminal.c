@@ -75,7 +75,7 @@ static void ui_prompt_size(const lz_client *cl, unsigned *rows, unsigned *cols)
     (void) cl;
     struct winsize ws = { 0 };
     if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) < 0)
-        ws = (struct winsize) { 0 };
+        ws = (struct winsize){ 0 };
     *rows = ws.ws_row;
     *cols = ws.ws_col;
 }

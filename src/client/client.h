@@ -64,17 +64,17 @@ struct lz_client {
     /* Set once the session started and the profile's env values were
      * wiped (shared by every attempt of one run; NULL: nothing to wipe). */
     bool *env_forgotten;
-    const char *log_label;   /* the Domain's coordinator.log, full path, for messages */
+    const char *log_label; /* the Domain's coordinator.log, full path, for messages */
     int sock;
-    lz_tls_channel *tls;     /* from enrolment on; NULL while enrolling */
+    lz_tls_channel *tls; /* from enrolment on; NULL while enrolling */
     bool interactive;
-    bool retry_silently;     /* false on run's last attempt: every failure is reported */
-    bool started;            /* STARTED arrived */
-    bool exited;             /* EXIT arrived: *status holds the command's status */
-    bool ended;              /* EXIT or REFUSED arrived, or the connection ended */
+    bool retry_silently; /* false on run's last attempt: every failure is reported */
+    bool started;        /* STARTED arrived */
+    bool exited;         /* EXIT arrived: *status holds the command's status */
+    bool ended;          /* EXIT or REFUSED arrived, or the connection ended */
     int *status;
     lz_attempt_result result;
-    bool heard;              /* some message of the coordinator arrived */
+    bool heard; /* some message of the coordinator arrived */
     /* Enrolment (in the clear, before TLS): ENROLLED's session id and
      * client certificate. */
     bool enrolling, enrolled;

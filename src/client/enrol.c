@@ -55,8 +55,9 @@ int lz_client_secure(lz_client *cl, const char *domain_hex, int dirfd, const cha
         goto fail;
     if (strcmp(publ.domain_id, domain_hex) != 0 ||
         publ.protocol_version != LZ_SESSION_PROTOCOL_VERSION) {
-        lz_error_set(&err, EPROTO, "the Trust Anchor publication in %s is for another Domain or "
-                                   "protocol version",
+        lz_error_set(&err, EPROTO,
+                     "the Trust Anchor publication in %s is for another Domain or "
+                     "protocol version",
                      dir_label);
         lz_error_hint(&err, "use the same Lazaret version for every terminal of a Domain");
         goto fail;
@@ -68,10 +69,8 @@ int lz_client_secure(lz_client *cl, const char *domain_hex, int dirfd, const cha
     static uint8_t in[LZ_TLS_DATAGRAM_MAX], out[LZ_TLS_DATAGRAM_MAX];
     size_t in_len = 0, out_len = 0;
     for (;;) {
-        int h = lz_tls_channel_handshake(cl->tls, in_len ? in : NULL, in_len, out, &out_len,
-                                         &err);
-        if (out_len &&
-            lz_wire_send_bytes(cl->sock, out, out_len, NULL, 0, h < 0 ? NULL : &err) < 0)
+        int h = lz_tls_channel_handshake(cl->tls, in_len ? in : NULL, in_len, out, &out_len, &err);
+        if (out_len && lz_wire_send_bytes(cl->sock, out, out_len, NULL, 0, h < 0 ? NULL : &err) < 0)
             goto fail;
         if (h < 0)
             goto fail;
@@ -79,8 +78,7 @@ int lz_client_secure(lz_client *cl, const char *domain_hex, int dirfd, const cha
             break;
         int fds[LZ_WIRE_MAX_FDS];
         size_t nfds = 0;
-        ssize_t n = lz_wire_recv_bytes(cl->sock, in, sizeof(in), fds, LZ_WIRE_MAX_FDS, &nfds,
-                                       &err);
+        ssize_t n = lz_wire_recv_bytes(cl->sock, in, sizeof(in), fds, LZ_WIRE_MAX_FDS, &nfds, &err);
         for (size_t i = 0; i < nfds; i++)
             close(fds[i]);
         if (n < 0)

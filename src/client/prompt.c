@@ -26,7 +26,7 @@
 /* The prompt's last line: what to type. */
 #define PROMPT_QUESTION "Type y and Enter to approve; anything else denies. Approve? [y/N] "
 /* What lz_client_prompt_keys prints for keys typed too early. */
-#define PROMPT_GRACE_NOTE \
+#define PROMPT_GRACE_NOTE                                                                          \
     "(keys typed as the prompt appeared were ignored; read it, then answer) Approve? [y/N] "
 /* Narrower than this, a prompt is not shown (each argument would take
  * most of the screen): denied. */
@@ -63,7 +63,6 @@ void lz_client_clear(lz_client *cl)
     cl->held = NULL;
     cl->held_len = cl->held_dropped = 0;
 }
-
 
 /* The prompt is gone: the notices it held back, then normal service. */
 static void release_notices(lz_client *cl)
@@ -156,9 +155,10 @@ int lz_client_on_prompt(void *ctx, lz_proto_msg *m)
                   prompt_lines(PROMPT_QUESTION "\n", cols, NULL) +
                   prompt_lines(PROMPT_GRACE_NOTE "\n", cols, NULL) + 1;
     if (cols < PROMPT_MIN_COLS || need > rows) {
-        fprintf(out, "\r\nlazaret: a host escalation request (#%u) needs %zu lines of at "
-                     "least %d columns to be shown whole; this terminal has %u of %u: "
-                     "denied. Make the window larger to be asked such requests.\r\n",
+        fprintf(out,
+                "\r\nlazaret: a host escalation request (#%u) needs %zu lines of at "
+                "least %d columns to be shown whole; this terminal has %u of %u: "
+                "denied. Make the window larger to be asked such requests.\r\n",
                 no, need, PROMPT_MIN_COLS, rows, cols);
         fflush(out);
         lz_wbuf b;

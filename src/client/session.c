@@ -114,8 +114,8 @@ static int on_refused(void *ctx, lz_proto_msg *m)
         cl->result = LZ_ATTEMPT_RETRY;
     } else {
         lz_print_remote(cl->ui->notices(), "lazaret: error: ", r.message, "\n");
-        lz_print_remote(cl->ui->notices(), "  fix: ",
-                        r.hint && *r.hint ? r.hint : LZ_ERROR_GENERAL_FIX, "\n");
+        lz_print_remote(cl->ui->notices(),
+                        "  fix: ", r.hint && *r.hint ? r.hint : LZ_ERROR_GENERAL_FIX, "\n");
     }
     lz_msg_refused_clear(&r);
     cl->ended = true;
@@ -123,11 +123,10 @@ static int on_refused(void *ctx, lz_proto_msg *m)
 }
 
 const lz_proto_handler_row lz_client_handlers[] = {
-    { LZ_MSG_ENROLLED, on_enrolled }, { LZ_MSG_PROGRESS, on_progress },
-    { LZ_MSG_STARTED, on_started },
-    { LZ_MSG_OUTPUT, on_output },     { LZ_MSG_EXIT, on_exit_msg },
-    { LZ_MSG_REFUSED, on_refused },   { LZ_MSG_PROMPT, lz_client_on_prompt },
-    { LZ_MSG_PROMPT_CLOSED, lz_client_on_prompt_closed },
+    { LZ_MSG_ENROLLED, on_enrolled },       { LZ_MSG_PROGRESS, on_progress },
+    { LZ_MSG_STARTED, on_started },         { LZ_MSG_OUTPUT, on_output },
+    { LZ_MSG_EXIT, on_exit_msg },           { LZ_MSG_REFUSED, on_refused },
+    { LZ_MSG_PROMPT, lz_client_on_prompt }, { LZ_MSG_PROMPT_CLOSED, lz_client_on_prompt_closed },
 };
 const size_t lz_client_n_handlers = LZ_ARRAY_SIZE(lz_client_handlers);
 
@@ -136,15 +135,14 @@ static int client_recv(lz_client *cl, unsigned state, lz_proto_msg *m, lz_error 
 {
     return cl->enrolling
                ? lz_proto_recv(cl->sock, LZ_DIR_COORDINATOR_TO_CLI, state, m, err)
-               : lz_tls_proto_recv(cl->tls, cl->sock, LZ_DIR_COORDINATOR_TO_CLI, state, m,
-                                   err);
+               : lz_tls_proto_recv(cl->tls, cl->sock, LZ_DIR_COORDINATOR_TO_CLI, state, m, err);
 }
 
 void lz_client_receive(lz_client *cl)
 {
     static lz_proto_msg m;
-    unsigned state = cl->enrolling  ? LZ_PS_CLIENT_ENROLLING
-                     : !cl->started   ? LZ_PS_CLIENT_WAITING
+    unsigned state = cl->enrolling     ? LZ_PS_CLIENT_ENROLLING
+                     : !cl->started    ? LZ_PS_CLIENT_WAITING
                      : cl->interactive ? LZ_PS_CLIENT_RUNNING_TTY
                                        : LZ_PS_CLIENT_RUNNING_PIPES;
     lz_error *err = NULL;
@@ -161,8 +159,8 @@ void lz_client_receive(lz_client *cl)
         return;
     }
     uint16_t type = r > 0 ? m.r.type : 0;
-    bool malformed = r > 0 && lz_proto_dispatch(lz_client_handlers, lz_client_n_handlers, cl,
-                                                &m) < 0;
+    bool malformed =
+        r > 0 && lz_proto_dispatch(lz_client_handlers, lz_client_n_handlers, cl, &m) < 0;
     if (r > 0)
         explicit_bzero(m.buf, m.len); /* the session's output: RELAY_WIPE (src/cli/relay.c) */
     if (r > 0 && !malformed) {
@@ -186,8 +184,10 @@ void lz_client_receive(lz_client *cl)
     if (malformed || (r < 0 && err->errnum == EPROTO)) {
         lz_error_set(&e, 0, "the Session Coordinator sent what this Lazaret does not accept (%s%s)",
                      malformed ? "malformed " : "", malformed ? lz_proto_name(type) : err->message);
-        lz_error_hint(&e, "use the same Lazaret version for every terminal of a Domain; %s may "
-                          "say more", cl->log_label);
+        lz_error_hint(&e,
+                      "use the same Lazaret version for every terminal of a Domain; %s may "
+                      "say more",
+                      cl->log_label);
     } else {
         lz_error_set(&e, r < 0 ? err->errnum : 0,
                      "the Session Coordinator ended the session unexpectedly");

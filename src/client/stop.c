@@ -39,8 +39,9 @@ int lz_client_stop_domain(const lz_client_ui *ui, int dirfd, const char *label, 
         return -1;
     }
     int status = 0;
-    lz_client cl = { .ui = ui, .log_label = log, .sock = sock, .status = &status,
-                     .retry_silently = true };
+    lz_client cl = {
+        .ui = ui, .log_label = log, .sock = sock, .status = &status, .retry_silently = true
+    };
     if (lz_client_secure(&cl, id, dirfd, label) < 0) {
         close(sock);
         lz_client_clear(&cl);
@@ -56,8 +57,8 @@ int lz_client_stop_domain(const lz_client_ui *ui, int dirfd, const char *label, 
         if (poll(&p, 1, 30000) <= 0)
             break;
         static lz_proto_msg m;
-        int r = lz_tls_proto_recv(cl.tls, sock, LZ_DIR_COORDINATOR_TO_CLI,
-                                  LZ_PS_CLIENT_WAITING, &m, &err);
+        int r = lz_tls_proto_recv(cl.tls, sock, LZ_DIR_COORDINATOR_TO_CLI, LZ_PS_CLIENT_WAITING, &m,
+                                  &err);
         lz_proto_msg_clear(&m);
         lz_error_free(lz_error_take(&err));
         if (r == 0 || (r < 0 && !(err == NULL && errno == EAGAIN)))
@@ -67,8 +68,9 @@ int lz_client_stop_domain(const lz_client_ui *ui, int dirfd, const char *label, 
     lz_tls_channel_free(cl.tls);
     lz_client_clear(&cl);
     if (!wait_lock_released(dirfd, 30000)) {
-        lz_error_set(&err, ETIMEDOUT, "Domain %.16s… (profile '%s') did not finish its teardown "
-                                      "within 30 s",
+        lz_error_set(&err, ETIMEDOUT,
+                     "Domain %.16s… (profile '%s') did not finish its teardown "
+                     "within 30 s",
                      id, profile);
         lz_error_hint(&err, "see 'lazaret status' and %s", log);
         lz_error_report(err, ui->notices());

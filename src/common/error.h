@@ -26,12 +26,15 @@
 #define LZ_MUST_CHECK __attribute__((warn_unused_result))
 
 /* Discard the result of a fallible call on purpose. */
-static inline void lz_best_effort(int result) { (void) result; }
+static inline void lz_best_effort(int result)
+{
+    (void) result;
+}
 
 typedef struct lz_error {
-    int errnum;     /* errno at the failure, 0 when not a system error */
-    char *message;  /* what failed, on which object (never NULL) */
-    char *hint;     /* what the user should do, or NULL */
+    int errnum;    /* errno at the failure, 0 when not a system error */
+    char *message; /* what failed, on which object (never NULL) */
+    char *hint;    /* what the user should do, or NULL */
 } lz_error;
 
 /* Fill *err (if err != NULL and *err == NULL) with a formatted message and
@@ -45,12 +48,10 @@ int lz_error_setv(lz_error **err, int errnum, const char *fmt, va_list ap)
 
 /* Attach (or replace) the user-facing fix of an existing error. Returns -1.
  * A no-op when err or *err is NULL. */
-int lz_error_hint(lz_error **err, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+int lz_error_hint(lz_error **err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Prepend "<context>: " to the message of an existing error. Returns -1. */
-int lz_error_prefix(lz_error **err, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+int lz_error_prefix(lz_error **err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Free an error; NULL is fine. */
 void lz_error_free(lz_error *err);
@@ -63,8 +64,8 @@ lz_error *lz_error_take(lz_error **err);
 void lz_error_report(const lz_error *err, FILE *out);
 
 /* The fix line of an error without a specific hint. */
-#define LZ_ERROR_GENERAL_FIX                                                                    \
-    "run 'lazaret doctor' to check this machine's set-up; if it finds nothing wrong, report "   \
+#define LZ_ERROR_GENERAL_FIX                                                                       \
+    "run 'lazaret doctor' to check this machine's set-up; if it finds nothing wrong, report "      \
     "the message above with the output of 'lazaret version'"
 
 #endif

@@ -63,8 +63,8 @@ static void send_error(int channel, const lz_error *e)
     }
 }
 
-static _Noreturn void child_run(lz_fork_fn fn, void *arg, const lz_fork_options *opt,
-                                int channel, pid_t caller)
+static _Noreturn void child_run(lz_fork_fn fn, void *arg, const lz_fork_options *opt, int channel,
+                                pid_t caller)
 {
     /* A child that outlived its caller would run on for nobody: with a
      * death signal, one whose caller ended before prctl took effect ends
@@ -142,9 +142,8 @@ static int report_error(report *r, const char *what, int status, lz_error **err)
     const char *errnum = r->buf + 1;
     size_t el = strlen(errnum);
     const char *message = errnum + el + 1 <= r->buf + r->len ? errnum + el + 1 : "";
-    const char *hint = message + strlen(message) + 1 <= r->buf + r->len
-                           ? message + strlen(message) + 1
-                           : "";
+    const char *hint =
+        message + strlen(message) + 1 <= r->buf + r->len ? message + strlen(message) + 1 : "";
     if (!*message)
         return lz_error_set(err, 0, "%s failed (status %d)", what, status);
     lz_error_set(err, atoi(errnum), "%s", message);

@@ -11,11 +11,11 @@
 struct lz_loop_source {
     lz_loop *loop;
     bool is_timer;
-    bool dead;          /* removed: never called again, freed after the round */
-    bool paused;        /* not polled until resumed */
+    bool dead;   /* removed: never called again, freed after the round */
+    bool paused; /* not polled until resumed */
     int fd;
     short events;
-    int64_t due_ms;     /* timers */
+    int64_t due_ms; /* timers */
     bool armed;
     lz_loop_fd_fn fd_fn;
     lz_loop_timer_fn timer_fn;
@@ -26,9 +26,9 @@ struct lz_loop {
     lz_loop_source **src;
     unsigned n, cap;
     unsigned live;
-    struct pollfd *pfd;   /* scratch for poll, cap entries */
-    unsigned *pfd_src;    /* index into src of each pfd entry */
-    bool round_ended;     /* lz_loop_end_round: dispatch nothing more this round */
+    struct pollfd *pfd; /* scratch for poll, cap entries */
+    unsigned *pfd_src;  /* index into src of each pfd entry */
+    bool round_ended;   /* lz_loop_end_round: dispatch nothing more this round */
 };
 
 void lz_loop_end_round(lz_loop *loop)
@@ -98,8 +98,7 @@ void lz_loop_set_paused(lz_loop_source *src, bool paused)
         src->paused = paused;
 }
 
-lz_loop_source *lz_loop_add_timer(lz_loop *loop, int64_t after_ms, lz_loop_timer_fn fn,
-                                  void *data)
+lz_loop_source *lz_loop_add_timer(lz_loop *loop, int64_t after_ms, lz_loop_timer_fn fn, void *data)
 {
     lz_loop_source *s = add(loop);
     s->is_timer = true;
@@ -165,7 +164,7 @@ int lz_loop_run_once(lz_loop *loop, int max_wait_ms)
         }
         if (s->paused)
             continue;
-        loop->pfd[np] = (struct pollfd) { .fd = s->fd, .events = s->events };
+        loop->pfd[np] = (struct pollfd){ .fd = s->fd, .events = s->events };
         loop->pfd_src[np++] = i;
     }
     if (wait > 24L * 3600 * 1000)

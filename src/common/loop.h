@@ -46,8 +46,7 @@ void lz_loop_set_events(lz_loop_source *src, short events);
 void lz_loop_set_paused(lz_loop_source *src, bool paused);
 
 /* A one-shot timer firing after_ms (>= 0) from now. */
-lz_loop_source *lz_loop_add_timer(lz_loop *loop, int64_t after_ms, lz_loop_timer_fn fn,
-                                  void *data);
+lz_loop_source *lz_loop_add_timer(lz_loop *loop, int64_t after_ms, lz_loop_timer_fn fn, void *data);
 /* Re-arm a timer (pending or firing now) to fire after_ms from now. */
 void lz_loop_timer_set(lz_loop_source *src, int64_t after_ms);
 

@@ -27,11 +27,13 @@ int lz_nodump_enter(lz_error **err)
 {
     /* The limit first: it is what survives into the programs we execute. */
     if (lz_nodump_limit_core() < 0)
-        return lz_error_set(err, errno, "cannot lower this process's core file size limit "
-                                        "(RLIMIT_CORE)");
+        return lz_error_set(err, errno,
+                            "cannot lower this process's core file size limit "
+                            "(RLIMIT_CORE)");
     if (lz_nodump_reassert() < 0)
-        return lz_error_set(err, errno, "cannot make this process non-dumpable "
-                                        "(PR_SET_DUMPABLE)");
+        return lz_error_set(err, errno,
+                            "cannot make this process non-dumpable "
+                            "(PR_SET_DUMPABLE)");
     return 0;
 }
 

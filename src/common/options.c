@@ -5,8 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
-void lz_opt_init(lz_opt_parser *p, const lz_option *table, size_t n_table, int argc,
-                 char **argv, int first)
+void lz_opt_init(lz_opt_parser *p, const lz_option *table, size_t n_table, int argc, char **argv,
+                 int first)
 {
     memset(p, 0, sizeof(*p));
     p->table = table;

@@ -39,18 +39,18 @@ typedef struct lz_opt_parser {
     size_t n_table;
     int argc;
     char **argv;
-    int next;              /* the index of the next word to read */
-    bool stop_at_dashdash; /* "--" ends the parse (the rest is another program's) */
-    bool dashdash_seen;    /* "--" was read */
+    int next;                /* the index of the next word to read */
+    bool stop_at_dashdash;   /* "--" ends the parse (the rest is another program's) */
+    bool dashdash_seen;      /* "--" was read */
     const lz_option *option; /* the option just returned */
-    const char *value;     /* its value, NULL for an option without one */
-    const char *arg;       /* the word just returned (ARGUMENT) or refused (ERROR) */
+    const char *value;       /* its value, NULL for an option without one */
+    const char *arg;         /* the word just returned (ARGUMENT) or refused (ERROR) */
     char error[256];
 } lz_opt_parser;
 
 /* Parse argv[first..argc) against table[0..n_table). */
-void lz_opt_init(lz_opt_parser *p, const lz_option *table, size_t n_table, int argc,
-                 char **argv, int first);
+void lz_opt_init(lz_opt_parser *p, const lz_option *table, size_t n_table, int argc, char **argv,
+                 int first);
 
 /* The next option's id (p->value set when it takes one), LZ_OPT_ARGUMENT,
  * LZ_OPT_DONE or LZ_OPT_ERROR. After LZ_OPT_DONE p->next is the first word

@@ -16,7 +16,6 @@
 #include "common/syscalls.h"
 #include "common/util.h"
 
-
 static int read_small(const char *path, char *buf, size_t len)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -176,7 +175,7 @@ int lz_process_kill_verified(const lz_process_identity *id, int timeout_ms, lz_e
     int r = poll(&pfd, 1, timeout_ms);
     close(pidfd);
     if (r <= 0)
-        return lz_error_set(err, r < 0 ? errno : ETIMEDOUT,
-                            "process %d did not end after SIGKILL", (int) id->pid);
+        return lz_error_set(err, r < 0 ? errno : ETIMEDOUT, "process %d did not end after SIGKILL",
+                            (int) id->pid);
     return 0;
 }

@@ -16,7 +16,7 @@
 #include "common/error.h"
 
 typedef struct lz_process_identity {
-    char boot_id[37];          /* /proc/sys/kernel/random/boot_id */
+    char boot_id[37]; /* /proc/sys/kernel/random/boot_id */
     pid_t pid;
     uint64_t start_time_ticks; /* field 22 of /proc/<pid>/stat */
     /* PidfsProcessAuthorityV1: on kernels with pidfs (6.9+) a pidfd's inode
@@ -34,9 +34,9 @@ LZ_MUST_CHECK
 int lz_boot_id(char out[37], lz_error **err);
 
 typedef enum lz_process_match {
-    LZ_PROCESS_GONE,       /* no such process, or another boot */
-    LZ_PROCESS_SAME,       /* the recorded process is alive; *ret_pidfd holds it */
-    LZ_PROCESS_DIFFERENT,  /* the pid now names another process */
+    LZ_PROCESS_GONE,      /* no such process, or another boot */
+    LZ_PROCESS_SAME,      /* the recorded process is alive; *ret_pidfd holds it */
+    LZ_PROCESS_DIFFERENT, /* the pid now names another process */
 } lz_process_match;
 
 /* Open a pidfd for the recorded process and verify (after opening, so that

@@ -21,7 +21,6 @@
 #include "common/syscalls.h"
 #include "common/util.h"
 
-
 char *const lz_spawn_default_env[] = {
     (char *) "PATH=" LZ_SPAWN_SYSTEM_PATH,
     (char *) "LC_ALL=C",
@@ -72,8 +71,11 @@ int lz_spawn_capture(const char *path, char *const argv[], const lz_spawn_option
      * stderr when merged, else /dev/null) to the pipe, nothing else open,
      * PR_SET_PDEATHSIG: a probe or helper never outlives its caller. */
     lz_spawn_fd hand[2] = { { wfd, STDOUT_FILENO }, { wfd, STDERR_FILENO } };
-    lz_spawn_async start = { .envp = opt->envp, .fds = hand, .n_fds = opt->merge_stderr ? 2 : 1,
-                             .chdir_to_fd = opt->chdir_to_fd, .cwd_fd = opt->cwd_fd };
+    lz_spawn_async start = { .envp = opt->envp,
+                             .fds = hand,
+                             .n_fds = opt->merge_stderr ? 2 : 1,
+                             .chdir_to_fd = opt->chdir_to_fd,
+                             .cwd_fd = opt->cwd_fd };
     lz_child child = { 0 };
     if (lz_spawn_start(path, argv, &start, &child, err) < 0)
         return -1;
@@ -165,8 +167,7 @@ void lz_spawn_output_free(lz_spawn_output *out)
 int lz_spawn_find_program(const char *name, const char *search_path, char **ret_path,
                           lz_error **err)
 {
-    if (!name || !name[0] || strchr(name, '/') || strcmp(name, ".") == 0 ||
-        strcmp(name, "..") == 0)
+    if (!name || !name[0] || strchr(name, '/') || strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
         return lz_error_set(err, EINVAL, "'%s' is not a plain program name", name ? name : "");
 
     const char *p = search_path ? search_path : "";
@@ -257,9 +258,9 @@ typedef struct start_plan {
     int pdeathsig;     /* 0: none */
     bool setsid;
     bool ctty;
-    int exec_fd;       /* -1: exec path */
+    int exec_fd; /* -1: exec path */
     bool exec_fd_keep;
-    int cwd_fd;        /* -1: the caller's working directory */
+    int cwd_fd; /* -1: the caller's working directory */
     pid_t parent;
 } start_plan;
 
@@ -475,8 +476,7 @@ static int plan_start(const char *path, char *const argv[], const lz_spawn_async
             p->above = f.child_fd + 1;
     }
     if (opt->pdeathsig < -1 || opt->pdeathsig >= NSIG)
-        return lz_error_set(err, EINVAL, "cannot run %s: %d is not a signal", path,
-                            opt->pdeathsig);
+        return lz_error_set(err, EINVAL, "cannot run %s: %d is not a signal", path, opt->pdeathsig);
     p->pdeathsig = opt->pdeathsig == 0 ? SIGKILL : opt->pdeathsig < 0 ? 0 : opt->pdeathsig;
     p->setsid = opt->new_session;
     p->ctty = opt->ctty;
@@ -517,8 +517,7 @@ static int report_failure(const start_plan *p, const start_report *r, lz_error *
     case STEP_SETSID:
         return lz_error_set(err, e, "cannot run %s: cannot give it a session of its own", path);
     case STEP_CTTY:
-        return lz_error_set(err, e,
-                            "cannot run %s: cannot make its stdin its controlling terminal",
+        return lz_error_set(err, e, "cannot run %s: cannot make its stdin its controlling terminal",
                             path);
     case STEP_PDEATHSIG:
         return lz_error_set(err, e, "cannot run %s: cannot set its parent-death signal", path);
@@ -533,8 +532,8 @@ static int report_failure(const start_plan *p, const start_report *r, lz_error *
     }
 }
 
-int lz_spawn_start(const char *path, char *const argv[], const lz_spawn_async *opt,
-                   lz_child *ret, lz_error **err)
+int lz_spawn_start(const char *path, char *const argv[], const lz_spawn_async *opt, lz_child *ret,
+                   lz_error **err)
 {
     static const lz_spawn_async defaults = { 0 };
     start_plan plan = { 0 };
@@ -582,7 +581,7 @@ int lz_spawn_start(const char *path, char *const argv[], const lz_spawn_async *o
         ;
     close(pidfd);
     if (n != (ssize_t) sizeof(r))
-        r = (start_report) { 0, EIO, 0 };
+        r = (start_report){ 0, EIO, 0 };
     return report_failure(&plan, &r, err);
 }
 
@@ -591,8 +590,7 @@ int lz_child_kill(const lz_child *c, int sig, lz_error **err)
     if (!c || c->pid <= 0)
         return lz_error_set(err, ESRCH, "cannot signal a child that is not running");
     if (syscall(SYS_pidfd_send_signal, c->pidfd, sig, NULL, 0) < 0)
-        return lz_error_set(err, errno, "cannot send signal %d to process %d", sig,
-                            (int) c->pid);
+        return lz_error_set(err, errno, "cannot send signal %d to process %d", sig, (int) c->pid);
     return 0;
 }
 
@@ -619,8 +617,8 @@ int lz_child_wait(lz_child *c, int timeout_ms, lz_error **err)
         if (n > 0)
             break;
         if (n == 0)
-            return lz_error_set(err, ETIMEDOUT, "process %d did not end within %d ms",
-                                (int) c->pid, timeout_ms);
+            return lz_error_set(err, ETIMEDOUT, "process %d did not end within %d ms", (int) c->pid,
+                                timeout_ms);
         if (errno != EINTR)
             return lz_error_set(err, errno, "cannot wait for process %d", (int) c->pid);
     }

@@ -38,9 +38,9 @@
  * without exec - coordinator/bootstrap.c (the coordinator's double fork),
  * supervisor/userns.c (the user-namespace child), supervisor/supervisor.c
  * (the pid-namespace init), supervisor/sidecar.c (in_netns helpers, the
- * address watcher and the --publish forwarders), cli/cmd_doctor.c (namespace probes). A long-lived one
- * drops the descriptors it inherited with lz_close_fds_except(), as O_CLOEXEC
- * only acts at exec. src/guest/ runs inside the sandbox, not on the host.
+ * address watcher and the --publish forwarders), cli/cmd_doctor.c (namespace probes). A long-lived
+ * one drops the descriptors it inherited with lz_close_fds_except(), as O_CLOEXEC only acts at
+ * exec. src/guest/ runs inside the sandbox, not on the host.
  *
  * All functions follow the error contract of common/error.h.
  */
@@ -210,8 +210,8 @@ typedef struct lz_child {
  * (EBADF); a set-up step in the child failed (its errno; the message names
  * the step); or the exec failed (its errno: ENOENT, EACCES, ENOEXEC...). */
 LZ_MUST_CHECK
-int lz_spawn_start(const char *path, char *const argv[], const lz_spawn_async *opt,
-                   lz_child *ret, lz_error **err);
+int lz_spawn_start(const char *path, char *const argv[], const lz_spawn_async *opt, lz_child *ret,
+                   lz_error **err);
 
 /* Send signal sig to the child through its pidfd: never to a recycled pid,
  * even when the child was reaped by someone else's waitpid(-1). Returns 0,

@@ -70,14 +70,14 @@ void lz_timing_flush(FILE *out, const char *prefix)
         prefix = log_prefix;
     }
     for (size_t i = 0; i < n_marks; i++) {
-        fprintf(out, "%stiming: %s at %.1f ms (+%.1f ms, clock %.3f ms)\n", prefix,
-                marks[i].phase, (double) (marks[i].ns - origin_ns) / 1e6,
-                (double) (marks[i].ns - last_ns) / 1e6, (double) marks[i].ns / 1e6);
+        fprintf(out, "%stiming: %s at %.1f ms (+%.1f ms, clock %.3f ms)\n", prefix, marks[i].phase,
+                (double) (marks[i].ns - origin_ns) / 1e6, (double) (marks[i].ns - last_ns) / 1e6,
+                (double) marks[i].ns / 1e6);
         last_ns = marks[i].ns;
     }
     if (n_dropped)
-        fprintf(out, "%stiming: %zu marks dropped (more than %d)\n", prefix,
-                n_dropped, LZ_TIMING_MAX);
+        fprintf(out, "%stiming: %zu marks dropped (more than %d)\n", prefix, n_dropped,
+                LZ_TIMING_MAX);
     fflush(out);
     n_marks = n_dropped = 0;
 }

@@ -15,7 +15,10 @@
 
 #define LZ_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
-static inline void lz_freep(void *p) { free(*(void **) p); }
+static inline void lz_freep(void *p)
+{
+    free(*(void **) p);
+}
 static inline void lz_closep(int *fd)
 {
     if (*fd >= 0) {
@@ -30,8 +33,18 @@ static inline void lz_closep(int *fd)
 #define _cleanup_close_ _cleanup_(lz_closep)
 
 /* Hand an fd (or pointer) out of a cleanup scope. */
-#define TAKE_FD(fd) ({ int _fd_ = (fd); (fd) = -EBADF; _fd_; })
-#define TAKE_PTR(p) ({ __typeof__(p) _p_ = (p); (p) = NULL; _p_; })
+#define TAKE_FD(fd)                                                                                \
+    ({                                                                                             \
+        int _fd_ = (fd);                                                                           \
+        (fd) = -EBADF;                                                                             \
+        _fd_;                                                                                      \
+    })
+#define TAKE_PTR(p)                                                                                \
+    ({                                                                                             \
+        __typeof__(p) _p_ = (p);                                                                   \
+        (p) = NULL;                                                                                \
+        _p_;                                                                                       \
+    })
 
 /* Close fd if valid and set it to -EBADF. */
 static inline void lz_close(int *fd)

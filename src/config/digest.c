@@ -14,7 +14,7 @@
 #include "common/util.h"
 #include "config/resolve.h"
 
-static const char domain_sep[] = "lazaret-domain-id-v1";               /* + NUL */
+static const char domain_sep[] = "lazaret-domain-id-v1";                      /* + NUL */
 static const char fingerprint_sep[] = "lazaret-configuration-fingerprint-v1"; /* + NUL */
 
 static void frame_reserve(lz_frame *f, size_t extra)

@@ -27,12 +27,12 @@ int lz_configuration_fingerprint_v1(const struct lz_resolved_config *cfg, uint8_
 typedef struct lz_frame {
     uint8_t *data;
     size_t len, cap;
-    int overflow;    /* a length or count did not fit u32 */
+    int overflow; /* a length or count did not fit u32 */
 } lz_frame;
 
 void lz_frame_u32be(lz_frame *f, uint64_t v);
 void lz_frame_raw(lz_frame *f, const void *p, size_t n);
-void lz_frame_bytes(lz_frame *f, const void *p, size_t n);   /* u32be(n) || p */
+void lz_frame_bytes(lz_frame *f, const void *p, size_t n); /* u32be(n) || p */
 void lz_frame_bool(lz_frame *f, int b);
 /* list(items): sort complete item encodings bytewise, then u32be(count) and
  * bytes(item) for each. Consumes (frees) the item frames. */

@@ -90,9 +90,26 @@ static bool has_expansion_chars(const char *s, const char **what)
             if (p != s && p[-1] != '/')
                 break;
             __attribute__((fallthrough));
-        case '$': case '{': case '}': case '*': case '?': case '[': case ']': case '`':
-        case '\\': case '(': case ')': case '|': case '!': case '<': case '>': case ';':
-        case '&': case '\'': case '"': case '#':
+        case '$':
+        case '{':
+        case '}':
+        case '*':
+        case '?':
+        case '[':
+        case ']':
+        case '`':
+        case '\\':
+        case '(':
+        case ')':
+        case '|':
+        case '!':
+        case '<':
+        case '>':
+        case ';':
+        case '&':
+        case '\'':
+        case '"':
+        case '#':
             *what = "the path contains an expansion, variable, glob or shell character";
             return true;
         default:

@@ -21,9 +21,9 @@ bool lz_env_name_valid(const char *s);
 bool lz_abs_path_components_valid(const char *s, const char **what);
 
 typedef enum lz_host_path_anchor {
-    LZ_HOST_ABSOLUTE,     /* "/a/b" */
-    LZ_HOST_HOME,         /* "~/a/b" */
-    LZ_HOST_PROFILE_DIR,  /* "{profile_dir}/a/b" (volume hosts only) */
+    LZ_HOST_ABSOLUTE,    /* "/a/b" */
+    LZ_HOST_HOME,        /* "~/a/b" */
+    LZ_HOST_PROFILE_DIR, /* "{profile_dir}/a/b" (volume hosts only) */
 } lz_host_path_anchor;
 
 /* Host path declaration grammar. On success stores the anchor and a pointer

@@ -20,8 +20,9 @@ const lz_ipv4_reserved lz_ipv4_never_routed[LZ_IPV4_NEVER_ROUTED_COUNT] = {
     { { { 127, 0, 0, 0 }, 8 }, "loopback (the sandbox's own, never the host's)" },
     { { { 100, 96, 0, 0 }, 24 },
       "Lazaret's slirp4netns network (the router, the resolver and the host alias)" },
-    { { { 169, 254, 0, 0 }, 16 }, "link-local space, which holds Lazaret's sandbox link "
-                                  "169.254.77.0/30" },
+    { { { 169, 254, 0, 0 }, 16 },
+      "link-local space, which holds Lazaret's sandbox link "
+      "169.254.77.0/30" },
     { { { 224, 0, 0, 0 }, 4 }, "multicast (only unicast is forwarded)" },
     { { { 240, 0, 0, 0 }, 4 }, "reserved space and the limited broadcast 255.255.255.255" },
 };
@@ -108,7 +109,8 @@ bool lz_ipv4_prefix_parse(const char *s, lz_ipv4_prefix *ret)
 
 void lz_ipv4_prefix_format(const lz_ipv4_prefix *p, char buf[static LZ_IPV4_PREFIX_BUFSZ])
 {
-    snprintf(buf, LZ_IPV4_PREFIX_BUFSZ, "%u.%u.%u.%u/%u", p->addr[0], p->addr[1], p->addr[2], p->addr[3], p->len);
+    snprintf(buf, LZ_IPV4_PREFIX_BUFSZ, "%u.%u.%u.%u/%u", p->addr[0], p->addr[1], p->addr[2],
+             p->addr[3], p->len);
 }
 
 int lz_ipv4_prefix_cmp(const lz_ipv4_prefix *a, const lz_ipv4_prefix *b)

@@ -13,8 +13,8 @@
 #include <stdint.h>
 
 typedef struct lz_ipv4_prefix {
-    uint8_t addr[4];  /* network order, host bits cleared */
-    uint8_t len;      /* 0..32 */
+    uint8_t addr[4]; /* network order, host bits cleared */
+    uint8_t len;     /* 0..32 */
 } lz_ipv4_prefix;
 
 typedef struct lz_ipv4_prefix_list {

@@ -16,10 +16,9 @@ json_t *lz_derived_network_policy(const lz_resolved_config *cfg, const char *res
     json_t *rules = json_array();
     add_rules(rules, &cfg->allow, "Allow");
     add_rules(rules, &cfg->deny, "Deny");
-    return json_pack(
-        "{s:s, s:[{s:s, s:s}, {s:s, s:s}], s:[{s:s, s:s}], s:o, s:[{s:s, s:s}]}", "schema_id",
-        LZ_DERIVED_NETWORK_POLICY_ID, "address_families", "family", "IPv4", "disposition",
-        "enabled", "family", "IPv6", "disposition", "disabled", "default_actions", "family",
-        "IPv4", "action", "Deny", "prefix_rules", rules, "resolvers", "family", "IPv4",
-        "address", resolver);
+    return json_pack("{s:s, s:[{s:s, s:s}, {s:s, s:s}], s:[{s:s, s:s}], s:o, s:[{s:s, s:s}]}",
+                     "schema_id", LZ_DERIVED_NETWORK_POLICY_ID, "address_families", "family",
+                     "IPv4", "disposition", "enabled", "family", "IPv6", "disposition", "disabled",
+                     "default_actions", "family", "IPv4", "action", "Deny", "prefix_rules", rules,
+                     "resolvers", "family", "IPv4", "address", resolver);
 }

@@ -73,8 +73,9 @@ static int read_inputs(inputs *in, lz_error **err)
     }
     const char *rt = getenv("XDG_RUNTIME_DIR");
     if (!rt || !*rt) {
-        lz_error_set(err, 0, "XDG_RUNTIME_DIR is not set; Lazaret keeps its sockets and locks "
-                             "there");
+        lz_error_set(err, 0,
+                     "XDG_RUNTIME_DIR is not set; Lazaret keeps its sockets and locks "
+                     "there");
         return lz_error_hint(err, "log in through a session manager that sets it, or: export "
                                   "XDG_RUNTIME_DIR=/run/user/$(id -u) (a directory you own, mode "
                                   "0700)");
@@ -146,8 +147,9 @@ void lz_resolved_config_forget_env_values(lz_resolved_config *cfg)
  * secrets, and wiping them would break those readers. */
 static bool lazaret_reads_var(const char *name)
 {
-    static const char *const own[] = { "HOME", "PATH", "TERM", "LANG", "LANGUAGE",
-                                       "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_RUNTIME_DIR" };
+    static const char *const own[] = { "HOME",          "PATH",           "TERM",
+                                       "LANG",          "LANGUAGE",       "XDG_CONFIG_HOME",
+                                       "XDG_DATA_HOME", "XDG_RUNTIME_DIR" };
     for (size_t i = 0; i < LZ_ARRAY_SIZE(own); i++)
         if (strcmp(name, own[i]) == 0)
             return true;
@@ -208,15 +210,15 @@ typedef struct named_plan {
 
 /* A named tree for the overlap checks. */
 typedef struct tree {
-    const char *what;   /* "the workspace", "the Storage Root", ... */
+    const char *what; /* "the workspace", "the Storage Root", ... */
     const char *label;
 } tree;
 
 static int refuse_overlap(lz_error **err, const tree *a, const tree *b, const char *hint)
 {
-    const char *rel = strcmp(a->label, b->label) == 0           ? "is the same path as"
+    const char *rel = strcmp(a->label, b->label) == 0                    ? "is the same path as"
                       : lz_path_is_strict_descendant(a->label, b->label) ? "is inside"
-                                                                        : "contains";
+                                                                         : "contains";
     lz_error_set(err, 0, "%s (%s) %s %s (%s)", a->what, a->label, rel, b->what, b->label);
     return lz_error_hint(err, "%s", hint);
 }
@@ -316,8 +318,8 @@ char *lz_workspace_choose(const char *requested, lz_error **err)
     char *label = NULL;
     lz_path_plan plan = LZ_PATH_PLAN_INIT;
     bool from_git;
-    if (read_inputs(&in, err) == 0 && resolve_workspace(requested, in.home, &plan, &from_git,
-                                                        err) == 0)
+    if (read_inputs(&in, err) == 0 &&
+        resolve_workspace(requested, in.home, &plan, &from_git, err) == 0)
         label = lz_xstrdup(plan.label);
     lz_plan_clear(&plan);
     inputs_clear(&in);
@@ -445,8 +447,8 @@ int lz_config_load(const lz_load_request *req, lz_resolved_config **ret, lz_erro
     src.plan = (lz_path_plan) LZ_PATH_PLAN_INIT;
 
     /* 2. Workspace and Domain ID. */
-    if (resolve_workspace(req->workspace, in.home, &cfg->workspace, &cfg->workspace_from_git,
-                          err) < 0)
+    if (resolve_workspace(req->workspace, in.home, &cfg->workspace, &cfg->workspace_from_git, err) <
+        0)
         goto out;
     if (lz_domain_id_v1(cfg->profile, cfg->workspace.label, cfg->domain_id, err) < 0)
         goto out;
@@ -545,8 +547,9 @@ int lz_config_load(const lz_load_request *req, lz_resolved_config **ret, lz_erro
     for (size_t i = 0; i < pr->n_persistent_dirs; i++) {
         const char *hit = lz_sandbox_layout_conflict(req->layout, pr->persistent_dirs[i]);
         if (hit) {
-            lz_error_set(err, 0, "%s:%u:%u: profiles.%s.persistent_dirs[%zu]: '%s' intersects "
-                                 "the Lazaret-owned sandbox path %s",
+            lz_error_set(err, 0,
+                         "%s:%u:%u: profiles.%s.persistent_dirs[%zu]: '%s' intersects "
+                         "the Lazaret-owned sandbox path %s",
                          cfg->config_file.label, pr->persistent_pos[i].line,
                          pr->persistent_pos[i].column, pr->name, i, pr->persistent_dirs[i], hit);
             lz_error_hint(err, "choose a path that neither contains nor lies inside %s", hit);
@@ -556,10 +559,11 @@ int lz_config_load(const lz_load_request *req, lz_resolved_config **ret, lz_erro
     for (size_t i = 0; i < pr->n_volumes; i++) {
         const char *hit = lz_sandbox_layout_conflict(req->layout, pr->volumes[i].container);
         if (hit) {
-            lz_error_set(err, 0, "%s:%u:%u: profiles.%s.volumes[%zu].container: '%s' intersects "
-                                 "the Lazaret-owned sandbox path %s",
-                         cfg->config_file.label, pr->volumes[i].pos.line,
-                         pr->volumes[i].pos.column, pr->name, i, pr->volumes[i].container, hit);
+            lz_error_set(err, 0,
+                         "%s:%u:%u: profiles.%s.volumes[%zu].container: '%s' intersects "
+                         "the Lazaret-owned sandbox path %s",
+                         cfg->config_file.label, pr->volumes[i].pos.line, pr->volumes[i].pos.column,
+                         pr->name, i, pr->volumes[i].container, hit);
             lz_error_hint(err, "choose a path that neither contains nor lies inside %s", hit);
             goto out;
         }
@@ -569,8 +573,9 @@ int lz_config_load(const lz_load_request *req, lz_resolved_config **ret, lz_erro
     if (lz_ensure_owned_root(storage_label, &cfg->storage_root, err) < 0) {
         lz_error_prefix(err, "Storage Root");
         if (err && *err && !(*err)->hint)
-            lz_error_hint(err, "Lazaret keeps images and Domain state in %s: make its parent a "
-                               "directory you own, or set storage.data_root in %s to one",
+            lz_error_hint(err,
+                          "Lazaret keeps images and Domain state in %s: make its parent a "
+                          "directory you own, or set storage.data_root in %s to one",
                           storage_label, cfg->config_file.label);
         goto out;
     }
@@ -621,20 +626,20 @@ int lz_config_load(const lz_load_request *req, lz_resolved_config **ret, lz_erro
             rr = lz_plan_existing(vol_labels[i], &v->source, err);
         }
         if (rr < 0) {
-            lz_error_prefix(err, "%s:%u:%u: profiles.%s.volumes[%zu].host",
-                            cfg->config_file.label, d->host_pos.line, d->host_pos.column,
-                            pr->name, i);
+            lz_error_prefix(err, "%s:%u:%u: profiles.%s.volumes[%zu].host", cfg->config_file.label,
+                            d->host_pos.line, d->host_pos.column, pr->name, i);
             goto out;
         }
         mode_t t = v->source.target.mode & S_IFMT;
         bool ok = d->kind == LZ_VOLUME_DIRECTORY ? t == S_IFDIR : t == S_IFREG;
         if (!ok) {
             lz_error_set(err, 0, "%s:%u:%u: profiles.%s.volumes[%zu].host: %s is not a %s",
-                         cfg->config_file.label, d->host_pos.line, d->host_pos.column, pr->name,
-                         i, vol_labels[i],
+                         cfg->config_file.label, d->host_pos.line, d->host_pos.column, pr->name, i,
+                         vol_labels[i],
                          d->kind == LZ_VOLUME_DIRECTORY ? "directory" : "regular file");
-            lz_error_hint(err, "set kind to match the source, or point host at a %s (sockets, "
-                               "devices and FIFOs are never accepted)",
+            lz_error_hint(err,
+                          "set kind to match the source, or point host at a %s (sockets, "
+                          "devices and FIFOs are never accepted)",
                           d->kind == LZ_VOLUME_DIRECTORY ? "directory" : "regular file");
             goto out;
         }
@@ -645,12 +650,12 @@ int lz_config_load(const lz_load_request *req, lz_resolved_config **ret, lz_erro
     {
         named_plan objs[64];
         size_t n = 0;
-        objs[n++] = (named_plan) { "the configuration file", &cfg->config_file };
-        objs[n++] = (named_plan) { "the workspace", &cfg->workspace };
-        objs[n++] = (named_plan) { "the Storage Root", &cfg->storage_root };
-        objs[n++] = (named_plan) { "the Runtime Root", &cfg->runtime_root };
+        objs[n++] = (named_plan){ "the configuration file", &cfg->config_file };
+        objs[n++] = (named_plan){ "the workspace", &cfg->workspace };
+        objs[n++] = (named_plan){ "the Storage Root", &cfg->storage_root };
+        objs[n++] = (named_plan){ "the Runtime Root", &cfg->runtime_root };
         for (size_t i = 0; i < cfg->n_volumes && n < LZ_ARRAY_SIZE(objs); i++)
-            objs[n++] = (named_plan) { "a volume source", &cfg->volumes[i].source };
+            objs[n++] = (named_plan){ "a volume source", &cfg->volumes[i].source };
         for (size_t i = 0; i < n; i++)
             for (size_t j = i + 1; j < n; j++)
                 if (objs[i].p->target.dev == objs[j].p->target.dev &&
@@ -688,21 +693,21 @@ int lz_config_load(const lz_load_request *req, lz_resolved_config **ret, lz_erro
         const tree me = { "the auto-approved executable", canonical };
         tree forbidden[8 + 64];
         size_t nf = 0;
-        forbidden[nf++] = (tree) { "the workspace", cfg->workspace.label };
-        forbidden[nf++] = (tree) { "the profile directory", cfg->profile_dir.label };
-        forbidden[nf++] = (tree) { "the Storage Root", cfg->storage_root.label };
-        forbidden[nf++] = (tree) { "the Runtime Root", cfg->runtime_root.label };
-        forbidden[nf++] = (tree) { "the configuration file", cfg->config_file.label };
+        forbidden[nf++] = (tree){ "the workspace", cfg->workspace.label };
+        forbidden[nf++] = (tree){ "the profile directory", cfg->profile_dir.label };
+        forbidden[nf++] = (tree){ "the Storage Root", cfg->storage_root.label };
+        forbidden[nf++] = (tree){ "the Runtime Root", cfg->runtime_root.label };
+        forbidden[nf++] = (tree){ "the configuration file", cfg->config_file.label };
         for (size_t k = 0; k < cfg->n_volumes && nf < LZ_ARRAY_SIZE(forbidden); k++)
-            forbidden[nf++] = (tree) { "a volume source", cfg->volumes[k].source.label };
+            forbidden[nf++] = (tree){ "a volume source", cfg->volumes[k].source.label };
         for (size_t k = 0; k < nf; k++)
             if (lz_path_overlaps(canonical, forbidden[k].label)) {
                 refuse_overlap(err, &me, &forbidden[k],
                                "an auto-approved program must live outside everything the "
                                "sandbox can write and outside Lazaret's own trees (e.g. in "
                                "/usr/bin or ~/bin)");
-                lz_error_prefix(err, "%s:%u:%u: %s", cfg->config_file.label,
-                                d->executable_pos.line, d->executable_pos.column, kp);
+                lz_error_prefix(err, "%s:%u:%u: %s", cfg->config_file.label, d->executable_pos.line,
+                                d->executable_pos.column, kp);
                 goto out;
             }
         if (lz_plan_existing(canonical, &rr->executable, err) < 0) {
@@ -731,8 +736,9 @@ int lz_config_load(const lz_load_request *req, lz_resolved_config **ret, lz_erro
             for (size_t a = 0; same && a < rr->n_args; a++)
                 same = strcmp(o->args[a], rr->args[a]) == 0;
             if (same) {
-                lz_error_set(err, 0, "%s:%u:%u: profiles.%s.escalation.auto_approve[%zu]: "
-                                     "duplicates auto_approve[%zu] (both resolve to %s)",
+                lz_error_set(err, 0,
+                             "%s:%u:%u: profiles.%s.escalation.auto_approve[%zu]: "
+                             "duplicates auto_approve[%zu] (both resolve to %s)",
                              cfg->config_file.label, d->pos.line, d->pos.column, pr->name, i, k,
                              canonical);
                 lz_error_hint(err, "remove one of the two identical rules");
@@ -800,17 +806,21 @@ int lz_config_load(const lz_load_request *req, lz_resolved_config **ret, lz_erro
         e->host_name = lz_xstrdup(d->host_name);
         const char *value = getenv(d->host_name);
         if (!value) {
-            lz_error_set(err, 0, "%s:%u:%u: profiles.%s.env.%s: the host environment variable "
-                                 "%s is not set",
+            lz_error_set(err, 0,
+                         "%s:%u:%u: profiles.%s.env.%s: the host environment variable "
+                         "%s is not set",
                          cfg->config_file.label, d->pos.line, d->pos.column, pr->name,
                          d->sandbox_name, d->host_name);
-            lz_error_hint(err, "export %s in the shell that runs lazaret, or remove the "
-                               "reference", d->host_name);
+            lz_error_hint(err,
+                          "export %s in the shell that runs lazaret, or remove the "
+                          "reference",
+                          d->host_name);
             goto out;
         }
         if (!lz_utf8_valid(value, strlen(value))) {
-            lz_error_set(err, 0, "%s:%u:%u: profiles.%s.env.%s: the value of %s is not valid "
-                                 "UTF-8 (value not shown)",
+            lz_error_set(err, 0,
+                         "%s:%u:%u: profiles.%s.env.%s: the value of %s is not valid "
+                         "UTF-8 (value not shown)",
                          cfg->config_file.label, d->pos.line, d->pos.column, pr->name,
                          d->sandbox_name, d->host_name);
             lz_error_hint(err, "set %s to a UTF-8 value", d->host_name);
@@ -841,15 +851,15 @@ out:
 size_t lz_resolved_config_fds(const lz_resolved_config *cfg, int *out, size_t max)
 {
     const lz_path_plan *plans[] = {
-        &cfg->config_file, &cfg->workspace, &cfg->storage_root, &cfg->runtime_root,
+        &cfg->config_file, &cfg->workspace,           &cfg->storage_root,        &cfg->runtime_root,
         &cfg->profile_dir, &cfg->storage_domain_root, &cfg->runtime_domain_root,
     };
     size_t n = 0;
-#define KEEP(fd)              \
-    do {                      \
-        if (n < max)          \
-            out[n] = (fd);    \
-        n++;                  \
+#define KEEP(fd)                                                                                   \
+    do {                                                                                           \
+        if (n < max)                                                                               \
+            out[n] = (fd);                                                                         \
+        n++;                                                                                       \
     } while (0)
     for (size_t i = 0; i < sizeof(plans) / sizeof(plans[0]); i++)
         KEEP(plans[i]->ancestor_fd);

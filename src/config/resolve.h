@@ -23,11 +23,11 @@
 typedef struct lz_resolved_env {
     char *sandbox_name;
     char *host_name;
-    char *value;            /* secret: never print, hash, log or persist */
+    char *value; /* secret: never print, hash, log or persist */
 } lz_resolved_env;
 
 typedef struct lz_resolved_volume {
-    lz_path_plan source;    /* source.label is the canonical host source */
+    lz_path_plan source; /* source.label is the canonical host source */
     char *container;
     lz_volume_kind kind;
     lz_volume_access access;
@@ -45,21 +45,21 @@ typedef struct lz_resolved_config {
     char *profile;
     lz_path_plan config_file;
     lz_path_plan workspace;
-    bool workspace_from_git;           /* the Git top level above the current directory */
+    bool workspace_from_git; /* the Git top level above the current directory */
     lz_path_plan storage_root;
     lz_path_plan runtime_root;
     lz_path_plan profile_dir;
-    lz_path_plan storage_domain_root;  /* <storage>/domains/<id-hex> */
-    lz_path_plan runtime_domain_root;  /* <runtime>/domains/<id-hex> */
+    lz_path_plan storage_domain_root; /* <storage>/domains/<id-hex> */
+    lz_path_plan runtime_domain_root; /* <runtime>/domains/<id-hex> */
     char *image;
     bool isolate_gitignored;
-    char **persistent_dirs;            /* sorted */
+    char **persistent_dirs; /* sorted */
     size_t n_persistent_dirs;
-    lz_resolved_env *env;              /* sorted by sandbox name */
+    lz_resolved_env *env; /* sorted by sandbox name */
     size_t n_env;
-    lz_resolved_volume *volumes;       /* sorted by container path */
+    lz_resolved_volume *volumes; /* sorted by container path */
     size_t n_volumes;
-    lz_ipv4_prefix_list allow, deny;   /* effective, normalized, sorted */
+    lz_ipv4_prefix_list allow, deny; /* effective, normalized, sorted */
     bool escalation_enabled;
     lz_resolved_rule *rules;
     size_t n_rules;
@@ -73,9 +73,9 @@ typedef struct lz_resolved_config {
 size_t lz_resolved_config_fds(const lz_resolved_config *cfg, int *out, size_t max);
 
 typedef struct lz_load_request {
-    const char *config_path;      /* --config FILE, or NULL for the XDG default */
-    const char *profile;          /* required, exact name */
-    const char *workspace;        /* NULL: the current working directory */
+    const char *config_path;         /* --config FILE, or NULL for the XDG default */
+    const char *profile;             /* required, exact name */
+    const char *workspace;           /* NULL: the current working directory */
     const lz_sandbox_layout *layout; /* required: production layout */
 } lz_load_request;
 

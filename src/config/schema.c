@@ -34,8 +34,8 @@ static int fail(dctx *c, const lz_source_pos *pos, const char *keypath, const ch
         what = NULL;
     va_end(ap);
     if (pos && pos->line && pos->column)
-        lz_error_set(c->err, 0, "%s:%u:%u: %s: %s", c->label, pos->line, pos->column,
-                     keypath, what ? what : "invalid value");
+        lz_error_set(c->err, 0, "%s:%u:%u: %s: %s", c->label, pos->line, pos->column, keypath,
+                     what ? what : "invalid value");
     else if (pos && pos->line)
         lz_error_set(c->err, 0, "%s:%u: %s: %s", c->label, pos->line, keypath,
                      what ? what : "invalid value");
@@ -118,7 +118,8 @@ static int get_prefix_list(dctx *c, const lz_toml_node *n, const char *keypath,
     for (size_t i = 0; i < n->u.array.count; i++) {
         const lz_toml_node *item = n->u.array.items[i];
         _cleanup_free_ char *kp = lz_xasprintf("%s[%zu]", keypath, i);
-        if (expect_type(c, item, LZ_TOML_STRING, kp, "an IPv4 prefix string such as \"192.0.2.0/24\"") < 0)
+        if (expect_type(c, item, LZ_TOML_STRING, kp,
+                        "an IPv4 prefix string such as \"192.0.2.0/24\"") < 0)
             return -1;
         lz_ipv4_prefix p;
         if (!lz_ipv4_prefix_parse(item->u.string.bytes, &p)) {
@@ -152,7 +153,7 @@ static int get_prefix_list(dctx *c, const lz_toml_node *n, const char *keypath,
         lz_ipv4_list_add(ret, &p);
         if (decls) {
             decls->items = lz_xrealloc(decls->items, decls->count + 1, sizeof(*decls->items));
-            decls->items[decls->count++] = (lz_prefix_decl) { p, i, pos_of(item) };
+            decls->items[decls->count++] = (lz_prefix_decl){ p, i, pos_of(item) };
         }
     }
     return 0;
@@ -207,19 +208,19 @@ static int decode_env(dctx *c, const lz_toml_node *n, const char *keypath, lz_pr
         _cleanup_free_ char *kp = child_path(keypath, e->key);
         lz_source_pos kpos = { e->line, e->column };
         if (!lz_env_name_valid(e->key))
-            return fail(c, &kpos, kp,
-                        "environment names match [A-Za-z_][A-Za-z0-9_]*",
+            return fail(c, &kpos, kp, "environment names match [A-Za-z_][A-Za-z0-9_]*",
                         "'%s' is not a valid environment variable name", e->key);
         if (expect_type(c, e->value, LZ_TOML_STRING, kp, "a string \"env:HOST_NAME\"") < 0)
             return -1;
         const char *v = e->value->u.string.bytes;
         lz_source_pos vpos = pos_of(e->value);
         if (strncmp(v, "env:", 4) != 0 || !lz_env_name_valid(v + 4))
-            return fail(c, &vpos, kp,
-                        "a value is a reference to a host variable, written \"env:NAME\" with "
-                        "NAME matching [A-Za-z_][A-Za-z0-9_]*; literal values are not allowed so "
-                        "that secrets never live in the configuration file",
-                        "expected \"env:NAME\", found a value that is not an environment reference");
+            return fail(
+                c, &vpos, kp,
+                "a value is a reference to a host variable, written \"env:NAME\" with "
+                "NAME matching [A-Za-z_][A-Za-z0-9_]*; literal values are not allowed so "
+                "that secrets never live in the configuration file",
+                "expected \"env:NAME\", found a value that is not an environment reference");
         lz_env_decl *d = &pr->env[pr->n_env++];
         d->sandbox_name = lz_xstrdup(e->key);
         d->host_name = lz_xstrdup(v + 4);
@@ -228,7 +229,9 @@ static int decode_env(dctx *c, const lz_toml_node *n, const char *keypath, lz_pr
     return 0;
 }
 
-static const char *const volume_fields[] = { "host", "container", "kind", "access", "create", NULL };
+static const char *const volume_fields[] = {
+    "host", "container", "kind", "access", "create", NULL
+};
 
 static int decode_volume(dctx *c, const lz_toml_node *n, const char *keypath, lz_volume_decl *v)
 {
@@ -295,7 +298,8 @@ static int decode_volume(dctx *c, const lz_toml_node *n, const char *keypath, lz
                     "expected \"file\" or \"directory\", found \"%s\"", kind->u.string.bytes);
 
     if (access) {
-        if (expect_type(c, access, LZ_TOML_STRING, kp_access, "\"read-only\" or \"read-write\"") < 0)
+        if (expect_type(c, access, LZ_TOML_STRING, kp_access, "\"read-only\" or \"read-write\"") <
+            0)
             return -1;
         lz_source_pos apos = pos_of(access);
         if (strcmp(access->u.string.bytes, "read-only") == 0)
@@ -449,8 +453,9 @@ static int decode_escalation(dctx *c, const lz_toml_node *n, const char *keypath
 }
 
 static const char *const profile_fields[] = {
-    "image", "isolate_gitignored", "persistent_dirs", "allow_egress", "deny_egress",
-    "env", "volumes", "escalation", NULL,
+    "image",        "isolate_gitignored", "persistent_dirs",
+    "allow_egress", "deny_egress",        "env",
+    "volumes",      "escalation",         NULL,
 };
 
 /* An image reference: nonempty, printable ASCII without spaces. The
@@ -504,7 +509,8 @@ static int decode_profile(dctx *c, const char *name, const lz_source_pos *name_p
 
     _cleanup_free_ char *kp;
     kp = child_path(keypath, "isolate_gitignored");
-    if ((v = lz_toml_get(n, "isolate_gitignored")) && get_bool(c, v, kp, &pr->isolate_gitignored) < 0)
+    if ((v = lz_toml_get(n, "isolate_gitignored")) &&
+        get_bool(c, v, kp, &pr->isolate_gitignored) < 0)
         return -1;
     free(kp);
     kp = child_path(keypath, "persistent_dirs");
@@ -512,11 +518,13 @@ static int decode_profile(dctx *c, const char *name, const lz_source_pos *name_p
         return -1;
     free(kp);
     kp = child_path(keypath, "allow_egress");
-    if ((v = lz_toml_get(n, "allow_egress")) && get_prefix_list(c, v, kp, &pr->allow_egress, &pr->allow_egress_decl) < 0)
+    if ((v = lz_toml_get(n, "allow_egress")) &&
+        get_prefix_list(c, v, kp, &pr->allow_egress, &pr->allow_egress_decl) < 0)
         return -1;
     free(kp);
     kp = child_path(keypath, "deny_egress");
-    if ((v = lz_toml_get(n, "deny_egress")) && get_prefix_list(c, v, kp, &pr->deny_egress, NULL) < 0)
+    if ((v = lz_toml_get(n, "deny_egress")) &&
+        get_prefix_list(c, v, kp, &pr->deny_egress, NULL) < 0)
         return -1;
     free(kp);
     kp = child_path(keypath, "env");
@@ -587,9 +595,9 @@ static int check_network_conflicts(dctx *c, const lz_config_doc *doc, const lz_p
             for (size_t j = 0; j < LZ_ARRAY_SIZE(lz_rfc1918_prefixes); j++)
                 if (lz_ipv4_prefix_cmp(&lz_rfc1918_prefixes[j], &d->prefix) == 0)
                     rfc1918 = true;
-            _cleanup_free_ char *kp =
-                k == 0 ? lz_xasprintf("network.default_allow[%zu]", d->index)
-                       : lz_xasprintf("%s.allow_egress[%zu]", keypath, d->index);
+            _cleanup_free_ char *kp = k == 0
+                                          ? lz_xasprintf("network.default_allow[%zu]", d->index)
+                                          : lz_xasprintf("%s.allow_egress[%zu]", keypath, d->index);
             r = fail(c, &d->pos, kp,
                      rfc1918 ? "RFC 1918 prefixes are always denied; allow a longer prefix "
                                "inside it (e.g. a /24) if the sandbox must reach it"
@@ -622,8 +630,7 @@ static int decode_document(dctx *c, const lz_toml_node *root, lz_config_doc *doc
         return -1;
     if (strcmp(schema->u.string.bytes, LZ_CONFIG_SCHEMA_ID) != 0) {
         lz_source_pos p = pos_of(schema);
-        return fail(c, &p, "schema",
-                    "this Lazaret reads schema = \"" LZ_CONFIG_SCHEMA_ID "\"",
+        return fail(c, &p, "schema", "this Lazaret reads schema = \"" LZ_CONFIG_SCHEMA_ID "\"",
                     "unsupported configuration schema");
     }
 

@@ -19,7 +19,10 @@
 #define LZ_CONFIG_MAX_BYTES 1048576
 
 typedef enum lz_volume_kind { LZ_VOLUME_FILE = 0, LZ_VOLUME_DIRECTORY = 1 } lz_volume_kind;
-typedef enum lz_volume_access { LZ_ACCESS_READ_ONLY = 0, LZ_ACCESS_READ_WRITE = 1 } lz_volume_access;
+typedef enum lz_volume_access {
+    LZ_ACCESS_READ_ONLY = 0,
+    LZ_ACCESS_READ_WRITE = 1
+} lz_volume_access;
 
 /* Where a value was declared: for diagnostics only. */
 typedef struct lz_source_pos {
@@ -27,16 +30,16 @@ typedef struct lz_source_pos {
 } lz_source_pos;
 
 typedef struct lz_env_decl {
-    char *sandbox_name;     /* map key */
-    char *host_name;        /* the NAME of "env:NAME" */
+    char *sandbox_name; /* map key */
+    char *host_name;    /* the NAME of "env:NAME" */
     lz_source_pos pos;
 } lz_env_decl;
 
 /* One declared prefix of an allow list, with where it was written (for the
  * allow/deny conflict diagnostic). */
 typedef struct lz_prefix_decl {
-    lz_ipv4_prefix prefix;  /* normalized */
-    size_t index;           /* position in the declared array */
+    lz_ipv4_prefix prefix; /* normalized */
+    size_t index;          /* position in the declared array */
     lz_source_pos pos;
 } lz_prefix_decl;
 
@@ -46,8 +49,8 @@ typedef struct lz_prefix_decls {
 } lz_prefix_decls;
 
 typedef struct lz_volume_decl {
-    char *host;             /* as declared: "/abs", "~/x" or "{profile_dir}/x" */
-    char *container;        /* normalized sandbox path */
+    char *host;      /* as declared: "/abs", "~/x" or "{profile_dir}/x" */
+    char *container; /* normalized sandbox path */
     lz_volume_kind kind;
     lz_volume_access access;
     bool create;
@@ -55,7 +58,7 @@ typedef struct lz_volume_decl {
 } lz_volume_decl;
 
 typedef struct lz_rule_decl {
-    char *executable;       /* as declared host path */
+    char *executable; /* as declared host path */
     char **args;
     size_t n_args;
     bool allow_extra_args;
@@ -82,12 +85,12 @@ typedef struct lz_profile_decl {
 } lz_profile_decl;
 
 typedef struct lz_config_doc {
-    char *label;                 /* the source's name for diagnostics */
-    char *data_root;             /* storage.data_root as declared, or NULL */
+    char *label;     /* the source's name for diagnostics */
+    char *data_root; /* storage.data_root as declared, or NULL */
     lz_source_pos data_root_pos;
     lz_ipv4_prefix_list default_allow, default_deny;
     lz_prefix_decls default_allow_decl;
-    lz_profile_decl *profiles;   /* sorted by name */
+    lz_profile_decl *profiles; /* sorted by name */
     size_t n_profiles;
 } lz_config_doc;
 

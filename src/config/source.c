@@ -136,8 +136,10 @@ int lz_config_source_read(const char *path, lz_config_source *ret, lz_error **er
     if (id.nlink != 1) {
         lz_error_set(err, 0, "the configuration %s has %lu hard links; exactly one is required",
                      canonical, (unsigned long) id.nlink);
-        lz_error_hint(err, "replace it by a copy with a single link: cp '%s' '%s.new' && mv "
-                           "'%s.new' '%s'", canonical, canonical, canonical, canonical);
+        lz_error_hint(err,
+                      "replace it by a copy with a single link: cp '%s' '%s.new' && mv "
+                      "'%s.new' '%s'",
+                      canonical, canonical, canonical, canonical);
         goto out;
     }
     if (id.mode & (S_IWGRP | S_IWOTH)) {

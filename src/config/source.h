@@ -15,8 +15,8 @@
 #include "fs/confined.h"
 
 typedef struct lz_config_source {
-    lz_path_plan plan;      /* plan.label: the canonical path of the source */
-    char *bytes;            /* the whole file, NUL-terminated for convenience */
+    lz_path_plan plan; /* plan.label: the canonical path of the source */
+    char *bytes;       /* the whole file, NUL-terminated for convenience */
     size_t len;
 } lz_config_source;
 

@@ -48,15 +48,15 @@ struct lz_toml_node {
     lz_toml_type type;
     unsigned line, column; /* 1-based source position of the value; 0 if unknown */
     union {
-        struct {           /* LZ_TOML_TABLE: entries sorted by key bytes */
+        struct { /* LZ_TOML_TABLE: entries sorted by key bytes */
             lz_toml_entry *entries;
             size_t count;
         } table;
-        struct {           /* LZ_TOML_ARRAY: items in document order */
+        struct { /* LZ_TOML_ARRAY: items in document order */
             lz_toml_node **items;
             size_t count;
         } array;
-        struct {           /* LZ_TOML_STRING: UTF-8, NUL-free, NUL-terminated */
+        struct { /* LZ_TOML_STRING: UTF-8, NUL-free, NUL-terminated */
             char *bytes;
             size_t len;
         } string;

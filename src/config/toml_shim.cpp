@@ -22,7 +22,8 @@ extern "C" {
 
 static_assert(!TOML_ENABLE_UNRELEASED_FEATURES, "TOML 1.1-only syntax must stay disabled");
 
-namespace {
+namespace
+{
 
 // Bounds on nesting. toml++ limits nested arrays and inline tables but not
 // dotted keys or table headers (`a.a.a…` with 50,000 parts overflows its
@@ -117,7 +118,10 @@ lz_toml_node *new_node(lz_toml_type t)
 // Owns a partially built tree while conversion may still throw.
 struct tree_guard {
     lz_toml_node *n;
-    ~tree_guard() { lz_toml_free(n); }
+    ~tree_guard()
+    {
+        lz_toml_free(n);
+    }
 };
 
 lz_toml_node *convert(const toml::node &src, unsigned depth);
@@ -163,7 +167,8 @@ lz_toml_node *convert_array(const toml::array &a, unsigned depth)
     set_pos(g.n, a.source());
     size_t count = a.size();
     if (count) {
-        g.n->u.array.items = static_cast<lz_toml_node **>(std::calloc(count, sizeof(lz_toml_node *)));
+        g.n->u.array.items =
+            static_cast<lz_toml_node **>(std::calloc(count, sizeof(lz_toml_node *)));
         if (!g.n->u.array.items)
             throw std::bad_alloc();
     }
@@ -217,7 +222,8 @@ lz_toml_node *convert(const toml::node &src, unsigned depth)
         g.n = new_node(LZ_TOML_DATETIME);
         break;
     default:
-        throw bad_content{ src.source().begin.line, src.source().begin.column, "unsupported TOML value" };
+        throw bad_content{ src.source().begin.line, src.source().begin.column,
+                           "unsupported TOML value" };
     }
     set_pos(g.n, src.source());
     lz_toml_node *out = g.n;
@@ -237,8 +243,11 @@ void set_diag(lz_toml_diag *diag, unsigned line, unsigned column, std::string_vi
     size_t o = 0, cap = sizeof(diag->message) - 1;
     for (size_t i = 0; i < msg.size();) {
         unsigned char c = static_cast<unsigned char>(msg[i]);
-        size_t len = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3
-                                   : (c & 0xF8) == 0xF0 ? 4 : 0;
+        size_t len = c < 0x80             ? 1
+                     : (c & 0xE0) == 0xC0 ? 2
+                     : (c & 0xF0) == 0xE0 ? 3
+                     : (c & 0xF8) == 0xF0 ? 4
+                                          : 0;
         bool whole = len > 1 && i + len <= msg.size();
         for (size_t k = 1; whole && k < len; k++)
             whole = (static_cast<unsigned char>(msg[i + k]) & 0xC0) == 0x80;
@@ -269,7 +278,8 @@ void set_diag(lz_toml_diag *diag, unsigned line, unsigned column, std::string_vi
 
 } // namespace
 
-extern "C" int lz_toml_parse(const char *buf, size_t len, lz_toml_node **ret_root, lz_toml_diag *diag)
+extern "C" int lz_toml_parse(const char *buf, size_t len, lz_toml_node **ret_root,
+                             lz_toml_diag *diag)
 {
     try {
         unsigned deep_line = 0;
@@ -331,15 +341,24 @@ extern "C" const lz_toml_node *lz_toml_get(const lz_toml_node *t, const char *ke
 extern "C" const char *lz_toml_type_name(lz_toml_type t)
 {
     switch (t) {
-    case LZ_TOML_TABLE: return "table";
-    case LZ_TOML_ARRAY: return "array";
-    case LZ_TOML_STRING: return "string";
-    case LZ_TOML_INTEGER: return "integer";
-    case LZ_TOML_FLOAT: return "float";
-    case LZ_TOML_BOOLEAN: return "boolean";
-    case LZ_TOML_DATE: return "date";
-    case LZ_TOML_TIME: return "time";
-    case LZ_TOML_DATETIME: return "date-time";
+    case LZ_TOML_TABLE:
+        return "table";
+    case LZ_TOML_ARRAY:
+        return "array";
+    case LZ_TOML_STRING:
+        return "string";
+    case LZ_TOML_INTEGER:
+        return "integer";
+    case LZ_TOML_FLOAT:
+        return "float";
+    case LZ_TOML_BOOLEAN:
+        return "boolean";
+    case LZ_TOML_DATE:
+        return "date";
+    case LZ_TOML_TIME:
+        return "time";
+    case LZ_TOML_DATETIME:
+        return "date-time";
     }
     return "value";
 }

@@ -141,15 +141,14 @@ int lz_sandbox_user_read(int domain_root_fd, lz_idmap *ret)
         errno = EINVAL;
         return -1;
     }
-    *ret = (lz_idmap) { u, g };
+    *ret = (lz_idmap){ u, g };
     return 1;
 }
 
-static int check_sandbox_user(const lz_resolved_config *cfg, const lz_idmap *user,
-                              lz_error **err)
+static int check_sandbox_user(const lz_resolved_config *cfg, const lz_idmap *user, lz_error **err)
 {
-    _cleanup_close_ int root = lz_plan_open(&cfg->storage_domain_root, O_PATH | O_DIRECTORY, true,
-                                            err);
+    _cleanup_close_ int root =
+        lz_plan_open(&cfg->storage_domain_root, O_PATH | O_DIRECTORY, true, err);
     if (root < 0)
         return -1;
     struct stat st;
@@ -170,7 +169,8 @@ static int check_sandbox_user(const lz_resolved_config *cfg, const lz_idmap *use
     if (known && same)
         return 0;
     if (!same && has_files) {
-        lz_error_set(err, 0, "the Domain's persistent files were made with the sandbox "
+        lz_error_set(err, 0,
+                     "the Domain's persistent files were made with the sandbox "
                      "running as uid %u (gid %u); its image now runs as uid %u (gid %u)",
                      (unsigned) was.uid, (unsigned) was.gid, (unsigned) user->uid,
                      (unsigned) user->gid);
@@ -178,10 +178,10 @@ static int check_sandbox_user(const lz_resolved_config *cfg, const lz_idmap *use
                                   "one user would be another's); or use the previous image");
     }
     char text[64];
-    int len = snprintf(text, sizeof(text), "uid %u gid %u\n", (unsigned) user->uid,
-                       (unsigned) user->gid);
-    _cleanup_free_ char *what = lz_xasprintf("%s/%s", cfg->storage_domain_root.label,
-                                             LZ_SANDBOX_USER_RECORD);
+    int len =
+        snprintf(text, sizeof(text), "uid %u gid %u\n", (unsigned) user->uid, (unsigned) user->gid);
+    _cleanup_free_ char *what =
+        lz_xasprintf("%s/%s", cfg->storage_domain_root.label, LZ_SANDBOX_USER_RECORD);
     return lz_write_atomic(root, LZ_SANDBOX_USER_RECORD, text, (size_t) len, 0600, 0, what, err);
 }
 
@@ -314,9 +314,15 @@ static int start_coordinator(const lz_resolved_config *cfg, int dirfd, int lock_
             lz_error_free(e);
         }
         lz_coordinator_args a = {
-            .cfg = cfg, .image = &image, .store = store, .lock_fd = lock_fd,
-            .listen_fd = listen_fd, .runtime_dir_fd = dirfd, .runsc = runsc,
-            .guest_exec = guest_exec, .guest_statx_fix = guest_fix,
+            .cfg = cfg,
+            .image = &image,
+            .store = store,
+            .lock_fd = lock_fd,
+            .listen_fd = listen_fd,
+            .runtime_dir_fd = dirfd,
+            .runsc = runsc,
+            .guest_exec = guest_exec,
+            .guest_statx_fix = guest_fix,
         };
         lz_coordinator_main(&a);
     }
@@ -334,8 +340,8 @@ out:
 int lz_domain_connect(const lz_resolved_config *cfg, lz_progress_fn progress, void *userdata,
                       lz_error **err)
 {
-    _cleanup_close_ int dirfd = lz_plan_open(&cfg->runtime_domain_root, O_PATH | O_DIRECTORY,
-                                             true, err);
+    _cleanup_close_ int dirfd =
+        lz_plan_open(&cfg->runtime_domain_root, O_PATH | O_DIRECTORY, true, err);
     if (dirfd < 0)
         return -1;
     bool said_waiting = false;
@@ -377,11 +383,13 @@ int lz_domain_connect(const lz_resolved_config *cfg, lz_progress_fn progress, vo
         struct timespec now;
         clock_gettime(CLOCK_MONOTONIC, &now);
         if (now.tv_sec - t0.tv_sec > 120) {
-            lz_error_set(err, ETIMEDOUT, "the Domain's coordinator holds its lock but does not "
-                                         "answer on %s/%s",
+            lz_error_set(err, ETIMEDOUT,
+                         "the Domain's coordinator holds its lock but does not "
+                         "answer on %s/%s",
                          cfg->runtime_domain_root.label, LZ_COORDINATOR_SOCKET);
-            return lz_error_hint(err, "see 'lazaret status'; if it is stuck, kill the process "
-                                      "holding %s/%s (fuser -k it)",
+            return lz_error_hint(err,
+                                 "see 'lazaret status'; if it is stuck, kill the process "
+                                 "holding %s/%s (fuser -k it)",
                                  cfg->runtime_domain_root.label, LZ_DOMAIN_LOCK);
         }
         struct timespec d = { 0, 50 * 1000 * 1000 };
@@ -393,8 +401,8 @@ int lz_domain_recover(const lz_resolved_config *cfg, int runtime_dir_fd, lz_erro
 {
     char hex[65];
     lz_digest_hex(cfg->domain_id, hex);
-    _cleanup_close_ int root = lz_plan_open(&cfg->storage_domain_root, O_PATH | O_DIRECTORY, true,
-                                            err);
+    _cleanup_close_ int root =
+        lz_plan_open(&cfg->storage_domain_root, O_PATH | O_DIRECTORY, true, err);
     if (root < 0)
         return -1;
     lz_domain_store *st = NULL;
@@ -423,7 +431,7 @@ int lz_domain_recover(const lz_resolved_config *cfg, int runtime_dir_fd, lz_erro
             continue; /* not a name we write: never remove it */
         }
         if (lz_remove_tree_mapped(runtime_dir_fd, ps[i].resource, cfg->runtime_domain_root.label,
-                              err) < 0) {
+                                  err) < 0) {
             lz_error_prefix(err, "cannot recover the previous generation");
             r = -1;
         }

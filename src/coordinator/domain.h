@@ -75,12 +75,12 @@
 
 typedef enum session_state {
     S_FREE = 0,
-    S_ENROLL,     /* connected, in the clear; ENROLL expected */
-    S_TLS,        /* ENROLLED sent; the TLS handshake runs (trust/channel.h) */
-    S_HELLO,      /* TLS established; HELLO expected */
-    S_RUN,        /* HELLO accepted; RUN expected */
-    S_QUEUED,     /* RUN received; waiting for the sandbox */
-    S_RUNNING,    /* command running */
+    S_ENROLL,  /* connected, in the clear; ENROLL expected */
+    S_TLS,     /* ENROLLED sent; the TLS handshake runs (trust/channel.h) */
+    S_HELLO,   /* TLS established; HELLO expected */
+    S_RUN,     /* HELLO accepted; RUN expected */
+    S_QUEUED,  /* RUN received; waiting for the sandbox */
+    S_RUNNING, /* command running */
 } session_state;
 
 typedef struct coord coord;
@@ -95,10 +95,10 @@ typedef struct queued_msg {
 typedef struct session {
     coord *c;
     session_state state;
-    int sock;                /* -1 once the CLI is gone */
+    int sock; /* -1 once the CLI is gone */
     lz_loop_source *sock_src;
     uint32_t no;
-    char id[33];               /* set at RUN (the enrolled id); cleared once recorded ended */
+    char id[33]; /* set at RUN (the enrolled id); cleared once recorded ended */
     pid_t cli_pid;
     /* The session channel's TLS (docs/session-channel.md): the session id
      * and the CLI's public key enrolled on this connection, which the
@@ -113,20 +113,20 @@ typedef struct session {
      * session's SUP_EXEC (docs/network.md "Publishing a port"). */
     int pub_fds[LZ_MSG_MAX_PUBLISH];
     lz_loop_source *orphan_timer; /* SIGKILL when the grace after SIGHUP ends */
-    bool killed;               /* SIGKILL already requested */
+    bool killed;                  /* SIGKILL already requested */
     /* Interactive sessions: the coordinator owns the PTY master; the slave
      * is the guest side of the session's runsc exec. */
-    int master;                /* -1 when none or drained */
+    int master; /* -1 when none or drained */
     lz_loop_source *master_src;
     queued_msg *q_head, *q_tail; /* messages waiting for the client, in order */
     size_t q_bytes;
     lz_loop_source *handshake_timer; /* until RUN is accepted */
     lz_loop_source *close_timer;     /* ends the slot when its EXIT_LINGER_MS are over */
-    bool exit_sent;            /* EXIT queued: close once it is sent (or on linger) */
+    bool exit_sent;                  /* EXIT queued: close once it is sent (or on linger) */
     char in_pending[LZ_MSG_MAX_DATA];
-    size_t in_pending_len;     /* typed bytes the PTY could not take yet */
-    size_t in_pending_hwm;     /* how far in_pending was ever filled (reset_slot) */
-    bool exited;               /* the command ended; EXIT follows the drain */
+    size_t in_pending_len; /* typed bytes the PTY could not take yet */
+    size_t in_pending_hwm; /* how far in_pending was ever filled (reset_slot) */
+    bool exited;           /* the command ended; EXIT follows the drain */
     uint32_t exit_outcome, exit_code;
     lz_loop_source *drain_timer;
     /* Host escalation (escalation.h): the SessionRequestCapability of its
@@ -138,8 +138,8 @@ typedef struct session {
     bool esc_closing;
     /* Requests from below the session level, run by sessions_settle()
      * once the loop's round is over (session_request_*, below). */
-    bool client_lost;          /* sending dropped its client: hang up or close */
-    bool pty_ended;            /* the relay saw the PTY end: EXIT may be due */
+    bool client_lost; /* sending dropped its client: hang up or close */
+    bool pty_ended;   /* the relay saw the PTY end: EXIT may be due */
 } session;
 
 typedef enum gen_state { G_STARTING, G_RUNNING, G_FAILED, G_TEARDOWN } gen_state;
@@ -148,7 +148,7 @@ struct coord {
     lz_coordinator_args *a;
     lz_loop *loop;
     FILE *log;
-    int logs_fd;              /* O_PATH of <Domain Root>/logs, for rotation (log.c) */
+    int logs_fd; /* O_PATH of <Domain Root>/logs, for rotation (log.c) */
     char id_hex[65], fp_hex[65];
     int64_t generation;
     char gen_name[32];
@@ -156,18 +156,18 @@ struct coord {
     char container_id[64];
     lz_supervisor_handle sup;
     bool sup_alive;
-    bool sup_stopped;        /* SUP_STOPPED arrived (teardown) */
+    bool sup_stopped; /* SUP_STOPPED arrived (teardown) */
     lz_loop_source *sup_src;
     gen_state state;
     session sessions[MAX_SESSIONS];
-    size_t n_active;         /* sessions not FREE */
-    size_t n_ever;           /* sessions accepted so far */
+    size_t n_active; /* sessions not FREE */
+    size_t n_ever;   /* sessions accepted so far */
     uint32_t next_no;
-    lz_msg_refused failure;  /* why the start failed */
-    bool empty_start_over;   /* nobody joined within EMPTY_START_TIMEOUT_MS */
-    lz_git_plan git;         /* Git Sentry: mounts, watches and audit state */
+    lz_msg_refused failure; /* why the start failed */
+    bool empty_start_over;  /* nobody joined within EMPTY_START_TIMEOUT_MS */
+    lz_git_plan git;        /* Git Sentry: mounts, watches and audit state */
     lz_loop_source *git_src;
-    bool sentry_failed;      /* the audit could not neutralise something: stopping */
+    bool sentry_failed; /* the audit could not neutralise something: stopping */
     /* The Git Sentry's failure froze the sandbox already (sentry_failed,
      * or the watch bound): the teardown does not hold it, and wait, again. */
     bool sentry_holds;
@@ -175,24 +175,24 @@ struct coord {
      * run (freezer.h); its watchdog thread is the coordinator's only other
      * thread. */
     struct lz_freezer *freezer;
-    bool throttle_told;      /* the sessions were told the sandbox was paused */
+    bool throttle_told;           /* the sessions were told the sandbox was paused */
     unsigned long sentry_notices; /* quarantine reports this generation (git_audit.c) */
     unsigned long sentry_untold;  /* ... not told yet (rate limit) */
     int64_t sentry_notice_ms;     /* when the last was told */
-    struct esc_state *esc;   /* host escalation (escalation.c); NULL before/after */
+    struct esc_state *esc;        /* host escalation (escalation.c); NULL before/after */
     /* This generation's Trust Anchor and the TLS server context built on
      * it (docs/session-channel.md); the nonce is the generation's, shared
      * with the mailbox's record signatures. */
     char nonce[LZ_TRUST_NONCE_LEN + 1];
     lz_trust_anchor *trust;
     SSL_CTX *tls_ctx;
-    const char *teardown_why; /* what sessions are told at teardown; NULL: shutting down */
+    const char *teardown_why;  /* what sessions are told at teardown; NULL: shutting down */
     const char *teardown_hint; /* and what to do (NULL: the log's path) */
     /* The teardown, asked for (request_teardown*): the main loop runs it
      * with this exit status between rounds. */
     bool stop_requested;
     int stop_status;
-    bool status_stale;        /* status.json is due (request_status) */
+    bool status_stale; /* status.json is due (request_status) */
 };
 
 /* ---- requests to the loop's level ------------------------------------ */

@@ -56,7 +56,6 @@
 #include "protocol/mailbox.h"
 #include "trust/signature.h"
 
-
 static void show_next_prompt(coord *c, session *s);
 static void try_run_waiting(coord *c);
 
@@ -77,7 +76,6 @@ char *escalation_session_env(coord *c, session *s)
     hex(s->capability, cap, sizeof(cap));
     return lz_xasprintf("%s=%s", LZ_MBX_CAPABILITY_ENV, s->capability);
 }
-
 
 /* ---- the requests' list ------------------------------------------------- */
 
@@ -144,7 +142,7 @@ static void kill_group(escalation *e)
 {
     if (e->child.pid > 0)
         lz_best_effort(syscall(SYS_pidfd_send_signal, e->child.pidfd, SIGTERM, NULL, 0) == 0 ? 0
-                                                                                          : -1);
+                                                                                             : -1);
 }
 
 /* The request is no prompt any more (decided, or ending): its session's
@@ -267,8 +265,10 @@ static void on_output(lz_loop *loop, lz_loop_source *src, int fd, short revents,
         esc_finish(e, LZ_MBX_FAILED, -1, "the command wrote more than 64 MiB of output: killed");
         return;
     }
-    lz_mbx_chunk ch = { .seq = e->seq, .stream = i == 0 ? LZ_MBX_STDOUT : LZ_MBX_STDERR,
-                        .data = buf, .len = (size_t) n };
+    lz_mbx_chunk ch = { .seq = e->seq,
+                        .stream = i == 0 ? LZ_MBX_STDOUT : LZ_MBX_STDERR,
+                        .data = buf,
+                        .len = (size_t) n };
     memcpy(ch.request_id, e->req.request_id, sizeof(ch.request_id));
     lz_wbuf b;
     lz_mbx_chunk_encode(&b, &ch);
@@ -340,7 +340,8 @@ static void esc_run(escalation *e)
     const char *where = esc_sandbox_writable(c->a->cfg, e->plan->label);
     if (where) {
         char *msg = lz_xasprintf("%s lies in %s, which the sandbox can change: Lazaret does "
-                                 "not run programs from there", e->plan->label, where);
+                                 "not run programs from there",
+                                 e->plan->label, where);
         esc_finish(e, LZ_MBX_FAILED, -1, msg);
         free(msg);
         return;
@@ -358,8 +359,7 @@ static void esc_run(escalation *e)
         (!lz_identity_same_object(&now, &e->approved) || now.size != e->approved.size ||
          now.ctime.tv_sec != e->approved.ctime.tv_sec ||
          now.ctime.tv_nsec != e->approved.ctime.tv_nsec)) {
-        char *msg = lz_xasprintf("%s changed after it was approved: nothing ran",
-                                 e->plan->label);
+        char *msg = lz_xasprintf("%s changed after it was approved: nothing ran", e->plan->label);
         esc_finish(e, LZ_MBX_FAILED, -1, msg);
         free(msg);
         return;
@@ -393,8 +393,8 @@ static void esc_run(escalation *e)
     /* Not from inside a Git directory (attack round i11b, B2: a bare
      * repository the sandbox built in .git/objects/…, its HEAD written just
      * after the audit, was used by an auto-approved host git). */
-    if (strstr(e->req.cwd, "/.git/") || (strlen(e->req.cwd) >= 5 &&
-                                         strcmp(e->req.cwd + strlen(e->req.cwd) - 5, "/.git") == 0)) {
+    if (strstr(e->req.cwd, "/.git/") ||
+        (strlen(e->req.cwd) >= 5 && strcmp(e->req.cwd + strlen(e->req.cwd) - 5, "/.git") == 0)) {
         esc_finish(e, LZ_MBX_FAILED, -1,
                    "the working directory lies inside a Git directory: Lazaret does not run host "
                    "commands there");
@@ -477,12 +477,15 @@ static char *prompt_text(escalation *e)
                      : strcmp(e->req.cwd, "/workspace") == 0
                          ? lz_xstrdup(ws)
                          : lz_xasprintf("%s (the workspace: %s is not in it)", ws, e->req.cwd);
-    lz_prompt_fields f = { .number = e->prompt_no, .profile = c->a->cfg->profile,
-                           .session_id = e->session_id, .cwd = e->req.cwd, .argv = e->req.argv,
-                           .argc = e->req.argc, .why = e->req.why,
-                           .resolved = strcmp(e->plan->label, e->req.argv[0]) != 0
-                                           ? e->plan->label
-                                           : NULL,
+    lz_prompt_fields f = { .number = e->prompt_no,
+                           .profile = c->a->cfg->profile,
+                           .session_id = e->session_id,
+                           .cwd = e->req.cwd,
+                           .argv = e->req.argv,
+                           .argc = e->req.argc,
+                           .why = e->req.why,
+                           .resolved =
+                               strcmp(e->plan->label, e->req.argv[0]) != 0 ? e->plan->label : NULL,
                            .host_cwd = host_cwd };
     char *text = lz_prompt_text(&f);
     free(host_cwd);
@@ -506,8 +509,7 @@ static void show_next_prompt(coord *c, session *s)
         lz_wbuf b;
         lz_msg_prompt_encode(&b, LZ_MSG_PROMPT, e->prompt_no, text);
         free(text);
-        clog_(c, "escalation %s: asking the developer in session %s", e->req.request_id,
-              s->id);
+        clog_(c, "escalation %s: asking the developer in session %s", e->req.request_id, s->id);
         session_send(c, s, &b);
         return;
     }
@@ -603,7 +605,8 @@ void esc_decide(escalation *e)
     if (where) {
         char *msg = lz_xasprintf("%s lies in %s, which the sandbox can change: Lazaret does "
                                  "not run programs from there (install a copy elsewhere, "
-                                 "e.g. ~/bin, and ask for that)", e->plan->label, where);
+                                 "e.g. ~/bin, and ask for that)",
+                                 e->plan->label, where);
         esc_finish(e, LZ_MBX_FAILED, -1, msg);
         free(msg);
         return;
@@ -731,14 +734,15 @@ json_t *escalation_status(coord *c)
     for (escalation *e = c->esc->head; e; e = e->next) {
         if (e->phase == E_DONE)
             continue;
-        static const char *const names[] = { "accepted", "waiting for the developer", "prompting",
-                                             "waiting to run", "running", "done" };
+        static const char *const names[] = { "accepted",  "waiting for the developer",
+                                             "prompting", "waiting to run",
+                                             "running",   "done" };
         json_t *argv = json_array();
         for (size_t i = 0; i < e->req.argc; i++)
             json_array_append_new(argv, json_stringn(e->req.argv[i], strlen(e->req.argv[i])));
-        json_array_append_new(a, json_pack("{s:s, s:s, s:o, s:s}", "request_id",
-                                           e->req.request_id, "session_id", e->session_id,
-                                           "argv", argv, "state", names[e->phase]));
+        json_array_append_new(a, json_pack("{s:s, s:s, s:o, s:s}", "request_id", e->req.request_id,
+                                           "session_id", e->session_id, "argv", argv, "state",
+                                           names[e->phase]));
     }
     return a;
 }

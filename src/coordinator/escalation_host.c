@@ -28,7 +28,7 @@
  * /workspace/scratch ran in the workspace root and copied the host's
  * git-ignored .env) fails. *ret_id: its identity. -1 with *err. */
 int esc_open_cwd(coord *c, const char *cwd, const lz_identity *expect, lz_identity *ret_id,
-                    lz_error **err)
+                 lz_error **err)
 {
     int ws = lz_plan_open(&c->a->cfg->workspace, O_PATH | O_DIRECTORY, true, err);
     if (ws < 0)
@@ -39,8 +39,10 @@ int esc_open_cwd(coord *c, const char *cwd, const lz_identity *expect, lz_identi
         d = lz_open_confined(ws, rel, O_PATH | O_DIRECTORY, 0, "working directory", err);
         close(ws);
         if (d < 0)
-            return lz_error_prefix(err, "the working directory %s is not a plain directory of "
-                                        "the workspace on this machine", cwd);
+            return lz_error_prefix(err,
+                                   "the working directory %s is not a plain directory of "
+                                   "the workspace on this machine",
+                                   cwd);
     }
     lz_identity id;
     if (lz_identity_of(d, &id, err) < 0) {
@@ -49,8 +51,10 @@ int esc_open_cwd(coord *c, const char *cwd, const lz_identity *expect, lz_identi
     }
     if (expect && (id.dev != expect->dev || id.ino != expect->ino)) {
         close(d);
-        return lz_error_set(err, ESTALE, "the working directory %s is another directory than "
-                                         "when the request was decided", cwd);
+        return lz_error_set(err, ESTALE,
+                            "the working directory %s is another directory than "
+                            "when the request was decided",
+                            cwd);
     }
     if (ret_id)
         *ret_id = id;
@@ -159,17 +163,29 @@ int esc_host_start(coord *c, escalation *e, int exe, int cwd, int out[2], lz_err
     char *env_gitdir = has_git ? lz_xasprintf("GIT_DIR=%s/.git", ws)
                                : lz_xstrdup("GIT_DIR=/nonexistent/lazaret-no-repository");
     char *env_worktree = lz_xasprintf("GIT_WORK_TREE=%s", ws);
-    char *envp[] = { (char *) "PATH=/usr/local/bin:/usr/bin:/bin", env_home, env_user,
-                     env_logname, (char *) "LANG=C.UTF-8", (char *) "TERM=dumb", env_gitdir,
-                     env_worktree, (char *) "GIT_CONFIG_COUNT=2",
+    char *envp[] = { (char *) "PATH=/usr/local/bin:/usr/bin:/bin",
+                     env_home,
+                     env_user,
+                     env_logname,
+                     (char *) "LANG=C.UTF-8",
+                     (char *) "TERM=dumb",
+                     env_gitdir,
+                     env_worktree,
+                     (char *) "GIT_CONFIG_COUNT=2",
                      (char *) "GIT_CONFIG_KEY_0=safe.bareRepository",
                      (char *) "GIT_CONFIG_VALUE_0=explicit",
                      (char *) "GIT_CONFIG_KEY_1=core.fsmonitor",
-                     (char *) "GIT_CONFIG_VALUE_1=false", NULL };
+                     (char *) "GIT_CONFIG_VALUE_1=false",
+                     NULL };
     lz_spawn_fd fds[] = { { po[1], 1 }, { pe[1], 2 } };
-    lz_spawn_async opt = { .envp = envp, .fds = fds, .n_fds = 2, .new_session = true,
-                           .exec_from_fd = true, .exec_fd = exe,
-                           .exec_fd_keep = is_script(exe), .chdir_to_fd = true,
+    lz_spawn_async opt = { .envp = envp,
+                           .fds = fds,
+                           .n_fds = 2,
+                           .new_session = true,
+                           .exec_from_fd = true,
+                           .exec_fd = exe,
+                           .exec_fd_keep = is_script(exe),
+                           .chdir_to_fd = true,
                            .cwd_fd = cwd };
     int r = keeper_start(e->plan->label, e->req.argv, &opt, wipe_for_keeper, c, &e->child, err);
     free(env_home);

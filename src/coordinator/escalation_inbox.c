@@ -54,8 +54,7 @@ static int write_cred(int dir, const char *name, const void *data, size_t n, lz_
         return lz_error_set(err, errno, "cannot create the escalation credential %s", name);
     int r = lz_write_all(fd, data, n);
     close(fd);
-    return r < 0 ? lz_error_set(err, errno, "cannot write the escalation credential %s", name)
-                 : 0;
+    return r < 0 ? lz_error_set(err, errno, "cannot write the escalation credential %s", name) : 0;
 }
 
 int escalation_prepare(coord *c, int gen_fd, lz_error **err)
@@ -65,8 +64,8 @@ int escalation_prepare(coord *c, int gen_fd, lz_error **err)
     c->esc = st;
     const char *t = getenv("LAZARET_ESCALATION_TIMEOUT");
     long secs = t ? strtol(t, NULL, 10) : 0;
-    st->prompt_timeout_ms = secs > 0 && secs <= 24 * 3600 ? secs * 1000
-                                                          : ESC_PROMPT_TIMEOUT_MS_DEFAULT;
+    st->prompt_timeout_ms =
+        secs > 0 && secs <= 24 * 3600 ? secs * 1000 : ESC_PROMPT_TIMEOUT_MS_DEFAULT;
     /* Descriptors: each running host command holds three, each session
      * a few; raise the soft limit to the hard one so that a busy Domain
      * does not meet the usual 1024 (the limit still binds). */
@@ -85,13 +84,11 @@ int escalation_prepare(coord *c, int gen_fd, lz_error **err)
      * sandbox wrote. The outbox and the credentials are read-only binds. */
     if (mkdirat(gen_fd, "mailbox", 0755) < 0 || mkdirat(gen_fd, LZ_MBX_HOST_SPOOL, 0700) < 0 ||
         mkdirat(gen_fd, "mailbox/outbox", 0755) < 0 || mkdirat(gen_fd, "credentials", 0755) < 0)
-        return lz_error_set(err, errno, "cannot create the escalation mailbox in %s",
-                            c->gen_label);
-    st->outbox_fd = openat(gen_fd, "mailbox/outbox", O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
-                                                         O_CLOEXEC);
+        return lz_error_set(err, errno, "cannot create the escalation mailbox in %s", c->gen_label);
+    st->outbox_fd =
+        openat(gen_fd, "mailbox/outbox", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (st->outbox_fd < 0)
-        return lz_error_set(err, errno, "cannot open the escalation mailbox in %s",
-                            c->gen_label);
+        return lz_error_set(err, errno, "cannot open the escalation mailbox in %s", c->gen_label);
 
     /* This generation's keys: the coordinator signs the outbox, the sandbox
      * the inbox; the nonce makes a record of another generation fail. */
@@ -103,8 +100,8 @@ int escalation_prepare(coord *c, int gen_fd, lz_error **err)
      * certificates carry too. */
     _Static_assert(LZ_SIG_NONCE_LEN == LZ_TRUST_NONCE_LEN, "one nonce per generation");
     memcpy(st->nonce, c->nonce, sizeof(st->nonce));
-    _cleanup_close_ int creds = openat(gen_fd, "credentials", O_PATH | O_DIRECTORY |
-                                                                  O_NOFOLLOW | O_CLOEXEC);
+    _cleanup_close_ int creds =
+        openat(gen_fd, "credentials", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     /* One file for the client (mailbox.h): seed, coordinator's key, nonce. */
     _Static_assert(LZ_MBX_CRED_LEN == 2 * LZ_SIG_KEY_LEN + LZ_SIG_NONCE_LEN, "credential size");
     uint8_t cred[LZ_MBX_CRED_LEN];
@@ -139,17 +136,18 @@ int escalation_attach_inbox(coord *c, int root, lz_error **err)
         if (st->inbox_fd >= 0)
             lz_error_set(err, 0, "the Runtime Supervisor handed over a second escalation inbox");
         else
-            lz_error_set(err, 0, "the escalation inbox the Runtime Supervisor handed over is not "
+            lz_error_set(err, 0,
+                         "the escalation inbox the Runtime Supervisor handed over is not "
                          "a tmpfs of at most %u bytes and %u entries",
                          LZ_MBX_INBOX_MAX_BYTES, LZ_MBX_INBOX_MAX_ENTRIES);
         return lz_error_hint(err, "this is a bug of Lazaret: report it with 'lazaret version'");
     }
     st->inbox_fd = lz_open_confined(root, LZ_MBX_SPOOL_INBOX, O_RDONLY | O_DIRECTORY, 0,
                                     "the escalation inbox", err);
-    st->junk_fd = st->inbox_fd < 0 ? -1
-                                   : lz_open_confined(root, LZ_MBX_SPOOL_JUNK,
-                                                      O_RDONLY | O_DIRECTORY, 0,
-                                                      "the escalation inbox's junk/", err);
+    st->junk_fd = st->inbox_fd < 0
+                      ? -1
+                      : lz_open_confined(root, LZ_MBX_SPOOL_JUNK, O_RDONLY | O_DIRECTORY, 0,
+                                         "the escalation inbox's junk/", err);
     close(root);
     if (st->junk_fd < 0)
         return -1;
@@ -164,8 +162,7 @@ int escalation_attach_inbox(coord *c, int root, lz_error **err)
     snprintf(path, sizeof(path), "/proc/self/fd/%d", st->inbox_fd);
     if (st->inotify_fd < 0 ||
         inotify_add_watch(st->inotify_fd, path,
-                          IN_MOVED_TO | IN_CLOSE_WRITE | IN_CREATE | IN_MODIFY |
-                              IN_ONLYDIR) < 0)
+                          IN_MOVED_TO | IN_CLOSE_WRITE | IN_CREATE | IN_MODIFY | IN_ONLYDIR) < 0)
         return lz_error_set(err, errno, "cannot watch the escalation inbox of %s", c->gen_label);
     st->inbox_src = lz_loop_add_fd(c->loop, st->inotify_fd, POLLIN, on_inbox, c);
     return 0;
@@ -227,10 +224,10 @@ static void on_request(coord *c, const uint8_t *payload, size_t len)
     int seen = remember(st, req.request_id, !s);
     if (seen != REMEMBERED) {
         esc_refusal(c, "escalation %s: refused: %s", req.request_id,
-                seen == SEEN_BEFORE ? "this request id was used before (a replay)"
-                : seen == GENERATION_FULL ? "this generation has taken its "
-                                            "10000 requests (start the Domain again)"
-                                          : "too many requests of no session at once");
+                    seen == SEEN_BEFORE       ? "this request id was used before (a replay)"
+                    : seen == GENERATION_FULL ? "this generation has taken its "
+                                                "10000 requests (start the Domain again)"
+                                              : "too many requests of no session at once");
         lz_mbx_request_clear(&req);
         return;
     }
@@ -272,14 +269,14 @@ static void on_control(coord *c, uint16_t type, const uint8_t *payload, size_t l
     lz_mbx_control m;
     if (!lz_mbx_control_decode(payload, len, type, &m)) {
         esc_refusal(c, "escalation mailbox: a malformed %s was refused",
-              type == LZ_MBX_CANCEL ? "cancellation" : "acknowledgement");
+                    type == LZ_MBX_CANCEL ? "cancellation" : "acknowledgement");
         return;
     }
     escalation *e = esc_find(c, m.request_id);
     /* The binding: only the capability the request was made with. */
     if (!e || strcmp(e->req.capability, m.capability) != 0) {
         esc_refusal(c, "escalation %s: refused a %s from another session (or for no request)",
-              m.request_id, type == LZ_MBX_CANCEL ? "cancellation" : "acknowledgement");
+                    m.request_id, type == LZ_MBX_CANCEL ? "cancellation" : "acknowledgement");
         return;
     }
     e->last_heard_ms = lz_loop_now_ms();
@@ -437,20 +434,22 @@ static bool inbox_entry(coord *c, const char *name)
         close(fd);
     inbox_discard(st, name);
     if (len < LZ_SIG_LEN) {
-        esc_refusal(c, "escalation mailbox: refused an entry that is not a regular file of at most "
-                 "%d bytes",
-              LZ_MBX_MAX_RECORD + LZ_SIG_LEN);
+        esc_refusal(c,
+                    "escalation mailbox: refused an entry that is not a regular file of at most "
+                    "%d bytes",
+                    LZ_MBX_MAX_RECORD + LZ_SIG_LEN);
         return true;
     }
     size_t plen = (size_t) len - LZ_SIG_LEN;
     if (!lz_sig_verify(st->sandbox_pub, st->nonce, buf, plen, buf + plen)) {
         esc_refusal(c, "escalation mailbox: refused a record whose signature is not this "
-                 "generation's sandbox's");
+                       "generation's sandbox's");
         return true;
     }
     uint16_t type = lz_mbx_record_type(buf, plen);
-    uint16_t want = kind == K_REQUEST ? LZ_MBX_REQUEST : kind == K_CANCEL ? LZ_MBX_CANCEL
-                                                                          : LZ_MBX_ACK;
+    uint16_t want = kind == K_REQUEST  ? LZ_MBX_REQUEST
+                    : kind == K_CANCEL ? LZ_MBX_CANCEL
+                                       : LZ_MBX_ACK;
     if (type != want) {
         esc_refusal(c, "escalation mailbox: refused a record whose type does not match its name");
         return true;
@@ -517,8 +516,7 @@ static bool junk_sweep(esc_state *st)
             continue; /* not ours to remove (another user's directory): it stays, bounded */
         /* A single component read from junk/: O_NOFOLLOW is the whole
          * confinement (the sandbox cannot mount anything on the tmpfs). */
-        int sub = openat(st->junk_fd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
-                                                      O_CLOEXEC);
+        int sub = openat(st->junk_fd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         DIR *sd = sub >= 0 ? fdopendir(sub) : NULL;
         if (!sd) {
             if (sub >= 0)
@@ -568,13 +566,13 @@ static void check_full(coord *c)
     uint64_t bsize = (uint64_t) sf.f_bsize;
     uint64_t used_b = ((uint64_t) sf.f_blocks - sf.f_bfree) * bsize;
     uint64_t used_f = (uint64_t) sf.f_files - sf.f_ffree;
-    bool full = (uint64_t) sf.f_bavail * bsize < LZ_MBX_MAX_RECORD + LZ_SIG_LEN ||
-                sf.f_ffree < 8;
+    bool full = (uint64_t) sf.f_bavail * bsize < LZ_MBX_MAX_RECORD + LZ_SIG_LEN || sf.f_ffree < 8;
     if (full && !st->full_logged) {
         st->full_logged = true;
-        clog_(c, "escalation mailbox: the inbox is full (%llu of %llu bytes, %llu of %llu "
-                 "entries); the sandbox's writes into it fail (ENOSPC) and lazaret-escalate "
-                 "reports 'the mailbox is full' until what fills it is removed",
+        clog_(c,
+              "escalation mailbox: the inbox is full (%llu of %llu bytes, %llu of %llu "
+              "entries); the sandbox's writes into it fail (ENOSPC) and lazaret-escalate "
+              "reports 'the mailbox is full' until what fills it is removed",
               (unsigned long long) used_b, (unsigned long long) sf.f_blocks * bsize,
               (unsigned long long) used_f, (unsigned long long) sf.f_files);
     } else if (!full && st->full_logged && 2 * used_b <= (uint64_t) sf.f_blocks * bsize &&

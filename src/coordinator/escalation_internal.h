@@ -41,37 +41,37 @@ typedef enum esc_phase {
 typedef struct escalation {
     struct escalation *next;
     coord *c;
-    session *s;              /* NULL once its session is gone */
+    session *s; /* NULL once its session is gone */
     char session_id[33];
     lz_mbx_request req;
     esc_phase phase;
-    bool open_counted;       /* counted in s->esc_open */
-    bool prompt_counted;     /* counted in s->esc_prompts */
-    bool recorded;           /* its Domain Store row exists */
-    char *decision;          /* the rule or the developer, for the records */
+    bool open_counted;   /* counted in s->esc_open */
+    bool prompt_counted; /* counted in s->esc_prompts */
+    bool recorded;       /* its Domain Store row exists */
+    char *decision;      /* the rule or the developer, for the records */
     /* The executable: the rule's plan, or one made for this request. */
     const lz_path_plan *plan;
     lz_path_plan own_plan;
-    lz_identity approved;    /* the object the decision is bound to */
-    lz_identity cwd_id;      /* the host working directory it was decided for */
+    lz_identity approved; /* the object the decision is bound to */
+    lz_identity cwd_id;   /* the host working directory it was decided for */
     bool have_approved;
     uint32_t prompt_no;
-    bool unbound;            /* counted in unbound: no session holds it */
-    bool has_dir;            /* outbox/<id> exists (opened by name per write: a
-                              * request holds no descriptor while it waits) */
+    bool unbound; /* counted in unbound: no session holds it */
+    bool has_dir; /* outbox/<id> exists (opened by name per write: a
+                   * request holds no descriptor while it waits) */
     /* Running. */
     lz_child child;
     lz_loop_source *child_src;
-    int out[2];              /* read ends of stdout, stderr; -1 at EOF */
+    int out[2]; /* read ends of stdout, stderr; -1 at EOF */
     lz_loop_source *out_src[2];
     bool main_exited;
     int status;
     uint64_t out_total;
     uint32_t seq, acked;
-    lz_loop_source *timer;   /* prompt timeout, drain limit */
-    lz_loop_source *life;    /* the client's heartbeat check, every second */
+    lz_loop_source *timer; /* prompt timeout, drain limit */
+    lz_loop_source *life;  /* the client's heartbeat check, every second */
     int64_t last_heard_ms;
-    bool froze;              /* holds the sandbox frozen while its command runs */
+    bool froze; /* holds the sandbox frozen while its command runs */
 } escalation;
 
 typedef struct esc_state {
@@ -80,14 +80,14 @@ typedef struct esc_state {
      * SUP_MAILBOX (escalation_attach_inbox). */
     int inbox_fd, outbox_fd;
     int inotify_fd;
-    int junk_fd;             /* junk/ beside the inbox: what left the inbox */
+    int junk_fd; /* junk/ beside the inbox: what left the inbox */
     unsigned junk_serial;
-    bool junk_left;          /* junk/ may hold something: sweep it */
-    bool full_logged;        /* "the inbox is full" said for this filling */
+    bool junk_left;   /* junk/ may hold something: sweep it */
+    bool full_logged; /* "the inbox is full" said for this filling */
     lz_loop_source *inbox_src;
     lz_loop_source *rescan;
     lz_loop_source *sweep;   /* junk_sweep again soon */
-    lz_loop_source *publish;  /* status.json due (esc_publish) */
+    lz_loop_source *publish; /* status.json due (esc_publish) */
     uint8_t coord_seed[LZ_SIG_KEY_LEN];
     uint8_t sandbox_pub[LZ_SIG_KEY_LEN];
     char nonce[LZ_SIG_NONCE_LEN + 1];
@@ -95,11 +95,11 @@ typedef struct esc_state {
     unsigned running;
     uint32_t next_prompt_no;
     int64_t prompt_timeout_ms;
-    char **seen;             /* accepted request ids, sorted */
+    char **seen; /* accepted request ids, sorted */
     size_t n_seen;
-    char *home;              /* the user's home, for the commands' HOME */
+    char *home;                  /* the user's home, for the commands' HOME */
     unsigned long long refusals; /* records refused in this generation */
-    unsigned unbound;        /* requests alive that no session holds */
+    unsigned unbound;            /* requests alive that no session holds */
 } esc_state;
 
 /* ---- escalation.c: the request state machine --------------------------- */

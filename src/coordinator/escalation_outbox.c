@@ -39,12 +39,18 @@
 const char *esc_outcome_name(lz_mbx_outcome o)
 {
     switch (o) {
-    case LZ_MBX_COMPLETED: return "Completed";
-    case LZ_MBX_DENIED: return "Denied";
-    case LZ_MBX_TIMED_OUT: return "TimedOut";
-    case LZ_MBX_CANCELLED: return "Cancelled";
-    case LZ_MBX_FAILED: return "Failed";
-    default: return "Failed";
+    case LZ_MBX_COMPLETED:
+        return "Completed";
+    case LZ_MBX_DENIED:
+        return "Denied";
+    case LZ_MBX_TIMED_OUT:
+        return "TimedOut";
+    case LZ_MBX_CANCELLED:
+        return "Cancelled";
+    case LZ_MBX_FAILED:
+        return "Failed";
+    default:
+        return "Failed";
     }
 }
 
@@ -59,8 +65,8 @@ int esc_outbox_write(escalation *e, const char *name, const lz_wbuf *b)
     if (!e->has_dir || lz_sig_sign(st->coord_seed, st->nonce, b->data, b->len, sig) < 0)
         return -1;
     /* The outbox is read-only inside: its entries are the coordinator's. */
-    _cleanup_close_ int dir = openat(st->outbox_fd, e->req.request_id,
-                                     O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    _cleanup_close_ int dir =
+        openat(st->outbox_fd, e->req.request_id, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (dir < 0)
         return -1;
     const struct iovec iov[] = { { (void *) b->data, b->len }, { sig, sizeof(sig) } };
@@ -79,7 +85,8 @@ void esc_write_result(escalation *e, lz_mbx_outcome outcome, int status, const c
 {
     lz_mbx_result r = { .outcome = (uint32_t) outcome,
                         .status = outcome == LZ_MBX_COMPLETED ? (uint32_t) status : 0,
-                        .n_chunks = e->seq, .message = (char *) message };
+                        .n_chunks = e->seq,
+                        .message = (char *) message };
     memcpy(r.request_id, e->req.request_id, sizeof(r.request_id));
     lz_wbuf b;
     lz_mbx_result_encode(&b, &r);
@@ -88,8 +95,7 @@ void esc_write_result(escalation *e, lz_mbx_outcome outcome, int status, const c
               strerror(errno));
 }
 
-__attribute__((format(printf, 2, 3)))
-void esc_refusal(coord *c, const char *fmt, ...)
+__attribute__((format(printf, 2, 3))) void esc_refusal(coord *c, const char *fmt, ...)
 {
     esc_state *st = c->esc;
     st->refusals++;
@@ -145,8 +151,7 @@ void esc_record_begin(escalation *e, const char *decision)
     char *safe = lz_text_printable(argv);
     if (strlen(safe) > LOG_ARGV_MAX)
         strcpy(safe + LOG_ARGV_MAX - 4, "…"); /* the Domain Store keeps more */
-    clog_(c, "escalation %s: requested by session %s: %s", e->req.request_id, e->session_id,
-          safe);
+    clog_(c, "escalation %s: requested by session %s: %s", e->req.request_id, e->session_id, safe);
     free(safe);
     free(argv);
 }

@@ -28,12 +28,12 @@ struct lz_freezer {
     size_t n;
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    unsigned holds;         /* under mu */
-    bool wd_hold;           /* the watchdog's hold is one of them (under mu) */
-    bool shutting;          /* under mu */
-    bool auditing;          /* the audit is at work (under mu) */
+    unsigned holds; /* under mu */
+    bool wd_hold;   /* the watchdog's hold is one of them (under mu) */
+    bool shutting;  /* under mu */
+    bool auditing;  /* the audit is at work (under mu) */
     long long frozen_since_us;
-    lz_freeze_stats stats;  /* under mu */
+    lz_freeze_stats stats; /* under mu */
     _Atomic unsigned long drained_seq;
     /* the watchdog */
     bool thread_running;
@@ -99,8 +99,9 @@ int lz_freezer_adopt(lz_freezer *f, const int *pidfds, size_t n, lz_error **err)
     if (!f || f->n + n > LZ_FREEZER_MAX) {
         for (size_t i = 0; i < n; i++)
             close(pidfds[i]);
-        return lz_error_set(err, 0, f ? "too many sandbox processes to freeze" :
-                                          "no freezer to keep the sandbox's processes");
+        return lz_error_set(err, 0,
+                            f ? "too many sandbox processes to freeze"
+                              : "no freezer to keep the sandbox's processes");
     }
     pthread_mutex_lock(&f->mu);
     for (size_t i = 0; i < n; i++) {
@@ -347,7 +348,7 @@ void lz_freezer_kill(lz_freezer *f)
 
 void lz_freezer_stats(lz_freezer *f, lz_freeze_stats *ret)
 {
-    *ret = (lz_freeze_stats) { 0 };
+    *ret = (lz_freeze_stats){ 0 };
     if (!f)
         return;
     pthread_mutex_lock(&f->mu);

@@ -91,8 +91,8 @@ static int make_generation_dir(coord *c, char **ret_bin, char **ret_lib, lz_erro
      * /run/lazaret/bin is on every session's PATH. */
     _cleanup_free_ char *client = lz_xstrdup(c->a->guest_exec);
     char *slash = strrchr(client, '/');
-    _cleanup_free_ char *client_path = lz_xasprintf("%.*s/lazaret-escalate",
-                                                    (int) (slash ? slash - client : 0), client);
+    _cleanup_free_ char *client_path =
+        lz_xasprintf("%.*s/lazaret-escalate", (int) (slash ? slash - client : 0), client);
     if (copy_file(client_path, bin, "lazaret-escalate", 0555, err) < 0)
         return -1;
     if (escalation_prepare(c, g, err) < 0)
@@ -121,13 +121,15 @@ static int trust_begin(coord *c, lz_error **err)
         snprintf(c->nonce + 2 * i, 3, "%02x", nonce[i]);
     char gen[24];
     snprintf(gen, sizeof(gen), "%lld", (long long) c->generation);
-    lz_generation_identity id = { .agent_profile = c->a->cfg->profile, .domain_id = c->id_hex,
-                                  .generation_id = gen, .nonce = c->nonce };
+    lz_generation_identity id = { .agent_profile = c->a->cfg->profile,
+                                  .domain_id = c->id_hex,
+                                  .generation_id = gen,
+                                  .nonce = c->nonce };
     c->trust = lz_trust_anchor_create(&id, err);
     if (!c->trust)
         return lz_error_prefix(err, "cannot create the generation's Trust Anchor");
-    c->tls_ctx = lz_tls_server_ctx(lz_trust_anchor_ca_cert(c->trust),
-                                   lz_trust_anchor_server(c->trust), err);
+    c->tls_ctx =
+        lz_tls_server_ctx(lz_trust_anchor_ca_cert(c->trust), lz_trust_anchor_server(c->trust), err);
     if (!c->tls_ctx)
         return lz_error_prefix(err, "cannot create the session channel's TLS context");
     return lz_trust_publish(c->trust, c->a->runtime_dir_fd, c->a->cfg->runtime_domain_root.label,
@@ -205,11 +207,16 @@ static void supervisor_lost(coord *c, const char *why)
 unsigned generation_proto_state(const coord *c)
 {
     switch (c->state) {
-    case G_STARTING: return LZ_PS_GENERATION_STARTING;
-    case G_RUNNING: return LZ_PS_GENERATION_RUNNING;
-    case G_FAILED: return LZ_PS_GENERATION_FAILED;
-    case G_TEARDOWN: return LZ_PS_GENERATION_TEARDOWN;
-    default: return 31;
+    case G_STARTING:
+        return LZ_PS_GENERATION_STARTING;
+    case G_RUNNING:
+        return LZ_PS_GENERATION_RUNNING;
+    case G_FAILED:
+        return LZ_PS_GENERATION_FAILED;
+    case G_TEARDOWN:
+        return LZ_PS_GENERATION_TEARDOWN;
+    default:
+        return 31;
     }
 }
 
@@ -249,9 +256,11 @@ static int on_sup_started(void *ctx, lz_proto_msg *m)
     }
     if (!escalation_inbox_attached(c)) {
         /* Never a sandbox whose inbox nobody reads, or one not bounded. */
-        start_failed(c, "the Runtime Supervisor started the sandbox without handing over its "
-                        "escalation inbox", "this is a bug of Lazaret: report it with 'lazaret "
-                        "version'");
+        start_failed(c,
+                     "the Runtime Supervisor started the sandbox without handing over its "
+                     "escalation inbox",
+                     "this is a bug of Lazaret: report it with 'lazaret "
+                     "version'");
         return 0;
     }
     /* The sandbox process and the gofer, for the freezer: from here the
@@ -312,9 +321,9 @@ static int on_exec_exited(void *ctx, lz_proto_msg *m)
     if (!s) /* a session refused in the meantime has no slot any more */
         return 0;
     if (status == LZ_SUP_EXEC_START_FAILED || status == LZ_SUP_EXEC_RUNSC_FAILED) {
-        clog_(c, "session #%u: %s", s->no, status == LZ_SUP_EXEC_START_FAILED
-                                              ? "its command could not be started"
-                                              : "runsc exec ended without its status");
+        clog_(c, "session #%u: %s", s->no,
+              status == LZ_SUP_EXEC_START_FAILED ? "its command could not be started"
+                                                 : "runsc exec ended without its status");
         escalation_session_ended(c, s);
         refuse_and_close(c, s, LZ_REFUSE_EXEC_FAILED,
                          status == LZ_SUP_EXEC_START_FAILED
@@ -340,10 +349,8 @@ static int on_sup_stopped(void *ctx, lz_proto_msg *m)
 }
 
 const lz_proto_handler_row supervisor_event_handlers[] = {
-    { LZ_SUP_MAILBOX, on_sup_mailbox },
-    { LZ_SUP_STARTED, on_sup_started },
-    { LZ_SUP_FAILED, on_sup_failed },
-    { LZ_SUP_EXEC_EXITED, on_exec_exited },
+    { LZ_SUP_MAILBOX, on_sup_mailbox }, { LZ_SUP_STARTED, on_sup_started },
+    { LZ_SUP_FAILED, on_sup_failed },   { LZ_SUP_EXEC_EXITED, on_exec_exited },
     { LZ_SUP_STOPPED, on_sup_stopped },
 };
 const size_t supervisor_event_handlers_len =
@@ -357,7 +364,7 @@ static bool supervisor_message(coord *c)
     int r = lz_proto_recv(c->sup.sock, LZ_DIR_SUPERVISOR_TO_COORDINATOR, generation_proto_state(c),
                           &m, &err);
     if (r <= 0) {
-        char *why = r == 0 ? lz_xstrdup("its channel closed")
+        char *why = r == 0                  ? lz_xstrdup("its channel closed")
                     : err->errnum == EPROTO ? lz_xasprintf("protocol violation: %s", err->message)
                                             : lz_xstrdup(err->message);
         supervisor_lost(c, why);
@@ -366,8 +373,8 @@ static bool supervisor_message(coord *c)
         return false;
     }
     uint16_t type = m.r.type;
-    bool ok = lz_proto_dispatch(supervisor_event_handlers, supervisor_event_handlers_len, c,
-                                &m) == 0;
+    bool ok =
+        lz_proto_dispatch(supervisor_event_handlers, supervisor_event_handlers_len, c, &m) == 0;
     lz_proto_msg_clear(&m);
     if (!ok) {
         char *why = lz_xasprintf("protocol violation: malformed %s", lz_proto_name(type));
@@ -420,10 +427,17 @@ void generation_start(coord *c)
         clog_(c, "Git Sentry (start): %s", c->git.start_report);
     lz_timing_mark("coordinator: Git Sentry planned");
     lz_supervisor_config sc = {
-        .cfg = a->cfg, .image = a->image, .generation = c->generation,
-        .generation_dir = c->gen_label, .container_id = c->container_id, .runsc = a->runsc,
-        .guest_bin_dir = bin, .guest_lib_dir = lib, .log_path = log_path,
-        .workspace_mounts = c->git.mounts, .n_workspace_mounts = c->git.n_mounts,
+        .cfg = a->cfg,
+        .image = a->image,
+        .generation = c->generation,
+        .generation_dir = c->gen_label,
+        .container_id = c->container_id,
+        .runsc = a->runsc,
+        .guest_bin_dir = bin,
+        .guest_lib_dir = lib,
+        .log_path = log_path,
+        .workspace_mounts = c->git.mounts,
+        .n_workspace_mounts = c->git.n_mounts,
     };
     /* Intent first: a supervisor or sandbox the Domain Store does not know
      * of could not be found by recovery, so neither is created then. */
@@ -432,8 +446,9 @@ void generation_start(coord *c)
                                     &err) < 0) {
         log_error(c, "cannot record the supervisor and sandbox", err);
         lz_resolved_config_forget_env_values((lz_resolved_config *) a->cfg);
-        start_failed(c, err->message, "check the disk holding the Storage Root (space, "
-                                      "permissions), then run the command again");
+        start_failed(c, err->message,
+                     "check the disk holding the Storage Root (space, "
+                     "permissions), then run the command again");
         goto out;
     }
     int spawned = lz_supervisor_spawn(&sc, &c->sup, &err);
@@ -479,12 +494,14 @@ void generation_start(coord *c)
     clog_(c, "Git Sentry: %zu mounts (%zu ignored paths isolated), %zu watched directories",
           c->git.n_mounts, c->git.n_ignored, c->git.n_watches);
     if (c->git.n_trees_unlisted)
-        clog_(c, "Git Sentry: %zu nested work trees could not be asked for their ignored files "
-                 "(their Git fails: a stale worktree, a broken submodule)",
+        clog_(c,
+              "Git Sentry: %zu nested work trees could not be asked for their ignored files "
+              "(their Git fails: a stale worktree, a broken submodule)",
               c->git.n_trees_unlisted);
     if (c->git.n_ignored_shared)
-        clog_(c, "Git Sentry: %zu ignored paths stay the host's: the configuration's hooks "
-                 "directory or an include file lies in them (protected, audited)",
+        clog_(c,
+              "Git Sentry: %zu ignored paths stay the host's: the configuration's hooks "
+              "directory or an include file lies in them (protected, audited)",
               c->git.n_ignored_shared);
     clog_timing(c);
     lz_wbuf b;

@@ -62,15 +62,14 @@ static void sentry_failed(coord *c, const char *when, lz_error *err)
      * froze it: the freeze must not wait for the request to run). */
     lz_best_effort(lz_freezer_hold(c->freezer));
     c->sentry_holds = true;
-    char *line = lz_xasprintf("Git Sentry (%s): %s%s%s. The host's Git could obey what the "
-                              "sandbox made, so the sandbox is stopped now; Lazaret will not "
-                              "start this Domain again while %s exists. Do not run git in %s "
-                              "before you have inspected it.",
-                              when, err ? err->message : "the audit failed",
-                              err && err->errnum ? ": " : "",
-                              err && err->errnum ? strerror(err->errnum) : "",
-                              c->git.failed_rel ? c->git.failed_rel : "it",
-                              c->a->cfg->workspace.label);
+    char *line =
+        lz_xasprintf("Git Sentry (%s): %s%s%s. The host's Git could obey what the "
+                     "sandbox made, so the sandbox is stopped now; Lazaret will not "
+                     "start this Domain again while %s exists. Do not run git in %s "
+                     "before you have inspected it.",
+                     when, err ? err->message : "the audit failed", err && err->errnum ? ": " : "",
+                     err && err->errnum ? strerror(err->errnum) : "",
+                     c->git.failed_rel ? c->git.failed_rel : "it", c->a->cfg->workspace.label);
     tell_sessions(c, line);
     free(line);
     lz_error_free(err);
@@ -125,9 +124,10 @@ static void throttled(coord *c)
     c->throttle_told = true;
     clog_(c, "Git Sentry: the audit fell behind the sandbox; the sandbox was paused until it "
              "caught up (docs/git.md \"An audit the sandbox cannot outpace\")");
-    tell_sessions(c, "Git Sentry: the sandbox changed the workspace faster than Lazaret could "
-                     "check it, so it is paused for a moment whenever that happens (see docs/git.md "
-                     "\"An audit the sandbox cannot outpace\"); nothing was lost");
+    tell_sessions(c,
+                  "Git Sentry: the sandbox changed the workspace faster than Lazaret could "
+                  "check it, so it is paused for a moment whenever that happens (see docs/git.md "
+                  "\"An audit the sandbox cannot outpace\"); nothing was lost");
 }
 
 /* The Git Sentry stops the sandbox through the freezer (git_sentry.h
@@ -223,9 +223,10 @@ void git_audit_freeze_stats(coord *c)
 {
     lz_freeze_stats st;
     lz_freezer_stats(c->freezer, &st);
-    clog_(c, "Git Sentry: %lu freezes (%lu by the watchdog), longest %lld us, in all %lld us, "
-             "longest wait for the sandbox to stop %lld us; %lu renames followed, %lu whole-tree "
-             "walks, %lu looks into directories closed to you (its eye)",
+    clog_(c,
+          "Git Sentry: %lu freezes (%lu by the watchdog), longest %lld us, in all %lld us, "
+          "longest wait for the sandbox to stop %lld us; %lu renames followed, %lu whole-tree "
+          "walks, %lu looks into directories closed to you (its eye)",
           st.freezes, st.watchdog_freezes, st.max_frozen_us, st.total_frozen_us, st.max_stop_us,
           c->git.moves_followed, c->git.full_walks, lz_sentry_eye_requests(c->git.eye));
 }

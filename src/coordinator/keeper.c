@@ -34,7 +34,6 @@
 #include "common/syscalls.h"
 #include "common/util.h"
 
-
 /* Kill and reap every child of this process, round after round (a killed
  * child's own children come to us next, as we are a subreaper). */
 static void keeper_kill_all(void)

@@ -40,7 +40,8 @@ int publish_bind(session *s, char *msg, size_t msg_len, char *hint, size_t hint_
          * TIME_WAIT be listened on again; Linux still refuses a second
          * listener. */
         int one = 1;
-        struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(p->host_port),
+        struct sockaddr_in a = { .sin_family = AF_INET,
+                                 .sin_port = htons(p->host_port),
                                  .sin_addr.s_addr = htonl(p->addr) };
         if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
             bind(fd, (struct sockaddr *) &a, sizeof(a)) < 0 || listen(fd, 64) < 0) {
@@ -49,23 +50,31 @@ int publish_bind(session *s, char *msg, size_t msg_len, char *hint, size_t hint_
                 close(fd);
             publish_close(s);
             if (e == EADDRINUSE) {
-                snprintf(msg, msg_len, "cannot publish sandbox port %u on %s: the host port is "
-                                       "in use (by another program or another session's "
-                                       "--publish)", p->port, host);
-                snprintf(hint, hint_len, "choose another host port (--publish OTHER:%u), or end "
-                                         "what listens there (ss -ltnp 'sport = :%u')",
+                snprintf(msg, msg_len,
+                         "cannot publish sandbox port %u on %s: the host port is "
+                         "in use (by another program or another session's "
+                         "--publish)",
+                         p->port, host);
+                snprintf(hint, hint_len,
+                         "choose another host port (--publish OTHER:%u), or end "
+                         "what listens there (ss -ltnp 'sport = :%u')",
                          p->port, p->host_port);
             } else if (e == EACCES) {
-                snprintf(msg, msg_len, "cannot publish sandbox port %u on %s: ports below %s "
-                                       "need privileges Lazaret does not have", p->port, host,
-                         "net.ipv4.ip_unprivileged_port_start (1024 by default)");
-                snprintf(hint, hint_len, "choose a host port of 1024 or more "
-                                         "(--publish 8080:%u)", p->port);
+                snprintf(msg, msg_len,
+                         "cannot publish sandbox port %u on %s: ports below %s "
+                         "need privileges Lazaret does not have",
+                         p->port, host, "net.ipv4.ip_unprivileged_port_start (1024 by default)");
+                snprintf(hint, hint_len,
+                         "choose a host port of 1024 or more "
+                         "(--publish 8080:%u)",
+                         p->port);
             } else {
                 snprintf(msg, msg_len, "cannot publish sandbox port %u on %s: %s", p->port, host,
                          strerror(e));
-                snprintf(hint, hint_len, "check that %s is an address of this machine's "
-                                         "loopback (ip addr show lo)", host);
+                snprintf(hint, hint_len,
+                         "check that %s is an address of this machine's "
+                         "loopback (ip addr show lo)",
+                         host);
             }
             return -1;
         }

@@ -25,7 +25,8 @@ char *lz_prompt_text(const lz_prompt_fields *f)
 {
     char *buf = f->number
                     ? lz_xasprintf("Host escalation request #%u: the sandbox asks to run a "
-                                   "command on this computer.\n", f->number)
+                                   "command on this computer.\n",
+                                   f->number)
                     : lz_xstrdup("Host escalation request: the sandbox asks to run a command on "
                                  "this computer.\n");
     char *item = lz_prompt_item(f->profile, 0);

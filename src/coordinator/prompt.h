@@ -29,13 +29,13 @@
 typedef struct lz_prompt_fields {
     const char *profile;
     const char *session_id;
-    const char *cwd;        /* the request's working directory (sandbox path) */
-    char *const *argv;      /* argc >= 1 */
+    const char *cwd;   /* the request's working directory (sandbox path) */
+    char *const *argv; /* argc >= 1 */
     size_t argc;
-    const char *why;        /* the agent's justification, "" when none */
-    unsigned number;        /* the request's number, shown in the header (0: none) */
-    const char *resolved;   /* the host file argv[0] reaches, when not argv[0] itself */
-    const char *host_cwd;   /* where it runs on this machine, when not the same place */
+    const char *why;      /* the agent's justification, "" when none */
+    unsigned number;      /* the request's number, shown in the header (0: none) */
+    const char *resolved; /* the host file argv[0] reaches, when not argv[0] itself */
+    const char *host_cwd; /* where it runs on this machine, when not the same place */
 } lz_prompt_fields;
 
 /* The prompt's lines, newline-terminated, without the question itself.

@@ -54,13 +54,17 @@ void sessions_init(coord *c)
 unsigned session_proto_state(const session *s)
 {
     switch (s->state) {
-    case S_ENROLL: return LZ_PS_SESSION_ENROLL;
-    case S_HELLO: return LZ_PS_SESSION_HELLO;
-    case S_RUN: return LZ_PS_SESSION_RUN;
-    case S_QUEUED: return LZ_PS_SESSION_QUEUED;
+    case S_ENROLL:
+        return LZ_PS_SESSION_ENROLL;
+    case S_HELLO:
+        return LZ_PS_SESSION_HELLO;
+    case S_RUN:
+        return LZ_PS_SESSION_RUN;
+    case S_QUEUED:
+        return LZ_PS_SESSION_QUEUED;
     case S_RUNNING:
         return s->run.interactive ? LZ_PS_SESSION_RUNNING_TTY : LZ_PS_SESSION_RUNNING_PIPES;
-    case S_TLS:   /* handshake datagrams are not messages: session_handshake */
+    case S_TLS: /* handshake datagrams are not messages: session_handshake */
     case S_FREE:
     default:
         return 31; /* in no row's states */
@@ -192,8 +196,8 @@ void session_exec(coord *c, session *s)
         if (s->sock < 0) /* dropped: settled after this round */
             return;
     }
-    char *cwd = s->run.cwd[0] ? lz_xasprintf("/workspace/%s", s->run.cwd)
-                              : lz_xstrdup("/workspace");
+    char *cwd =
+        s->run.cwd[0] ? lz_xasprintf("/workspace/%s", s->run.cwd) : lz_xstrdup("/workspace");
     size_t cap = 3 + s->run.envc;
     char **env = lz_xcalloc(cap, sizeof(char *));
     size_t n = 0;
@@ -218,8 +222,13 @@ void session_exec(coord *c, session *s)
         lz_error_free(err);
         goto out;
     }
-    lz_msg_exec m = { .session_no = s->no, .interactive = s->run.interactive, .cwd = cwd,
-                      .argv = s->run.argv, .argc = s->run.argc, .env = env, .envc = n };
+    lz_msg_exec m = { .session_no = s->no,
+                      .interactive = s->run.interactive,
+                      .cwd = cwd,
+                      .argv = s->run.argv,
+                      .argc = s->run.argc,
+                      .env = env,
+                      .envc = n };
     lz_wbuf b;
     lz_msg_exec_encode(&b, &m);
     int stdio[3] = { slave, slave, slave };
@@ -292,8 +301,10 @@ static void linger_over(lz_loop *loop, lz_loop_source *src, void *data)
     (void) loop, (void) src;
     session *s = data;
     s->close_timer = NULL;
-    clog_(s->c, "session #%u: its client did not take the command's last output within %d s; "
-                "ending the session", s->no, EXIT_LINGER_MS / 1000);
+    clog_(s->c,
+          "session #%u: its client did not take the command's last output within %d s; "
+          "ending the session",
+          s->no, EXIT_LINGER_MS / 1000);
     session_orphan(s->c, s); /* no client left: finishes the slot */
 }
 
@@ -429,10 +440,10 @@ static int on_hello(void *ctx, lz_proto_msg *pm)
         return 0;
     }
     if (!same_fp) {
-        char *msg = lz_xasprintf(
-            "Domain %.16s… (profile '%s', workspace %s) is running with another "
-            "configuration (fingerprint %.16s…); your configuration differs from it",
-            c->id_hex, c->a->cfg->profile, c->a->cfg->workspace.label, c->fp_hex);
+        char *msg =
+            lz_xasprintf("Domain %.16s… (profile '%s', workspace %s) is running with another "
+                         "configuration (fingerprint %.16s…); your configuration differs from it",
+                         c->id_hex, c->a->cfg->profile, c->a->cfg->workspace.label, c->fp_hex);
         char *hint = lz_xasprintf(
             "finish the running sessions of this Domain (exit their shells) to stop it, "
             "or stop it at once with: kill %d; then run the command again",
@@ -600,8 +611,7 @@ static int on_enroll(void *ctx, lz_proto_msg *pm)
     lz_error *err = NULL;
     uint8_t der[LZ_MSG_MAX_CERT];
     size_t der_len = 0;
-    lz_tls_credential *cred = lz_trust_anchor_issue_client_pub(c->trust, s->enrolled_id, key,
-                                                               &err);
+    lz_tls_credential *cred = lz_trust_anchor_issue_client_pub(c->trust, s->enrolled_id, key, &err);
     int r = cred ? lz_tls_cert_to_der(cred->cert, der, sizeof(der), &der_len, &err) : -1;
     lz_tls_credential_free(cred);
     if (r == 0) {
@@ -625,8 +635,13 @@ static int on_enroll(void *ctx, lz_proto_msg *pm)
 }
 
 const lz_proto_handler_row session_handlers[] = {
-    { LZ_MSG_ENROLL, on_enroll }, { LZ_MSG_HELLO, on_hello }, { LZ_MSG_STOP, on_stop },   { LZ_MSG_RUN, on_run },     { LZ_MSG_INPUT, on_input },
-    { LZ_MSG_RESIZE, on_resize }, { LZ_MSG_CLOSE, on_close },
+    { LZ_MSG_ENROLL, on_enroll },
+    { LZ_MSG_HELLO, on_hello },
+    { LZ_MSG_STOP, on_stop },
+    { LZ_MSG_RUN, on_run },
+    { LZ_MSG_INPUT, on_input },
+    { LZ_MSG_RESIZE, on_resize },
+    { LZ_MSG_CLOSE, on_close },
     { LZ_MSG_SIGNAL, on_signal_msg },
     { LZ_MSG_DECISION, escalation_on_decision },
 };
@@ -665,7 +680,9 @@ static void session_handshake(coord *c, session *s)
         close(fds[i]);
     if (n <= 0 || nfds) {
         clog_(c, "session #%u: %s during the TLS handshake; ending its connection", s->no,
-              n == 0 ? "client disconnected" : nfds ? "descriptors" : err->message);
+              n == 0 ? "client disconnected"
+              : nfds ? "descriptors"
+                     : err->message);
         lz_error_free(err);
         session_close(c, s);
         return;
@@ -685,8 +702,10 @@ static void session_handshake(coord *c, session *s)
     char id[LZ_TRUST_SESSION_ID_LEN + 1];
     if (!lz_tls_cert_subject_id(peer, id) || strcmp(id, s->enrolled_id) != 0 ||
         !lz_tls_cert_has_key(peer, s->enrolled_key)) {
-        clog_(c, "session #%u: its TLS client certificate is not the one enrolled on this "
-                 "connection; ending its connection", s->no);
+        clog_(c,
+              "session #%u: its TLS client certificate is not the one enrolled on this "
+              "connection; ending its connection",
+              s->no);
         session_close(c, s);
         return;
     }
@@ -734,8 +753,7 @@ static void session_message(coord *c, session *s)
     lz_proto_msg_clear(&m);
 }
 
-static void on_session_sock(lz_loop *loop, lz_loop_source *src, int fd, short revents,
-                            void *data)
+static void on_session_sock(lz_loop *loop, lz_loop_source *src, int fd, short revents, void *data)
 {
     (void) loop, (void) src, (void) fd;
     session *s = data;
@@ -799,8 +817,10 @@ static void handshake_over(lz_loop *loop, lz_loop_source *src, void *data)
     s->handshake_timer = NULL;
     if (s->state != S_ENROLL && s->state != S_TLS && s->state != S_HELLO && s->state != S_RUN)
         return;
-    clog_(s->c, "session #%u: no ENROLL, TLS handshake, HELLO and RUN within %d s; ending its "
-                "connection", s->no, HANDSHAKE_TIMEOUT_MS / 1000);
+    clog_(s->c,
+          "session #%u: no ENROLL, TLS handshake, HELLO and RUN within %d s; ending its "
+          "connection",
+          s->no, HANDSHAKE_TIMEOUT_MS / 1000);
     refuse_and_close(s->c, s, LZ_REFUSE_PROTOCOL, "protocol error: no HELLO and RUN in time",
                      "use the same Lazaret version for every terminal of a Domain");
 }

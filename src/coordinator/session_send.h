@@ -18,8 +18,7 @@
 void send_refused(int sock, uint32_t code, const char *msg, const char *hint);
 /* REFUSED to a session's client, in the clear or sealed as its channel is,
  * without waiting (the connection is about to end). */
-void session_send_refused(coord *c, session *s, uint32_t code, const char *msg,
-                          const char *hint);
+void session_send_refused(coord *c, session *s, uint32_t code, const char *msg, const char *hint);
 
 /* Send b to the session's client without ever waiting: what its socket
  * cannot take now is queued (in order); a client with more than

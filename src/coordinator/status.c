@@ -15,11 +15,16 @@
 const char *generation_state_name(gen_state st)
 {
     switch (st) {
-    case G_STARTING: return "starting";
-    case G_RUNNING: return "running";
-    case G_FAILED: return "failed";
-    case G_TEARDOWN: return "tearing_down";
-    default: return "unknown";
+    case G_STARTING:
+        return "starting";
+    case G_RUNNING:
+        return "running";
+    case G_FAILED:
+        return "failed";
+    case G_TEARDOWN:
+        return "tearing_down";
+    default:
+        return "unknown";
     }
 }
 
@@ -29,21 +34,19 @@ void publish_status(coord *c)
     for (size_t i = 0; i < MAX_SESSIONS; i++) {
         session *s = &c->sessions[i];
         if (s->state == S_RUNNING || s->state == S_QUEUED)
-            json_array_append_new(sessions, json_pack("{s:s, s:b, s:i, s:s}", "session_id", s->id,
-                                                      "interactive", s->run.interactive,
-                                                      "client_pid", (int) s->cli_pid, "state",
-                                                      s->state == S_RUNNING ? "running" : "queued"));
+            json_array_append_new(
+                sessions, json_pack("{s:s, s:b, s:i, s:s}", "session_id", s->id, "interactive",
+                                    s->run.interactive, "client_pid", (int) s->cli_pid, "state",
+                                    s->state == S_RUNNING ? "running" : "queued"));
     }
     char *log = lz_domain_log_label(c->a->cfg);
-    json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:I, s:s, s:i, s:s, s:s, s:o, s:o, s:o}",
-                          "domain_id",
-                          c->id_hex, "profile", c->a->cfg->profile, "workspace",
-                          c->a->cfg->workspace.label, "configuration_fingerprint", c->fp_hex,
-                          "generation", (json_int_t) c->generation, "state",
-                          generation_state_name(c->state), "coordinator_pid", (int) getpid(),
-                          "container_id", c->container_id, "log", log, "sessions", sessions,
-                          "network_policy", lz_derived_network_policy(c->a->cfg, LZ_NET_RESOLVER),
-                          "escalations", escalation_status(c));
+    json_t *o = json_pack(
+        "{s:s, s:s, s:s, s:s, s:I, s:s, s:i, s:s, s:s, s:o, s:o, s:o}", "domain_id", c->id_hex,
+        "profile", c->a->cfg->profile, "workspace", c->a->cfg->workspace.label,
+        "configuration_fingerprint", c->fp_hex, "generation", (json_int_t) c->generation, "state",
+        generation_state_name(c->state), "coordinator_pid", (int) getpid(), "container_id",
+        c->container_id, "log", log, "sessions", sessions, "network_policy",
+        lz_derived_network_policy(c->a->cfg, LZ_NET_RESOLVER), "escalations", escalation_status(c));
     free(log);
     char *text = json_dumps(o, JSON_INDENT(2) | JSON_ENSURE_ASCII);
     json_decref(o);

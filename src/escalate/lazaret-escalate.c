@@ -55,8 +55,8 @@
  * answers within milliseconds; the round-trip target is p50 <= 20 ms), then
  * growing by half up to a cap that bounds both the added latency of a
  * streaming command and the cost of waiting minutes for a prompt. */
-#define POLL_MIN_NS 200000L     /* 0.2 ms */
-#define POLL_MAX_NS 10000000L   /* 10 ms */
+#define POLL_MIN_NS 200000L   /* 0.2 ms */
+#define POLL_MAX_NS 10000000L /* 10 ms */
 /* How long a cancelled client keeps waiting for the coordinator's result. */
 #define CANCEL_WAIT_MS 5000
 /* ACK after this many consumed chunks (well under LZ_MBX_MAX_UNACKED, so
@@ -125,8 +125,9 @@ static void say(const char *fmt, ...)
     va_end(ap);
     if (m < 0)
         m = 0;
-    size_t len = (size_t) n + ((size_t) m < sizeof(buf) - (size_t) n - 1
-                                   ? (size_t) m : sizeof(buf) - (size_t) n - 2);
+    size_t len =
+        (size_t) n +
+        ((size_t) m < sizeof(buf) - (size_t) n - 1 ? (size_t) m : sizeof(buf) - (size_t) n - 2);
     buf[len++] = '\n';
     (void) !write(STDERR_FILENO, buf, len);
 }
@@ -154,25 +155,25 @@ static int64_t now_ms(void)
 /* ---- the client's state ------------------------------------------------ */
 
 typedef struct client {
-    uint8_t key[LZ_SIG_KEY_LEN];       /* the sandbox's signing seed */
-    uint8_t coord[LZ_SIG_KEY_LEN];     /* the coordinator's public key */
-    char nonce[LZ_SIG_NONCE_LEN + 1];  /* the generation nonce */
+    uint8_t key[LZ_SIG_KEY_LEN];      /* the sandbox's signing seed */
+    uint8_t coord[LZ_SIG_KEY_LEN];    /* the coordinator's public key */
+    char nonce[LZ_SIG_NONCE_LEN + 1]; /* the generation nonce */
     char capability[LZ_MBX_ID_LEN + 1];
     char id[LZ_MBX_ID_LEN + 1];
-    int inbox;                         /* LZ_MBX_GUEST_INBOX */
-    int outbox;                        /* LZ_MBX_GUEST_OUTBOX */
-    int reply;                         /* outbox/<id>, once the request was accepted */
-    int sfd;                           /* signalfd: SIGINT, SIGTERM, SIGHUP */
-    unsigned n_records;                /* records written (for diagnostics) */
-    unsigned n_acks;                   /* for unique ACK names */
-    uint32_t consumed;                 /* chunks written to our stdout/stderr */
-    uint32_t acked;                    /* the count in the last ACK */
-    int64_t sent_at;                   /* when the request was renamed in */
-    int64_t last_ack_ok;               /* when an ACK (or the request) last got in */
+    int inbox;           /* LZ_MBX_GUEST_INBOX */
+    int outbox;          /* LZ_MBX_GUEST_OUTBOX */
+    int reply;           /* outbox/<id>, once the request was accepted */
+    int sfd;             /* signalfd: SIGINT, SIGTERM, SIGHUP */
+    unsigned n_records;  /* records written (for diagnostics) */
+    unsigned n_acks;     /* for unique ACK names */
+    uint32_t consumed;   /* chunks written to our stdout/stderr */
+    uint32_t acked;      /* the count in the last ACK */
+    int64_t sent_at;     /* when the request was renamed in */
+    int64_t last_ack_ok; /* when an ACK (or the request) last got in */
     int64_t next_heartbeat;
     bool cancelling;
     int64_t cancel_deadline;
-    bool out_broken[3];                /* fd 1 or 2 could not be written */
+    bool out_broken[3]; /* fd 1 or 2 could not be written */
 } client;
 
 /* Records read (one more byte than the bound, to see an overlong file) and
@@ -242,8 +243,8 @@ static bool mailbox_full(int e)
     return e == ENOSPC || e == EDQUOT;
 }
 
-#define MAILBOX_FULL_FMT                                                                          \
-    "the mailbox is full: " LZ_MBX_GUEST_INBOX " holds at most %u KiB in %u entries per "         \
+#define MAILBOX_FULL_FMT                                                                           \
+    "the mailbox is full: " LZ_MBX_GUEST_INBOX " holds at most %u KiB in %u entries per "          \
     "Domain, and something in the sandbox filled it"
 #define MAILBOX_FULL_ARGS LZ_MBX_INBOX_MAX_BYTES / 1024, LZ_MBX_INBOX_MAX_ENTRIES
 
@@ -290,8 +291,10 @@ static void send_ack(client *c)
                 c->next_heartbeat = now + 100;
                 return;
             }
-            die(LZ_ESC_EXIT_FAILED, "failed: " MAILBOX_FULL_FMT "; the request could not be "
-                "kept alive and the host will cancel it", MAILBOX_FULL_ARGS);
+            die(LZ_ESC_EXIT_FAILED,
+                "failed: " MAILBOX_FULL_FMT "; the request could not be "
+                "kept alive and the host will cancel it",
+                MAILBOX_FULL_ARGS);
         }
         if (tries == 8)
             die(LZ_ESC_EXIT_FAILED, "cannot write to the mailbox %s: %s", LZ_MBX_GUEST_INBOX,
@@ -402,8 +405,7 @@ static size_t get_record(client *c, int dir, const char *name)
     }
     struct stat st;
     if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
-        die(LZ_ESC_EXIT_FAILED, "%s/%s/%s is not a regular file", LZ_MBX_GUEST_OUTBOX, c->id,
-            name);
+        die(LZ_ESC_EXIT_FAILED, "%s/%s/%s is not a regular file", LZ_MBX_GUEST_OUTBOX, c->id, name);
     /* Read to the end (at most one byte over the bound), whatever fstat
      * said: the size is checked on what was read. */
     size_t len = 0;
@@ -412,8 +414,8 @@ static size_t get_record(client *c, int dir, const char *name)
         if (r < 0 && errno == EINTR)
             continue;
         if (r < 0)
-            die(LZ_ESC_EXIT_FAILED, "cannot read %s/%s/%s: %s", LZ_MBX_GUEST_OUTBOX, c->id,
-                name, strerror(errno));
+            die(LZ_ESC_EXIT_FAILED, "cannot read %s/%s/%s: %s", LZ_MBX_GUEST_OUTBOX, c->id, name,
+                strerror(errno));
         if (r == 0)
             break;
         len += (size_t) r;
@@ -422,13 +424,14 @@ static size_t get_record(client *c, int dir, const char *name)
     }
     close(fd);
     if (len > LZ_MBX_MAX_RECORD + LZ_SIG_LEN || len <= LZ_SIG_LEN)
-        die(LZ_ESC_EXIT_FAILED, "%s/%s/%s has an impossible size (%zu bytes)",
-            LZ_MBX_GUEST_OUTBOX, c->id, name, len);
+        die(LZ_ESC_EXIT_FAILED, "%s/%s/%s has an impossible size (%zu bytes)", LZ_MBX_GUEST_OUTBOX,
+            c->id, name, len);
     size_t plen = len - LZ_SIG_LEN;
     if (!lz_sig_verify(c->coord, c->nonce, in_record, plen, in_record + plen))
         die(LZ_ESC_EXIT_FAILED,
             "%s/%s/%s is not signed by this session's Lazaret coordinator; ignoring the "
-            "reply", LZ_MBX_GUEST_OUTBOX, c->id, name);
+            "reply",
+            LZ_MBX_GUEST_OUTBOX, c->id, name);
     return plen;
 }
 
@@ -442,11 +445,11 @@ static bool take_chunk(client *c)
         return false;
     lz_mbx_chunk ch;
     if (!lz_mbx_chunk_decode(in_record, len, &ch))
-        die(LZ_ESC_EXIT_FAILED, "%s/%s/%s is not a valid chunk record", LZ_MBX_GUEST_OUTBOX,
-            c->id, name);
+        die(LZ_ESC_EXIT_FAILED, "%s/%s/%s is not a valid chunk record", LZ_MBX_GUEST_OUTBOX, c->id,
+            name);
     if (strcmp(ch.request_id, c->id) != 0 || ch.seq != c->consumed)
-        die(LZ_ESC_EXIT_FAILED, "%s/%s/%s belongs to another request or place (seq %" PRIu32
-            ")", LZ_MBX_GUEST_OUTBOX, c->id, name, ch.seq);
+        die(LZ_ESC_EXIT_FAILED, "%s/%s/%s belongs to another request or place (seq %" PRIu32 ")",
+            LZ_MBX_GUEST_OUTBOX, c->id, name, ch.seq);
     /* The decoder checked the stream: 1 or 2. */
     emit(c, (int) ch.stream, ch.data, ch.len);
     c->consumed++;
@@ -462,14 +465,14 @@ static bool take_result(client *c, lz_mbx_result *res)
     if (len == 0)
         return false;
     if (!lz_mbx_result_decode(in_record, len, res))
-        die(LZ_ESC_EXIT_FAILED, "%s/%s/result is not a valid result record",
-            LZ_MBX_GUEST_OUTBOX, c->id);
+        die(LZ_ESC_EXIT_FAILED, "%s/%s/result is not a valid result record", LZ_MBX_GUEST_OUTBOX,
+            c->id);
     if (strcmp(res->request_id, c->id) != 0)
         die(LZ_ESC_EXIT_FAILED, "%s/%s/result belongs to another request", LZ_MBX_GUEST_OUTBOX,
             c->id);
     if (res->n_chunks < c->consumed)
-        die(LZ_ESC_EXIT_FAILED, "%s/%s/result counts %" PRIu32 " chunks, %" PRIu32
-            " were read", LZ_MBX_GUEST_OUTBOX, c->id, res->n_chunks, c->consumed);
+        die(LZ_ESC_EXIT_FAILED, "%s/%s/result counts %" PRIu32 " chunks, %" PRIu32 " were read",
+            LZ_MBX_GUEST_OUTBOX, c->id, res->n_chunks, c->consumed);
     return true;
 }
 
@@ -483,14 +486,29 @@ static void __attribute__((noreturn)) finish(const lz_mbx_result *res)
         /* 128+N for a signal: N < 128, so at most 255 when the host is
          * sane; the codec admits up to 383, which no exit status can say. */
         if (res->status > 255)
-            die(LZ_ESC_EXIT_FAILED, "the host command's status %" PRIu32
-                " cannot be an exit status", res->status);
+            die(LZ_ESC_EXIT_FAILED,
+                "the host command's status %" PRIu32 " cannot be an exit status", res->status);
         _exit((int) res->status);
-    case LZ_MBX_DENIED: what = "denied"; status = LZ_ESC_EXIT_DENIED; break;
-    case LZ_MBX_TIMED_OUT: what = "timed out"; status = LZ_ESC_EXIT_TIMED_OUT; break;
-    case LZ_MBX_CANCELLED: what = "cancelled"; status = LZ_ESC_EXIT_CANCELLED; break;
-    case LZ_MBX_FAILED: what = "failed"; status = LZ_ESC_EXIT_FAILED; break;
-    default: what = "failed"; status = LZ_ESC_EXIT_FAILED; break;
+    case LZ_MBX_DENIED:
+        what = "denied";
+        status = LZ_ESC_EXIT_DENIED;
+        break;
+    case LZ_MBX_TIMED_OUT:
+        what = "timed out";
+        status = LZ_ESC_EXIT_TIMED_OUT;
+        break;
+    case LZ_MBX_CANCELLED:
+        what = "cancelled";
+        status = LZ_ESC_EXIT_CANCELLED;
+        break;
+    case LZ_MBX_FAILED:
+        what = "failed";
+        status = LZ_ESC_EXIT_FAILED;
+        break;
+    default:
+        what = "failed";
+        status = LZ_ESC_EXIT_FAILED;
+        break;
     }
     /* The message comes from the host but names things the sandbox chose
      * (paths, arguments): escaped, so that no control character, escape
@@ -533,8 +551,10 @@ static void __attribute__((noreturn)) wait_for_reply(client *c)
                 die(LZ_ESC_EXIT_FAILED, "cannot open %s/%s: %s", LZ_MBX_GUEST_OUTBOX, c->id,
                     strerror(errno));
             } else if (!c->cancelling && now_ms() - c->sent_at >= LZ_MBX_ACCEPT_WAIT_MS) {
-                die(LZ_ESC_EXIT_FAILED, "no answer from the Lazaret coordinator within %d s "
-                    "(is the session still running?)", LZ_MBX_ACCEPT_WAIT_MS / 1000);
+                die(LZ_ESC_EXIT_FAILED,
+                    "no answer from the Lazaret coordinator within %d s "
+                    "(is the session still running?)",
+                    LZ_MBX_ACCEPT_WAIT_MS / 1000);
             }
         }
         if (c->reply >= 0) {
@@ -544,9 +564,10 @@ static void __attribute__((noreturn)) wait_for_reply(client *c)
                 /* The result is renamed in after every chunk it counts. */
                 if (c->consumed == res.n_chunks)
                     finish(&res);
-                die(LZ_ESC_EXIT_FAILED, "%s/%s/chunk-%" PRIu32 " is missing although the "
-                    "result counts %" PRIu32 " chunks", LZ_MBX_GUEST_OUTBOX, c->id,
-                    c->consumed, res.n_chunks);
+                die(LZ_ESC_EXIT_FAILED,
+                    "%s/%s/chunk-%" PRIu32 " is missing although the "
+                    "result counts %" PRIu32 " chunks",
+                    LZ_MBX_GUEST_OUTBOX, c->id, c->consumed, res.n_chunks);
             } else if (take_result(c, &res)) {
                 if (c->consumed == res.n_chunks)
                     finish(&res);
@@ -607,7 +628,7 @@ static void load_credentials(client *c)
         die(LZ_ESC_EXIT_NOT_SENT, "cannot open %s: %s (not started by a Lazaret session?)",
             LZ_MBX_GUEST_CREDS, strerror(errno));
     _Static_assert(LZ_SIG_KEY_LEN == 32 && LZ_SIG_NONCE_LEN == LZ_MBX_ID_LEN &&
-                   LZ_MBX_CRED_LEN == 2 * LZ_SIG_KEY_LEN + LZ_SIG_NONCE_LEN,
+                       LZ_MBX_CRED_LEN == 2 * LZ_SIG_KEY_LEN + LZ_SIG_NONCE_LEN,
                    "credential sizes");
     /* One file: seed || coordinator's public key || nonce (mailbox.h). */
     uint8_t cred[LZ_MBX_CRED_LEN];
@@ -648,8 +669,10 @@ static void usage_error(const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
-    die(LZ_ESC_EXIT_NOT_SENT, "%s\nUsage: " PROG " [--why TEXT] -- /ABSOLUTE/EXECUTABLE "
-        "[ARG...] (see " PROG " --help)", msg);
+    die(LZ_ESC_EXIT_NOT_SENT,
+        "%s\nUsage: " PROG " [--why TEXT] -- /ABSOLUTE/EXECUTABLE "
+        "[ARG...] (see " PROG " --help)",
+        msg);
 }
 
 int main(int argc, char **argv)
@@ -679,7 +702,8 @@ int main(int argc, char **argv)
         } else {
             char *shown = lz_text_printable(a);
             usage_error(a[0] == '-' ? "unknown option '%s'"
-                                    : "'%s' before '--': the command follows '--'", shown);
+                                    : "'%s' before '--': the command follows '--'",
+                        shown);
         }
     }
     if (i == argc)
@@ -690,25 +714,30 @@ int main(int argc, char **argv)
         usage_error("no command after '--'");
     if (cmd[0][0] != '/') {
         char *shown = lz_text_printable(cmd[0]);
-        die(LZ_ESC_EXIT_NOT_SENT, "CommandRequiresShell: '%s' is not an absolute path; " PROG
-            " runs no shell and does no PATH lookup (name the program as /usr/bin/...)", shown);
+        die(LZ_ESC_EXIT_NOT_SENT,
+            "CommandRequiresShell: '%s' is not an absolute path; " PROG
+            " runs no shell and does no PATH lookup (name the program as /usr/bin/...)",
+            shown);
     }
 
     client c = { .inbox = -1, .outbox = -1, .reply = -1, .sfd = -1 };
     const char *cap = getenv(LZ_MBX_CAPABILITY_ENV);
     if (!cap || !lz_mbx_id_ok(cap))
-        die(LZ_ESC_EXIT_NOT_SENT, "not started by a Lazaret session (%s is %s); " PROG
-            " works only in the command of a Lazaret session", LZ_MBX_CAPABILITY_ENV,
-            cap ? "malformed" : "not set");
+        die(LZ_ESC_EXIT_NOT_SENT,
+            "not started by a Lazaret session (%s is %s); " PROG
+            " works only in the command of a Lazaret session",
+            LZ_MBX_CAPABILITY_ENV, cap ? "malformed" : "not set");
     memcpy(c.capability, cap, sizeof(c.capability));
     random_id(c.id);
 
     char cwd[LZ_MBX_MAX_CWD + 2];
     if (!getcwd(cwd, sizeof(cwd)))
-        die(LZ_ESC_EXIT_NOT_SENT, "cannot determine the working directory: %s",
-            strerror(errno));
+        die(LZ_ESC_EXIT_NOT_SENT, "cannot determine the working directory: %s", strerror(errno));
     lz_mbx_request req = {
-        .cwd = cwd, .argv = cmd, .argc = n_cmd, .why = (char *) why,
+        .cwd = cwd,
+        .argv = cmd,
+        .argc = n_cmd,
+        .why = (char *) why,
     };
     memcpy(req.capability, c.capability, sizeof(req.capability));
     memcpy(req.request_id, c.id, sizeof(req.request_id));
@@ -752,8 +781,10 @@ int main(int argc, char **argv)
     snprintf(name, sizeof(name), "%s.request", c.id);
     if (put_record(&c, &wbuf, name) < 0) {
         if (mailbox_full(errno))
-            die(LZ_ESC_EXIT_NOT_SENT, MAILBOX_FULL_FMT "; the request was not sent (remove what "
-                "is not a request from " LZ_MBX_GUEST_INBOX ", or wait, then ask again)",
+            die(LZ_ESC_EXIT_NOT_SENT,
+                MAILBOX_FULL_FMT "; the request was not sent (remove what "
+                                 "is not a request from " LZ_MBX_GUEST_INBOX
+                                 ", or wait, then ask again)",
                 MAILBOX_FULL_ARGS);
         die(LZ_ESC_EXIT_NOT_SENT, "cannot write the request to %s: %s", LZ_MBX_GUEST_INBOX,
             strerror(errno));

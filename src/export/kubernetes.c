@@ -34,10 +34,14 @@
 const char *lz_map_status_name(lz_map_status s)
 {
     switch (s) {
-    case LZ_MAP_MAPPED: return "mapped";
-    case LZ_MAP_APPROXIMATED: return "approximated";
-    case LZ_MAP_NOT_MAPPABLE: return "not-mappable";
-    default: return "?";
+    case LZ_MAP_MAPPED:
+        return "mapped";
+    case LZ_MAP_APPROXIMATED:
+        return "approximated";
+    case LZ_MAP_NOT_MAPPABLE:
+        return "not-mappable";
+    default:
+        return "?";
     }
 }
 
@@ -51,9 +55,8 @@ typedef struct builder {
     char *secret; /* the Secret the env entries name */
 } builder;
 
-__attribute__((format(printf, 5, 6))) static void report(builder *b, const char *field,
-                                                         lz_map_status status, bool security,
-                                                         const char *fmt, ...)
+__attribute__((format(printf, 5, 6))) static void
+report(builder *b, const char *field, lz_map_status status, bool security, const char *fmt, ...)
 {
     lz_k8s_export *e = b->out;
     e->entries = lz_xrealloc(e->entries, e->n_entries + 1, sizeof(*e->entries));
@@ -65,8 +68,10 @@ __attribute__((format(printf, 5, 6))) static void report(builder *b, const char 
     va_end(ap);
     /* Host paths in a reason are raw bytes: kept printable and valid UTF-8
      * (\xNN), so the text and the JSON report can always carry them. */
-    e->entries[e->n_entries++] = (lz_map_entry) {
-        .field = lz_text_printable(field), .status = status, .security_relevant = security,
+    e->entries[e->n_entries++] = (lz_map_entry){
+        .field = lz_text_printable(field),
+        .status = status,
+        .security_relevant = security,
         .reason = lz_text_printable(reason),
     };
     free(reason);
@@ -117,8 +122,8 @@ static bool storage_quantity(const char *s)
             return false;
         s += 1 + f;
     }
-    static const char *const suffixes[] = { "", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei",
-                                            "k", "M", "G", "T", "P", "E" };
+    static const char *const suffixes[] = { "",  "Ki", "Mi", "Gi", "Ti", "Pi", "Ei",
+                                            "k", "M",  "G",  "T",  "P",  "E" };
     for (size_t i = 0; i < LZ_ARRAY_SIZE(suffixes); i++)
         if (strcmp(s, suffixes[i]) == 0)
             return true;
@@ -229,8 +234,8 @@ static bool path_component(const char *s, size_t n)
         size_t sep = j - i;
         if (sep == 0)
             return false; /* neither a name character nor a separator */
-        bool ok = (sep == 1) || (sep == 2 && s[i] == '_' && s[i + 1] == '_') ||
-                  strspn(s + i, "-") == sep;
+        bool ok =
+            (sep == 1) || (sep == 2 && s[i] == '_' && s[i + 1] == '_') || strspn(s + i, "-") == sep;
         if (!ok || j == n)
             return false;
         i = j - 1;
@@ -272,7 +277,8 @@ bool lz_k8s_registry_reference(const char *ref)
         return false;
     /* The tag: after the last ':' that follows the last '/'. */
     const char *slash = memrchr(ref, '/', name_end);
-    const char *colon = memrchr(slash ? slash : ref, ':', name_end - (size_t) ((slash ? slash : ref) - ref));
+    const char *colon =
+        memrchr(slash ? slash : ref, ':', name_end - (size_t) ((slash ? slash : ref) - ref));
     if (colon) {
         size_t tn = name_end - (size_t) (colon - ref) - 1;
         if (tn == 0 || tn > 128 || !(isalnum((unsigned char) colon[1]) || colon[1] == '_'))
@@ -323,8 +329,9 @@ static int choose_image(builder *b, lz_error **err)
         if (b->o->image)
             return lz_error_hint(err, "give a registry reference, e.g. "
                                       "--image registry.example/team/agent@sha256:<digest>");
-        return lz_error_hint(err, "push it to a registry the cluster reaches (skopeo copy %s "
-                                  "docker://REGISTRY/NAME) and pass --image REGISTRY/NAME@sha256:DIGEST",
+        return lz_error_hint(err,
+                             "push it to a registry the cluster reaches (skopeo copy %s "
+                             "docker://REGISTRY/NAME) and pass --image REGISTRY/NAME@sha256:DIGEST",
                              shown);
     }
     const char *at = strstr(ref, "@sha256:");
@@ -412,19 +419,18 @@ static json_t *container(builder *b, const claim *claims, size_t n_claims)
         json_t *env = json_array();
         for (size_t i = 0; i < b->cfg->n_env; i++) {
             const lz_resolved_env *e = &b->cfg->env[i];
-            json_array_append_new(
-                env, json_pack("{s:s, s:{s:{s:s, s:s, s:b}}}", "name", e->sandbox_name,
-                               "valueFrom", "secretKeyRef", "name",
-                               b->secret, "key", e->sandbox_name,
-                               "optional", 0));
+            json_array_append_new(env,
+                                  json_pack("{s:s, s:{s:{s:s, s:s, s:b}}}", "name", e->sandbox_name,
+                                            "valueFrom", "secretKeyRef", "name", b->secret, "key",
+                                            e->sandbox_name, "optional", 0));
         }
         json_object_set_new(c, "env", env);
     }
     json_object_set_new(c, "resources",
                         json_pack("{s:{s:s, s:s}}", "limits", "memory", b->o->memory,
                                   "ephemeral-storage", b->o->ephemeral_storage));
-    json_t *sc = json_pack("{s:b, s:b, s:{s:[s]}}", "allowPrivilegeEscalation", 0, "privileged",
-                           0, "capabilities", "drop", "ALL");
+    json_t *sc = json_pack("{s:b, s:b, s:{s:[s]}}", "allowPrivilegeEscalation", 0, "privileged", 0,
+                           "capabilities", "drop", "ALL");
     if (b->o->run_as) {
         json_object_set_new(sc, "runAsUser", json_integer(b->o->run_as_user));
         json_object_set_new(sc, "runAsGroup", json_integer(b->o->run_as_group));
@@ -433,13 +439,12 @@ static json_t *container(builder *b, const claim *claims, size_t n_claims)
     json_object_set_new(c, "securityContext", sc);
     json_t *mounts = json_array();
     for (size_t i = 0; i < n_claims; i++) {
-        json_array_append_new(mounts, json_pack("{s:s, s:s}", "name", claims[i].volume,
-                                                "mountPath", claims[i].path));
+        json_array_append_new(
+            mounts, json_pack("{s:s, s:s}", "name", claims[i].volume, "mountPath", claims[i].path));
         if (i == 0 && b->o->git_readonly)
-            json_array_append_new(mounts, json_pack("{s:s, s:s, s:s, s:b}", "name",
-                                                    claims[0].volume, "mountPath",
-                                                    "/workspace/.git", "subPath", ".git",
-                                                    "readOnly", 1));
+            json_array_append_new(
+                mounts, json_pack("{s:s, s:s, s:s, s:b}", "name", claims[0].volume, "mountPath",
+                                  "/workspace/.git", "subPath", ".git", "readOnly", 1));
     }
     json_object_set_new(c, "volumeMounts", mounts);
     return c;
@@ -502,10 +507,10 @@ static json_t *network_policy(builder *b)
     if (!b->o->no_cluster_dns)
         json_array_append_new(
             egress,
-        json_pack("{s:[{s:{s:{s:s}}, s:{s:{s:s}}}], s:[{s:s, s:i}, {s:s, s:i}]}", "to",
-                  "namespaceSelector", "matchLabels", "kubernetes.io/metadata.name",
-                  "kube-system", "podSelector", "matchLabels", "k8s-app", "kube-dns", "ports",
-                  "protocol", "UDP", "port", 53, "protocol", "TCP", "port", 53));
+            json_pack("{s:[{s:{s:{s:s}}, s:{s:{s:s}}}], s:[{s:s, s:i}, {s:s, s:i}]}", "to",
+                      "namespaceSelector", "matchLabels", "kubernetes.io/metadata.name",
+                      "kube-system", "podSelector", "matchLabels", "k8s-app", "kube-dns", "ports",
+                      "protocol", "UDP", "port", 53, "protocol", "TCP", "port", 53));
     if (blocks.count) {
         json_t *to = json_array();
         for (size_t i = 0; i < blocks.count; i++)
@@ -548,8 +553,9 @@ static json_t *sandbox_metadata(builder *b, const char *name)
     json_t *m = metadata(b, name);
     char fp[65];
     lz_digest_hex(b->cfg->fingerprint, fp);
-    json_object_set_new(m, "annotations", json_pack("{s:s, s:s}", ANNOTATION_PROFILE,
-                                                    b->cfg->profile, ANNOTATION_FINGERPRINT, fp));
+    json_object_set_new(
+        m, "annotations",
+        json_pack("{s:s, s:s}", ANNOTATION_PROFILE, b->cfg->profile, ANNOTATION_FINGERPRINT, fp));
     return m;
 }
 
@@ -665,9 +671,10 @@ static char *secret_command(builder *b)
         fmt = f;
         args = a;
     }
-    char *cmd = lz_xasprintf("kubectl create secret generic %s%s%s --from-env-file=<(printf '%s'%s)",
-                             b->secret, b->o->namespace_name ? " -n " : "",
-                             b->o->namespace_name ? b->o->namespace_name : "", fmt, args);
+    char *cmd =
+        lz_xasprintf("kubectl create secret generic %s%s%s --from-env-file=<(printf '%s'%s)",
+                     b->secret, b->o->namespace_name ? " -n " : "",
+                     b->o->namespace_name ? b->o->namespace_name : "", fmt, args);
     free(fmt);
     free(args);
     return cmd;
@@ -675,8 +682,8 @@ static char *secret_command(builder *b)
 
 /* ---- the whole export ------------------------------------------------------- */
 
-static int refuse_option(lz_error **err, const char *option, const char *value,
-                         const char *what, const char *example)
+static int refuse_option(lz_error **err, const char *option, const char *value, const char *what,
+                         const char *example)
 {
     _cleanup_free_ char *shown = lz_text_printable(value);
     lz_error_set(err, 0, "%s '%s' is not %s", option, shown, what);
@@ -688,21 +695,22 @@ static int check_options(const lz_k8s_options *o, lz_error **err)
     if (o->name && !dns_label(o->name, BASE_NAME_MAX))
         return refuse_option(err, "--name", o->name,
                              "a DNS label of at most 52 characters (lowercase letters, digits, "
-                             "'-')", "agent-1");
+                             "'-')",
+                             "agent-1");
     if (o->namespace_name && !dns_label(o->namespace_name, 63))
         return refuse_option(err, "--namespace", o->namespace_name,
                              "a DNS label (lowercase letters, digits, '-', at most 63)", "agents");
     if (o->namespace_name && strncmp(o->namespace_name, "kube-", 5) == 0)
         return refuse_option(err, "--namespace", o->namespace_name,
                              "a namespace for agents (kube-* are the cluster's own)", "agents");
-    if (o->run_as && (o->run_as_user <= 0 || o->run_as_group <= 0 ||
-                      o->run_as_user > 2147483647L || o->run_as_group > 2147483647L))
+    if (o->run_as && (o->run_as_user <= 0 || o->run_as_group <= 0 || o->run_as_user > 2147483647L ||
+                      o->run_as_group > 2147483647L))
         return lz_error_set(err, 0, "--run-as-user needs a user id (and group id) above 0");
     if (!storage_quantity(o->memory))
         return refuse_option(err, "--memory", o->memory, "a memory quantity", "4Gi");
     if (!storage_quantity(o->ephemeral_storage))
-        return refuse_option(err, "--ephemeral-storage", o->ephemeral_storage,
-                             "a storage quantity", "10Gi");
+        return refuse_option(err, "--ephemeral-storage", o->ephemeral_storage, "a storage quantity",
+                             "10Gi");
     if (!dns_subdomain(o->runtime_class))
         return refuse_option(err, "--runtime-class", o->runtime_class, "a DNS subdomain name",
                              "gvisor");
@@ -738,7 +746,7 @@ int lz_k8s_export_build(const lz_resolved_config *cfg, const lz_k8s_options *opt
         o.ephemeral_storage = "10Gi";
     if (!o.warm_pool_replicas)
         o.warm_pool_replicas = 1;
-    *ret = (lz_k8s_export) { 0 };
+    *ret = (lz_k8s_export){ 0 };
     if (check_options(&o, err) < 0)
         return -1;
 
@@ -751,12 +759,12 @@ int lz_k8s_export_build(const lz_resolved_config *cfg, const lz_k8s_options *opt
     if (choose_image(&b, err) < 0)
         goto out;
 
-    claims[0] = (claim) { lz_xstrdup("workspace"), lz_xasprintf("%s-workspace", b.base),
-                          lz_xstrdup("/workspace"), o.workspace_size };
+    claims[0] = (claim){ lz_xstrdup("workspace"), lz_xasprintf("%s-workspace", b.base),
+                         lz_xstrdup("/workspace"), o.workspace_size };
     for (size_t i = 0; i < cfg->n_persistent_dirs; i++) {
         _cleanup_free_ char *tag = path_tag(cfg->persistent_dirs[i]);
-        claims[1 + i] = (claim) { lz_xasprintf("p-%s", tag), lz_xasprintf("%s-p-%s", b.base, tag),
-                                  lz_xstrdup(cfg->persistent_dirs[i]), o.persistent_size };
+        claims[1 + i] = (claim){ lz_xasprintf("p-%s", tag), lz_xasprintf("%s-p-%s", b.base, tag),
+                                 lz_xstrdup(cfg->persistent_dirs[i]), o.persistent_size };
         for (size_t k = 1; k < 1 + i; k++)
             if (strcmp(claims[k].volume, claims[1 + i].volume) == 0) {
                 /* 32 bits of two paths' hashes alike: not seen, never silent. */
@@ -771,8 +779,8 @@ int lz_k8s_export_build(const lz_resolved_config *cfg, const lz_k8s_options *opt
     if (o.runtime_class_object)
         json_array_append_new(ret->documents,
                               json_pack("{s:s, s:s, s:{s:s}, s:s}", "apiVersion", "node.k8s.io/v1",
-                                        "kind", "RuntimeClass", "metadata", "name",
-                                        o.runtime_class, "handler", "runsc"));
+                                        "kind", "RuntimeClass", "metadata", "name", o.runtime_class,
+                                        "handler", "runsc"));
     if (o.form == LZ_K8S_FORM_SANDBOX) {
         /* Claims of their own, not the Sandbox's volumeClaimTemplates: the
          * controller makes those owned by the Sandbox, and deleting it would
@@ -784,41 +792,40 @@ int lz_k8s_export_build(const lz_resolved_config *cfg, const lz_k8s_options *opt
                                  pod_template(&b, claims, n_claims, true), "service", 0);
         json_array_append_new(ret->documents,
                               json_pack("{s:s, s:s, s:o, s:o}", "apiVersion", SANDBOX_API, "kind",
-                                        "Sandbox", "metadata", sandbox_metadata(&b, b.base),
-                                        "spec", spec));
+                                        "Sandbox", "metadata", sandbox_metadata(&b, b.base), "spec",
+                                        spec));
     } else {
         json_array_append_new(ret->documents, network_policy(&b));
         json_t *vcts = json_array();
         for (size_t i = 0; i < n_claims; i++)
             json_array_append_new(vcts, json_pack("{s:{s:s, s:{s:s}}, s:o}", "metadata", "name",
-                                                  claims[i].volume, "annotations",
-                                                  ANNOTATION_PATH, claims[i].path, "spec",
+                                                  claims[i].volume, "annotations", ANNOTATION_PATH,
+                                                  claims[i].path, "spec",
                                                   claim_spec(&b, claims[i].size)));
         _cleanup_free_ char *template_name = lz_xasprintf("%s-template", b.base);
         _cleanup_free_ char *pool_name = lz_xasprintf("%s-pool", b.base);
         _cleanup_free_ char *claim_name = lz_xasprintf("%s-claim", b.base);
         /* Unmanaged: the NetworkPolicy above is the only one written for
          * these pods; Managed would add the controller's own default. */
-        json_t *spec = json_pack(
-            "{s:o, s:o, s:s, s:b, s:s, s:s}", "podTemplate",
-            pod_template(&b, claims, n_claims, false), "volumeClaimTemplates", vcts,
-            "volumeClaimTemplatesPolicy", "Disallowed", "service", 0, "networkPolicyManagement",
-            "Unmanaged", "envVarsInjectionPolicy", "Disallowed");
+        json_t *spec = json_pack("{s:o, s:o, s:s, s:b, s:s, s:s}", "podTemplate",
+                                 pod_template(&b, claims, n_claims, false), "volumeClaimTemplates",
+                                 vcts, "volumeClaimTemplatesPolicy", "Disallowed", "service", 0,
+                                 "networkPolicyManagement", "Unmanaged", "envVarsInjectionPolicy",
+                                 "Disallowed");
         json_array_append_new(ret->documents,
                               json_pack("{s:s, s:s, s:o, s:o}", "apiVersion", EXTENSIONS_API,
                                         "kind", "SandboxTemplate", "metadata",
                                         sandbox_metadata(&b, template_name), "spec", spec));
-        json_array_append_new(
-            ret->documents,
-            json_pack("{s:s, s:s, s:o, s:{s:I, s:{s:s}}}", "apiVersion", EXTENSIONS_API, "kind",
-                      "SandboxWarmPool", "metadata", metadata(&b, pool_name), "spec", "replicas",
-                      (json_int_t) o.warm_pool_replicas, "sandboxTemplateRef", "name",
-                      template_name));
         json_array_append_new(ret->documents,
-                              json_pack("{s:s, s:s, s:o, s:{s:{s:s}}}", "apiVersion",
-                                        EXTENSIONS_API, "kind", "SandboxClaim", "metadata",
-                                        metadata(&b, claim_name), "spec", "warmPoolRef", "name",
-                                        pool_name));
+                              json_pack("{s:s, s:s, s:o, s:{s:I, s:{s:s}}}", "apiVersion",
+                                        EXTENSIONS_API, "kind", "SandboxWarmPool", "metadata",
+                                        metadata(&b, pool_name), "spec", "replicas",
+                                        (json_int_t) o.warm_pool_replicas, "sandboxTemplateRef",
+                                        "name", template_name));
+        json_array_append_new(
+            ret->documents, json_pack("{s:s, s:s, s:o, s:{s:{s:s}}}", "apiVersion", EXTENSIONS_API,
+                                      "kind", "SandboxClaim", "metadata", metadata(&b, claim_name),
+                                      "spec", "warmPoolRef", "name", pool_name));
         report(&b, "form", LZ_MAP_APPROXIMATED, false,
                "template form: each Sandbox of the warm pool gets claims of its own from "
                "volumeClaimTemplates, owned by that Sandbox and deleted with it; use the "
@@ -851,7 +858,7 @@ void lz_k8s_export_clear(lz_k8s_export *e)
     }
     free(e->entries);
     free(e->secret_command);
-    *e = (lz_k8s_export) { 0 };
+    *e = (lz_k8s_export){ 0 };
 }
 
 bool lz_k8s_export_accept(lz_k8s_export *e, const char *field)

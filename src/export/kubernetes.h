@@ -22,25 +22,25 @@
 #include "config/resolve.h"
 
 typedef enum lz_k8s_form {
-    LZ_K8S_FORM_SANDBOX,   /* PVCs + NetworkPolicy + one Sandbox */
-    LZ_K8S_FORM_TEMPLATE,  /* NetworkPolicy + SandboxTemplate + SandboxWarmPool + SandboxClaim */
+    LZ_K8S_FORM_SANDBOX,  /* PVCs + NetworkPolicy + one Sandbox */
+    LZ_K8S_FORM_TEMPLATE, /* NetworkPolicy + SandboxTemplate + SandboxWarmPool + SandboxClaim */
 } lz_k8s_form;
 
 typedef struct lz_k8s_options {
-    const char *name;            /* base object name; NULL: lazaret-<profile>-<8 hex of Domain ID> */
-    const char *namespace_name;  /* NULL: no namespace written (kubectl -n decides) */
-    const char *runtime_class;   /* podTemplate.spec.runtimeClassName; NULL: "gvisor" */
-    bool runtime_class_object;   /* also write RuntimeClass{name: runtime_class, handler: runsc} */
-    const char *storage_class;   /* NULL: the cluster's default StorageClass */
-    const char *workspace_size;  /* NULL: "10Gi" */
+    const char *name;           /* base object name; NULL: lazaret-<profile>-<8 hex of Domain ID> */
+    const char *namespace_name; /* NULL: no namespace written (kubectl -n decides) */
+    const char *runtime_class;  /* podTemplate.spec.runtimeClassName; NULL: "gvisor" */
+    bool runtime_class_object;  /* also write RuntimeClass{name: runtime_class, handler: runsc} */
+    const char *storage_class;  /* NULL: the cluster's default StorageClass */
+    const char *workspace_size; /* NULL: "10Gi" */
     const char *persistent_size; /* NULL: "5Gi" */
     const char *image;           /* NULL: the profile's image */
     const char *image_digest;    /* "sha256:<64 hex>" pinning the image, or NULL */
-    bool git_readonly;           /* mount the workspace's .git read-only (a claim filled beforehand) */
-    bool no_cluster_dns;         /* no egress rule to the cluster's DNS */
-    const char *memory;          /* resources.limits.memory; NULL: "4Gi" */
+    bool git_readonly;   /* mount the workspace's .git read-only (a claim filled beforehand) */
+    bool no_cluster_dns; /* no egress rule to the cluster's DNS */
+    const char *memory;  /* resources.limits.memory; NULL: "4Gi" */
     const char *ephemeral_storage; /* resources.limits.ephemeral-storage; NULL: "10Gi" */
-    bool run_as;                 /* runAsUser/runAsGroup/fsGroup below; false: the image's User */
+    bool run_as;                   /* runAsUser/runAsGroup/fsGroup below; false: the image's User */
     long run_as_user, run_as_group; /* with run_as: both > 0 */
     lz_k8s_form form;
     unsigned warm_pool_replicas; /* template form only; 0 means 1 */
@@ -53,8 +53,8 @@ typedef enum lz_map_status {
 } lz_map_status;
 
 typedef struct lz_map_entry {
-    char *field;            /* the profile field ("persistent_dirs[/root/.cache]") or the
-                             * guarantee ("limits.processes"), printable */
+    char *field; /* the profile field ("persistent_dirs[/root/.cache]") or the
+                  * guarantee ("limits.processes"), printable */
     lz_map_status status;
     bool security_relevant; /* the cluster's guarantee is weaker than the local one */
     bool accepted;          /* named by --accept: the user has read it (lz_k8s_export_accept) */
@@ -62,10 +62,10 @@ typedef struct lz_map_entry {
 } lz_map_entry;
 
 typedef struct lz_k8s_export {
-    json_t *documents;      /* array of objects, in the order they are to be applied */
+    json_t *documents; /* array of objects, in the order they are to be applied */
     lz_map_entry *entries;
     size_t n_entries;
-    char *secret_command;   /* the bash command that creates the env Secret, or NULL */
+    char *secret_command; /* the bash command that creates the env Secret, or NULL */
 } lz_k8s_export;
 
 /* Build the objects and the report for cfg. Fails (with *err naming the
@@ -73,8 +73,8 @@ typedef struct lz_k8s_export {
  * refuse, or an image a cluster cannot pull (a local layout or archive)
  * without o->image. */
 LZ_MUST_CHECK
-int lz_k8s_export_build(const lz_resolved_config *cfg, const lz_k8s_options *o,
-                        lz_k8s_export *ret, lz_error **err);
+int lz_k8s_export_build(const lz_resolved_config *cfg, const lz_k8s_options *o, lz_k8s_export *ret,
+                        lz_error **err);
 
 void lz_k8s_export_clear(lz_k8s_export *e);
 

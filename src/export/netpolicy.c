@@ -48,7 +48,7 @@ static int cmp_prefix(const void *a, const void *b)
 void lz_netpolicy_flatten(const lz_ipv4_prefix_list *allow, const lz_ipv4_prefix_list *deny,
                           lz_ip_blocks *ret)
 {
-    *ret = (lz_ip_blocks) { lz_xcalloc(allow->count ? allow->count : 1, sizeof(lz_ip_block)), 0 };
+    *ret = (lz_ip_blocks){ lz_xcalloc(allow->count ? allow->count : 1, sizeof(lz_ip_block)), 0 };
     size_t room = allow->count + deny->count + LZ_IPV4_NEVER_ROUTED_COUNT;
     lz_ipv4_prefix *cand = lz_xcalloc(room ? room : 1, sizeof(*cand));
     for (size_t i = 0; i < allow->count; i++) {
@@ -81,11 +81,11 @@ void lz_ip_blocks_clear(lz_ip_blocks *b)
     for (size_t i = 0; i < b->count; i++)
         free(b->items[i].except);
     free(b->items);
-    *b = (lz_ip_blocks) { 0 };
+    *b = (lz_ip_blocks){ 0 };
 }
 
-bool lz_netpolicy_lazaret_allows(const lz_ipv4_prefix_list *allow,
-                                 const lz_ipv4_prefix_list *deny, const uint8_t addr[4])
+bool lz_netpolicy_lazaret_allows(const lz_ipv4_prefix_list *allow, const lz_ipv4_prefix_list *deny,
+                                 const uint8_t addr[4])
 {
     for (size_t i = 0; i < LZ_IPV4_NEVER_ROUTED_COUNT; i++)
         if (holds(&lz_ipv4_never_routed[i].prefix, addr))

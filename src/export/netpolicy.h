@@ -46,8 +46,8 @@ void lz_ip_blocks_clear(lz_ip_blocks *b);
 
 /* Lazaret's own decision for addr (network order): never-routed ranges
  * first, then the longest prefix of allow and deny, deny when none. */
-bool lz_netpolicy_lazaret_allows(const lz_ipv4_prefix_list *allow,
-                                 const lz_ipv4_prefix_list *deny, const uint8_t addr[4]);
+bool lz_netpolicy_lazaret_allows(const lz_ipv4_prefix_list *allow, const lz_ipv4_prefix_list *deny,
+                                 const uint8_t addr[4]);
 
 /* The union semantics of NetworkPolicy ipBlocks for addr. */
 bool lz_ip_blocks_allow(const lz_ip_blocks *b, const uint8_t addr[4]);

@@ -27,12 +27,23 @@ char *lz_yaml_quote(const char *str, size_t len)
         }
         i += n;
         switch (cp) {
-        case '"': o += sprintf(o, "\\\""); continue;
-        case '\\': o += sprintf(o, "\\\\"); continue;
-        case '\n': o += sprintf(o, "\\n"); continue;
-        case '\t': o += sprintf(o, "\\t"); continue;
-        case '\r': o += sprintf(o, "\\r"); continue;
-        default: break;
+        case '"':
+            o += sprintf(o, "\\\"");
+            continue;
+        case '\\':
+            o += sprintf(o, "\\\\");
+            continue;
+        case '\n':
+            o += sprintf(o, "\\n");
+            continue;
+        case '\t':
+            o += sprintf(o, "\\t");
+            continue;
+        case '\r':
+            o += sprintf(o, "\\r");
+            continue;
+        default:
+            break;
         }
         if (cp >= 0x20 && cp < 0x7f)
             *o++ = (char) cp;
@@ -88,14 +99,15 @@ static int write_mapping(FILE *out, const json_t *obj, int level, bool first_inl
     const char *key;
     json_t *val;
     bool first = true;
-    json_object_foreach((json_t *) obj, key, val) {
+    json_object_foreach((json_t *) obj, key, val)
+    {
         if (!(first && first_inline))
             indent(out, level);
         first = false;
         _cleanup_free_ char *q = lz_yaml_quote(key, strlen(key));
-        bool plain = key[0] != '\0' && strspn(key, "abcdefghijklmnopqrstuvwxyz"
-                                                   "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789") ==
-                                           strlen(key) &&
+        bool plain = key[0] != '\0' &&
+                     strspn(key, "abcdefghijklmnopqrstuvwxyz"
+                                 "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789") == strlen(key) &&
                      !(key[0] >= '0' && key[0] <= '9');
         /* Plain keys only where YAML cannot read them as anything else. */
         if (plain && strcmp(key, "true") && strcmp(key, "false") && strcmp(key, "null") &&
@@ -130,7 +142,8 @@ static int write_block(FILE *out, const json_t *v, int level)
         return write_mapping(out, v, level, false);
     size_t i;
     json_t *item;
-    json_array_foreach((json_t *) v, i, item) {
+    json_array_foreach((json_t *) v, i, item)
+    {
         indent(out, level);
         fputs("- ", out);
         if (json_is_object(item) && json_object_size(item) > 0) {

@@ -36,13 +36,13 @@ static int write_iov(int fd, const struct iovec *iov, size_t n)
     return 0;
 }
 
-int lz_write_atomic_iov(int dirfd, const char *name, const struct iovec *iov, size_t n,
-                        mode_t mode, unsigned flags, const char *what, lz_error **err)
+int lz_write_atomic_iov(int dirfd, const char *name, const struct iovec *iov, size_t n, mode_t mode,
+                        unsigned flags, const char *what, lz_error **err)
 {
     size_t name_len = strlen(name);
     /* One component, and room for the temporary name's 23 extra bytes. */
-    if (name_len == 0 || strchr(name, '/') || strcmp(name, ".") == 0 ||
-        strcmp(name, "..") == 0 || name_len + 23 > NAME_MAX)
+    if (name_len == 0 || strchr(name, '/') || strcmp(name, ".") == 0 || strcmp(name, "..") == 0 ||
+        name_len + 23 > NAME_MAX)
         return lz_error_set(err, EINVAL, "cannot write %s: '%s' is not a file name", what, name);
 
     uint64_t rnd;

@@ -34,8 +34,8 @@ enum {
  * component). `what` names the file for the user ("the status file");
  * *err says what failed on it. Returns 0 or -1. */
 LZ_MUST_CHECK
-int lz_write_atomic_iov(int dirfd, const char *name, const struct iovec *iov, size_t n,
-                        mode_t mode, unsigned flags, const char *what, lz_error **err);
+int lz_write_atomic_iov(int dirfd, const char *name, const struct iovec *iov, size_t n, mode_t mode,
+                        unsigned flags, const char *what, lz_error **err);
 
 /* lz_write_atomic_iov of one buffer. */
 LZ_MUST_CHECK

@@ -61,8 +61,8 @@ int lz_cache_record_load(int dir_fd, const char *name, const char *key, char *va
     if (strchr(name, '/'))
         return -1;
     lz_error *e = NULL;
-    _cleanup_close_ int fd = lz_open_confined(dir_fd, name, O_RDONLY | O_NOCTTY | O_NONBLOCK, 0,
-                                              name, &e);
+    _cleanup_close_ int fd =
+        lz_open_confined(dir_fd, name, O_RDONLY | O_NOCTTY | O_NONBLOCK, 0, name, &e);
     lz_error_free(e);
     struct stat st;
     if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
@@ -98,7 +98,7 @@ void lz_cache_record_store(int dir_fd, const char *name, const char *key, const 
      * no fsync. A failure only loses the hint. */
     _cleanup_free_ char *text = lz_xasprintf("%s %s\n", key, value);
     lz_error *e = NULL;
-    if (lz_write_atomic(dir_fd, name, text, strlen(text), 0600, LZ_ATOMIC_NO_SYNC,
-                        "a cache record", &e) < 0)
+    if (lz_write_atomic(dir_fd, name, text, strlen(text), 0600, LZ_ATOMIC_NO_SYNC, "a cache record",
+                        &e) < 0)
         lz_error_free(e);
 }

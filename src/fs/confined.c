@@ -25,7 +25,7 @@
 #include "common/util.h"
 
 _Static_assert(LZ_RESOLVE_CONFINED_FLAGS == (RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
-                                            RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV),
+                                             RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV),
                "LZ_RESOLVE_CONFINED_FLAGS must match <linux/openat2.h>");
 
 /* The kernel may answer EAGAIN to RESOLVE_BENEATH when a concurrent rename
@@ -33,8 +33,7 @@ _Static_assert(LZ_RESOLVE_CONFINED_FLAGS == (RESOLVE_BENEATH | RESOLVE_NO_SYMLIN
  * attacker racing renames forever gets a refusal rather than a hang. */
 #define OPENAT2_EAGAIN_RETRIES 32
 
-static int sys_openat2(int dirfd, const char *path, uint64_t flags, uint64_t mode,
-                       uint64_t resolve)
+static int sys_openat2(int dirfd, const char *path, uint64_t flags, uint64_t mode, uint64_t resolve)
 {
     struct open_how how = {
         .flags = flags | O_CLOEXEC,
@@ -142,8 +141,8 @@ static int mnt_id_from_fdinfo(int fd, uint64_t *ret)
 int lz_identity_of(int fd, lz_identity *ret, lz_error **err)
 {
     struct statx sx;
-    if (statx(fd, "", AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW, STATX_BASIC_STATS | STATX_MNT_ID,
-              &sx) < 0)
+    if (statx(fd, "", AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW, STATX_BASIC_STATS | STATX_MNT_ID, &sx) <
+        0)
         return lz_error_set(err, errno, "cannot read the identity of descriptor %d", fd);
     const unsigned need = STATX_TYPE | STATX_MODE | STATX_INO | STATX_UID | STATX_GID |
                           STATX_NLINK | STATX_SIZE | STATX_CTIME;
@@ -153,7 +152,7 @@ int lz_identity_of(int fd, lz_identity *ret, lz_error **err)
     if (!(sx.stx_mask & STATX_MNT_ID) && mnt_id_from_fdinfo(fd, &mnt_id) < 0)
         return lz_error_set(err, errno, "cannot read the mount id of descriptor %d", fd);
 
-    *ret = (lz_identity) {
+    *ret = (lz_identity){
         .dev = makedev(sx.stx_dev_major, sx.stx_dev_minor),
         .ino = (ino_t) sx.stx_ino,
         .mnt_id = mnt_id,
@@ -191,8 +190,8 @@ int lz_open_confined(int dirfd, const char *relpath, int flags, mode_t mode, con
     if (fd < 0) {
         switch (errno) {
         case ELOOP:
-            return lz_error_set(err, ELOOP,
-                                "refusing %s: a symlink or magic link is on its path", label);
+            return lz_error_set(err, ELOOP, "refusing %s: a symlink or magic link is on its path",
+                                label);
         case EXDEV:
             return lz_error_set(err, EXDEV,
                                 "refusing %s: it lies outside its confining directory or "
@@ -249,8 +248,7 @@ int lz_walk_nofollow(const char *abs_path, size_t *ret_missing, lz_error **err)
                 return lz_error_set(err, ELOOP, "refusing %.*s: it is a symlink (in %s)", end,
                                     abs_path, abs_path);
             if (e == ENOSYS) {
-                lz_error_set(err, e, "cannot open %.*s: openat2() is not available", end,
-                             abs_path);
+                lz_error_set(err, e, "cannot open %.*s: openat2() is not available", end, abs_path);
                 return lz_error_hint(err, "Lazaret needs Linux 5.6 or later");
             }
             return lz_error_set(err, e, "cannot open %.*s", end, abs_path);
@@ -260,11 +258,11 @@ int lz_walk_nofollow(const char *abs_path, size_t *ret_missing, lz_error **err)
         if (fstat(fd, &st) < 0)
             return lz_error_set(err, errno, "cannot stat %.*s", end, abs_path);
         if (S_ISLNK(st.st_mode))
-            return lz_error_set(err, ELOOP, "refusing %.*s: it is a symlink (in %s)", end,
-                                abs_path, abs_path);
+            return lz_error_set(err, ELOOP, "refusing %.*s: it is a symlink (in %s)", end, abs_path,
+                                abs_path);
         if (slash && !S_ISDIR(st.st_mode))
-            return lz_error_set(err, ENOTDIR, "refusing %s: %.*s is not a directory", abs_path,
-                                end, abs_path);
+            return lz_error_set(err, ENOTDIR, "refusing %s: %.*s is not a directory", abs_path, end,
+                                abs_path);
 
         lz_close(&cur);
         cur = TAKE_FD(fd);
@@ -285,8 +283,7 @@ typedef struct {
 char *lz_canonicalize(const char *abs_path, lz_error **err)
 {
     if (!abs_path || abs_path[0] != '/') {
-        lz_error_set(err, EINVAL, "refusing path %s: not absolute",
-                     abs_path ? abs_path : "(null)");
+        lz_error_set(err, EINVAL, "refusing path %s: not absolute", abs_path ? abs_path : "(null)");
         return NULL;
     }
 
@@ -304,7 +301,7 @@ char *lz_canonicalize(const char *abs_path, lz_error **err)
                 cap *= 2;
                 comps = lz_xrealloc(comps, cap, sizeof(*comps));
             }
-            comps[n++] = (component) { p, len };
+            comps[n++] = (component){ p, len };
         }
         p = e;
     }
@@ -349,8 +346,8 @@ char *lz_canonicalize(const char *abs_path, lz_error **err)
                                                   (int) comps[k].len, comps[k].s);
         struct stat st;
         if (fstatat(AT_FDCWD, probe, &st, AT_SYMLINK_NOFOLLOW) == 0) {
-            lz_error_set(err, ELOOP, "cannot canonicalize %s: %s is a dangling symlink",
-                         abs_path, probe);
+            lz_error_set(err, ELOOP, "cannot canonicalize %s: %s is a dangling symlink", abs_path,
+                         probe);
             return NULL;
         }
     }
@@ -396,8 +393,7 @@ char *lz_fd_path(int fd, lz_error **err)
         if ((size_t) n < size) {
             buf[n] = '\0';
             if (buf[0] != '/') {
-                lz_error_set(err, EINVAL, "descriptor %d does not refer to a path (%s)", fd,
-                             buf);
+                lz_error_set(err, EINVAL, "descriptor %d does not refer to a path (%s)", fd, buf);
                 return NULL;
             }
             return TAKE_PTR(buf);
@@ -457,8 +453,7 @@ int lz_plan_existing(const char *canonical, lz_path_plan *ret, lz_error **err)
     if (lz_identity_of(pfd, &pid, err) < 0)
         return -1;
     if (!S_ISDIR(pid.mode))
-        return lz_error_set(err, ENOTDIR, "refusing %s: %s is not a directory", canonical,
-                            parent);
+        return lz_error_set(err, ENOTDIR, "refusing %s: %s is not a directory", canonical, parent);
 
     lz_error *e = NULL;
     _cleanup_close_ int tfd = lz_open_confined(pfd, name, O_PATH | O_NOFOLLOW, 0, canonical, &e);
@@ -466,7 +461,7 @@ int lz_plan_existing(const char *canonical, lz_path_plan *ret, lz_error **err)
         lz_identity tid;
         if (lz_identity_of(tfd, &tid, err) < 0)
             return -1;
-        *ret = (lz_path_plan) {
+        *ret = (lz_path_plan){
             .ancestor_fd = TAKE_FD(pfd),
             .ancestor = pid,
             .suffix = lz_xstrdup(name),
@@ -493,7 +488,7 @@ int lz_plan_existing(const char *canonical, lz_path_plan *ret, lz_error **err)
     if (!S_ISDIR(mid.mode) || mid.mnt_id == pid.mnt_id)
         return propagate(err, e);
     lz_error_free(e);
-    *ret = (lz_path_plan) {
+    *ret = (lz_path_plan){
         .ancestor_fd = TAKE_FD(mfd),
         .ancestor = mid,
         .suffix = lz_xstrdup("."),
@@ -508,8 +503,7 @@ int lz_plan_open(const lz_path_plan *plan, int flags, bool expect_same, lz_error
     if (!plan || plan->ancestor_fd < 0 || !plan->suffix || !plan->label)
         return lz_error_set(err, EBADF, "cannot open through an empty path plan");
     if ((flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE)
-        return lz_error_set(err, EINVAL, "refusing to create %s through a path plan",
-                            plan->label);
+        return lz_error_set(err, EINVAL, "refusing to create %s through a path plan", plan->label);
 
     /* 1. The retained descriptor is the recorded directory. */
     lz_identity now;
@@ -565,15 +559,15 @@ int lz_plan_rebase(lz_path_plan *plan, lz_error **err)
         return -1;
     _cleanup_close_ int wfd = lz_walk_nofollow(alabel, NULL, err);
     if (wfd < 0)
-        return lz_error_prefix(err, "refusing %s: its ancestor %s no longer resolves",
-                               plan->label, alabel);
+        return lz_error_prefix(err, "refusing %s: its ancestor %s no longer resolves", plan->label,
+                               alabel);
     lz_identity walked;
     if (lz_identity_of(wfd, &walked, err) < 0)
         return -1;
     if (walked.dev != plan->ancestor.dev || walked.ino != plan->ancestor.ino ||
         !S_ISDIR(walked.mode))
-        return lz_error_set(err, ESTALE, "refusing %s: its ancestor %s was replaced",
-                            plan->label, alabel);
+        return lz_error_set(err, ESTALE, "refusing %s: its ancestor %s was replaced", plan->label,
+                            alabel);
     _cleanup_close_ int tfd = lz_open_confined(wfd, plan->suffix, O_PATH, 0, plan->label, err);
     if (tfd < 0)
         return -1;
@@ -610,8 +604,8 @@ static int check_owned(const lz_identity *id, const char *label, lz_error **err)
                              (unsigned) id->uid);
     }
     if ((id->mode & 07777) != 0700) {
-        lz_error_set(err, EPERM, "refusing Lazaret directory %s: mode %04o, expected 0700",
-                     label, (unsigned) (id->mode & 07777));
+        lz_error_set(err, EPERM, "refusing Lazaret directory %s: mode %04o, expected 0700", label,
+                     (unsigned) (id->mode & 07777));
         _cleanup_free_ char *q = lz_text_shell_quote(label);
         return lz_error_hint(err, "chmod 0700 %s", q);
     }
@@ -703,7 +697,7 @@ static int ensure_owned_chain(int parent_fd, const lz_identity *parent_id, const
         if (cfd < 0)
             return -1;
         if (!slash) {
-            *ret = (lz_path_plan) {
+            *ret = (lz_path_plan){
                 .ancestor_fd = TAKE_FD(parent),
                 .ancestor = pid,
                 .suffix = TAKE_PTR(name),

@@ -20,15 +20,16 @@
 #include "common/error.h"
 
 /* The resolution flags the spec asks for on every confined open. */
-#define LZ_RESOLVE_CONFINED_FLAGS 0x0fULL /* BENEATH|NO_SYMLINKS|NO_MAGICLINKS|NO_XDEV,
-                                             checked against <linux/openat2.h> in confined.c */
+#define LZ_RESOLVE_CONFINED_FLAGS                                                                  \
+    0x0fULL /* BENEATH|NO_SYMLINKS|NO_MAGICLINKS|NO_XDEV,                                          \
+               checked against <linux/openat2.h> in confined.c */
 
 /* Filesystem identity of an open object. */
 typedef struct lz_identity {
     dev_t dev;
     ino_t ino;
-    uint64_t mnt_id;   /* statx STATX_MNT_ID */
-    mode_t mode;       /* type and permission bits */
+    uint64_t mnt_id; /* statx STATX_MNT_ID */
+    mode_t mode;     /* type and permission bits */
     uid_t uid;
     gid_t gid;
     nlink_t nlink;
@@ -122,14 +123,17 @@ bool lz_path_is_strict_descendant(const char *child, const char *parent);
 
 /* A ConfinedPathPlan: a retained ancestor directory and a relative suffix. */
 typedef struct lz_path_plan {
-    int ancestor_fd;          /* O_PATH|O_DIRECTORY|O_CLOEXEC; -EBADF when empty */
-    lz_identity ancestor;     /* identity recorded when the plan was made */
-    char *suffix;             /* normalized relative path below the ancestor */
-    char *label;              /* canonical absolute path: diagnostics and digests only */
-    lz_identity target;       /* identity of the target when the plan was made */
+    int ancestor_fd;      /* O_PATH|O_DIRECTORY|O_CLOEXEC; -EBADF when empty */
+    lz_identity ancestor; /* identity recorded when the plan was made */
+    char *suffix;         /* normalized relative path below the ancestor */
+    char *label;          /* canonical absolute path: diagnostics and digests only */
+    lz_identity target;   /* identity of the target when the plan was made */
 } lz_path_plan;
 
-#define LZ_PATH_PLAN_INIT { .ancestor_fd = -EBADF }
+#define LZ_PATH_PLAN_INIT                                                                          \
+    {                                                                                              \
+        .ancestor_fd = -EBADF                                                                      \
+    }
 
 /* Build a plan for an existing object at canonical absolute path `canonical`
  * (normalized, not "/"): the ancestor is its parent directory (reached with

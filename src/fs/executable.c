@@ -9,8 +9,7 @@
 
 #include "common/util.h"
 
-const char *lz_executable_problem(int fd, const lz_identity *id, const char *label,
-                                  char **ret_fix)
+const char *lz_executable_problem(int fd, const lz_identity *id, const char *label, char **ret_fix)
 {
     const char *problem = NULL;
     char *fix = NULL;
@@ -21,7 +20,8 @@ const char *lz_executable_problem(int fd, const lz_identity *id, const char *lab
         problem = "has more than one hard link";
         fix = lz_xasprintf("v1 accepts only single-link executables (hardlinked package "
                            "layouts are refused on purpose); use a copy: install -m 0755 '%s' "
-                           "~/bin/", label);
+                           "~/bin/",
+                           label);
     } else if (id->uid != 0 && id->uid != getuid()) {
         problem = "is owned by another user";
         fix = lz_xstrdup("use a program owned by root or by you");
@@ -41,8 +41,10 @@ int lz_executable_pin(const lz_path_plan *plan, lz_identity *ret_id, lz_error **
 {
     int fd = lz_plan_open(plan, O_PATH, true, err);
     if (fd < 0)
-        return lz_error_prefix(err, "the executable %s changed since the configuration was "
-                                    "loaded", plan->label);
+        return lz_error_prefix(err,
+                               "the executable %s changed since the configuration was "
+                               "loaded",
+                               plan->label);
     lz_identity id;
     if (lz_identity_of(fd, &id, err) < 0) {
         close(fd);

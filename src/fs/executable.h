@@ -17,8 +17,7 @@
  * identity is *id (lz_identity_of(fd)). Returns NULL when it passes, else a
  * short reason ("has more than one hard link"); *ret_fix then receives a
  * newly allocated fix for the user naming `label`. */
-const char *lz_executable_problem(int fd, const lz_identity *id, const char *label,
-                                  char **ret_fix);
+const char *lz_executable_problem(int fd, const lz_identity *id, const char *label, char **ret_fix);
 
 /* Reopen the executable of a rule for running it: through its plan (the
  * ancestor revalidated, no symlink followed), the same object as when the

@@ -8,8 +8,7 @@
 
 char *lz_rel_join(const char *rel, const char *name)
 {
-    return (!rel[0] || strcmp(rel, ".") == 0) ? lz_xstrdup(name)
-                                              : lz_xasprintf("%s/%s", rel, name);
+    return (!rel[0] || strcmp(rel, ".") == 0) ? lz_xstrdup(name) : lz_xasprintf("%s/%s", rel, name);
 }
 
 char *lz_lexical_rel(const char *root, const char *path)

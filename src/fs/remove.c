@@ -20,9 +20,9 @@
 #define MAX_DEPTH 128
 
 typedef struct remove_ctx {
-    int top;           /* the directory whose contents are being removed */
-    unsigned moved;    /* subtrees moved up to it in this pass */
-    unsigned serial;   /* for their names */
+    int top;         /* the directory whose contents are being removed */
+    unsigned moved;  /* subtrees moved up to it in this pass */
+    unsigned serial; /* for their names */
 } remove_ctx;
 
 /* Open a subdirectory without following a symlink or crossing a mount point
@@ -35,11 +35,11 @@ static int open_subdir(int dfd, const char *name)
         .flags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC,
         .resolve = RESOLVE_BENEATH | RESOLVE_NO_XDEV | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
     };
-    int fd = (int)syscall(SYS_openat2, dfd, name, &how, sizeof(how));
+    int fd = (int) syscall(SYS_openat2, dfd, name, &how, sizeof(how));
     if (fd < 0 && errno == EACCES && fchmodat(dfd, name, 0700, AT_SYMLINK_NOFOLLOW) == 0)
-        fd = (int)syscall(SYS_openat2, dfd, name, &how, sizeof(how));
+        fd = (int) syscall(SYS_openat2, dfd, name, &how, sizeof(how));
     if (fd >= 0)
-        (void)!fchmod(fd, 0700); /* best effort: unlinks below report failures */
+        (void) !fchmod(fd, 0700); /* best effort: unlinks below report failures */
     return fd;
 }
 
@@ -60,8 +60,7 @@ static int move_up(remove_ctx *ctx, int dfd, const char *name)
     return -1;
 }
 
-static int remove_contents(remove_ctx *ctx, int dfd, int depth, const char *label,
-                           lz_error **err)
+static int remove_contents(remove_ctx *ctx, int dfd, int depth, const char *label, lz_error **err)
 {
     int dup = fcntl(dfd, F_DUPFD_CLOEXEC, 3);
     if (dup < 0)
@@ -88,8 +87,7 @@ static int remove_contents(remove_ctx *ctx, int dfd, int depth, const char *labe
         }
         if (S_ISDIR(st.st_mode) && depth >= MAX_DEPTH) {
             if (move_up(ctx, dfd, e->d_name) < 0)
-                r = lz_error_set(err, errno, "cannot remove %s/%s (a deep tree)", label,
-                                 e->d_name);
+                r = lz_error_set(err, errno, "cannot remove %s/%s (a deep tree)", label, e->d_name);
         } else if (S_ISDIR(st.st_mode)) {
             int sub = open_subdir(dfd, e->d_name);
             if (sub < 0) {

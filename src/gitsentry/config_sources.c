@@ -19,7 +19,7 @@
 /* The host's Git on the Git directory gd with the work tree wt (both
  * relative to the workspace; wt NULL: none). */
 int lz_gs_host_git_in(builder *b, const char *gd, const char *wt, char *const *args,
-                       lz_spawn_output *out, lz_error **err)
+                      lz_spawn_output *out, lz_error **err)
 {
     static char *git = NULL;
     if (!git && lz_spawn_find_program("git", LZ_SPAWN_SYSTEM_PATH, &git, err) < 0)
@@ -48,7 +48,7 @@ int lz_gs_host_git_in(builder *b, const char *gd, const char *wt, char *const *a
     /* gd NULL: the work tree wt has a `.git` file (a linked worktree, a
      * separate Git directory) that the plan protects read-only; Git follows
      * it from wt, and discovery stops there (GIT_CEILING_DIRECTORIES). */
-    _cleanup_free_ char *gitdir = !gd              ? NULL
+    _cleanup_free_ char *gitdir = !gd               ? NULL
                                   : strcmp(gd, ".") ? lz_xasprintf("GIT_DIR=%s/%s", b->ws, gd)
                                                     : lz_xasprintf("GIT_DIR=%s", b->ws);
     _cleanup_free_ char *worktree = !wt || !gd ? NULL
@@ -56,8 +56,8 @@ int lz_gs_host_git_in(builder *b, const char *gd, const char *wt, char *const *a
                                                : lz_xasprintf("GIT_WORK_TREE=%s", b->ws);
     _cleanup_free_ char *ceiling = NULL;
     if (!gd) {
-        _cleanup_free_ char *full = wt && *wt ? lz_xasprintf("%s/%s", b->ws, wt)
-                                              : lz_xstrdup(b->ws);
+        _cleanup_free_ char *full =
+            wt && *wt ? lz_xasprintf("%s/%s", b->ws, wt) : lz_xstrdup(b->ws);
         char *slash = strrchr(full, '/');
         if (slash && slash != full)
             *slash = '\0';
@@ -78,11 +78,13 @@ int lz_gs_host_git_in(builder *b, const char *gd, const char *wt, char *const *a
      * relative to its working directory: from src/, `ls-files --others
      * --ignored` listed only what is below src/, so a Domain first started
      * there isolated nothing at the top (attack round i12b, F3). */
-    _cleanup_close_ int wt_fd = wt && *wt ? lz_open_confined(b->ws_fd, wt, O_PATH | O_DIRECTORY, 0,
-                                                            wt, NULL)
-                                          : -1;
-    lz_spawn_options opt = { .envp = env, .capture_max = 4 << 20, .timeout_ms = 60000,
-                             .chdir_to_fd = true, .cwd_fd = wt_fd >= 0 ? wt_fd : b->ws_fd };
+    _cleanup_close_ int wt_fd =
+        wt && *wt ? lz_open_confined(b->ws_fd, wt, O_PATH | O_DIRECTORY, 0, wt, NULL) : -1;
+    lz_spawn_options opt = { .envp = env,
+                             .capture_max = 4 << 20,
+                             .timeout_ms = 60000,
+                             .chdir_to_fd = true,
+                             .cwd_fd = wt_fd >= 0 ? wt_fd : b->ws_fd };
     int status = lz_spawn_capture(git, argv, &opt, out, err);
     free(argv);
     /* A cut answer is a wrong answer: the paths after the cut would be
@@ -98,14 +100,14 @@ int lz_gs_host_git_in(builder *b, const char *gd, const char *wt, char *const *a
                                   "= false in the profile");
     }
     if (status < 0 && err && *err && (*err)->errnum == ETIMEDOUT)
-        lz_error_hint(err, "Git blocked reading the workspace %s: a .gitignore, "
-                           ".git/info/exclude or configuration file there may be a FIFO, lie "
-                           "on a hung file system or be very large (the sandbox can write "
-                           ".gitignore); replace it by a regular file of sensible size",
+        lz_error_hint(err,
+                      "Git blocked reading the workspace %s: a .gitignore, "
+                      ".git/info/exclude or configuration file there may be a FIFO, lie "
+                      "on a hung file system or be very large (the sandbox can write "
+                      ".gitignore); replace it by a regular file of sensible size",
                       b->ws);
     return status;
 }
-
 
 /* A path value of Git's configuration made absolute the way Git does: `~/`
  * is the developer's home, a relative one is relative to `base`. NULL for
@@ -145,9 +147,9 @@ static int protect_config_file(builder *b, const char *abs, bool create, lz_erro
          * not be the one to make them. */
         const char *slash = strrchr(rel, '/');
         _cleanup_free_ char *parent = slash ? lz_xstrndup(rel, (size_t) (slash - rel)) : NULL;
-        _cleanup_close_ int pfd = parent ? lz_mkdirs_confined(b->ws_fd, parent, parent, err)
-                                         : lz_open_confined(b->ws_fd, ".", O_PATH | O_DIRECTORY,
-                                                            0, ".", err);
+        _cleanup_close_ int pfd =
+            parent ? lz_mkdirs_confined(b->ws_fd, parent, parent, err)
+                   : lz_open_confined(b->ws_fd, ".", O_PATH | O_DIRECTORY, 0, ".", err);
         if (pfd < 0)
             return -1;
         int fd = openat(pfd, slash ? slash + 1 : rel,
@@ -194,7 +196,7 @@ int lz_gs_protect_config_sources(builder *b, const char *gd, const char *wt, lz_
 {
     lz_spawn_output out = { 0 };
     char *const args[] = { (char *) "config", (char *) "--includes", (char *) "--show-origin",
-                           (char *) "--list", (char *) "-z", NULL };
+                           (char *) "--list", (char *) "-z",         NULL };
     /* hooksPath and relative origins are relative to the work tree's top
      * (the Git directory where there is none). */
     const char *base = wt ? wt : strcmp(gd, ".") ? gd : "";
@@ -243,9 +245,13 @@ int lz_gs_protect_config_sources(builder *b, const char *gd, const char *wt, lz_
     /* Every scope (the developer's global configuration may include a file
      * inside the workspace too), and includes named by included files;
      * each relative to the file that names it, `~/` expanded. */
-    char *const inc_args[] = { (char *) "config", (char *) "--includes", (char *) "--show-origin",
-                               (char *) "-z", (char *) "--get-regexp",
-                               (char *) "^(include|includeif\\..*)\\.path$", NULL };
+    char *const inc_args[] = { (char *) "config",
+                               (char *) "--includes",
+                               (char *) "--show-origin",
+                               (char *) "-z",
+                               (char *) "--get-regexp",
+                               (char *) "^(include|includeif\\..*)\\.path$",
+                               NULL };
     lz_spawn_output inc = { 0 };
     status = lz_gs_host_git_in(b, gd, wt, inc_args, &inc, err);
     if (status < 0)

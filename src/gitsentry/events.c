@@ -36,10 +36,10 @@ static const char *const bare_entries[] = { "HEAD", "objects", "refs", "commondi
 typedef struct ev_rec {
     int wd;
     uint32_t mask, cookie;
-    char *name;          /* "" when the event has none */
-    bool known_move;     /* a followed rename of a watched subtree: checked, not walked */
-    bool done;           /* handled in the round's first pass */
-    bool moves_applied;  /* follow_moves saw it already (read by peek_urgent) */
+    char *name;         /* "" when the event has none */
+    bool known_move;    /* a followed rename of a watched subtree: checked, not walked */
+    bool done;          /* handled in the round's first pass */
+    bool moves_applied; /* follow_moves saw it already (read by peek_urgent) */
 } ev_rec;
 
 typedef struct ev_list {
@@ -53,8 +53,7 @@ static void ev_add(ev_list *l, int wd, uint32_t mask, uint32_t cookie, const cha
         l->cap = l->cap ? l->cap * 2 : 64;
         l->v = lz_xrealloc(l->v, l->cap, sizeof(ev_rec));
     }
-    l->v[l->n++] = (ev_rec) { .wd = wd, .mask = mask, .cookie = cookie,
-                              .name = lz_xstrdup(name) };
+    l->v[l->n++] = (ev_rec){ .wd = wd, .mask = mask, .cookie = cookie, .name = lz_xstrdup(name) };
 }
 
 /* Append a copy of e (its flags too). */
@@ -132,8 +131,8 @@ static void follow_moves(lz_git_plan *p, ev_list *l, size_t start, move_list *pe
             continue;
         if (e->mask & IN_MOVED_FROM) {
             pend->v = lz_xrealloc(pend->v, pend->n + 1, sizeof(*pend->v));
-            pend->v[pend->n++] = (move_pending) { .cookie = e->cookie,
-                                                  .wd = lz_gs_child_get(p, parent->wd, e->name) };
+            pend->v[pend->n++] = (move_pending){ .cookie = e->cookie,
+                                                 .wd = lz_gs_child_get(p, parent->wd, e->name) };
             continue;
         }
         if (!(e->mask & IN_MOVED_TO))
@@ -173,7 +172,7 @@ static void moves_left_the_tree(lz_git_plan *p, move_list *pend)
         if (!pend->v[i].matched && pend->v[i].wd > 0)
             lz_gs_unwatch_below(p, pend->v[i].wd);
     free(pend->v);
-    *pend = (move_list) { 0 };
+    *pend = (move_list){ 0 };
 }
 
 /* Open the tree directory rel, confined; where the developer's own
@@ -194,8 +193,7 @@ static int open_dir_healing(lz_git_plan *p, const char *rel)
     for (char *save = NULL, *part = strtok_r(copy, "/", &save); part && cur >= 0;
          part = strtok_r(NULL, "/", &save)) {
         lz_gs_make_ours_writable(cur, part);
-        int next = lz_open_confined(cur, part, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0, part,
-                                    NULL);
+        int next = lz_open_confined(cur, part, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0, part, NULL);
         close(cur);
         cur = next;
     }
@@ -352,14 +350,19 @@ static int peek_urgent(walk *w)
  * follow the renames among it, then place and judge every event. An event
  * that cannot be placed (the sandbox renamed its directory again after the
  * read) is retried after the next read; until it is placed, the sandbox is
- * frozen (lz_git_hold: the coordinator's freezer), so the next read holds every rename there will be.
- * Only an event-queue overflow, or an event still unplaceable with the
- * sandbox frozen, costs a walk of the whole tree — frozen too. */
+ * frozen (lz_git_hold: the coordinator's freezer), so the next read holds every rename there will
+ * be. Only an event-queue overflow, or an event still unplaceable with the sandbox frozen, costs a
+ * walk of the whole tree — frozen too. */
 static int event_audit(lz_git_plan *p, char **ret_report, lz_error **err)
 {
     ev_list batch = { 0 }, retry = { 0 }, again = { 0 }, peeked = { 0 };
     move_list moves = { 0 };
-    walk w = { .p = p, .watch = true, .err = err, .events = true, .peeked = &peeked, .peek = peek_urgent,
+    walk w = { .p = p,
+               .watch = true,
+               .err = err,
+               .events = true,
+               .peeked = &peeked,
+               .peek = peek_urgent,
                .moves = &moves };
     bool frozen = false, overflow = false, want_full = false;
     bool can_freeze = p->hold && p->hold->armed(p->hold_ctx);
@@ -421,7 +424,7 @@ static int event_audit(lz_git_plan *p, char **ret_report, lz_error **err)
             ev_clear(&batch);
             ev_clear(&peeked);
             free(moves.v);
-            moves = (move_list) { 0 };
+            moves = (move_list){ 0 };
             overflow = false;
             while (ev_read(p, &batch, &overflow) > 0)
                 ev_clear(&batch);

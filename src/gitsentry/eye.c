@@ -32,19 +32,19 @@ enum { EYE_OPEN = 1, EYE_WATCH = 2, EYE_RENAME = 3 };
 
 typedef struct eye_request {
     uint32_t op;
-    int32_t flags;            /* EYE_OPEN */
-    uint32_t mask;            /* EYE_WATCH */
-    char path[PATH_MAX];      /* EYE_OPEN: relative path; EYE_RENAME: old name */
-    char name[NAME_MAX + 1];  /* EYE_RENAME: new name */
+    int32_t flags;           /* EYE_OPEN */
+    uint32_t mask;           /* EYE_WATCH */
+    char path[PATH_MAX];     /* EYE_OPEN: relative path; EYE_RENAME: old name */
+    char name[NAME_MAX + 1]; /* EYE_RENAME: new name */
 } eye_request;
 
 typedef struct eye_reply {
-    int32_t result;  /* >= 0, or -1 */
-    int32_t errnum;  /* with -1 */
+    int32_t result; /* >= 0, or -1 */
+    int32_t errnum; /* with -1 */
 } eye_reply;
 
 struct lz_sentry_eye {
-    int sock;  /* -1 once broken */
+    int sock; /* -1 once broken */
     pid_t pid;
     unsigned long requests;
 };
@@ -62,8 +62,8 @@ static bool single_component(const char *s)
 static long eye_open(eye_request *q, const int *fds, int *ret_fd)
 {
     const int allowed = O_DIRECTORY | O_PATH | O_NOFOLLOW | O_NONBLOCK;
-    if ((q->flags & O_ACCMODE) != O_RDONLY || (q->flags & ~(allowed | O_ACCMODE)) ||
-        !q->path[0] || q->path[0] == '/') {
+    if ((q->flags & O_ACCMODE) != O_RDONLY || (q->flags & ~(allowed | O_ACCMODE)) || !q->path[0] ||
+        q->path[0] == '/') {
         errno = EINVAL;
         return -1;
     }
@@ -141,7 +141,9 @@ static int eye_main(void *arg)
             char buf[CMSG_SPACE(2 * sizeof(int))];
         } cm;
         struct iovec iov = { .iov_base = &q, .iov_len = sizeof(q) };
-        struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.buf,
+        struct msghdr mh = { .msg_iov = &iov,
+                             .msg_iovlen = 1,
+                             .msg_control = cm.buf,
                              .msg_controllen = sizeof(cm.buf) };
         ssize_t n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
         if (n == 0)
@@ -269,7 +271,9 @@ static long eye_call(lz_sentry_eye *eye, eye_request *q, const int *fds, unsigne
     } cm;
     memset(&cm, 0, sizeof(cm));
     struct iovec iov = { .iov_base = q, .iov_len = sizeof(*q) };
-    struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.buf,
+    struct msghdr mh = { .msg_iov = &iov,
+                         .msg_iovlen = 1,
+                         .msg_control = cm.buf,
                          .msg_controllen = CMSG_SPACE(n_fds * sizeof(int)) };
     struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
     c->cmsg_level = SOL_SOCKET;
@@ -291,8 +295,9 @@ static long eye_call(lz_sentry_eye *eye, eye_request *q, const int *fds, unsigne
         char buf[CMSG_SPACE(sizeof(int))];
     } in;
     struct iovec riov = { .iov_base = &rep, .iov_len = sizeof(rep) };
-    struct msghdr rmh = { .msg_iov = &riov, .msg_iovlen = 1, .msg_control = in.buf,
-                          .msg_controllen = sizeof(in.buf) };
+    struct msghdr rmh = {
+        .msg_iov = &riov, .msg_iovlen = 1, .msg_control = in.buf, .msg_controllen = sizeof(in.buf)
+    };
     ssize_t n;
     do
         n = recvmsg(eye->sock, &rmh, MSG_CMSG_CLOEXEC);

@@ -47,10 +47,10 @@
 #include "oci/spec.h"
 
 typedef enum lz_git_kind {
-    LZ_GIT_NONE,      /* not a Git repository */
-    LZ_GIT_REPO,      /* <workspace>/.git is a directory */
-    LZ_GIT_GITFILE,   /* <workspace>/.git is a file: linked worktree or submodule checkout */
-    LZ_GIT_BARE,      /* the workspace is a bare repository */
+    LZ_GIT_NONE,    /* not a Git repository */
+    LZ_GIT_REPO,    /* <workspace>/.git is a directory */
+    LZ_GIT_GITFILE, /* <workspace>/.git is a file: linked worktree or submodule checkout */
+    LZ_GIT_BARE,    /* the workspace is a bare repository */
 } lz_git_kind;
 
 /* A repository marker that existed when the plan was made (the developer's
@@ -72,8 +72,8 @@ typedef struct lz_git_marker {
 typedef struct lz_git_dirwatch {
     int wd;
     unsigned kind;
-    int parent_wd;      /* the parent directory's watch; -1: `name` is the whole path */
-    char *name;         /* the last component ("" for the workspace itself) */
+    int parent_wd; /* the parent directory's watch; -1: `name` is the whole path */
+    char *name;    /* the last component ("" for the workspace itself) */
     dev_t dev;
     ino_t ino;
 } lz_git_dirwatch;
@@ -90,37 +90,37 @@ typedef struct lz_git_plan {
     lz_git_kind kind;
     lz_workspace_mount *mounts; /* in mount order: every parent before what lies in it */
     size_t n_mounts;
-    size_t *mount_index;    /* hash of mounts[].rel -> index + 1 (0: empty), mount_index_cap slots */
+    size_t *mount_index; /* hash of mounts[].rel -> index + 1 (0: empty), mount_index_cap slots */
     size_t mount_index_cap;
-    char *ignored_notice;   /* the session-start line on the isolated paths, NULL when none */
-    size_t n_ignored;       /* how many ignored paths are isolated */
+    char *ignored_notice; /* the session-start line on the isolated paths, NULL when none */
+    size_t n_ignored;     /* how many ignored paths are isolated */
     /* Ignored paths left the host's because the plan protects them or
      * something inside them (a hooks directory, an include file). */
     size_t n_ignored_shared;
     size_t n_trees_unlisted; /* nested work trees whose Git could not list their ignored files */
-    char **ignored;         /* their relative paths (sorted), skipped by the tree audit */
-    bool *ignored_dir;      /* ... whether each is a directory (same order; NULL when read back) */
+    char **ignored;          /* their relative paths (sorted), skipped by the tree audit */
+    bool *ignored_dir;       /* ... whether each is a directory (same order; NULL when read back) */
     lz_git_marker *ignored_ids; /* ... while they are these objects (same order; rel unused) */
 
     lz_git_marker *markers; /* repository markers present at start */
     size_t n_markers;
-    char **git_dirs;        /* every Git directory protected (relative; "." for a bare workspace) */
+    char **git_dirs; /* every Git directory protected (relative; "." for a bare workspace) */
     size_t n_git_dirs;
     lz_git_marker *members; /* members of modules/ directories at start (rel = full path) */
     size_t n_members;
 
-    char *quarantine_rel;   /* where forbidden entries go, relative to the workspace */
+    char *quarantine_rel; /* where forbidden entries go, relative to the workspace */
 
     /* Audit state (lz_git_sentry_watch onwards). */
-    int ws_fd;              /* O_PATH of the workspace, -1 before the plan */
-    int quarantine_fd;      /* O_PATH of the quarantine directory */
-    int inotify_fd;         /* -1 until lz_git_sentry_watch */
+    int ws_fd;         /* O_PATH of the workspace, -1 before the plan */
+    int quarantine_fd; /* O_PATH of the quarantine directory */
+    int inotify_fd;    /* -1 until lz_git_sentry_watch */
     lz_git_dirwatch *watches;
-    size_t n_watches, watches_cap; /* grown by doubling: 50,000 one by one was quadratic */
+    size_t n_watches, watches_cap;  /* grown by doubling: 50,000 one by one was quadratic */
     struct lz_git_wdslot *wd_slots; /* wd -> index in watches (open addressing) */
     size_t wd_cap;
-    int *child_slots;       /* (parent wd, name) -> wd (open addressing; 0: empty) */
-    int root_wd;            /* the workspace's own watch (0 / -1: none) */
+    int *child_slots; /* (parent wd, name) -> wd (open addressing; 0: empty) */
+    int root_wd;      /* the workspace's own watch (0 / -1: none) */
     size_t child_cap, n_children;
     /* Stops the sandbox while the audit needs a consistent tree (a walk
      * after an event overflow, an event it could not place): the
@@ -132,28 +132,31 @@ typedef struct lz_git_plan {
     /* Looks where the developer cannot (eye.h); started at the first
      * directory closed to the developer. */
     struct lz_sentry_eye *eye;
-    char *eye_error;        /* why the eye could not be started (then none is tried again) */
+    char *eye_error; /* why the eye could not be started (then none is tried again) */
     /* The Domain's ids on the host (the developer's and the subordinate
      * ranges): who the sandbox can act as. Looked up at first need. */
     bool ids_known;
     bool ids_failed;
     uint32_t subuid_start, subgid_start;
-    unsigned long full_walks;   /* whole-tree walks during the session */
+    unsigned long full_walks;     /* whole-tree walks during the session */
     unsigned long moves_followed; /* directory renames followed without a walk */
-    size_t n_tree_dirs;     /* directories of the tree under watch */
-    unsigned long quarantined; /* entries moved this generation */
-    char *failed_rel;       /* after a failed audit: what could not be neutralised */
-    bool final;             /* the last audit: the sandbox is gone (sequencer state) */
+    size_t n_tree_dirs;           /* directories of the tree under watch */
+    unsigned long quarantined;    /* entries moved this generation */
+    char *failed_rel;             /* after a failed audit: what could not be neutralised */
+    bool final;                   /* the last audit: the sandbox is gone (sequencer state) */
     /* The tree outgrew the watch bound (MAX_TREE_DIRS): a resource limit,
      * not something left un-neutralised (failed_rel stays NULL for it).
      * The coordinator stops the sandbox; the final audit, with no sandbox
      * left, walks everything without watches (attack round i23e, H). */
     bool over_limit;
-    char *start_report;     /* what the plan neutralised that an earlier generation left */
+    char *start_report; /* what the plan neutralised that an earlier generation left */
     const lz_resolved_config *cfg;
 } lz_git_plan;
 
-#define LZ_GIT_PLAN_INIT { .ws_fd = -1, .quarantine_fd = -1, .inotify_fd = -1 }
+#define LZ_GIT_PLAN_INIT                                                                           \
+    {                                                                                              \
+        .ws_fd = -1, .quarantine_fd = -1, .inotify_fd = -1                                         \
+    }
 
 /* Compute the plan for the resolved configuration's workspace. Refuses when
  * the Domain was marked unsafe and the entries named then still exist, when

@@ -20,9 +20,9 @@
 /* Names of a Git directory's own entries. */
 static bool git_dir_name(const char *name)
 {
-    static const char *const names[] = { "HEAD",      "objects", "refs",     "config",
-                                         "hooks",     "info",    "logs",     "commondir",
-                                         "worktrees", "modules", "remotes",  "branches",
+    static const char *const names[] = { "HEAD",      "objects",    "refs",    "config",
+                                         "hooks",     "info",       "logs",    "commondir",
+                                         "worktrees", "modules",    "remotes", "branches",
                                          "index",     "packed-refs" };
     for (size_t i = 0; i < LZ_ARRAY_SIZE(names); i++)
         if (strcmp(name, names[i]) == 0)
@@ -46,14 +46,14 @@ static bool is_literal_pattern(const char *s)
  * never bound). */
 static int make_ignored_copy(builder *b, int ign, const char *rel, bool dir, lz_error **err)
 {
-    _cleanup_free_ char *label = lz_xasprintf("%s/ignored/%s", b->cfg->storage_domain_root.label,
-                                              rel);
+    _cleanup_free_ char *label =
+        lz_xasprintf("%s/ignored/%s", b->cfg->storage_domain_root.label, rel);
     const char *slash = strrchr(rel, '/');
     const char *name = slash ? slash + 1 : rel;
     _cleanup_free_ char *parent = slash ? lz_xstrndup(rel, (size_t) (slash - rel)) : NULL;
-    _cleanup_close_ int pfd = parent ? lz_mkdirs_confined(ign, parent, label, err)
-                                     : lz_open_confined(ign, ".", O_PATH | O_DIRECTORY, 0, label,
-                                                        err);
+    _cleanup_close_ int pfd = parent
+                                  ? lz_mkdirs_confined(ign, parent, label, err)
+                                  : lz_open_confined(ign, ".", O_PATH | O_DIRECTORY, 0, label, err);
     if (pfd < 0)
         goto refuse;
     if (dir) {
@@ -70,7 +70,7 @@ static int make_ignored_copy(builder *b, int ign, const char *rel, bool dir, lz_
     if (dir ? S_ISDIR(st.st_mode) : S_ISREG(st.st_mode))
         return 0;
     lz_error_set(err, 0, "the Domain's copy of the git-ignored path %s is %s", label,
-                 S_ISLNK(st.st_mode) ? "a symlink"
+                 S_ISLNK(st.st_mode)                          ? "a symlink"
                  : S_ISDIR(st.st_mode) || S_ISREG(st.st_mode) ? "of another type than in the "
                                                                 "workspace"
                                                               : "a special file");
@@ -80,8 +80,9 @@ refuse:
                  "the Domain's copy of the git-ignored path %s is not a plain %s (a symlink, "
                  "special file or mount planted by an earlier session of the sandbox?)",
                  label, dir ? "directory" : "file");
-    return lz_error_hint(err, "Lazaret will not bind it into the sandbox: inspect and remove %s "
-                              "(or the Domain's whole ignored/ directory), then run again",
+    return lz_error_hint(err,
+                         "Lazaret will not bind it into the sandbox: inspect and remove %s "
+                         "(or the Domain's whole ignored/ directory), then run again",
                          label);
 }
 
@@ -132,10 +133,12 @@ static char *ignored_notice(const lz_git_plan *p)
     }
     size_t cap = 256 + NOTICE_NAMES * (NOTICE_NAME_MAX + 8);
     char *line = lz_xcalloc(cap, 1);
-    size_t len = (size_t) snprintf(line, cap, "%zu git-ignored path%s %s the sandbox's own "
-                                              "cop%s (", p->n_ignored,
-                                   p->n_ignored == 1 ? "" : "s", p->n_ignored == 1 ? "is" : "are",
-                                   p->n_ignored == 1 ? "y" : "ies");
+    size_t len =
+        (size_t) snprintf(line, cap,
+                          "%zu git-ignored path%s %s the sandbox's own "
+                          "cop%s (",
+                          p->n_ignored, p->n_ignored == 1 ? "" : "s",
+                          p->n_ignored == 1 ? "is" : "are", p->n_ignored == 1 ? "y" : "ies");
     for (size_t k = 0; k < n_pick; k++) {
         size_t bl = strlen(pick[k]);
         bool cut = bl > NOTICE_NAME_MAX;
@@ -153,10 +156,13 @@ static char *ignored_notice(const lz_git_plan *p)
 /* Sort the plan's ignored paths, their directory flags alongside. */
 static void sort_ignored(lz_git_plan *p)
 {
-    typedef struct { char *rel; bool dir; } pair;
+    typedef struct {
+        char *rel;
+        bool dir;
+    } pair;
     pair *v = lz_xcalloc(p->n_ignored, sizeof(pair));
     for (size_t i = 0; i < p->n_ignored; i++)
-        v[i] = (pair) { p->ignored[i], p->ignored_dir[i] };
+        v[i] = (pair){ p->ignored[i], p->ignored_dir[i] };
     qsort(v, p->n_ignored, sizeof(pair), lz_gs_cmp_str); /* rel first: compares as char * */
     for (size_t i = 0; i < p->n_ignored; i++) {
         p->ignored[i] = v[i].rel;
@@ -164,7 +170,6 @@ static void sort_ignored(lz_git_plan *p)
     }
     free(v);
 }
-
 
 void lz_gs_ignored_run_clear(ignored_run *r)
 {
@@ -214,12 +219,16 @@ static int isolate_one(builder *b, ignored_run *run, const char *path, bool reco
             /* Isolated by an earlier generation, now named by the Git
              * configuration: it cannot be both, and sharing it now would
              * show the sandbox what it hid before. */
-            lz_error_set(err, 0, "%s/%s was kept hidden from the sandbox as a git-ignored path, "
-                                 "and the Git configuration now names it or something in it "
-                                 "(a hooks directory, an include file)", b->ws, entry);
-            return lz_error_hint(err, "move the hooks directory or include file out of it, or "
-                                      "lazaret state reset (the sandbox then shares the host's "
-                                      "%s)", entry);
+            lz_error_set(err, 0,
+                         "%s/%s was kept hidden from the sandbox as a git-ignored path, "
+                         "and the Git configuration now names it or something in it "
+                         "(a hooks directory, an include file)",
+                         b->ws, entry);
+            return lz_error_hint(err,
+                                 "move the hooks directory or include file out of it, or "
+                                 "lazaret state reset (the sandbox then shares the host's "
+                                 "%s)",
+                                 entry);
         }
         b->p->n_ignored_shared++;
         return 0;
@@ -253,12 +262,16 @@ static int isolate_one(builder *b, ignored_run *run, const char *path, bool reco
 /* The paths the host's Git lists as ignored in the work tree wt ("" the
  * workspace's own; gd its Git directory), isolated. */
 int lz_gs_isolate_listed(builder *b, ignored_run *run, const char *gd, const char *wt,
-                          bool required, lz_error **err)
+                         bool required, lz_error **err)
 {
     lz_spawn_output out = { 0 };
-    char *const args[] = { (char *) "ls-files", (char *) "-z", (char *) "--others",
-                           (char *) "--ignored", (char *) "--exclude-standard",
-                           (char *) "--directory", NULL };
+    char *const args[] = { (char *) "ls-files",
+                           (char *) "-z",
+                           (char *) "--others",
+                           (char *) "--ignored",
+                           (char *) "--exclude-standard",
+                           (char *) "--directory",
+                           NULL };
     int status = lz_gs_host_git_in(b, gd, wt, args, &out, err);
     if (status < 0)
         return -1;
@@ -277,8 +290,9 @@ int lz_gs_isolate_listed(builder *b, ignored_run *run, const char *gd, const cha
         lz_spawn_output_free(&out);
         lz_error_set(err, 0, "git ls-files failed (status %d) in %s%s%s", status, b->ws,
                      *wt ? "/" : "", wt);
-        return lz_error_hint(err, "check that the host's git status works in %s%s%s; the "
-                                  "Git Sentry lists the git-ignored paths with it",
+        return lz_error_hint(err,
+                             "check that the host's git status works in %s%s%s; the "
+                             "Git Sentry lists the git-ignored paths with it",
                              b->ws, *wt ? "/" : "", wt);
     }
     int r = 0;
@@ -296,8 +310,7 @@ int lz_gs_isolate_listed(builder *b, ignored_run *run, const char *gd, const cha
 }
 
 /* Begin: the Domain's ignored/, the records, the placeholders. */
-int lz_gs_isolate_begin(builder *b, const lz_resolved_config *cfg, ignored_run *run,
-                         lz_error **err)
+int lz_gs_isolate_begin(builder *b, const lz_resolved_config *cfg, ignored_run *run, lz_error **err)
 {
     run->droot = lz_plan_open(&cfg->storage_domain_root, O_PATH | O_DIRECTORY, true, err);
     if (run->droot < 0)
@@ -309,9 +322,9 @@ int lz_gs_isolate_begin(builder *b, const lz_resolved_config *cfg, ignored_run *
     if (run->ign < 0)
         return -1;
     if (lz_gs_record_read(run->droot, IGNORED_RECORD, MAX_IGNORED, cfg->storage_domain_root.label,
-                    &run->record, err) < 0 ||
+                          &run->record, err) < 0 ||
         lz_gs_record_read(run->droot, PLACEHOLDER_RECORD, MAX_PLACEHOLDERS,
-                    cfg->storage_domain_root.label, &run->placeholders, err) < 0)
+                          cfg->storage_domain_root.label, &run->placeholders, err) < 0)
         return -1;
 
     /* Directory patterns of the top-level .gitignore and info/exclude name
@@ -322,8 +335,8 @@ int lz_gs_isolate_begin(builder *b, const lz_resolved_config *cfg, ignored_run *
      * lines made as many host directories, then 64 more at every start). */
     size_t before = run->placeholders.n;
     static const char *const pattern_files[] = { ".gitignore", ".git/info/exclude" };
-    for (size_t f = 0; f < LZ_ARRAY_SIZE(pattern_files) &&
-                       run->placeholders.n < MAX_PLACEHOLDERS; f++) {
+    for (size_t f = 0; f < LZ_ARRAY_SIZE(pattern_files) && run->placeholders.n < MAX_PLACEHOLDERS;
+         f++) {
         int fd = lz_open_confined(b->ws_fd, pattern_files[f], O_RDONLY | O_NONBLOCK, 0,
                                   pattern_files[f], NULL);
         FILE *fp = fd >= 0 ? fdopen(fd, "re") : NULL;
@@ -350,7 +363,7 @@ int lz_gs_isolate_begin(builder *b, const lz_resolved_config *cfg, ignored_run *
     }
     if (run->placeholders.n != before &&
         lz_gs_record_write(run->droot, PLACEHOLDER_RECORD, &run->placeholders,
-                     cfg->storage_domain_root.label, err) < 0)
+                           cfg->storage_domain_root.label, err) < 0)
         return -1;
 
     /* Git opens these with a blocking open: a FIFO there would hang it. */
@@ -384,7 +397,7 @@ int lz_gs_isolate_recorded(builder *b, ignored_run *run, lz_error **err)
 }
 
 int lz_gs_isolate_finish(builder *b, const lz_resolved_config *cfg, ignored_run *run,
-                          lz_error **err)
+                         lz_error **err)
 {
     int r = 0;
     name_list all = { 0 };
@@ -411,8 +424,9 @@ int lz_gs_isolate_finish(builder *b, const lz_resolved_config *cfg, ignored_run 
         bytes += strlen(all.v[i]) + 1;
     if (all.n > MAX_IGNORED || bytes > RECORD_MAX) {
         lz_gs_names_clear(&all);
-        lz_error_set(err, 0, "the workspace %s has had more git-ignored paths than Lazaret keeps "
-                             "hidden (%d paths or %zu MiB of names, counting earlier sessions')",
+        lz_error_set(err, 0,
+                     "the workspace %s has had more git-ignored paths than Lazaret keeps "
+                     "hidden (%d paths or %zu MiB of names, counting earlier sessions')",
                      b->ws, MAX_IGNORED, RECORD_MAX >> 20);
         return lz_error_hint(err, "ignore whole directories rather than the files in them and "
                                   "remove generated files; then lazaret state reset — which also "
@@ -432,7 +446,7 @@ int lz_gs_isolate_finish(builder *b, const lz_resolved_config *cfg, ignored_run 
     for (size_t i = 0; i < b->p->n_ignored; i++) {
         struct stat st;
         if (lz_lstat_confined(b->ws_fd, b->p->ignored[i], &st) == 0)
-            b->p->ignored_ids[i] = (lz_git_marker) { NULL, st.st_dev, st.st_ino };
+            b->p->ignored_ids[i] = (lz_git_marker){ NULL, st.st_dev, st.st_ino };
     }
     return 0;
 }

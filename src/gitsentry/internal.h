@@ -82,8 +82,9 @@ extern const char *const lz_gs_sequencer_dirs[LZ_GS_N_SEQUENCER_DIRS];
 
 /* IN_ATTRIB: a directory the sandbox makes readable (or searchable) again
  * reveals what it holds without any entry being created. */
-#define WATCH_MASK (IN_CREATE | IN_MOVED_TO | IN_MOVED_FROM | IN_MOVE_SELF | IN_DELETE_SELF | \
-                    IN_ATTRIB | IN_ONLYDIR)
+#define WATCH_MASK                                                                                 \
+    (IN_CREATE | IN_MOVED_TO | IN_MOVED_FROM | IN_MOVE_SELF | IN_DELETE_SELF | IN_ATTRIB |         \
+     IN_ONLYDIR)
 
 /* What a watched directory is (lz_git_dirwatch.kind: bits). */
 enum { ROLE_TREE = 1, ROLE_GITDIR = 2, ROLE_MODULES = 4, ROLE_SEQUENCER = 8, ROLE_GITINNER = 16 };
@@ -94,7 +95,7 @@ enum { ROLE_TREE = 1, ROLE_GITDIR = 2, ROLE_MODULES = 4, ROLE_SEQUENCER = 8, ROL
 typedef struct builder {
     lz_git_plan *p;
     const lz_resolved_config *cfg;
-    const char *ws;       /* canonical workspace (label) */
+    const char *ws; /* canonical workspace (label) */
     int ws_fd;
     /* Work trees the walk found with a `.git` file (linked worktrees,
      * separate Git directories): their ignored files are listed too. */
@@ -111,15 +112,15 @@ typedef struct name_list {
 /* One isolation of the git-ignored paths (ignored.c). */
 typedef struct ignored_run {
     int droot, ign;
-    name_list record;      /* what earlier generations isolated */
+    name_list record; /* what earlier generations isolated */
     name_list placeholders;
 } ignored_run;
 
 /* A walk of the tree (walk.c): the plan's, or the audit's. */
 typedef struct walk {
     lz_git_plan *p;
-    builder *b;          /* plan mode: protections go here; NULL in audit mode */
-    bool watch;          /* add inotify watches to every directory visited */
+    builder *b; /* plan mode: protections go here; NULL in audit mode */
+    bool watch; /* add inotify watches to every directory visited */
     char *report;
     size_t report_len;
     int moved;
@@ -177,8 +178,8 @@ void lz_gs_names_add(name_list *l, const char *s);
 void lz_gs_names_clear(name_list *l);
 bool lz_gs_names_has(const name_list *l, const char *s);
 LZ_MUST_CHECK
-int lz_gs_record_read(int droot, const char *name, size_t max, const char *label,
-                      name_list *ret, lz_error **err);
+int lz_gs_record_read(int droot, const char *name, size_t max, const char *label, name_list *ret,
+                      lz_error **err);
 LZ_MUST_CHECK
 int lz_gs_record_write(int droot, const char *name, const name_list *l, const char *label,
                        lz_error **err);

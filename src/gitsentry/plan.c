@@ -38,8 +38,9 @@ static int make_quarantine(builder *b, lz_error **err)
         st.st_uid != getuid()) {
         lz_error_set(err, 0, "the Git Sentry quarantine %s/%s is not a directory of yours", b->ws,
                      p->quarantine_rel);
-        return lz_error_hint(err, "an earlier session may have planted it: inspect and remove "
-                                  "%s/%s, then run again",
+        return lz_error_hint(err,
+                             "an earlier session may have planted it: inspect and remove "
+                             "%s/%s, then run again",
                              b->ws, p->quarantine_rel);
     }
     p->quarantine_fd = lz_open_confined(pfd, name, O_PATH | O_DIRECTORY, 0, p->quarantine_rel, err);
@@ -47,10 +48,10 @@ static int make_quarantine(builder *b, lz_error **err)
         return -1;
     if (created && p->kind != LZ_GIT_REPO && p->kind != LZ_GIT_BARE) {
         /* Outside a Git directory: keep it out of `git status`. */
-        _cleanup_close_ int dir = lz_open_confined(pfd, name, O_RDONLY | O_DIRECTORY, 0, name,
-                                                   NULL);
-        int gi = dir >= 0 ? openat(dir, ".gitignore", O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW |
-                                                          O_CLOEXEC, 0600)
+        _cleanup_close_ int dir =
+            lz_open_confined(pfd, name, O_RDONLY | O_DIRECTORY, 0, name, NULL);
+        int gi = dir >= 0 ? openat(dir, ".gitignore",
+                                   O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600)
                           : -1;
         if (gi >= 0) {
             if (write(gi, "*\n", 2) != 2) {
@@ -77,7 +78,6 @@ static int cmp_depth(const void *a, const void *b)
         return dx < dy ? -1 : 1;
     return x < y ? -1 : x > y;
 }
-
 
 /* The work tree of the Git directory gd (relative, not the workspace's
  * own), relative to the workspace: "x" for x/.git, a submodule's from its
@@ -131,8 +131,9 @@ static int recover_previous(builder *b, lz_error **err)
     if (r < 0) {
         lz_error_prefix(err, "the previous generation of this Domain ended without its last Git "
                              "Sentry audit, and the audit now failed");
-        lz_error_hint(err, "do not run git in %s until you have checked it for repositories the "
-                           "sandbox made; then delete %s/%s and run again",
+        lz_error_hint(err,
+                      "do not run git in %s until you have checked it for repositories the "
+                      "sandbox made; then delete %s/%s and run again",
                       b->ws, b->cfg->storage_domain_root.label, BASELINE_FILE);
     } else {
         t.cfg = b->cfg;
@@ -184,12 +185,14 @@ int lz_git_sentry_plan(const lz_resolved_config *cfg, lz_git_plan *ret, lz_error
                                "symbolic-ref HEAD refs/heads/main'), then run again");
             goto out;
         }
-        if (lz_gs_protect_git_dir(&b, ".git", 0, err) < 0 || lz_gs_protect_config_sources(&b, ".git", "", err) < 0)
+        if (lz_gs_protect_git_dir(&b, ".git", 0, err) < 0 ||
+            lz_gs_protect_config_sources(&b, ".git", "", err) < 0)
             goto out;
         lz_timing_mark("coordinator: Git Sentry: .git protected");
         if (cfg->isolate_gitignored) {
             isolating = true;
-            if (lz_gs_isolate_begin(&b, cfg, &ign, err) < 0 || lz_gs_isolate_recorded(&b, &ign, err) < 0 ||
+            if (lz_gs_isolate_begin(&b, cfg, &ign, err) < 0 ||
+                lz_gs_isolate_recorded(&b, &ign, err) < 0 ||
                 lz_gs_isolate_listed(&b, &ign, ".git", "", true, err) < 0 ||
                 lz_gs_isolate_finish(&b, cfg, &ign, err) < 0)
                 goto out;
@@ -206,7 +209,8 @@ int lz_git_sentry_plan(const lz_resolved_config *cfg, lz_git_plan *ret, lz_error
          * W1: none were isolated): Git follows the protected `.git` file. */
         if (cfg->isolate_gitignored) {
             isolating = true;
-            if (lz_gs_isolate_begin(&b, cfg, &ign, err) < 0 || lz_gs_isolate_recorded(&b, &ign, err) < 0 ||
+            if (lz_gs_isolate_begin(&b, cfg, &ign, err) < 0 ||
+                lz_gs_isolate_recorded(&b, &ign, err) < 0 ||
                 lz_gs_isolate_listed(&b, &ign, NULL, "", true, err) < 0 ||
                 lz_gs_isolate_finish(&b, cfg, &ign, err) < 0)
                 goto out;

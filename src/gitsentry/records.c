@@ -32,7 +32,7 @@ void lz_gs_names_clear(name_list *l)
     for (size_t i = 0; i < l->n; i++)
         free(l->v[i]);
     free(l->v);
-    *l = (name_list) { 0 };
+    *l = (name_list){ 0 };
 }
 
 bool lz_gs_names_has(const name_list *l, const char *s)
@@ -49,15 +49,15 @@ bool lz_gs_names_has(const name_list *l, const char *s)
  * forgot `secrets/`): not a regular file, over RECORD_MAX bytes or max
  * entries, an entry without its NUL, or one that is not a normalized
  * relative path. */
-int lz_gs_record_read(int droot, const char *name, size_t max, const char *label,
-                       name_list *ret, lz_error **err)
+int lz_gs_record_read(int droot, const char *name, size_t max, const char *label, name_list *ret,
+                      lz_error **err)
 {
     int fd = openat(droot, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0 && errno == ENOENT)
         return 0;
     struct stat st;
-    bool ok = fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
-              (size_t) st.st_size <= RECORD_MAX;
+    bool ok =
+        fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (size_t) st.st_size <= RECORD_MAX;
     char *buf = ok ? lz_xmalloc((size_t) st.st_size + 1) : NULL;
     ssize_t n = ok ? read(fd, buf, (size_t) st.st_size) : -1;
     if (fd >= 0)
@@ -79,8 +79,10 @@ int lz_gs_record_read(int droot, const char *name, size_t max, const char *label
     free(buf);
     if (ok)
         return 0;
-    lz_error_set(err, 0, "%s/%s is damaged or longer than Lazaret writes it (at most %zu "
-                         "entries)", label, name, max);
+    lz_error_set(err, 0,
+                 "%s/%s is damaged or longer than Lazaret writes it (at most %zu "
+                 "entries)",
+                 label, name, max);
     return lz_error_hint(err, "it records which git-ignored paths this Domain keeps hidden; "
                               "lazaret state reset removes it with the copies, and then only "
                               "what the ignore rules say now stays hidden: check them first "
@@ -89,12 +91,12 @@ int lz_gs_record_read(int droot, const char *name, size_t max, const char *label
 
 /* Replace a record atomically (a failure keeps the old one). */
 int lz_gs_record_write(int droot, const char *name, const name_list *l, const char *label,
-                        lz_error **err)
+                       lz_error **err)
 {
     /* Each name with its NUL, one iovec per name. */
     struct iovec *iov = lz_xcalloc(l->n ? l->n : 1, sizeof(*iov));
     for (size_t i = 0; i < l->n; i++)
-        iov[i] = (struct iovec) { .iov_base = l->v[i], .iov_len = strlen(l->v[i]) + 1 };
+        iov[i] = (struct iovec){ .iov_base = l->v[i], .iov_len = strlen(l->v[i]) + 1 };
     _cleanup_free_ char *what = lz_xasprintf("%s/%s", label, name);
     int r = lz_write_atomic_iov(droot, name, iov, l->n, 0600, 0, what, err);
     free(iov);
@@ -168,8 +170,9 @@ int lz_gs_check_unsafe(builder *b, lz_error **err)
             /* A damaged record refuses like an unsafe one: fail closed. */
             lz_error_set(err, 0, "the Git Sentry's record %s/%s is damaged",
                          b->cfg->storage_domain_root.label, UNSAFE_FILE);
-            r = lz_error_hint(err, "check %s for repositories the sandbox made, then delete "
-                                   "that file and run again",
+            r = lz_error_hint(err,
+                              "check %s for repositories the sandbox made, then delete "
+                              "that file and run again",
                               b->ws);
             break;
         }
@@ -212,12 +215,12 @@ bool lz_git_sentry_unsafe_recorded(const lz_resolved_config *cfg)
 
 int lz_git_sentry_mark_unsafe(const lz_resolved_config *cfg, const char *what, lz_error **err)
 {
-    _cleanup_close_ int droot = lz_plan_open(&cfg->storage_domain_root, O_PATH | O_DIRECTORY,
-                                             true, err);
+    _cleanup_close_ int droot =
+        lz_plan_open(&cfg->storage_domain_root, O_PATH | O_DIRECTORY, true, err);
     if (droot < 0)
         return -1;
-    int fd = lz_open_confined(droot, UNSAFE_FILE, O_WRONLY | O_CREAT | O_APPEND, 0600,
-                              UNSAFE_FILE, err);
+    int fd =
+        lz_open_confined(droot, UNSAFE_FILE, O_WRONLY | O_CREAT | O_APPEND, 0600, UNSAFE_FILE, err);
     FILE *f = fd >= 0 ? fdopen(fd, "ae") : NULL;
     if (!f) {
         if (fd >= 0)
@@ -234,7 +237,6 @@ int lz_git_sentry_mark_unsafe(const lz_resolved_config *cfg, const char *what, l
     return 0;
 }
 
-
 /* ---- the baseline, for a generation that ends without its last audit -- */
 
 /* One record a line: a tag, numbers, then a length-prefixed path (names
@@ -248,8 +250,8 @@ static void put_rec(FILE *f, char tag, unsigned long long a, unsigned long long 
 
 int lz_gs_save_baseline(lz_git_plan *p, lz_error **err)
 {
-    _cleanup_close_ int droot = lz_plan_open(&p->cfg->storage_domain_root, O_PATH | O_DIRECTORY,
-                                             true, err);
+    _cleanup_close_ int droot =
+        lz_plan_open(&p->cfg->storage_domain_root, O_PATH | O_DIRECTORY, true, err);
     if (droot < 0)
         return -1;
     /* Composed in memory, then written whole (fs/atomic.h). */
@@ -277,8 +279,8 @@ int lz_gs_save_baseline(lz_git_plan *p, lz_error **err)
         return lz_error_set(err, errno, "cannot record the Git Sentry baseline in %s",
                             p->cfg->storage_domain_root.label);
     }
-    _cleanup_free_ char *what = lz_xasprintf("the Git Sentry baseline in %s",
-                                             p->cfg->storage_domain_root.label);
+    _cleanup_free_ char *what =
+        lz_xasprintf("the Git Sentry baseline in %s", p->cfg->storage_domain_root.label);
     int r = lz_write_atomic(droot, BASELINE_FILE, text, len, 0600, 0, what, err);
     free(text);
     return r;
@@ -313,8 +315,8 @@ static int load_baseline(FILE *f, lz_git_plan *t)
             continue;
         case 'T':
             t->mounts = lz_xrealloc(t->mounts, t->n_mounts + 1, sizeof(*t->mounts));
-            t->mounts[t->n_mounts++] = (lz_workspace_mount) { rel, LZ_MOUNT_FROM_WORKSPACE,
-                                                              true, true };
+            t->mounts[t->n_mounts++] =
+                (lz_workspace_mount){ rel, LZ_MOUNT_FROM_WORKSPACE, true, true };
             continue;
         case 'G':
             t->git_dirs = lz_xrealloc(t->git_dirs, t->n_git_dirs + 1, sizeof(char *));

@@ -27,7 +27,7 @@
  * the end of the generation (docs/git.md). */
 
 const char *const lz_gs_sequencer_dirs[LZ_GS_N_SEQUENCER_DIRS] = { "rebase-merge", "rebase-apply",
-                                                                  "sequencer" };
+                                                                   "sequencer" };
 
 /* ---- reading the files (sequencer.h) ------------------------------------ */
 
@@ -73,8 +73,8 @@ static const char *skip_blanks(const char *c, size_t *n)
 
 static bool git_strategy(const char *c, size_t n)
 {
-    static const char *const strategies[] = { "ort", "recursive", "resolve", "octopus", "ours",
-                                              "subtree" };
+    static const char *const strategies[] = { "ort",     "recursive", "resolve",
+                                              "octopus", "ours",      "subtree" };
     for (size_t k = 0; k < LZ_ARRAY_SIZE(strategies); k++)
         if (n == strlen(strategies[k]) && memcmp(c, strategies[k], n) == 0)
             return true;
@@ -219,8 +219,8 @@ static bool sequencer_runs_something(int dfd)
         { "opts", LZ_GS_SEQ_OPTS },
     };
     for (size_t i = 0; i < LZ_ARRAY_SIZE(files); i++) {
-        int fd = lz_open_confined(dfd, files[i].name, O_RDONLY | O_NONBLOCK, 0, files[i].name,
-                                  NULL);
+        int fd =
+            lz_open_confined(dfd, files[i].name, O_RDONLY | O_NONBLOCK, 0, files[i].name, NULL);
         if (fd < 0)
             continue;
         struct stat st;

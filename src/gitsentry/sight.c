@@ -61,9 +61,9 @@ void lz_gs_fail_at(walk *w, const char *rel)
  * and now u+rwx. */
 int lz_gs_make_ours_writable(int dfd, const char *name)
 {
-    _cleanup_close_ int fd = name ? lz_open_confined(dfd, name, O_PATH | O_NOFOLLOW | O_DIRECTORY,
-                                                     0, name, NULL)
-                                  : -EBADF;
+    _cleanup_close_ int fd =
+        name ? lz_open_confined(dfd, name, O_PATH | O_NOFOLLOW | O_DIRECTORY, 0, name, NULL)
+             : -EBADF;
     int target = name ? fd : dfd;
     struct stat st;
     if (target < 0 || fstat(target, &st) < 0 || !S_ISDIR(st.st_mode) || st.st_uid != getuid())
@@ -133,10 +133,10 @@ bool lz_gs_sandbox_may_enter(lz_git_plan *p, const struct stat *st)
     }
     if (!p->ids_known)
         return true;
-    bool uid = st->st_uid == getuid() || (st->st_uid >= p->subuid_start &&
-                                          st->st_uid - p->subuid_start < LZ_SUBID_COUNT);
-    bool gid = st->st_gid == getgid() || (st->st_gid >= p->subgid_start &&
-                                          st->st_gid - p->subgid_start < LZ_SUBID_COUNT);
+    bool uid = st->st_uid == getuid() ||
+               (st->st_uid >= p->subuid_start && st->st_uid - p->subuid_start < LZ_SUBID_COUNT);
+    bool gid = st->st_gid == getgid() ||
+               (st->st_gid >= p->subgid_start && st->st_gid - p->subgid_start < LZ_SUBID_COUNT);
     return uid || gid;
 }
 
@@ -165,7 +165,8 @@ int lz_gs_sight_lstat(lz_git_plan *p, int dfd, const char *name, struct stat *st
         return 0;
     if (!lz_gs_refused(errno))
         return -1;
-    if (lz_gs_make_ours_writable(dfd, NULL) == 0 && fstatat(dfd, name, st, AT_SYMLINK_NOFOLLOW) == 0)
+    if (lz_gs_make_ours_writable(dfd, NULL) == 0 &&
+        fstatat(dfd, name, st, AT_SYMLINK_NOFOLLOW) == 0)
         return 0;
     lz_sentry_eye *eye = lz_gs_eye_of(p);
     int fd = eye ? lz_sentry_eye_open(eye, dfd, name, O_PATH | O_NOFOLLOW) : -1;

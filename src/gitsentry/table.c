@@ -60,7 +60,7 @@ void lz_gs_add_mount(builder *b, const char *rel, lz_mount_base base, bool reado
     size_t n = p->n_mounts;
     if (n == 0 || (n & (n - 1)) == 0) /* capacity: the next power of two */
         p->mounts = lz_xrealloc(p->mounts, n ? 2 * n : 1, sizeof(lz_workspace_mount));
-    p->mounts[p->n_mounts++] = (lz_workspace_mount) { lz_xstrdup(rel), base, readonly, dir };
+    p->mounts[p->n_mounts++] = (lz_workspace_mount){ lz_xstrdup(rel), base, readonly, dir };
     if (2 * p->n_mounts > p->mount_index_cap) { /* at most half full */
         lz_gs_index_mounts(p);
     } else {
@@ -74,7 +74,8 @@ bool lz_gs_in_ignored_copy(const lz_git_plan *p, const char *rel)
     _cleanup_free_ char *copy = lz_xstrdup(rel);
     for (char *end = copy + strlen(copy);;) {
         *end = '\0';
-        if (lz_gs_has_mount(p, copy) && p->mounts[*mount_slot(p, copy) - 1].base == LZ_MOUNT_FROM_IGNORED)
+        if (lz_gs_has_mount(p, copy) &&
+            p->mounts[*mount_slot(p, copy) - 1].base == LZ_MOUNT_FROM_IGNORED)
             return true;
         char *slash = strrchr(copy, '/');
         if (!slash)
@@ -86,7 +87,7 @@ bool lz_gs_in_ignored_copy(const lz_git_plan *p, const char *rel)
 void lz_gs_add_marker(lz_git_marker **v, size_t *n, const char *rel, const struct stat *st)
 {
     *v = lz_xrealloc(*v, *n + 1, sizeof(lz_git_marker));
-    (*v)[(*n)++] = (lz_git_marker) { lz_xstrdup(rel), st->st_dev, st->st_ino };
+    (*v)[(*n)++] = (lz_git_marker){ lz_xstrdup(rel), st->st_dev, st->st_ino };
 }
 
 bool lz_gs_known(const lz_git_marker *v, size_t n, const char *rel, const struct stat *st)

@@ -136,8 +136,6 @@ int lz_gs_check_bare(walk *w, int dfd, const char *rel)
     return lz_gs_quarantine(w, dfd, rel, "HEAD") < 0 ? -1 : 0;
 }
 
-
-
 /* Where a target the sandbox named (a symlink's, a gitfile's) leads, in
  * the forms every check of it considers: abs (relative targets taken from
  * the entry's directory in the workspace), lexical ("/" + abs lexically
@@ -248,8 +246,8 @@ static int check_dot_git(walk *w, int dfd, const char *rel, const struct stat *s
             return lz_gs_protect_git_dir(w->b, child, 1, w->err);
         if (S_ISREG(st->st_mode) && rel[0]) {
             builder *b = w->b;
-            b->gitfile_trees = lz_xrealloc(b->gitfile_trees, b->n_gitfile_trees + 1,
-                                           sizeof(char *));
+            b->gitfile_trees =
+                lz_xrealloc(b->gitfile_trees, b->n_gitfile_trees + 1, sizeof(char *));
             b->gitfile_trees[b->n_gitfile_trees++] = lz_xstrdup(rel);
         }
         return lz_gs_protect_if_exists(w->b, child, w->err);
@@ -258,7 +256,6 @@ static int check_dot_git(walk *w, int dfd, const char *rel, const struct stat *s
         return 0;
     return lz_gs_quarantine(w, dfd, rel, ".git") < 0 ? -1 : 0;
 }
-
 
 /* Does the symlink dfd/name (in the tree directory rel) point where the
  * sandbox can write but the audit does not look — a read-write volume, the
@@ -317,7 +314,7 @@ static bool link_to_developers_own(lz_git_plan *p, const target_forms *t)
 
 static bool bare_internal(const char *name)
 {
-    static const char *const internal[] = { "objects", "refs",  "logs",    "hooks",   "info",
+    static const char *const internal[] = { "objects", "refs",      "logs",    "hooks",   "info",
                                             "modules", "worktrees", "remotes", "branches" };
     for (size_t i = 0; i < LZ_ARRAY_SIZE(internal); i++)
         if (strcmp(name, internal[i]) == 0)
@@ -367,8 +364,9 @@ int lz_gs_visit_entry(walk *w, int dfd, const char *rel, const char *name, int d
     if (bad_link) {
         if (w->b) {
             lz_gs_fail_at(w, child);
-            lz_error_set(w->err, 0, "Git Sentry: the workspace symlink %s/%s points into a "
-                                    "directory the sandbox can write outside the workspace",
+            lz_error_set(w->err, 0,
+                         "Git Sentry: the workspace symlink %s/%s points into a "
+                         "directory the sandbox can write outside the workspace",
                          w->b->ws, child);
             return lz_error_hint(w->err, "the host's Git run through it would obey what the "
                                          "sandbox wrote there: remove the symlink, or make the "
@@ -442,8 +440,9 @@ int lz_gs_walk_dir(walk *w, int dfd, const char *rel, int depth)
         return -1;
     if (w->watch && p->n_tree_dirs > MAX_TREE_DIRS) {
         p->over_limit = true;
-        lz_error_set(w->err, 0, "Git Sentry: the workspace has more than %d directories outside "
-                                "git-ignored paths",
+        lz_error_set(w->err, 0,
+                     "Git Sentry: the workspace has more than %d directories outside "
+                     "git-ignored paths",
                      MAX_TREE_DIRS);
         return lz_error_hint(w->err, "ignore generated directories in .gitignore, or choose a "
                                      "smaller workspace");
@@ -476,7 +475,6 @@ static bool has_ro_mount(const lz_git_plan *p, const char *rel)
             return true;
     return false;
 }
-
 
 static int walk_git_inner(walk *w, int dfd, const char *rel, int depth);
 
@@ -542,8 +540,9 @@ static int walk_git_inner(walk *w, int dfd, const char *rel, int depth)
         return -1;
     if (w->watch && w->p->n_tree_dirs > MAX_TREE_DIRS) {
         w->p->over_limit = true;
-        lz_error_set(w->err, 0, "Git Sentry: the workspace has more than %d directories "
-                                "to watch",
+        lz_error_set(w->err, 0,
+                     "Git Sentry: the workspace has more than %d directories "
+                     "to watch",
                      MAX_TREE_DIRS);
         return lz_error_hint(w->err, "ignore generated directories in .gitignore, or choose a "
                                      "smaller workspace");
@@ -572,8 +571,8 @@ int lz_gs_audit_git_dirs(walk *w)
     for (size_t g = 0; g < p->n_git_dirs; g++) {
         const char *gd = p->git_dirs[g];
         lz_error *e = NULL;
-        _cleanup_close_ int dfd = lz_open_dir_confined(p->ws_fd, strcmp(gd, ".") ? gd : "",
-                                                    O_RDONLY, &e);
+        _cleanup_close_ int dfd =
+            lz_open_dir_confined(p->ws_fd, strcmp(gd, ".") ? gd : "", O_RDONLY, &e);
         if (dfd < 0) {
             lz_error_free(e);
             continue; /* a nested Git directory that was quarantined or removed */

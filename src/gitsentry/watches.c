@@ -50,7 +50,7 @@ static void wd_index_put(lz_git_plan *p, int wd, size_t idx)
     size_t h = wd_hash(wd, p->wd_cap);
     while (p->wd_slots[h].idx1 && p->wd_slots[h].wd != wd)
         h = (h + 1) & (p->wd_cap - 1);
-    p->wd_slots[h] = (struct lz_git_wdslot) { .wd = wd, .idx1 = idx + 1 };
+    p->wd_slots[h] = (struct lz_git_wdslot){ .wd = wd, .idx1 = idx + 1 };
 }
 
 static struct lz_git_wdslot *wd_slot(const lz_git_plan *p, int wd)
@@ -83,7 +83,7 @@ static void wd_index_del(lz_git_plan *p, int wd)
             i = j;
         }
     }
-    p->wd_slots[i] = (struct lz_git_wdslot) { 0 };
+    p->wd_slots[i] = (struct lz_git_wdslot){ 0 };
 }
 
 lz_git_dirwatch *lz_gs_watch_by_wd(lz_git_plan *p, int wd)
@@ -112,7 +112,6 @@ int lz_gs_child_get(lz_git_plan *p, int parent, const char *name)
             return p->child_slots[h];
     return -1;
 }
-
 
 static void child_grow(lz_git_plan *p)
 {
@@ -182,8 +181,8 @@ char *lz_gs_watch_rel(lz_git_plan *p, const lz_git_dirwatch *dw)
 {
     const char *parts[MAX_TREE_DEPTH * 2 + 2];
     size_t n = 0, len = 0;
-    for (const lz_git_dirwatch *x = dw; x; x = x->parent_wd < 0 ? NULL
-                                                                : lz_gs_watch_by_wd(p, x->parent_wd)) {
+    for (const lz_git_dirwatch *x = dw; x;
+         x = x->parent_wd < 0 ? NULL : lz_gs_watch_by_wd(p, x->parent_wd)) {
         if (n == LZ_ARRAY_SIZE(parts))
             return NULL;
         parts[n++] = x->name;
@@ -238,8 +237,8 @@ static void place_watch(lz_git_plan *p, lz_git_dirwatch *dw, const char *rel)
     const char *slash = strrchr(rel, '/');
     lz_git_dirwatch *parent = NULL;
     if (rel[0]) {
-        _cleanup_free_ char *prel = slash ? lz_xstrndup(rel, (size_t) (slash - rel))
-                                          : lz_xstrdup("");
+        _cleanup_free_ char *prel =
+            slash ? lz_xstrndup(rel, (size_t) (slash - rel)) : lz_xstrdup("");
         parent = lz_gs_watch_by_rel(p, prel);
         dw = lz_gs_watch_by_wd(p, wd);
     }
@@ -286,16 +285,15 @@ int lz_gs_add_watch(walk *w, int dfd, const char *rel, unsigned role)
     /* IN_MASK_ADD: a directory with two roles keeps the events of both.
      * IN_MODIFY, not IN_CLOSE_WRITE, for todo lists rewritten in place:
      * gVisor's gofer keeps a file the sandbox wrote open on the host. */
-    uint32_t mask = WATCH_MASK | IN_MASK_ADD |
-                    (role & ROLE_SEQUENCER ? IN_MODIFY | IN_CLOSE_WRITE : 0);
+    uint32_t mask =
+        WATCH_MASK | IN_MASK_ADD | (role & ROLE_SEQUENCER ? IN_MODIFY | IN_CLOSE_WRITE : 0);
     int wd = inotify_add_watch(p->inotify_fd, path, mask);
     lz_sentry_eye *eye = wd < 0 && lz_gs_refused(errno) ? lz_gs_eye_of(p) : NULL;
     if (eye) /* a directory closed to the developer: placed by the eye */
         wd = lz_sentry_eye_watch(eye, p->inotify_fd, dfd, mask);
     if (wd < 0) {
         lz_gs_fail_at(w, rel[0] ? rel : ".");
-        lz_error_set(w->err, errno, "Git Sentry: cannot watch %s",
-                     rel[0] ? rel : "the workspace");
+        lz_error_set(w->err, errno, "Git Sentry: cannot watch %s", rel[0] ? rel : "the workspace");
         if (errno == ENOSPC)
             return lz_error_hint(w->err, "raise the inotify limit (sudo sysctl "
                                          "fs.inotify.max_user_watches=1048576)");
@@ -313,7 +311,7 @@ int lz_gs_add_watch(walk *w, int dfd, const char *rel, unsigned role)
         }
         wd_index_put(p, wd, p->n_watches);
         dw = &p->watches[p->n_watches++];
-        *dw = (lz_git_dirwatch) { .wd = wd, .parent_wd = -1 };
+        *dw = (lz_git_dirwatch){ .wd = wd, .parent_wd = -1 };
     }
     if ((role & (ROLE_TREE | ROLE_GITINNER)) && !(dw->kind & (ROLE_TREE | ROLE_GITINNER)))
         p->n_tree_dirs++;

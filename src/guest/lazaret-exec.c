@@ -96,8 +96,10 @@ static void enter_cwd(const char *dir)
         *slash = '\0';
     }
     if (strcmp(path, dir) != 0)
-        say(dir, " does not exist in the sandbox (inside a git-ignored directory, the copy is "
-                 "the sandbox's own); starting in ", path);
+        say(dir,
+            " does not exist in the sandbox (inside a git-ignored directory, the copy is "
+            "the sandbox's own); starting in ",
+            path);
     setenv("PWD", path, 1);
 }
 
@@ -135,7 +137,7 @@ static void login_shell(char *out, size_t len)
     if (n <= 0)
         return;
     buf[n] = '\0';
-    for (char *line = buf; line && *line; ) {
+    for (char *line = buf; line && *line;) {
         char *next = strchr(line, '\n');
         if (next)
             *next++ = '\0';
@@ -501,7 +503,8 @@ int main(int argc, char **argv)
             i++;
         if (i >= argc) {
             say("usage: lazaret-exec --init | --probe-statx | [--pty] (--login-shell | -- "
-                "COMMAND [ARG...])", "", "");
+                "COMMAND [ARG...])",
+                "", "");
             return 125;
         }
     }

@@ -74,7 +74,7 @@
 #endif
 
 #define ARG_LO(i) ((unsigned int) (offsetof(struct seccomp_data, args) + 8 * (i)))
-#define DENY(e) BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ((e) & SECCOMP_RET_DATA))
+#define DENY(e) BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ((e) &SECCOMP_RET_DATA))
 #define ALLOW BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW)
 
 /* One block per syscall whose argument `idx` is a mode: EPERM when it has

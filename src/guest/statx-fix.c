@@ -25,7 +25,7 @@ long syscall(long number, ...);
 int statx(int dirfd, const char *pathname, int flags, unsigned int mask, struct statx *statxbuf);
 
 __attribute__((visibility("default"))) int statx(int dirfd, const char *pathname, int flags,
-                                                  unsigned int mask, struct statx *statxbuf)
+                                                 unsigned int mask, struct statx *statxbuf)
 {
     return (int) syscall(SYS_statx, dirfd, pathname, flags & ~AT_NO_AUTOMOUNT, mask, statxbuf);
 }

@@ -35,8 +35,8 @@ static int subid_ranges(lz_subid_kind kind, const char *owner, struct subid_rang
     if (log)
         subid_init(NULL, log); /* NULL progname: "(libsubid)", nothing allocated */
     errno = 0;
-    int n = kind == LZ_SUBID_UID ? subid_get_uid_ranges(owner, ret)
-                                 : subid_get_gid_ranges(owner, ret);
+    int n =
+        kind == LZ_SUBID_UID ? subid_get_uid_ranges(owner, ret) : subid_get_gid_ranges(owner, ret);
     int saved = errno;
     if (log) {
         subid_init(NULL, stderr); /* the library's own default again, before log goes */
@@ -126,7 +126,7 @@ static unsigned long long free_subid_start(void)
             int n = subid_ranges(k ? LZ_SUBID_GID : LZ_SUBID_UID, names[i], &r, NULL);
             for (int j = 0; j < n; j++) {
                 taken = lz_xrealloc(taken, ntaken + 1, sizeof(*taken));
-                taken[ntaken++] = (id_interval) { r[j].start, r[j].count };
+                taken[ntaken++] = (id_interval){ r[j].start, r[j].count };
             }
             free(r);
         }
@@ -173,16 +173,17 @@ int lz_subid_lookup(lz_subid_kind kind, uid_t uid, gid_t gid, lz_subid_range *re
     struct subid_range *r = NULL;
     int n = subid_ranges(kind, owner, &r, &log);
     if (n < 0) {
-        lz_error_set(err, errno, "cannot read the subordinate %s ranges of %s from %s (or the "
+        lz_error_set(err, errno,
+                     "cannot read the subordinate %s ranges of %s from %s (or the "
                      "'subid:' source of /etc/nsswitch.conf)%s%s",
                      what, owner, file, log ? ": " : "", log ? log : "");
     } else {
         unsigned long own = kind == LZ_SUBID_UID ? (unsigned long) uid : (unsigned long) gid;
         for (int i = 0; i < n; i++) {
             if (!range_unusable(r[i].start, r[i].count, own)) {
-                *ret = (lz_subid_range) { .start = (uint32_t) r[i].start,
-                                          .count = LZ_SUBID_COUNT,
-                                          .range_count = r[i].count };
+                *ret = (lz_subid_range){ .start = (uint32_t) r[i].start,
+                                         .count = LZ_SUBID_COUNT,
+                                         .range_count = r[i].count };
                 free(r);
                 return 0;
             }
@@ -221,11 +222,11 @@ static size_t map_extents(uint32_t agent, uint32_t base, unsigned own, const lz_
                           char words[12][16])
 {
     size_t n = 0;
-#define EXTENT(in, out, count)                                                             \
-    do {                                                                                   \
-        snprintf(words[n++], 16, "%u", (unsigned) (in));                                   \
-        snprintf(words[n++], 16, "%u", (unsigned) (out));                                  \
-        snprintf(words[n++], 16, "%u", (unsigned) (count));                                \
+#define EXTENT(in, out, count)                                                                     \
+    do {                                                                                           \
+        snprintf(words[n++], 16, "%u", (unsigned) (in));                                           \
+        snprintf(words[n++], 16, "%u", (unsigned) (out));                                          \
+        snprintf(words[n++], 16, "%u", (unsigned) (count));                                        \
     } while (0)
     if (agent == 0) {
         EXTENT(0, own, 1);
@@ -249,14 +250,14 @@ static int write_map(const char *tool, pid_t pid, unsigned id, uint32_t agent, u
     if (lz_spawn_find_program(tool, LZ_SPAWN_SYSTEM_PATH, &path, err) < 0)
         return lz_error_hint(err, "install it: sudo apt-get install uidmap");
     char spid[16], words[12][16];
-    snprintf(spid, sizeof(spid), "%d", (int)pid);
+    snprintf(spid, sizeof(spid), "%d", (int) pid);
     size_t n = map_extents(agent, base, id, r, words);
     char *argv[2 + 12 + 1] = { (char *) tool, spid };
     for (size_t i = 0; i < n; i++)
         argv[2 + i] = words[i];
     argv[2 + n] = NULL;
-    lz_spawn_options opt = {.merge_stderr = true};
-    lz_spawn_output out = {0};
+    lz_spawn_options opt = { .merge_stderr = true };
+    lz_spawn_output out = { 0 };
     int status = lz_spawn_capture(path, argv, &opt, &out, err);
     if (status < 0)
         return -1;
@@ -277,10 +278,14 @@ static int write_map(const char *tool, pid_t pid, unsigned id, uint32_t agent, u
 int lz_idmap_check(const lz_idmap *map, lz_error **err)
 {
     if (map && (map->uid > LZ_SUBID_COUNT || map->gid > LZ_SUBID_COUNT)) {
-        lz_error_set(err, 0, "the image's user (uid %u, gid %u) is outside the sandbox's ids "
-                     "0..%u", (unsigned) map->uid, (unsigned) map->gid, LZ_SUBID_COUNT);
-        return lz_error_hint(err, "use an image whose configured User has a uid and gid of at "
-                                  "most %u", LZ_SUBID_COUNT);
+        lz_error_set(err, 0,
+                     "the image's user (uid %u, gid %u) is outside the sandbox's ids "
+                     "0..%u",
+                     (unsigned) map->uid, (unsigned) map->gid, LZ_SUBID_COUNT);
+        return lz_error_hint(err,
+                             "use an image whose configured User has a uid and gid of at "
+                             "most %u",
+                             LZ_SUBID_COUNT);
     }
     return 0;
 }
@@ -326,8 +331,9 @@ static int enter_userns(void *arg, int channel, lz_error **err)
     if (setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0)
         return lz_error_set(err, errno, "cannot become root in the new user namespace");
     if (setgroups(0, NULL) < 0 && errno != EPERM)
-        return lz_error_set(err, errno, "cannot drop supplementary groups in the new user "
-                                        "namespace");
+        return lz_error_set(err, errno,
+                            "cannot drop supplementary groups in the new user "
+                            "namespace");
     if (j->call)
         return j->call(j->arg, err) < 0 ? -1 : 0;
     return j->fn(j->arg);
@@ -411,11 +417,15 @@ int lz_userns_call_shifted(int (*fn)(void *arg, lz_error **err), void *arg, lz_e
             fclose(f);
         }
         if (v >= LZ_USERNS_SHIFTED_BASE && v - LZ_USERNS_SHIFTED_BASE < LZ_SUBID_COUNT) {
-            lz_error_set(err, 0, "%s is %lu, inside the ids %u..%u that stand for your "
-                         "subordinate ids in a give-back namespace", overflow[i], v,
-                         LZ_USERNS_SHIFTED_BASE, LZ_USERNS_SHIFTED_BASE + LZ_SUBID_COUNT - 1);
-            return lz_error_hint(err, "set it back to the kernel's default: sudo sysctl "
-                                      "kernel.%s=65534", overflow[i] + strlen("/proc/sys/kernel/"));
+            lz_error_set(err, 0,
+                         "%s is %lu, inside the ids %u..%u that stand for your "
+                         "subordinate ids in a give-back namespace",
+                         overflow[i], v, LZ_USERNS_SHIFTED_BASE,
+                         LZ_USERNS_SHIFTED_BASE + LZ_SUBID_COUNT - 1);
+            return lz_error_hint(err,
+                                 "set it back to the kernel's default: sudo sysctl "
+                                 "kernel.%s=65534",
+                                 overflow[i] + strlen("/proc/sys/kernel/"));
         }
     }
     return userns_call(NULL, LZ_USERNS_SHIFTED_BASE, fn, arg, err);

@@ -41,8 +41,7 @@ typedef struct lz_subid_range {
  * and does not contain the user's own uid (gid) is used. On failure the
  * hint is the usermod command that adds a range colliding with no user's. */
 LZ_MUST_CHECK
-int lz_subid_lookup(lz_subid_kind kind, uid_t uid, gid_t gid, lz_subid_range *ret,
-                    lz_error **err);
+int lz_subid_lookup(lz_subid_kind kind, uid_t uid, gid_t gid, lz_subid_range *ret, lz_error **err);
 
 /* The sandbox user that is the invoking user on the host: uid/gid 0 (the
  * default map) or the image's non-root user (keep-id). Ids above

@@ -22,12 +22,12 @@
 #include "ns/userns.h"
 
 static const char *const transports[] = {
-    (char *)"oci:",
-    (char *)"oci-archive:",
-    (char *)"docker-archive:",
-    (char *)"containers-storage:",
-    (char *)"docker://",
-    (char *)"dir:",
+    (char *) "oci:",
+    (char *) "oci-archive:",
+    (char *) "docker-archive:",
+    (char *) "containers-storage:",
+    (char *) "docker://",
+    (char *) "dir:",
 };
 
 bool lz_image_reference_is_registry(const char *reference)
@@ -55,8 +55,10 @@ static char *local_source_file(const char *source)
 {
     static const struct {
         const char *transport, *file;
-    } local[] = { { "oci:", "/index.json" }, { "oci-archive:", "" },
-                  { "docker-archive:", "" }, { "dir:", "/manifest.json" } };
+    } local[] = { { "oci:", "/index.json" },
+                  { "oci-archive:", "" },
+                  { "docker-archive:", "" },
+                  { "dir:", "/manifest.json" } };
     for (size_t i = 0; i < LZ_ARRAY_SIZE(local); i++) {
         size_t tl = strlen(local[i].transport);
         if (strncmp(source, local[i].transport, tl) != 0)
@@ -101,8 +103,8 @@ static char **tool_env(void)
     static char *env[5];
     static char *home, *rt;
     size_t n = 0;
-    env[n++] = (char *)"PATH=" LZ_SPAWN_SYSTEM_PATH;
-    env[n++] = (char *)"LC_ALL=C";
+    env[n++] = (char *) "PATH=" LZ_SPAWN_SYSTEM_PATH;
+    env[n++] = (char *) "LC_ALL=C";
     if (!home && getenv("HOME"))
         home = lz_xasprintf("HOME=%s", getenv("HOME"));
     if (!rt && getenv("XDG_RUNTIME_DIR"))
@@ -120,14 +122,15 @@ static int run_tool(const char *path, char *const argv[], int timeout_ms, lz_spa
                     const char *what, lz_error **err)
 {
     lz_spawn_options opt = {
-        .envp = tool_env(), .merge_stderr = true, .timeout_ms = timeout_ms, .capture_max = 4 << 20};
-    lz_spawn_output o = {0};
+        .envp = tool_env(), .merge_stderr = true, .timeout_ms = timeout_ms, .capture_max = 4 << 20
+    };
+    lz_spawn_output o = { 0 };
     int status = lz_spawn_capture(path, argv, &opt, &o, err);
     if (status < 0)
         return lz_error_prefix(err, "%s", what);
     if (status != 0) {
         /* Keep the tool's last line: it says what went wrong. */
-        char *last = o.data ? o.data : (char *)"";
+        char *last = o.data ? o.data : (char *) "";
         size_t n = o.len;
         while (n && (last[n - 1] == '\n' || last[n - 1] == '\r'))
             last[--n] = '\0';
@@ -316,17 +319,18 @@ static int verify_copy(const char *source, const lz_spawn_output *raw, const cha
     const char *mdigest = NULL;
     size_t i, tagged = 0;
     json_t *e;
-    json_array_foreach(json_object_get(ij, "manifests"), i, e) {
-        const char *ref = json_string_value(json_object_get(
-            json_object_get(e, "annotations"), "org.opencontainers.image.ref.name"));
+    json_array_foreach(json_object_get(ij, "manifests"), i, e)
+    {
+        const char *ref = json_string_value(json_object_get(json_object_get(e, "annotations"),
+                                                            "org.opencontainers.image.ref.name"));
         if (ref && strcmp(ref, "image") == 0) {
             mdigest = json_string_value(json_object_get(e, "digest"));
             tagged++;
         }
     }
     char copied_hex[65] = "";
-    if (tagged == 1 && mdigest && strncmp(mdigest, "sha256:", 7) == 0 &&
-        strlen(mdigest) == 71 && strspn(mdigest + 7, "0123456789abcdef") == 64) {
+    if (tagged == 1 && mdigest && strncmp(mdigest, "sha256:", 7) == 0 && strlen(mdigest) == 71 &&
+        strspn(mdigest + 7, "0123456789abcdef") == 64) {
         _cleanup_free_ char *rel = lz_xasprintf("layout/blobs/sha256/%s", mdigest + 7);
         if (read_layout_file(tmp_fd, rel, 4 << 20, &mblob, &mlen, err) < 0) {
             json_decref(ij);
@@ -336,22 +340,25 @@ static int verify_copy(const char *source, const lz_spawn_output *raw, const cha
     }
     json_decref(ij);
     if (!copied_hex[0])
-        return lz_error_set(err, 0, "the copied image does not have exactly one manifest tagged "
-                                    "as copied");
+        return lz_error_set(err, 0,
+                            "the copied image does not have exactly one manifest tagged "
+                            "as copied");
     if (strcmp(copied_hex, key_hex) == 0)
         return 0;
     bool ok = strncmp(source, "docker://", 9) == 0;
     json_t *inspected = json_loadb(raw->data, raw->len, JSON_REJECT_DUPLICATES, NULL);
     char want[72];
     snprintf(want, sizeof(want), "sha256:%s", copied_hex);
-    json_array_foreach(json_object_get(inspected, "manifests"), i, e) {
+    json_array_foreach(json_object_get(inspected, "manifests"), i, e)
+    {
         const char *d = json_string_value(json_object_get(e, "digest"));
         ok |= d && strcmp(d, want) == 0;
     }
     json_decref(inspected);
     if (ok)
         return 0;
-    lz_error_set(err, 0, "the image changed while it was copied: the copy (manifest sha256:%.12s…) "
+    lz_error_set(err, 0,
+                 "the image changed while it was copied: the copy (manifest sha256:%.12s…) "
                  "is not the image whose manifest was read (sha256:%.12s…)",
                  copied_hex, key_hex);
     return lz_error_hint(err, "nothing was prepared; run again when the image source is no longer "
@@ -380,14 +387,15 @@ static int copy_layout(const char *skopeo, const char *source, const char *refer
         return lz_error_set(err, errno, "cannot create %s", tmp_label);
     _cleanup_free_ char *layout = lz_xasprintf("oci:%s/layout:image", tmp_label);
     _cleanup_free_ char *from = copy_source(source, key_hex);
-    char *const copy_argv[] = { (char *) "skopeo", (char *) "copy", (char *) "--quiet", from,
-                                layout, NULL };
+    char *const copy_argv[] = {
+        (char *) "skopeo", (char *) "copy", (char *) "--quiet", from, layout, NULL
+    };
     if (run_tool(skopeo, copy_argv, -1, NULL, "cannot copy the image", err) < 0) {
         lz_error_prefix(err, "image '%s'", reference);
         return lz_error_hint(err, "check the reference and, for a registry image, the network");
     }
-    _cleanup_close_ int tmp_fd = openat(rootfs_fd, tmp_name,
-                                        O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    _cleanup_close_ int tmp_fd =
+        openat(rootfs_fd, tmp_name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (tmp_fd < 0)
         return lz_error_set(err, errno, "cannot open %s", tmp_label);
     if (verify_copy(source, raw, key_hex, tmp_fd, err) < 0)
@@ -435,19 +443,20 @@ static bool keep_id_entry_ok(int rootfs_fd, const char *entry, const lz_idmap *u
 static int unpack_keep_id(void *arg, lz_error **err)
 {
     keep_id_unpack *j = arg;
-    char *const argv[] = { (char *) "umoci", (char *) "unpack", (char *) "--image",
+    char *const argv[] = { (char *) "umoci",      (char *) "unpack",  (char *) "--image",
                            (char *) j->image_arg, (char *) j->bundle, NULL };
-    if (run_tool(j->umoci, argv, -1, NULL, "cannot unpack the image for its non-root user",
-                 err) < 0)
-        return lz_error_hint(err, "an image with device nodes or files of ids above %u cannot "
-                                  "run as its non-root user (docs/runtime.md \"The agent's "
-                                  "user\")",
+    if (run_tool(j->umoci, argv, -1, NULL, "cannot unpack the image for its non-root user", err) <
+        0)
+        return lz_error_hint(err,
+                             "an image with device nodes or files of ids above %u cannot "
+                             "run as its non-root user (docs/runtime.md \"The agent's "
+                             "user\")",
                              LZ_SUBID_COUNT);
     /* The entry's seal, written last, by the namespace's root: what
      * keep_id_entry_ok checks before an entry is used. */
     _cleanup_free_ char *seal_rel = lz_xasprintf("%s/" KEEP_ID_SEAL, j->tmp_bundle_rel);
-    _cleanup_close_ int seal = openat(j->rootfs_fd, seal_rel,
-                                      O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    _cleanup_close_ int seal =
+        openat(j->rootfs_fd, seal_rel, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
     char text[64];
     int len = snprintf(text, sizeof(text), "keep-id 1 uid %u gid %u\n", (unsigned) j->user.uid,
                        (unsigned) j->user.gid);
@@ -478,12 +487,11 @@ int lz_image_prepare(const lz_path_plan *storage_root, const char *reference,
 {
     lz_path_plan images = LZ_PATH_PLAN_INIT, rootfs_dir = LZ_PATH_PLAN_INIT;
     _cleanup_free_ char *skopeo = NULL, *umoci = NULL, *source = NULL, *tmp_label = NULL,
-                        *tmp_name = NULL, *final_label = NULL,
-                        *image_arg = NULL, *entry = NULL;
+                        *tmp_name = NULL, *final_label = NULL, *image_arg = NULL, *entry = NULL;
     _cleanup_close_ int lock_fd = -EBADF, rootfs_fd = -EBADF, images_fd = -EBADF;
     _cleanup_free_ char *digest_key = NULL, *digest_record = NULL;
-    lz_spawn_output raw = {0};
-    lz_prepared_image img = {.bundle = LZ_PATH_PLAN_INIT};
+    lz_spawn_output raw = { 0 };
+    lz_prepared_image img = { .bundle = LZ_PATH_PLAN_INIT };
     int r = -1;
     bool have_layout = false;
 
@@ -539,7 +547,8 @@ int lz_image_prepare(const lz_path_plan *storage_root, const char *reference,
         oci_manifest_blob_is(source, cached)) {
         memcpy(img.digest_hex, cached, sizeof(cached));
     } else {
-        char *const argv[] = {(char *)"skopeo", (char *)"inspect", (char *)"--raw", source, NULL};
+        char *const argv[] = { (char *) "skopeo", (char *) "inspect", (char *) "--raw", source,
+                               NULL };
         if (run_tool(skopeo, argv, 300000, &raw, "cannot read the image manifest", err) < 0) {
             lz_error_prefix(err, "image '%s'", reference);
             lz_error_hint(err, "check the image reference in the profile; a plain reference "
@@ -550,7 +559,7 @@ int lz_image_prepare(const lz_path_plan *storage_root, const char *reference,
         sha256_hex(raw.data, raw.len, img.digest_hex);
     }
     final_label = lz_xasprintf("%s/%s", rootfs_dir.label, img.digest_hex);
-    tmp_name = lz_xasprintf(".tmp-%d", (int)getpid());
+    tmp_name = lz_xasprintf(".tmp-%d", (int) getpid());
     tmp_label = lz_xasprintf("%s/%s", rootfs_dir.label, tmp_name);
     image_arg = lz_xasprintf("%s/layout:image", tmp_label);
 
@@ -577,13 +586,13 @@ int lz_image_prepare(const lz_path_plan *storage_root, const char *reference,
         if (progress)
             progress(LZ_PROGRESS_PHASE, "unpacking image", userdata);
         _cleanup_free_ char *bundle = lz_xasprintf("%s/bundle", tmp_label);
-        char *const unpack_argv[] = {(char *)"umoci",
-                                     (char *)"unpack",
-                                     (char *)"--rootless",
-                                     (char *)"--image",
-                                     image_arg,
-                                     bundle,
-                                     NULL};
+        char *const unpack_argv[] = { (char *) "umoci",
+                                      (char *) "unpack",
+                                      (char *) "--rootless",
+                                      (char *) "--image",
+                                      image_arg,
+                                      bundle,
+                                      NULL };
         if (run_tool(umoci, unpack_argv, -1, NULL, "cannot unpack the image", err) < 0) {
             lz_error_prefix(err, "image '%s'", reference);
             goto out;
@@ -640,16 +649,19 @@ int lz_image_prepare(const lz_path_plan *storage_root, const char *reference,
                 progress(LZ_PROGRESS_PHASE, line, userdata);
                 free(line);
             }
-            if (!have_layout &&
-                copy_layout(skopeo, source, reference, &raw, img.digest_hex, rootfs_fd, tmp_name,
-                        tmp_label, err) < 0)
+            if (!have_layout && copy_layout(skopeo, source, reference, &raw, img.digest_hex,
+                                            rootfs_fd, tmp_name, tmp_label, err) < 0)
                 goto out;
             have_layout = true;
             _cleanup_free_ char *bundle = lz_xasprintf("%s/keep-id", tmp_label);
             _cleanup_free_ char *tmp_bundle_rel = lz_xasprintf("%s/keep-id", tmp_name);
-            keep_id_unpack job = { .umoci = umoci, .image_arg = image_arg, .bundle = bundle,
-                                   .tmp_bundle_rel = tmp_bundle_rel, .entry = entry,
-                                   .rootfs_fd = rootfs_fd, .user = img.user };
+            keep_id_unpack job = { .umoci = umoci,
+                                   .image_arg = image_arg,
+                                   .bundle = bundle,
+                                   .tmp_bundle_rel = tmp_bundle_rel,
+                                   .entry = entry,
+                                   .rootfs_fd = rootfs_fd,
+                                   .user = img.user };
             if (lz_userns_call(&img.user, unpack_keep_id, &job, err) < 0) {
                 lz_error_prefix(err, "image '%s'", reference);
                 goto out;
@@ -663,7 +675,7 @@ int lz_image_prepare(const lz_path_plan *storage_root, const char *reference,
         progress(LZ_PROGRESS_PHASE, "image ready", userdata);
     img.rootfs_label = lz_xasprintf("%s/rootfs", final_label);
     *ret = img;
-    img = (lz_prepared_image){.bundle = LZ_PATH_PLAN_INIT};
+    img = (lz_prepared_image){ .bundle = LZ_PATH_PLAN_INIT };
     r = 0;
 out:
     if (tmp_name && (have_layout || r < 0))

@@ -25,12 +25,12 @@
 
 typedef struct lz_prepared_image {
     char digest_hex[65];
-    lz_path_plan bundle;     /* images/rootfs/<digest-hex> */
-    char *rootfs_label;      /* <bundle>/rootfs, canonical path */
-    char **env;              /* the image's configured environment, NULL-terminated */
-    char *workdir;           /* the image's working directory or NULL */
-    lz_idmap user;           /* the image's User (0/0: root); non-root means the bundle
-                              * is the keep-id tree (docs/runtime.md "The agent's user") */
+    lz_path_plan bundle; /* images/rootfs/<digest-hex> */
+    char *rootfs_label;  /* <bundle>/rootfs, canonical path */
+    char **env;          /* the image's configured environment, NULL-terminated */
+    char *workdir;       /* the image's working directory or NULL */
+    lz_idmap user;       /* the image's User (0/0: root); non-root means the bundle
+                          * is the keep-id tree (docs/runtime.md "The agent's user") */
 } lz_prepared_image;
 
 /* What a progress line is: a phase of slow work (image preparation),

@@ -18,11 +18,7 @@ struct lz_sandbox_layout {
  * and the mailbox), and the kernel and runtime file systems the runtime
  * mounts itself. */
 static const char *const production_destinations[] = {
-    "/dev",
-    "/proc",
-    "/run/lazaret",
-    "/sys",
-    "/workspace",
+    "/dev", "/proc", "/run/lazaret", "/sys", "/workspace",
 };
 
 static const lz_sandbox_layout production = {

@@ -13,9 +13,9 @@
  * (apt drops to _apt, chowns files) need CHOWN, DAC_OVERRIDE, FOWNER,
  * SETUID/SETGID. No NET_ADMIN: the sandbox never administers its network. */
 static const char *const capabilities[] = {
-    "CAP_AUDIT_WRITE", "CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FOWNER", "CAP_FSETID",
-    "CAP_KILL", "CAP_NET_BIND_SERVICE", "CAP_SETFCAP", "CAP_SETGID", "CAP_SETPCAP",
-    "CAP_SETUID", "CAP_SYS_CHROOT",
+    "CAP_AUDIT_WRITE", "CAP_CHOWN",   "CAP_DAC_OVERRIDE",     "CAP_FOWNER",
+    "CAP_FSETID",      "CAP_KILL",    "CAP_NET_BIND_SERVICE", "CAP_SETFCAP",
+    "CAP_SETGID",      "CAP_SETPCAP", "CAP_SETUID",           "CAP_SYS_CHROOT",
 };
 
 static json_t *strv(char *const *v, size_t n)
@@ -117,10 +117,10 @@ json_t *lz_spec_container(const lz_sandbox_spec *s)
     static const char *const proc_opts[] = { "nosuid", "noexec", "nodev", NULL };
     static const char *const dev_opts[] = { "nosuid", "strictatime", "mode=755", "size=65536k",
                                             NULL };
-    static const char *const pts_opts[] = { "nosuid", "noexec", "newinstance", "ptmxmode=0666",
-                                            "mode=0620", NULL };
-    static const char *const shm_opts[] = { "nosuid", "noexec", "nodev", "mode=1777",
-                                            "size=65536k", NULL };
+    static const char *const pts_opts[] = { "nosuid",        "noexec",    "newinstance",
+                                            "ptmxmode=0666", "mode=0620", NULL };
+    static const char *const shm_opts[] = { "nosuid",    "noexec",      "nodev",
+                                            "mode=1777", "size=65536k", NULL };
     static const char *const sys_opts[] = { "nosuid", "noexec", "nodev", "ro", NULL };
     static const char *const run_opts[] = { "nosuid", "nodev", "mode=755", NULL };
     static const char *const rw_bind[] = { "rbind", "rw", "nosuid", "nodev", NULL };
@@ -170,17 +170,14 @@ json_t *lz_spec_container(const lz_sandbox_spec *s)
         json_array_append_new(namespaces, json_pack("{s:s}", "type", "network"));
 
     json_t *masked = json_array();
-    const char *masked_paths[] = { "/proc/kcore", "/proc/keys", "/proc/latency_stats",
+    const char *masked_paths[] = { "/proc/kcore",      "/proc/keys",        "/proc/latency_stats",
                                    "/proc/timer_list", "/proc/sched_debug", "/sys/firmware" };
     for (size_t i = 0; i < LZ_ARRAY_SIZE(masked_paths); i++)
         json_array_append_new(masked, json_string(masked_paths[i]));
 
     json_t *linux_ = json_pack("{s:o, s:o}", "namespaces", namespaces, "maskedPaths", masked);
 
-    return json_pack("{s:s, s:{s:s, s:b}, s:o, s:s, s:o, s:o}", "ociVersion", "1.0.2",
-                     "root", "path", s->rootfs, "readonly", false,
-                     "process", process,
-                     "hostname", s->hostname,
-                     "mounts", mounts,
-                     "linux", linux_);
+    return json_pack("{s:s, s:{s:s, s:b}, s:o, s:s, s:o, s:o}", "ociVersion", "1.0.2", "root",
+                     "path", s->rootfs, "readonly", false, "process", process, "hostname",
+                     s->hostname, "mounts", mounts, "linux", linux_);
 }

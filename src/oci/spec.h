@@ -43,8 +43,8 @@
 #define LZ_SPEC_NPROC 512
 
 typedef struct lz_spec_mount {
-    const char *source;       /* host path */
-    const char *destination;  /* sandbox path */
+    const char *source;      /* host path */
+    const char *destination; /* sandbox path */
     bool readonly;
 } lz_spec_mount;
 
@@ -60,14 +60,14 @@ typedef enum lz_mount_base {
 
 /* One mount at /workspace/<rel>. */
 typedef struct lz_workspace_mount {
-    char *rel;          /* normalized, relative to the workspace */
+    char *rel; /* normalized, relative to the workspace */
     lz_mount_base base;
     bool readonly;
-    bool dir;           /* a directory (else a regular file) */
+    bool dir; /* a directory (else a regular file) */
 } lz_workspace_mount;
 
 typedef struct lz_sandbox_spec {
-    const char *rootfs;          /* host path of the prepared root filesystem */
+    const char *rootfs; /* host path of the prepared root filesystem */
     const char *hostname;
     const char *workspace;       /* host path of the composed workspace tree (one bind) */
     const lz_spec_mount *mounts; /* persistent overlays and volumes, in mount order */

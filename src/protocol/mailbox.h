@@ -50,9 +50,9 @@ enum {
 };
 
 /* Bounds of the untrusted fields. */
-#define LZ_MBX_ID_LEN 32          /* hex digits of a capability or request id */
+#define LZ_MBX_ID_LEN 32 /* hex digits of a capability or request id */
 #define LZ_MBX_MAX_ARGS 256
-#define LZ_MBX_MAX_ARG 4096       /* bytes of one argument */
+#define LZ_MBX_MAX_ARG 4096         /* bytes of one argument */
 #define LZ_MBX_MAX_ARGV_BYTES 32768 /* the arguments' bytes together, NULs not counted */
 #define LZ_MBX_MAX_CWD 4096
 #define LZ_MBX_MAX_WHY 1024
@@ -63,11 +63,11 @@ enum {
 
 /* EscalationOutcome: every request ends in exactly one. */
 typedef enum lz_mbx_outcome {
-    LZ_MBX_COMPLETED = 1,  /* the host command ran; exit status is its own */
-    LZ_MBX_DENIED = 2,     /* the developer, or an escalation-disabled profile, said no */
-    LZ_MBX_TIMED_OUT = 3,  /* nobody decided in time */
-    LZ_MBX_CANCELLED = 4,  /* the client, its session or the Domain ended it */
-    LZ_MBX_FAILED = 5,     /* refused or could not run (message says why) */
+    LZ_MBX_COMPLETED = 1, /* the host command ran; exit status is its own */
+    LZ_MBX_DENIED = 2,    /* the developer, or an escalation-disabled profile, said no */
+    LZ_MBX_TIMED_OUT = 3, /* nobody decided in time */
+    LZ_MBX_CANCELLED = 4, /* the client, its session or the Domain ended it */
+    LZ_MBX_FAILED = 5,    /* refused or could not run (message says why) */
 } lz_mbx_outcome;
 
 /* ResultStream */
@@ -76,10 +76,10 @@ enum { LZ_MBX_STDOUT = 1, LZ_MBX_STDERR = 2 };
 typedef struct lz_mbx_request {
     char capability[LZ_MBX_ID_LEN + 1];
     char request_id[LZ_MBX_ID_LEN + 1];
-    char *cwd;         /* absolute sandbox path, normalized */
-    char **argv;       /* NULL-terminated, argc >= 1, argv[0] absolute */
+    char *cwd;   /* absolute sandbox path, normalized */
+    char **argv; /* NULL-terminated, argc >= 1, argv[0] absolute */
     size_t argc;
-    char *why;         /* the agent's justification, "" when none */
+    char *why; /* the agent's justification, "" when none */
 } lz_mbx_request;
 
 /* CANCEL and ACK (acked: chunks the client consumed; 0 for CANCEL). */
@@ -91,8 +91,8 @@ typedef struct lz_mbx_control {
 
 typedef struct lz_mbx_chunk {
     char request_id[LZ_MBX_ID_LEN + 1];
-    uint32_t seq;      /* 0, 1, 2, … per request */
-    uint32_t stream;   /* LZ_MBX_STDOUT or LZ_MBX_STDERR */
+    uint32_t seq;        /* 0, 1, 2, … per request */
+    uint32_t stream;     /* LZ_MBX_STDOUT or LZ_MBX_STDERR */
     const uint8_t *data; /* points into the decoded buffer */
     size_t len;
 } lz_mbx_chunk;

@@ -158,8 +158,10 @@ bool lz_msg_publish_parse(const char *spec, lz_msg_publish *ret, char *why, size
     /* Loopback only: a published port is the sandbox's server answering on
      * the developer's machine, not on the network (docs/network.md). */
     if ((p.addr >> 24) != 127) {
-        snprintf(why, why_len, "'%.*s' is not a loopback address: a port is published on "
-                               "127.0.0.0/8 only", (int) (c1 - spec), spec);
+        snprintf(why, why_len,
+                 "'%.*s' is not a loopback address: a port is published on "
+                 "127.0.0.0/8 only",
+                 (int) (c1 - spec), spec);
         return false;
     }
     if (!parse_port(hp, (size_t) (c2 - hp), &p.host_port)) {
@@ -168,8 +170,8 @@ bool lz_msg_publish_parse(const char *spec, lz_msg_publish *ret, char *why, size
         return false;
     }
     if (!parse_port(c2 + 1, strlen(c2 + 1), &p.port)) {
-        snprintf(why, why_len, "sandbox port '%s' in '%s' is not a number from 1 to 65535",
-                 c2 + 1, spec);
+        snprintf(why, why_len, "sandbox port '%s' in '%s' is not a number from 1 to 65535", c2 + 1,
+                 spec);
         return false;
     }
     *ret = p;
@@ -225,7 +227,7 @@ bool lz_msg_run_decode(lz_rbuf *r, lz_msg_run *m)
     for (uint32_t i = 0; pub_ok && i < np; i++) {
         uint32_t addr = lz_rbuf_u32(r), hp = lz_rbuf_u32(r), port = lz_rbuf_u32(r);
         pub_ok = (addr >> 24) == 127 && hp >= 1 && hp <= 65535 && port >= 1 && port <= 65535;
-        m->publish[i] = (lz_msg_publish) { addr, (uint16_t) hp, (uint16_t) port };
+        m->publish[i] = (lz_msg_publish){ addr, (uint16_t) hp, (uint16_t) port };
         for (uint32_t j = 0; pub_ok && j < i; j++)
             pub_ok = m->publish[j].addr != addr || m->publish[j].host_port != hp;
     }
@@ -375,8 +377,7 @@ void lz_msg_started_encode(lz_wbuf *b, const char *session_id)
 char *lz_msg_started_decode(lz_rbuf *r)
 {
     char *id = lz_rbuf_str(r, 64);
-    bool ok = id && lz_rbuf_done(r) && strlen(id) == 32 &&
-              strspn(id, "0123456789abcdef") == 32;
+    bool ok = id && lz_rbuf_done(r) && strlen(id) == 32 && strspn(id, "0123456789abcdef") == 32;
     if (!ok) {
         free(id);
         return NULL;
@@ -431,8 +432,7 @@ void lz_msg_enrolled_encode(lz_wbuf *b, const char *session_id, const uint8_t *d
     lz_wbuf_bytes(b, der, len);
 }
 
-bool lz_msg_enrolled_decode(lz_rbuf *r, char ret_id[33], const uint8_t **ret_der,
-                            size_t *ret_len)
+bool lz_msg_enrolled_decode(lz_rbuf *r, char ret_id[33], const uint8_t **ret_der, size_t *ret_len)
 {
     const uint8_t *id, *der;
     size_t id_len, der_len;

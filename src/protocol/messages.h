@@ -91,7 +91,7 @@ enum {
     LZ_MSG_RESIZE = 21,
     LZ_MSG_CLOSE = 22,
     LZ_MSG_OUTPUT = 23,
-    LZ_MSG_SIGNAL = 24,  /* CLI -> coordinator, non-interactive: forward a signal */
+    LZ_MSG_SIGNAL = 24, /* CLI -> coordinator, non-interactive: forward a signal */
     /* Host escalation prompts (docs/escalation.md "The prompt"). */
     LZ_MSG_PROMPT = 30,        /* coordinator -> CLI: u32 prompt no, text */
     LZ_MSG_PROMPT_CLOSED = 31, /* coordinator -> CLI: u32 prompt no, why */
@@ -135,9 +135,9 @@ typedef struct lz_msg_hello {
  * TCP port `port`. */
 #define LZ_MSG_MAX_PUBLISH 8
 typedef struct lz_msg_publish {
-    uint32_t addr;       /* inside 127.0.0.0/8, host byte order */
-    uint16_t host_port;  /* 1..65535 */
-    uint16_t port;       /* 1..65535, in the sandbox */
+    uint32_t addr;      /* inside 127.0.0.0/8, host byte order */
+    uint16_t host_port; /* 1..65535 */
+    uint16_t port;      /* 1..65535, in the sandbox */
 } lz_msg_publish;
 
 /* Parse "[ADDR:]HOSTPORT:PORT" (ADDR a dotted IPv4 address inside
@@ -151,11 +151,11 @@ void lz_msg_publish_host(const lz_msg_publish *p, char *buf, size_t len);
 typedef struct lz_msg_run {
     bool interactive;
     uint32_t rows, cols;
-    char *term;        /* TERM of the client, "" when none */
-    char *cwd;         /* path relative to the workspace, "" for its root */
-    char **argv;       /* NULL-terminated; argc == 0 means the login shell */
+    char *term;  /* TERM of the client, "" when none */
+    char *cwd;   /* path relative to the workspace, "" for its root */
+    char **argv; /* NULL-terminated; argc == 0 means the login shell */
     size_t argc;
-    char **env;        /* the client's locale: "LANG=…", "LC_*=…" only */
+    char **env; /* the client's locale: "LANG=…", "LC_*=…" only */
     size_t envc;
     lz_msg_publish publish[LZ_MSG_MAX_PUBLISH]; /* --publish, no host port twice */
     size_t n_publish;
@@ -176,10 +176,10 @@ typedef struct lz_msg_refused {
 typedef struct lz_msg_exec {
     uint32_t session_no;
     bool interactive;
-    char *cwd;         /* absolute sandbox path */
-    char **argv;       /* NULL-terminated; argc == 0: the login shell */
+    char *cwd;   /* absolute sandbox path */
+    char **argv; /* NULL-terminated; argc == 0: the login shell */
     size_t argc;
-    char **env;        /* extra "NAME=value" for this session, NULL-terminated */
+    char **env; /* extra "NAME=value" for this session, NULL-terminated */
     size_t envc;
 } lz_msg_exec;
 
@@ -234,15 +234,15 @@ bool lz_msg_prompt_decode(lz_rbuf *r, uint16_t type, uint32_t *ret_no, char **re
 /* ENROLL: the protocol version and a raw Ed25519 public key. */
 #define LZ_MSG_ENROLL_KEY_LEN 32
 void lz_msg_enroll_encode(lz_wbuf *b, uint32_t version, const uint8_t key[LZ_MSG_ENROLL_KEY_LEN]);
-bool lz_msg_enroll_decode(lz_rbuf *r, uint32_t *ret_version, uint8_t ret_key[LZ_MSG_ENROLL_KEY_LEN]);
+bool lz_msg_enroll_decode(lz_rbuf *r, uint32_t *ret_version,
+                          uint8_t ret_key[LZ_MSG_ENROLL_KEY_LEN]);
 
 /* ENROLLED: the session id (32 lowercase hex digits) and the client
  * certificate's DER (1..LZ_MSG_MAX_CERT bytes, *ret_der points into the
  * message). */
 #define LZ_MSG_MAX_CERT 4096
 void lz_msg_enrolled_encode(lz_wbuf *b, const char *session_id, const uint8_t *der, size_t len);
-bool lz_msg_enrolled_decode(lz_rbuf *r, char ret_id[33], const uint8_t **ret_der,
-                            size_t *ret_len);
+bool lz_msg_enrolled_decode(lz_rbuf *r, char ret_id[33], const uint8_t **ret_der, size_t *ret_len);
 
 /* SIGNAL: a signal the non-interactive CLI received, for its command:
  * SIGINT, SIGTERM, SIGHUP, SIGQUIT, or SIGKILL (the second SIGINT). */

@@ -32,8 +32,7 @@ const lz_proto_entry lz_proto_table[] = {
     { LZ_MSG_STOP, "STOP", LZ_DIR_CLI_TO_COORDINATOR, S(SESSION_HELLO), FDS(0), 2 + 4 + 64 },
     /* Non-interactive only: an interactive session's signals are bytes for
      * its PTY's line discipline. */
-    { LZ_MSG_SIGNAL, "SIGNAL", LZ_DIR_CLI_TO_COORDINATOR, S(SESSION_RUNNING_PIPES), FDS(0),
-      2 + 4 },
+    { LZ_MSG_SIGNAL, "SIGNAL", LZ_DIR_CLI_TO_COORDINATOR, S(SESSION_RUNNING_PIPES), FDS(0), 2 + 4 },
     { LZ_MSG_RESIZE, "RESIZE", LZ_DIR_CLI_TO_COORDINATOR, S(SESSION_RUNNING_TTY), FDS(0),
       2 + 4 + 4 },
     { LZ_MSG_CLOSE, "CLOSE", LZ_DIR_CLI_TO_COORDINATOR,
@@ -50,9 +49,9 @@ const lz_proto_entry lz_proto_table[] = {
       S(CLIENT_WAITING) | S(CLIENT_RUNNING_TTY) | S(CLIENT_RUNNING_PIPES), FDS(0), 2 + TEXT_MAX },
     /* Also while running: the sandbox ended under the session. */
     { LZ_MSG_REFUSED, "REFUSED", LZ_DIR_COORDINATOR_TO_CLI,
-      S(CLIENT_ENROLLING) | S(CLIENT_WAITING) | S(CLIENT_RUNNING_TTY) | S(CLIENT_RUNNING_PIPES), FDS(0), LEN_REFUSED },
-    { LZ_MSG_STARTED, "STARTED", LZ_DIR_COORDINATOR_TO_CLI, S(CLIENT_WAITING), FDS(0),
-      2 + 4 + 64 },
+      S(CLIENT_ENROLLING) | S(CLIENT_WAITING) | S(CLIENT_RUNNING_TTY) | S(CLIENT_RUNNING_PIPES),
+      FDS(0), LEN_REFUSED },
+    { LZ_MSG_STARTED, "STARTED", LZ_DIR_COORDINATOR_TO_CLI, S(CLIENT_WAITING), FDS(0), 2 + 4 + 64 },
     { LZ_MSG_OUTPUT, "OUTPUT", LZ_DIR_COORDINATOR_TO_CLI, S(CLIENT_RUNNING_TTY), FDS(0),
       2 + 4 + LZ_MSG_MAX_DATA },
     { LZ_MSG_PROMPT, "PROMPT", LZ_DIR_COORDINATOR_TO_CLI, S(CLIENT_RUNNING_TTY), FDS(0),
@@ -66,8 +65,8 @@ const lz_proto_entry lz_proto_table[] = {
     { LZ_SUP_START, "SUP_START", LZ_DIR_COORDINATOR_TO_SUPERVISOR, S(SUPERVISOR_IDLE), FDS(0), 2 },
     { LZ_SUP_EXEC, "SUP_EXEC", LZ_DIR_COORDINATOR_TO_SUPERVISOR, S(SUPERVISOR_RUNNING), FDS(3),
       LZ_WIRE_MAX },
-    { LZ_SUP_SIGNAL, "SUP_SIGNAL", LZ_DIR_COORDINATOR_TO_SUPERVISOR, S(SUPERVISOR_RUNNING),
-      FDS(0), 2 + 4 + 4 },
+    { LZ_SUP_SIGNAL, "SUP_SIGNAL", LZ_DIR_COORDINATOR_TO_SUPERVISOR, S(SUPERVISOR_RUNNING), FDS(0),
+      2 + 4 + 4 },
     /* One listening socket, right before the SUP_EXEC of its session. */
     { LZ_SUP_PUBLISH, "SUP_PUBLISH", LZ_DIR_COORDINATOR_TO_SUPERVISOR, S(SUPERVISOR_RUNNING),
       FDS(1), 2 + 4 + 4 },
@@ -113,10 +112,9 @@ const char *lz_proto_name(uint16_t type)
 
 const char *lz_proto_state_name(lz_proto_dir dir, unsigned state)
 {
-    static const char *const session[] = { "HELLO", "RUN", "QUEUED", "RUNNING_TTY",
-                                           "RUNNING_PIPES", "ENROLL" };
-    static const char *const client[] = { "WAITING", "RUNNING_TTY", "RUNNING_PIPES",
-                                          "ENROLLING" };
+    static const char *const session[] = { "HELLO",       "RUN",           "QUEUED",
+                                           "RUNNING_TTY", "RUNNING_PIPES", "ENROLL" };
+    static const char *const client[] = { "WAITING", "RUNNING_TTY", "RUNNING_PIPES", "ENROLLING" };
     static const char *const supervisor[] = { "IDLE", "RUNNING" };
     static const char *const generation[] = { "STARTING", "RUNNING", "FAILED", "TEARDOWN" };
     const char *const *names = NULL;
@@ -180,8 +178,7 @@ const lz_proto_entry *lz_proto_admit(lz_proto_dir dir, unsigned state, uint16_t 
         return NULL;
     }
     if (len > e->max_len) {
-        snprintf(why, why_len, "%s of %zu bytes (at most %u)", e->name, len,
-                 (unsigned) e->max_len);
+        snprintf(why, why_len, "%s of %zu bytes (at most %u)", e->name, len, (unsigned) e->max_len);
         return NULL;
     }
     return e;
@@ -213,8 +210,7 @@ int lz_proto_admit_msg(lz_proto_dir dir, unsigned state, lz_proto_msg *m, lz_err
     m->entry = NULL;
     if (!lz_rbuf_init(&m->r, m->buf, m->len)) {
         lz_proto_msg_clear(m);
-        lz_error_set(err, EPROTO, "a message of %zu bytes has no type",
-                     m->len);
+        lz_error_set(err, EPROTO, "a message of %zu bytes has no type", m->len);
         return -1;
     }
     char why[160];

@@ -64,16 +64,16 @@ typedef enum lz_proto_session_state {
 
 /* LZ_DIR_COORDINATOR_TO_CLI: the CLI's view of its session. */
 typedef enum lz_proto_client_state {
-    LZ_PS_CLIENT_WAITING,        /* HELLO and RUN sent; no STARTED yet */
-    LZ_PS_CLIENT_RUNNING_TTY,    /* STARTED, interactive */
-    LZ_PS_CLIENT_RUNNING_PIPES,  /* STARTED, non-interactive */
-    LZ_PS_CLIENT_ENROLLING,      /* ENROLL sent, in the clear; ENROLLED expected */
+    LZ_PS_CLIENT_WAITING,       /* HELLO and RUN sent; no STARTED yet */
+    LZ_PS_CLIENT_RUNNING_TTY,   /* STARTED, interactive */
+    LZ_PS_CLIENT_RUNNING_PIPES, /* STARTED, non-interactive */
+    LZ_PS_CLIENT_ENROLLING,     /* ENROLL sent, in the clear; ENROLLED expected */
 } lz_proto_client_state;
 
 /* LZ_DIR_COORDINATOR_TO_SUPERVISOR: the supervisor's view. */
 typedef enum lz_proto_supervisor_state {
-    LZ_PS_SUPERVISOR_IDLE,       /* no sandbox yet */
-    LZ_PS_SUPERVISOR_RUNNING,    /* the sandbox was started */
+    LZ_PS_SUPERVISOR_IDLE,    /* no sandbox yet */
+    LZ_PS_SUPERVISOR_RUNNING, /* the sandbox was started */
 } lz_proto_supervisor_state;
 
 /* LZ_DIR_SUPERVISOR_TO_COORDINATOR: the coordinator's generation state. */
@@ -91,9 +91,9 @@ typedef struct lz_proto_entry {
     uint16_t type;
     const char *name;
     lz_proto_dir dir;
-    uint32_t states;     /* LZ_PROTO_STATE bits of the receiver's states */
-    uint8_t fd_counts;   /* LZ_PROTO_FDS bits: the descriptor counts allowed */
-    uint32_t max_len;    /* bytes of the whole message, type included */
+    uint32_t states;   /* LZ_PROTO_STATE bits of the receiver's states */
+    uint8_t fd_counts; /* LZ_PROTO_FDS bits: the descriptor counts allowed */
+    uint32_t max_len;  /* bytes of the whole message, type included */
 } lz_proto_entry;
 
 extern const lz_proto_entry lz_proto_table[];
@@ -112,7 +112,7 @@ const char *lz_proto_state_name(lz_proto_dir dir, unsigned state);
 typedef struct lz_proto_msg {
     uint8_t buf[LZ_WIRE_MAX];
     size_t len;
-    lz_rbuf r;                  /* positioned after the type */
+    lz_rbuf r; /* positioned after the type */
     const lz_proto_entry *entry;
     int fds[LZ_WIRE_MAX_FDS];
     size_t nfds;

@@ -172,7 +172,9 @@ ssize_t lz_wire_recv_bytes(int sock, void *buf, size_t cap, int *fds, size_t max
         char buf[CMSG_SPACE(sizeof(int) * LZ_WIRE_MAX_FDS)];
         struct cmsghdr align;
     } ctrl;
-    struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctrl.buf,
+    struct msghdr msg = { .msg_iov = &iov,
+                          .msg_iovlen = 1,
+                          .msg_control = ctrl.buf,
                           .msg_controllen = sizeof(ctrl.buf) };
     ssize_t n;
     do
@@ -203,8 +205,9 @@ ssize_t lz_wire_recv_bytes(int sock, void *buf, size_t cap, int *fds, size_t max
     if (excess || (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) {
         for (size_t i = 0; i < got; i++)
             close(fds[i]);
-        return lz_error_set(err, EPROTO, "refusing a truncated control message or one with "
-                                         "unexpected descriptors");
+        return lz_error_set(err, EPROTO,
+                            "refusing a truncated control message or one with "
+                            "unexpected descriptors");
     }
     if (n == 0) {
         /* A zero-length SEQPACKET record reads as the peer's shutdown, but

@@ -34,13 +34,13 @@ typedef struct lz_wbuf {
 void lz_wbuf_init(lz_wbuf *b, uint16_t type);
 void lz_wbuf_u32(lz_wbuf *b, uint32_t v);
 void lz_wbuf_bytes(lz_wbuf *b, const void *p, size_t n);
-void lz_wbuf_str(lz_wbuf *b, const char *s);  /* bytes without the NUL */
+void lz_wbuf_str(lz_wbuf *b, const char *s); /* bytes without the NUL */
 
 typedef struct lz_rbuf {
     const uint8_t *data;
     size_t len, pos;
     uint16_t type;
-    bool bad;          /* a read went past the end or a field was invalid */
+    bool bad; /* a read went past the end or a field was invalid */
 } lz_rbuf;
 
 /* Start reading a received message; false when it is too short for a type. */

@@ -117,8 +117,7 @@ int lz_domain_lock_take(const char *runtime_dir, const char *id, int wait_ms, lz
 /* One line naming a candidate Domain for an error: id, profile, workspace. */
 static char *candidate_line(int domains_fd, const char *id)
 {
-    _cleanup_close_ int fd = openat(domains_fd, id, O_PATH | O_DIRECTORY | O_NOFOLLOW |
-                                                        O_CLOEXEC);
+    _cleanup_close_ int fd = openat(domains_fd, id, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     lz_domain_summary s = { 0 };
     lz_error *err = NULL;
     char *line;
@@ -133,8 +132,8 @@ static char *candidate_line(int domains_fd, const char *id)
     return line;
 }
 
-static int refuse_candidates(lz_error **err, int domains_fd, char **ids, size_t n,
-                             const char *what, const char *fix)
+static int refuse_candidates(lz_error **err, int domains_fd, char **ids, size_t n, const char *what,
+                             const char *fix)
 {
     size_t cap = 256;
     for (size_t i = 0; i < n; i++)
@@ -167,8 +166,8 @@ static bool matches(int dfd, const char *name, const lz_domain_choice *c)
     return match;
 }
 
-int lz_domain_root_choose(int domains_fd, const char *domains_label,
-                          const lz_domain_choice *choice, char ret_id[65], lz_error **err)
+int lz_domain_root_choose(int domains_fd, const char *domains_label, const lz_domain_choice *choice,
+                          char ret_id[65], lz_error **err)
 {
     char **ids = NULL;
     size_t n = 0;
@@ -188,8 +187,8 @@ int lz_domain_root_choose(int domains_fd, const char *domains_label,
     _cleanup_free_ char *pws = choice->workspace ? lz_text_printable(choice->workspace) : NULL;
     if (n == 0) {
         if (choice->id_prefix)
-            lz_error_set(err, 0, "no Domain has an ID starting with '%s' in %s",
-                         choice->id_prefix, domains_label);
+            lz_error_set(err, 0, "no Domain has an ID starting with '%s' in %s", choice->id_prefix,
+                         domains_label);
         else if (choice->id)
             lz_error_set(err, 0, "profile '%s' has no Domain state for the workspace %s",
                          choice->profile, pws);

@@ -19,12 +19,12 @@
 #include "common/error.h"
 
 /* The Domain Root's layout. */
-#define LZ_DROOT_STATE "state"     /* state/<escaped path>/{upper,work}: the State Anchor */
+#define LZ_DROOT_STATE "state"       /* state/<escaped path>/{upper,work}: the State Anchor */
 #define LZ_DROOT_STATE_UPPER "upper" /* what the sandbox wrote (kept across generations) */
-#define LZ_DROOT_STATE_WORK "work" /* overlayfs's scratch */
-#define LZ_DROOT_IGNORED "ignored" /* the Domain's copies of git-ignored paths */
+#define LZ_DROOT_STATE_WORK "work"   /* overlayfs's scratch */
+#define LZ_DROOT_IGNORED "ignored"   /* the Domain's copies of git-ignored paths */
 #define LZ_DROOT_LOGS "logs"
-#define LZ_DROOT_STORE "store.db"  /* the Domain Store (with -wal and -shm) */
+#define LZ_DROOT_STORE "store.db" /* the Domain Store (with -wal and -shm) */
 /* The records of what the Domain isolated and of the placeholder
  * directories it made (src/gitsentry/ignored.c): a path once isolated
  * stays so, and the placeholder budget stays spent, until a reset. */
@@ -77,7 +77,7 @@ typedef struct lz_domain_choice {
  * that choice names: its ID in ret_id. -1 with *err when none or several
  * match (the error lists the candidates with profile and workspace).
  * domains_fd < 0: there is no domains directory (no Domain). */
-int lz_domain_root_choose(int domains_fd, const char *domains_label,
-                          const lz_domain_choice *choice, char ret_id[65], lz_error **err);
+int lz_domain_root_choose(int domains_fd, const char *domains_label, const lz_domain_choice *choice,
+                          char ret_id[65], lz_error **err);
 
 #endif

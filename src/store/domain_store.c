@@ -109,13 +109,15 @@ static const char schema_sql[] =
 static int db_fail(lz_domain_store *s, lz_error **err, const char *what)
 {
     int rc = sqlite3_extended_errcode(s->db);
-    int e = (rc & 0xff) == SQLITE_IOERR || (rc & 0xff) == SQLITE_FULL ||
-                    (rc & 0xff) == SQLITE_CANTOPEN
-                ? sqlite3_system_errno(s->db)
-                : 0;
+    int e =
+        (rc & 0xff) == SQLITE_IOERR || (rc & 0xff) == SQLITE_FULL || (rc & 0xff) == SQLITE_CANTOPEN
+            ? sqlite3_system_errno(s->db)
+            : 0;
     lz_error_set(err, e, "Domain Store %s: %s: %s", s->label, what, sqlite3_errmsg(s->db));
-    return lz_error_hint(err, "if the file is damaged, end every session of this Domain and "
-                              "remove %s (it holds only runtime bookkeeping)", s->label);
+    return lz_error_hint(err,
+                         "if the file is damaged, end every session of this Domain and "
+                         "remove %s (it holds only runtime bookkeeping)",
+                         s->label);
 }
 
 static int exec_sql(lz_domain_store *s, const char *sql, lz_error **err)
@@ -204,8 +206,9 @@ int lz_domain_store_open(int domain_root_fd, const char *domain_id_hex, const ch
         int version = sqlite3_column_int(st, 1);
         if (!id || strcmp(id, LZ_DOMAIN_STORE_SCHEMA_ID) != 0 ||
             version != LZ_DOMAIN_STORE_SCHEMA_VERSION) {
-            lz_error_set(err, 0, "Domain Store %s has schema %s version %d; this Lazaret reads %s "
-                                 "version %d",
+            lz_error_set(err, 0,
+                         "Domain Store %s has schema %s version %d; this Lazaret reads %s "
+                         "version %d",
                          s->label, id ? id : "?", version, LZ_DOMAIN_STORE_SCHEMA_ID,
                          LZ_DOMAIN_STORE_SCHEMA_VERSION);
             lz_error_hint(err, "use the Lazaret version that created it, or remove the file");
@@ -387,10 +390,10 @@ int lz_store_prune(lz_domain_store *s, int keep, int64_t *ret_pruned, lz_error *
         "                       ORDER BY generation_id DESC LIMIT 1 OFFSET ?) "
         "AND NOT EXISTS (SELECT 1 FROM participant p WHERE p.generation_id = g.generation_id "
         "                AND p.state != 'Released')";
-#define PRUNE_FROM(t) "DELETE FROM " t " WHERE generation_id IN (SELECT generation_id FROM prune_victims)"
+#define PRUNE_FROM(t)                                                                              \
+    "DELETE FROM " t " WHERE generation_id IN (SELECT generation_id FROM prune_victims)"
     static const char *const deletes[] = { PRUNE_FROM("escalation"), PRUNE_FROM("session"),
-                                           PRUNE_FROM("participant"),
-                                           PRUNE_FROM("network_policy"),
+                                           PRUNE_FROM("participant"), PRUNE_FROM("network_policy"),
                                            PRUNE_FROM("generation") };
 #undef PRUNE_FROM
     if (exec_sql(s, "BEGIN IMMEDIATE;", err) < 0)
@@ -505,7 +508,7 @@ int lz_store_unreleased(lz_domain_store *s, lz_participant **ret, size_t *ret_co
                 p->role = (lz_role) r;
         const char *state = (const char *) sqlite3_column_text(st, 2);
         p->state = state && strcmp(state, "LeaseHeld") == 0 ? LZ_PARTICIPANT_LEASE_HELD
-                                                             : LZ_PARTICIPANT_INTENT;
+                                                            : LZ_PARTICIPANT_INTENT;
         const char *res = (const char *) sqlite3_column_text(st, 3);
         p->resource = res ? lz_xstrdup(res) : NULL;
         const char *boot = (const char *) sqlite3_column_text(st, 4);
@@ -554,7 +557,8 @@ int lz_store_network_policy(lz_domain_store *s, int64_t generation, const char *
                             lz_error **err)
 {
     return run(s, err, "cannot record the network policy", ONE_ROW,
-               "INSERT OR REPLACE INTO network_policy VALUES (?, ?)", "it", generation, policy_json);
+               "INSERT OR REPLACE INTO network_policy VALUES (?, ?)", "it", generation,
+               policy_json);
 }
 
 int lz_store_session_begin(lz_domain_store *s, int64_t generation, const char *session_id,
@@ -584,9 +588,8 @@ int lz_store_escalation_begin(lz_domain_store *s, int64_t generation, const char
                "INSERT INTO escalation (generation_id, request_id, session_id, argv, cwd, "
                "justification, state, decision, received_at, decided_at) "
                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-               "itttttttii", generation, request_id,
-               session_id, argv_json, cwd, why, decision ? "Running" : "Pending", decision, t,
-               decision ? t : (int64_t) -1);
+               "itttttttii", generation, request_id, session_id, argv_json, cwd, why,
+               decision ? "Running" : "Pending", decision, t, decision ? t : (int64_t) -1);
 }
 
 int lz_store_escalation_decided(lz_domain_store *s, int64_t generation, const char *request_id,
@@ -632,8 +635,9 @@ static int open_readonly(int domain_root_fd, char **ret_label, sqlite3 **ret_db,
         return -1;
     }
     sqlite3 *db = NULL;
-    if (sqlite3_open_v2(label, &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOFOLLOW |
-                                        SQLITE_OPEN_FULLMUTEX, NULL) != SQLITE_OK) {
+    if (sqlite3_open_v2(label, &db,
+                        SQLITE_OPEN_READONLY | SQLITE_OPEN_NOFOLLOW | SQLITE_OPEN_FULLMUTEX,
+                        NULL) != SQLITE_OK) {
         lz_error_set(err, 0, "cannot open the Domain Store %s: %s", label,
                      db ? sqlite3_errmsg(db) : "out of memory");
         sqlite3_close(db);
@@ -689,8 +693,10 @@ int lz_store_read_history(int domain_root_fd, int max_generations, int max_escal
         return -1;
     static const char *const gen_keys[] = { "id", "state", "started_at", "ended_at",
                                             "fingerprint" };
-    static const char *const esc_keys[] = { "generation", "request_id", "argv", "decision",
-                                            "state", "exit_status", "received_at", "ended_at" };
+    static const char *const esc_keys[] = {
+        "generation", "request_id",  "argv",        "decision",
+        "state",      "exit_status", "received_at", "ended_at"
+    };
     json_t *o = json_object(), *gens = json_array(), *escs = json_array();
     json_object_set_new(o, "generations", gens);
     json_object_set_new(o, "escalations", escs);
@@ -704,9 +710,10 @@ int lz_store_read_history(int domain_root_fd, int max_generations, int max_escal
     json_object_set_new(o, "generations_kept", json_integer(sqlite3_column_int64(q, 0)));
     sqlite3_finalize(q);
     q = NULL;
-    if (sqlite3_prepare_v2(db, "SELECT generation_id, state, started_at, ended_at, "
-                               "configuration_fingerprint FROM generation "
-                               "ORDER BY generation_id DESC LIMIT ?",
+    if (sqlite3_prepare_v2(db,
+                           "SELECT generation_id, state, started_at, ended_at, "
+                           "configuration_fingerprint FROM generation "
+                           "ORDER BY generation_id DESC LIMIT ?",
                            -1, &q, NULL) != SQLITE_OK ||
         sqlite3_bind_int(q, 1, max_generations) != SQLITE_OK) {
         lz_error_set(err, 0, "cannot read the Domain Store %s: %s", label, sqlite3_errmsg(db));
@@ -717,9 +724,10 @@ int lz_store_read_history(int domain_root_fd, int max_generations, int max_escal
     sqlite3_finalize(q);
     q = NULL;
     /* A store from before the escalation table has no such table: empty. */
-    if (sqlite3_prepare_v2(db, "SELECT generation_id, request_id, argv, decision, state, "
-                               "exit_status, received_at, ended_at FROM escalation "
-                               "ORDER BY received_at DESC, rowid DESC LIMIT ?",
+    if (sqlite3_prepare_v2(db,
+                           "SELECT generation_id, request_id, argv, decision, state, "
+                           "exit_status, received_at, ended_at FROM escalation "
+                           "ORDER BY received_at DESC, rowid DESC LIMIT ?",
                            -1, &q, NULL) == SQLITE_OK) {
         if (sqlite3_bind_int(q, 1, max_escalations) != SQLITE_OK ||
             rows_json(db, q, esc_keys, LZ_ARRAY_SIZE(esc_keys), escs, label, err) < 0)

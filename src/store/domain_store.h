@@ -29,11 +29,11 @@ typedef struct lz_domain_store lz_domain_store;
 
 /* Participant roles of one generation (a closed set). */
 typedef enum lz_role {
-    LZ_ROLE_COORDINATOR,       /* the Session Coordinator process */
-    LZ_ROLE_SUPERVISOR,        /* the Runtime Supervisor (pid namespace init) */
-    LZ_ROLE_RUNTIME_FILES,     /* the generation's runtime directory */
-    LZ_ROLE_EPHEMERAL_LAYER,   /* the root filesystem's writable layer */
-    LZ_ROLE_SANDBOX,           /* the runsc container */
+    LZ_ROLE_COORDINATOR,     /* the Session Coordinator process */
+    LZ_ROLE_SUPERVISOR,      /* the Runtime Supervisor (pid namespace init) */
+    LZ_ROLE_RUNTIME_FILES,   /* the generation's runtime directory */
+    LZ_ROLE_EPHEMERAL_LAYER, /* the root filesystem's writable layer */
+    LZ_ROLE_SANDBOX,         /* the runsc container */
     LZ_ROLE__COUNT,
 } lz_role;
 
@@ -67,11 +67,11 @@ void lz_domain_store_close(lz_domain_store *store);
  * coordinator's writes are not disturbed; WAL readers do not block). */
 typedef struct lz_domain_summary {
     char profile[65];
-    char *workspace;        /* canonical workspace path, newly allocated */
-    int64_t generations;    /* generations ever begun */
+    char *workspace;     /* canonical workspace path, newly allocated */
+    int64_t generations; /* generations ever begun */
     int64_t last_generation;
-    int64_t last_used;      /* Unix time of the last generation's start or end */
-    int64_t sessions;       /* sessions ever begun */
+    int64_t last_used; /* Unix time of the last generation's start or end */
+    int64_t sessions;  /* sessions ever begun */
 } lz_domain_summary;
 
 LZ_MUST_CHECK
@@ -113,11 +113,11 @@ int lz_store_read_history(int domain_root_fd, int max_generations, int max_escal
 /* What `lazaret state verify` checks of a store, on a read-only
  * connection: the schema it says it has and SQLite's integrity_check. */
 typedef struct lz_store_health {
-    char schema_id[64];      /* "" when the metadata row is missing */
+    char schema_id[64]; /* "" when the metadata row is missing */
     int schema_version;
-    bool schema_ok;          /* this Lazaret's schema id and version */
-    bool integrity_ok;       /* PRAGMA integrity_check said "ok" */
-    char integrity[256];     /* its first line otherwise */
+    bool schema_ok;      /* this Lazaret's schema id and version */
+    bool integrity_ok;   /* PRAGMA integrity_check said "ok" */
+    char integrity[256]; /* its first line otherwise */
 } lz_store_health;
 
 /* -1 with *err when the file cannot be opened or read as an SQLite

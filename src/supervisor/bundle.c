@@ -30,7 +30,7 @@
 typedef struct staged_layout {
     char *rootfs, *workspace, *guest_bin, *guest_lib;
     char *inbox, *outbox, *credentials; /* the Escalation Mailbox */
-    lz_spec_mount *mounts;    /* persistent overlays and volumes */
+    lz_spec_mount *mounts;              /* persistent overlays and volumes */
     size_t n_mounts;
     char **owned;
     size_t n_owned;
@@ -42,7 +42,7 @@ static void staged_layout_clear(staged_layout *l)
         free(l->owned[i]);
     free(l->owned);
     free(l->mounts);
-    *l = (staged_layout) { 0 };
+    *l = (staged_layout){ 0 };
 }
 
 static char *keep(staged_layout *l, char *s)
@@ -95,8 +95,8 @@ static bool write_resolv_conf(sup *s, int root)
         return false;
     if (unlinkat(etc, "resolv.conf", 0) < 0 && errno != ENOENT)
         return false; /* a directory, say */
-    _cleanup_close_ int fd = openat(etc, "resolv.conf",
-                                    O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    _cleanup_close_ int fd =
+        openat(etc, "resolv.conf", O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
     static const char line[] = "nameserver " LZ_NET_RESOLVER "\n";
     return fd >= 0 && lz_write_all(fd, line, sizeof(line) - 1) == (ssize_t) (sizeof(line) - 1);
 }
@@ -129,8 +129,8 @@ static char *stage_rootfs(sup *s, lz_stage *st, staged_layout *l, lz_error **err
         return NULL;
     keep(l, path);
     /* The staging point was just made in st->dir_fd by this process. */
-    _cleanup_close_ int root = openat(st->dir_fd, strrchr(path, '/') + 1,
-                                      O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    _cleanup_close_ int root =
+        openat(st->dir_fd, strrchr(path, '/') + 1, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     s->resolv_written = root >= 0 && write_resolv_conf(s, root);
     return path;
 }
@@ -150,8 +150,8 @@ static char *stage_rootfs(sup *s, lz_stage *st, staged_layout *l, lz_error **err
 static int mount_inbox(sup *s, lz_error **err)
 {
     const char *gen = s->sc->generation_dir;
-    _cleanup_close_ int point = lz_open_confined(s->gen_fd, LZ_MBX_HOST_SPOOL,
-                                                 O_PATH | O_DIRECTORY, 0, LZ_MBX_HOST_SPOOL, err);
+    _cleanup_close_ int point = lz_open_confined(s->gen_fd, LZ_MBX_HOST_SPOOL, O_PATH | O_DIRECTORY,
+                                                 0, LZ_MBX_HOST_SPOOL, err);
     if (point < 0)
         return -1;
     char size[32], inodes[32];
@@ -199,8 +199,10 @@ static int mount_inbox(sup *s, lz_error **err)
     if (!have || fchown(root, dev, (gid_t) -1) < 0 ||
         fchownat(root, LZ_MBX_SPOOL_INBOX, dev, (gid_t) -1, AT_SYMLINK_NOFOLLOW) < 0 ||
         fchownat(root, LZ_MBX_SPOOL_JUNK, dev, (gid_t) -1, AT_SYMLINK_NOFOLLOW) < 0) {
-        lz_error_set(err, have ? errno : 0, "cannot give the escalation inbox in %s/%s to the "
-                                            "developer", gen, LZ_MBX_HOST_SPOOL);
+        lz_error_set(err, have ? errno : 0,
+                     "cannot give the escalation inbox in %s/%s to the "
+                     "developer",
+                     gen, LZ_MBX_HOST_SPOOL);
         close(root);
         return -1;
     }
@@ -217,7 +219,7 @@ static int stage_layout(sup *s, lz_stage *st, staged_layout *l, lz_error **err)
 
     _cleanup_close_ int ws = lz_plan_open(&cfg->workspace, O_PATH | O_DIRECTORY, true, err);
     if (ws < 0 || !(l->workspace = stage(st, l, fcntl(ws, F_DUPFD_CLOEXEC, 3), false,
-                                          cfg->workspace.label, err)))
+                                         cfg->workspace.label, err)))
         return -1;
     {
         /* The staging point was just made in st->dir_fd by this process. */
@@ -229,8 +231,8 @@ static int stage_layout(sup *s, lz_stage *st, staged_layout *l, lz_error **err)
             return -1;
     }
 
-    _cleanup_close_ int guest = openat(s->gen_fd, "guest", O_PATH | O_DIRECTORY | O_NOFOLLOW |
-                                                               O_CLOEXEC);
+    _cleanup_close_ int guest =
+        openat(s->gen_fd, "guest", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (guest < 0)
         return lz_error_set(err, errno, "cannot open %s/guest", s->sc->generation_dir);
     fd = lz_open_confined(guest, "bin", O_PATH | O_DIRECTORY, 0, "guest/bin", err);
@@ -250,8 +252,8 @@ static int stage_layout(sup *s, lz_stage *st, staged_layout *l, lz_error **err)
                           "the escalation inbox", err);
     if (!(l->inbox = stage(st, l, fd, false, "the escalation inbox", err)))
         return -1;
-    fd = lz_open_confined(s->gen_fd, "mailbox/outbox", O_PATH | O_DIRECTORY, 0,
-                          "mailbox/outbox", err);
+    fd = lz_open_confined(s->gen_fd, "mailbox/outbox", O_PATH | O_DIRECTORY, 0, "mailbox/outbox",
+                          err);
     if (!(l->outbox = stage(st, l, fd, true, "the escalation outbox", err)))
         return -1;
     fd = lz_open_confined(s->gen_fd, "credentials", O_PATH | O_DIRECTORY, 0, "credentials", err);
@@ -263,15 +265,15 @@ static int stage_layout(sup *s, lz_stage *st, staged_layout *l, lz_error **err)
     /* Persistent directories are overlays this process mounted from
      * descriptors (state_anchor.c); they are passed as they are. */
     for (size_t i = 0; i < s->anchor.n_mounts; i++)
-        l->mounts[l->n_mounts++] = (lz_spec_mount) { s->anchor.mounts[i],
-                                                     cfg->persistent_dirs[i], false };
+        l->mounts[l->n_mounts++] =
+            (lz_spec_mount){ s->anchor.mounts[i], cfg->persistent_dirs[i], false };
     for (size_t i = 0; i < cfg->n_volumes; i++) {
         bool ro = cfg->volumes[i].access == LZ_ACCESS_READ_ONLY;
         fd = lz_plan_open(&cfg->volumes[i].source, O_PATH, true, err);
         char *src = stage(st, l, fd, ro, cfg->volumes[i].source.label, err);
         if (!src)
             return -1;
-        l->mounts[l->n_mounts++] = (lz_spec_mount) { src, cfg->volumes[i].container, ro };
+        l->mounts[l->n_mounts++] = (lz_spec_mount){ src, cfg->volumes[i].container, ro };
     }
 
     return 0;

@@ -68,7 +68,8 @@ static void wipe_json_env(json_t *proc)
     json_t *env = json_object_get(proc, "env");
     size_t i;
     json_t *v;
-    json_array_foreach(env, i, v) {
+    json_array_foreach(env, i, v)
+    {
         if (json_is_string(v))
             explicit_bzero((char *) json_string_value(v), json_string_length(v));
     }
@@ -108,7 +109,9 @@ static void stderr_relay(int sock, int out, pid_t sandbox, uint32_t session_no)
     } ctl;
     for (;;) {
         struct iovec iov = { buf, sizeof(buf) - 1 };
-        struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.space,
+        struct msghdr mh = { .msg_iov = &iov,
+                             .msg_iovlen = 1,
+                             .msg_control = ctl.space,
                              .msg_controllen = sizeof(ctl.space) };
         ssize_t n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
         if (n < 0 && errno == EINTR)
@@ -182,8 +185,9 @@ static int stderr_relay_start(sup *s, int user_err, uint32_t session_no)
         close(sv[1]);
         return -1;
     }
-    relay_job j = { .sock = sv[0], .user_err = user_err, .sandbox = s->sandbox_pid,
-                    .session_no = session_no };
+    relay_job j = {
+        .sock = sv[0], .user_err = user_err, .sandbox = s->sandbox_pid, .session_no = session_no
+    };
     lz_fork_options opt = { .what = "the stderr relay", .name = "lz-stderr-relay" };
     lz_child child;
     int r = lz_fork_call(relay_child, &j, &opt, &child, NULL);
@@ -207,8 +211,8 @@ int sup_exec(sup *s, const lz_msg_exec *m, const int *fds, lz_error **err)
     if (slot == MAX_EXECS)
         return lz_error_set(err, EAGAIN, "too many sessions in this Domain");
     char **env = session_env(s, m->env, m->envc);
-    json_t *proc = lz_spec_process(m->argv, m->argc, m->cwd, env, m->interactive,
-                                   &s->sc->image->user);
+    json_t *proc =
+        lz_spec_process(m->argv, m->argc, m->cwd, env, m->interactive, &s->sc->image->user);
     sup_free_strv(env);
     /* The process spec holds resolved env values: it goes to runsc through
      * an anonymous memory file, never through the file system. */
@@ -220,14 +224,18 @@ int sup_exec(sup *s, const lz_msg_exec *m, const int *fds, lz_error **err)
         return lz_error_set(err, errno, "cannot write the process specification");
     /* The command's pid inside the sandbox, for SIGKILL (runsc exec
      * forwards catchable signals itself, but SIGKILL would only kill it). */
-    _cleanup_free_ char *pidfile = lz_xasprintf("%s/exec-%u.pid", s->sc->generation_dir,
-                                                 m->session_no);
-    char *const args[] = { (char *) "exec", (char *) "--internal-pid-file", pidfile,
-                           (char *) "--process", (char *) "/proc/self/fd/3",
-                           (char *) s->sc->container_id, NULL };
+    _cleanup_free_ char *pidfile =
+        lz_xasprintf("%s/exec-%u.pid", s->sc->generation_dir, m->session_no);
+    char *const args[] = { (char *) "exec",
+                           (char *) "--internal-pid-file",
+                           pidfile,
+                           (char *) "--process",
+                           (char *) "/proc/self/fd/3",
+                           (char *) s->sc->container_id,
+                           NULL };
     _cleanup_close_ int relay = m->interactive ? -1 : stderr_relay_start(s, fds[2], m->session_no);
     int pid = sup_runsc_run_tty(s, args, fds[0], fds[1], relay >= 0 ? relay : fds[2], mfd,
-                            m->interactive, err);
+                                m->interactive, err);
     lz_timing_mark("supervisor: runsc exec spawned");
     lz_timing_flush(stderr, NULL);
     if (pid < 0)
@@ -249,8 +257,11 @@ void sup_signal(sup *s, uint32_t session_no, uint32_t sig)
          * non-interactive command, it dies of it, and the command ran on
          * unseen in the sandbox with its session already reported ended
          * (tests/integration/test_protocol.py, the running-session case). */
-        const char *sname = sig == SIGHUP ? "HUP" : sig == SIGTERM ? "TERM"
-                          : sig == SIGINT ? "INT" : sig == SIGQUIT ? "QUIT" : "KILL";
+        const char *sname = sig == SIGHUP    ? "HUP"
+                            : sig == SIGTERM ? "TERM"
+                            : sig == SIGINT  ? "INT"
+                            : sig == SIGQUIT ? "QUIT"
+                                             : "KILL";
         char name[64];
         snprintf(name, sizeof(name), "exec-%u.pid", session_no);
         _cleanup_free_ char *line = sup_last_line_of(s->gen_fd, name);
@@ -260,8 +271,12 @@ void sup_signal(sup *s, uint32_t session_no, uint32_t sig)
         if (guest > 0 && end && *end == '\0') {
             char spid[32];
             snprintf(spid, sizeof(spid), "%ld", guest);
-            char *const args[] = { (char *) "kill", (char *) "--pid", spid,
-                                   (char *) s->sc->container_id, (char *) sname, NULL };
+            char *const args[] = { (char *) "kill",
+                                   (char *) "--pid",
+                                   spid,
+                                   (char *) s->sc->container_id,
+                                   (char *) sname,
+                                   NULL };
             sent = sup_runsc_run(s, args, -1, -1, -1, -1, NULL) > 0;
         }
         /* SIGKILL: the session's runsc exec too, so the session ends now

@@ -29,12 +29,34 @@
 
 /* What the relay (and malloc, and the sanitizers' allocator) calls. */
 static const int fw_allowed[] = {
-    SYS_read, SYS_write, SYS_close, SYS_ppoll, SYS_accept4, SYS_socket, SYS_connect,
-    SYS_shutdown, SYS_getsockopt, SYS_setsockopt, SYS_recvfrom, SYS_sendto,
-    SYS_clock_gettime, SYS_brk, SYS_mmap, SYS_munmap, SYS_mremap, SYS_madvise,
-    SYS_rt_sigreturn, SYS_restart_syscall, SYS_exit, SYS_exit_group, SYS_futex,
+    SYS_read,
+    SYS_write,
+    SYS_close,
+    SYS_ppoll,
+    SYS_accept4,
+    SYS_socket,
+    SYS_connect,
+    SYS_shutdown,
+    SYS_getsockopt,
+    SYS_setsockopt,
+    SYS_recvfrom,
+    SYS_sendto,
+    SYS_clock_gettime,
+    SYS_brk,
+    SYS_mmap,
+    SYS_munmap,
+    SYS_mremap,
+    SYS_madvise,
+    SYS_rt_sigreturn,
+    SYS_restart_syscall,
+    SYS_exit,
+    SYS_exit_group,
+    SYS_futex,
     /* The sanitizers' runtime, at exit and in reports: harmless. */
-    SYS_sigaltstack, SYS_getpid, SYS_gettid, SYS_sched_yield,
+    SYS_sigaltstack,
+    SYS_getpid,
+    SYS_gettid,
+    SYS_sched_yield,
 #ifdef SYS_poll
     SYS_poll,
 #endif
@@ -67,11 +89,11 @@ int lz_forward_confine(void)
                                            offsetof(struct seccomp_data, arch));
     f[k++] = (struct sock_filter) BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, FW_AUDIT_ARCH, 1, 0);
     f[k++] = (struct sock_filter) BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS);
-    f[k++] = (struct sock_filter) BPF_STMT(BPF_LD | BPF_W | BPF_ABS,
-                                           offsetof(struct seccomp_data, nr));
+    f[k++] =
+        (struct sock_filter) BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr));
     for (size_t i = 0; i < N; i++) {
-        f[k++] = (struct sock_filter) BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K,
-                                               (uint32_t) fw_allowed[i], 0, 1);
+        f[k++] = (struct sock_filter) BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (uint32_t) fw_allowed[i],
+                                               0, 1);
         f[k++] = (struct sock_filter) BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
     }
     /* Anything else fails with EPERM (not a kill: a sanitizer runtime's
@@ -90,16 +112,16 @@ int lz_forward_confine(void)
 typedef struct fw_dir {
     char *buf;
     size_t off, len;
-    bool eof;    /* `from` said end of stream */
-    bool shut;   /* passed on: shutdown(to, SHUT_WR) */
+    bool eof;  /* `from` said end of stream */
+    bool shut; /* passed on: shutdown(to, SHUT_WR) */
 } fw_dir;
 
 typedef struct fw_conn {
-    int h, g;              /* host side (accepted), sandbox side (connected) */
+    int h, g; /* host side (accepted), sandbox side (connected) */
     bool connecting;
-    int64_t deadline;      /* connecting: the connect deadline; after the host side's
-                            * end: when the connection is cut unless bytes move */
-    fw_dir hg, gh;         /* host -> sandbox, sandbox -> host */
+    int64_t deadline; /* connecting: the connect deadline; after the host side's
+                       * end: when the connection is cut unless bytes move */
+    fw_dir hg, gh;    /* host -> sandbox, sandbox -> host */
 } fw_conn;
 
 static int64_t now_ms(void)
@@ -188,9 +210,12 @@ static void conn_accept(fw_conn *c, int listen_fd, const struct sockaddr_in *tar
         free(b2);
         return;
     }
-    *c = (fw_conn) { .h = h, .g = g, .connecting = r < 0,
-                     .deadline = now_ms() + LZ_FORWARD_CONNECT_MS,
-                     .hg = { .buf = b1 }, .gh = { .buf = b2 } };
+    *c = (fw_conn){ .h = h,
+                    .g = g,
+                    .connecting = r < 0,
+                    .deadline = now_ms() + LZ_FORWARD_CONNECT_MS,
+                    .hg = { .buf = b1 },
+                    .gh = { .buf = b2 } };
 }
 
 int lz_forward_run(int listen_fd, const struct sockaddr_in *target)
@@ -202,7 +227,7 @@ int lz_forward_run(int listen_fd, const struct sockaddr_in *target)
     for (;;) {
         size_t n = 0, used = 0;
         int64_t now = now_ms(), wait = -1;
-        p[n++] = (struct pollfd) { .fd = listen_fd, .events = POLLIN };
+        p[n++] = (struct pollfd){ .fd = listen_fd, .events = POLLIN };
         for (size_t i = 0; i < LZ_FORWARD_MAX_CONNS; i++) {
             fw_conn *c = &conns[i];
             if (c->h < 0)
@@ -232,8 +257,8 @@ int lz_forward_run(int listen_fd, const struct sockaddr_in *target)
             /* A side with nothing to do is not polled at all: a hung-up
              * socket reports POLLHUP whatever it is asked, and would spin
              * the loop while the other side (the sandbox) refuses to read. */
-            p[n++] = (struct pollfd) { .fd = he ? c->h : -1, .events = he };
-            p[n++] = (struct pollfd) { .fd = ge ? c->g : -1, .events = ge };
+            p[n++] = (struct pollfd){ .fd = he ? c->h : -1, .events = he };
+            p[n++] = (struct pollfd){ .fd = ge ? c->g : -1, .events = ge };
         }
         /* Full: further connections wait in the listen backlog. */
         if (used == LZ_FORWARD_MAX_CONNS)

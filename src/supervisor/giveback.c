@@ -48,8 +48,7 @@ static int open_beneath(int dfd, const char *name, uint64_t flags)
 {
     struct open_how how = {
         .flags = flags | O_NOFOLLOW | O_CLOEXEC,
-        .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS |
-                   RESOLVE_NO_XDEV,
+        .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV,
     };
     return (int) syscall(SYS_openat2, dfd, name, &how, sizeof(how));
 }
@@ -242,8 +241,8 @@ static int giveback_in_userns(void *arg, lz_error **err)
             lz_best_effort(getrlimit(RLIMIT_NOFILE, &rl));
         }
         if (rl.rlim_cur < want)
-            max_depth = rl.rlim_cur > 2 * FD_MARGIN ? (unsigned) ((rl.rlim_cur - FD_MARGIN) / 2)
-                                                    : 16;
+            max_depth =
+                rl.rlim_cur > 2 * FD_MARGIN ? (unsigned) ((rl.rlim_cur - FD_MARGIN) / 2) : 16;
     }
     for (size_t i = 0; i < j->n; i++) {
         gb_walk w = { .s = &j->shared[i], .max_depth = max_depth };
@@ -258,8 +257,8 @@ int lz_giveback_trees(lz_giveback_tree *trees, size_t n, lz_error **err)
     if (n == 0)
         return 0;
     size_t size = n * sizeof(lz_giveback_stats);
-    lz_giveback_stats *shared = mmap(NULL, size, PROT_READ | PROT_WRITE,
-                                     MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    lz_giveback_stats *shared =
+        mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (shared == MAP_FAILED)
         return lz_error_set(err, errno, "cannot map memory for the ownership give-back");
     memset(shared, 0, size);
@@ -287,18 +286,23 @@ char *lz_giveback_tree_line(const lz_giveback_tree *t)
         o += snprintf(buf + o, sizeof(buf) - (size_t) o, " (setuid/setgid cleared on %llu)",
                       (unsigned long long) s->stripped);
     if (s->left && o >= 0 && (size_t) o < sizeof(buf))
-        o += snprintf(buf + o, sizeof(buf) - (size_t) o, "; %llu left with a subordinate id "
-                      "(first: %s: %s)", (unsigned long long) s->left, s->left_path,
-                      strerror(s->left_errno));
+        o += snprintf(buf + o, sizeof(buf) - (size_t) o,
+                      "; %llu left with a subordinate id "
+                      "(first: %s: %s)",
+                      (unsigned long long) s->left, s->left_path, strerror(s->left_errno));
     if (s->deep && o >= 0 && (size_t) o < sizeof(buf))
-        o += snprintf(buf + o, sizeof(buf) - (size_t) o, "; %llu directories deeper than the "
-                      "walk's bound not entered", (unsigned long long) s->deep);
+        o += snprintf(buf + o, sizeof(buf) - (size_t) o,
+                      "; %llu directories deeper than the "
+                      "walk's bound not entered",
+                      (unsigned long long) s->deep);
     if (s->mounts && o >= 0 && (size_t) o < sizeof(buf))
         o += snprintf(buf + o, sizeof(buf) - (size_t) o, "; %llu mount points not entered",
                       (unsigned long long) s->mounts);
     if (s->unreadable && o >= 0 && (size_t) o < sizeof(buf))
-        snprintf(buf + o, sizeof(buf) - (size_t) o, "; %llu directories of other users not "
-                 "readable", (unsigned long long) s->unreadable);
+        snprintf(buf + o, sizeof(buf) - (size_t) o,
+                 "; %llu directories of other users not "
+                 "readable",
+                 (unsigned long long) s->unreadable);
     return lz_text_printable(buf);
 }
 
@@ -328,13 +332,12 @@ int lz_giveback_domain(const lz_resolved_config *cfg, char **ret_report, bool *r
         if (v->access == LZ_ACCESS_READ_ONLY)
             continue; /* the sandbox could not change it */
         lz_error *e = NULL;
-        int fd = lz_plan_open(&v->source, O_PATH | (v->kind == LZ_VOLUME_DIRECTORY ? O_DIRECTORY
-                                                                                     : 0),
-                              true, &e);
+        int fd = lz_plan_open(
+            &v->source, O_PATH | (v->kind == LZ_VOLUME_DIRECTORY ? O_DIRECTORY : 0), true, &e);
         if (fd < 0) {
-            _cleanup_free_ char *line = lz_xasprintf("%s: not walked: %s%s%s", v->source.label,
-                                                     e->message, e->errnum ? ": " : "",
-                                                     e->errnum ? strerror(e->errnum) : "");
+            _cleanup_free_ char *line =
+                lz_xasprintf("%s: not walked: %s%s%s", v->source.label, e->message,
+                             e->errnum ? ": " : "", e->errnum ? strerror(e->errnum) : "");
             _cleanup_free_ char *p = lz_text_printable(line);
             append(&report, p);
             incomplete = true;

@@ -33,15 +33,15 @@
 #define LZ_GIVEBACK_MAX_DEPTH 1024
 
 typedef struct lz_giveback_stats {
-    uint64_t entries;     /* objects looked at, the top included */
-    uint64_t given;       /* given back to the developer */
-    uint64_t stripped;    /* of those, setuid/setgid bits cleared first */
-    uint64_t left;        /* subordinate-owned, could not be given back */
-    uint64_t mounts;      /* mount points below the top, not entered */
-    uint64_t deep;        /* directories below LZ_GIVEBACK_MAX_DEPTH, not entered */
-    uint64_t unreadable;  /* directories of other ids that could not be read */
-    int left_errno;       /* why the first one was left */
-    char left_path[256];  /* the first one left, relative to the top */
+    uint64_t entries;    /* objects looked at, the top included */
+    uint64_t given;      /* given back to the developer */
+    uint64_t stripped;   /* of those, setuid/setgid bits cleared first */
+    uint64_t left;       /* subordinate-owned, could not be given back */
+    uint64_t mounts;     /* mount points below the top, not entered */
+    uint64_t deep;       /* directories below LZ_GIVEBACK_MAX_DEPTH, not entered */
+    uint64_t unreadable; /* directories of other ids that could not be read */
+    int left_errno;      /* why the first one was left */
+    char left_path[256]; /* the first one left, relative to the top */
 } lz_giveback_stats;
 
 /* One tree: fd is an O_PATH (or readable) descriptor of a directory or a

@@ -50,22 +50,22 @@ typedef struct pub_slot {
 typedef struct sup {
     const lz_supervisor_config *sc;
     int sock;
-    int gen_fd;                 /* O_PATH of the generation directory */
-    char **runsc_globals;       /* runsc global flags, NULL-terminated */
+    int gen_fd;           /* O_PATH of the generation directory */
+    char **runsc_globals; /* runsc global flags, NULL-terminated */
     size_t n_globals;
-    bool created;               /* runsc create (or run) was called: delete at stop */
+    bool created; /* runsc create (or run) was called: delete at stop */
     bool started;
-    lz_error *prepare_err;      /* sup_prepare's failure, answered to SUP_START */
-    bool stopped;               /* SUP_STOP done: the loop ends */
-    bool statx_fix;             /* preload the statx shim into sessions */
-    lz_runsc_facts facts;       /* what this runsc does (runsc_info.h), cached */
-    bool facts_were_cached;     /* found in the Storage Root: nothing to probe */
-    int facts_dir_fd;           /* the Storage Root, where they are kept; -1: not kept */
+    lz_error *prepare_err;  /* sup_prepare's failure, answered to SUP_START */
+    bool stopped;           /* SUP_STOP done: the loop ends */
+    bool statx_fix;         /* preload the statx shim into sessions */
+    lz_runsc_facts facts;   /* what this runsc does (runsc_info.h), cached */
+    bool facts_were_cached; /* found in the Storage Root: nothing to probe */
+    int facts_dir_fd;       /* the Storage Root, where they are kept; -1: not kept */
     char facts_key[64 + 2 * LZ_CACHE_IDENTITY_MAX];
-    bool resolv_written;        /* /etc/resolv.conf is in the root overlay already */
-    lz_network net;             /* the Network Sidecar */
-    bool cover_proc_sys_net;    /* this runsc needs sup_cover_proc_sys_net() */
-    lz_state_anchor anchor;     /* the persistent overlays */
+    bool resolv_written;     /* /etc/resolv.conf is in the root overlay already */
+    lz_network net;          /* the Network Sidecar */
+    bool cover_proc_sys_net; /* this runsc needs sup_cover_proc_sys_net() */
+    lz_state_anchor anchor;  /* the persistent overlays */
     exec_slot execs[MAX_EXECS];
     /* The sandbox process (runsc-sandbox: the gVisor kernel), as runsc
      * create's --pid-file names it; a pidfd on it, so that its death is
@@ -76,7 +76,7 @@ typedef struct sup {
      * filesystems: pinned like the sandbox process, so that the
      * coordinator's freezer (coordinator/freezer.h) can stop both. */
     int gofer_pidfd;
-    bool sandbox_lost;          /* it died under the generation: reported once */
+    bool sandbox_lost; /* it died under the generation: reported once */
     pub_slot pubs[MAX_PUBS];
     /* The escalation inbox's tmpfs (its root, mount_inbox): handed to the
      * coordinator with SUP_MAILBOX, then closed. -1 when not mounted. */

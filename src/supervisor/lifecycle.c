@@ -33,7 +33,8 @@ int sup_cover_proc_sys_net(lz_error **err)
 {
     if (mount("tmpfs", "/proc/sys/net", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
               "size=4k,mode=0555") < 0) {
-        lz_error_set(err, errno, "cannot prepare runsc's network stack: mounting a tmpfs over "
+        lz_error_set(err, errno,
+                     "cannot prepare runsc's network stack: mounting a tmpfs over "
                      "/proc/sys/net in the supervisor's mount namespace failed");
         return lz_error_hint(err, "run 'lazaret doctor'; a runsc from 2023 on does not need it");
     }
@@ -71,8 +72,10 @@ void sup_prepare(sup *s)
         return;
     _cleanup_free_ char *bundle = sup_join(s->sc->generation_dir, "bundle");
     _cleanup_free_ char *pidfile = sup_join(s->sc->generation_dir, "sandbox.pid");
-    char *const create[] = { (char *) "create", (char *) "--bundle", bundle,
-                             (char *) "--pid-file", pidfile, (char *) s->sc->container_id, NULL };
+    char *const create[] = {
+        (char *) "create", (char *) "--bundle",          bundle, (char *) "--pid-file",
+        pidfile,           (char *) s->sc->container_id, NULL
+    };
     /* Marked before the call: a create that failed half-way is deleted
      * by sup_stop too. */
     s->created = true;
@@ -95,8 +98,13 @@ int sup_start(sup *s, lz_error **err)
     } else {
         _cleanup_free_ char *bundle = sup_join(s->sc->generation_dir, "bundle");
         _cleanup_free_ char *pidfile = sup_join(s->sc->generation_dir, "sandbox.pid");
-        char *const run[] = { (char *) "run", (char *) "--detach", (char *) "--bundle", bundle,
-                              (char *) "--pid-file", pidfile, (char *) s->sc->container_id,
+        char *const run[] = { (char *) "run",
+                              (char *) "--detach",
+                              (char *) "--bundle",
+                              bundle,
+                              (char *) "--pid-file",
+                              pidfile,
+                              (char *) s->sc->container_id,
                               NULL };
         s->created = true;
         if (sup_runsc_simple(s, run, "runsc-run.err", err) < 0)
@@ -132,8 +140,8 @@ int sup_start(sup *s, lz_error **err)
     /* The resolver the sidecar provides, when the root overlay could not
      * be given it (write_resolv_conf). */
     if (!s->resolv_written) {
-        char *const resolv[] = { (char *) "exec", (char *) s->sc->container_id,
-                                 (char *) LZ_GUEST_EXEC, (char *) "--resolv-conf",
+        char *const resolv[] = { (char *) "exec",          (char *) s->sc->container_id,
+                                 (char *) LZ_GUEST_EXEC,   (char *) "--resolv-conf",
                                  (char *) LZ_NET_RESOLVER, NULL };
         int pid = sup_runsc_run(s, resolv, -1, -1, -1, -1, err);
         if (pid < 0)
@@ -162,12 +170,12 @@ void sup_stop(sup *s)
     lz_close(&s->gofer_pidfd);
     if (s->created) {
         if (s->started) {
-            char *const kill_[] = { (char *) "kill", (char *) s->sc->container_id,
-                                    (char *) "KILL", NULL };
+            char *const kill_[] = { (char *) "kill", (char *) s->sc->container_id, (char *) "KILL",
+                                    NULL };
             sup_runsc_simple(s, kill_, "runsc-kill.err", NULL);
         }
-        char *const del[] = { (char *) "delete", (char *) "--force",
-                              (char *) s->sc->container_id, NULL };
+        char *const del[] = { (char *) "delete", (char *) "--force", (char *) s->sc->container_id,
+                              NULL };
         sup_runsc_simple(s, del, "runsc-delete.err", NULL);
         s->started = s->created = false;
     }

@@ -77,7 +77,7 @@ int lz_limits_apply(uint64_t memory, uint64_t tasks, lz_error **err)
     /* Soft and hard, so that nothing started from here (runsc, its sandbox,
      * the ptrace stubs) can raise it again: in a user namespace raising a
      * hard limit needs CAP_SYS_RESOURCE in the initial one. */
-    r = (struct rlimit) { .rlim_cur = (rlim_t) tasks, .rlim_max = (rlim_t) tasks };
+    r = (struct rlimit){ .rlim_cur = (rlim_t) tasks, .rlim_max = (rlim_t) tasks };
     if (setrlimit(RLIMIT_NPROC, &r) < 0) {
         lz_error_set(err, errno, "cannot set the Domain host task bound (RLIMIT_NPROC %llu)",
                      (unsigned long long) tasks);

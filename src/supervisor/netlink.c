@@ -70,8 +70,7 @@ int sc_link_up(nl *n, unsigned ifindex)
 
 /* A veth pair name/peer (peer moved into peer_netns_fd unless -1), both
  * ends with the given MTU (0: the kernel's default). */
-int sc_veth_create(nl *n, const char *name, const char *peer, int peer_netns_fd,
-                       uint32_t mtu)
+int sc_veth_create(nl *n, const char *name, const char *peer, int peer_netns_fd, uint32_t mtu)
 {
     struct nlmsghdr *h = nl_msg(n, RTM_NEWLINK, NLM_F_CREATE | NLM_F_EXCL);
     struct ifinfomsg *ifi = mnl_nlmsg_put_extra_header(h, sizeof(*ifi));
@@ -117,7 +116,7 @@ int sc_addr_add(nl *n, unsigned ifindex, const char *addr, uint8_t len)
 /* A unicast route via gateway gw (or directly out of oif when gw is
  * NULL: scope link). */
 int sc_route_set(nl *n, uint16_t cmd, uint8_t type, const uint8_t dst[4], uint8_t len,
-                     const char *gw, unsigned oif)
+                 const char *gw, unsigned oif)
 {
     struct nlmsghdr *h = nl_msg(n, cmd, cmd == RTM_NEWROUTE ? NLM_F_CREATE | NLM_F_REPLACE : 0);
     struct rtmsg *rt = mnl_nlmsg_put_extra_header(h, sizeof(*rt));
@@ -126,8 +125,8 @@ int sc_route_set(nl *n, uint16_t cmd, uint8_t type, const uint8_t dst[4], uint8_
     rt->rtm_table = RT_TABLE_MAIN;
     rt->rtm_protocol = RTPROT_STATIC;
     rt->rtm_scope = cmd == RTM_DELROUTE ? RT_SCOPE_NOWHERE
-                    : (!gw && oif)        ? RT_SCOPE_LINK
-                                          : RT_SCOPE_UNIVERSE;
+                    : (!gw && oif)      ? RT_SCOPE_LINK
+                                        : RT_SCOPE_UNIVERSE;
     rt->rtm_type = type;
     if (len)
         mnl_attr_put(h, RTA_DST, 4, dst);
@@ -171,7 +170,8 @@ int sc_host_local_msg(const struct nlmsghdr *h, void *data)
         if (ifa->ifa_family != AF_INET)
             return MNL_CB_OK;
         /* IFA_ADDRESS is the peer on point-to-point links: not ours. */
-        mnl_attr_for_each(attr, h, sizeof(*ifa)) {
+        mnl_attr_for_each(attr, h, sizeof(*ifa))
+        {
             uint16_t t = mnl_attr_get_type(attr);
             if ((t == IFA_LOCAL || t == IFA_BROADCAST) && mnl_attr_get_payload_len(attr) == 4)
                 host_local_add(out, mnl_attr_get_payload(attr), 32);
@@ -179,12 +179,13 @@ int sc_host_local_msg(const struct nlmsghdr *h, void *data)
     } else if (h->nlmsg_type == RTM_NEWROUTE &&
                h->nlmsg_len >= mnl_nlmsg_size(sizeof(struct rtmsg))) {
         const struct rtmsg *rt = mnl_nlmsg_get_payload(h);
-        if (rt->rtm_family != AF_INET || (rt->rtm_type != RTN_LOCAL &&
-                                          rt->rtm_type != RTN_BROADCAST &&
-                                          rt->rtm_type != RTN_ANYCAST))
+        if (rt->rtm_family != AF_INET ||
+            (rt->rtm_type != RTN_LOCAL && rt->rtm_type != RTN_BROADCAST &&
+             rt->rtm_type != RTN_ANYCAST))
             return MNL_CB_OK;
         uint8_t dst[4] = { 0, 0, 0, 0 };
-        mnl_attr_for_each(attr, h, sizeof(*rt)) {
+        mnl_attr_for_each(attr, h, sizeof(*rt))
+        {
             if (mnl_attr_get_type(attr) == RTA_DST && mnl_attr_get_payload_len(attr) == 4)
                 memcpy(dst, mnl_attr_get_payload(attr), 4);
         }

@@ -60,8 +60,7 @@ static int netns_child(void *arg, int channel, lz_error **err)
          * file onto `netns` (in the supervisor's mount namespace). */
         if (unshare(CLONE_NEWNET) < 0 ||
             mount("/proc/self/ns/net", j->netns, NULL, MS_BIND, NULL) < 0) {
-            snprintf(why, sizeof(why), "cannot create a network namespace: %s",
-                     strerror(errno));
+            snprintf(why, sizeof(why), "cannot create a network namespace: %s", strerror(errno));
             r = -1;
         }
     } else {
@@ -82,8 +81,7 @@ static int netns_child(void *arg, int channel, lz_error **err)
 int sc_in_netns(const char *netns, bool create, ns_fn fn, void *arg, lz_error **err)
 {
     netns_job j = { .netns = netns, .create = create, .fn = fn, .arg = arg };
-    lz_fork_options opt = { .what = "a process in the network namespaces",
-                            .pdeathsig = SIGKILL };
+    lz_fork_options opt = { .what = "a process in the network namespaces", .pdeathsig = SIGKILL };
     int status = lz_fork_call(netns_child, &j, &opt, NULL, err);
     if (status < 0)
         return lz_error_prefix(err, "network sidecar");
@@ -92,11 +90,11 @@ int sc_in_netns(const char *netns, bool create, ns_fn fn, void *arg, lz_error **
     return 0;
 }
 
-#define FAIL(step)                                                                      \
-    do {                                                                                \
-        snprintf(why, why_len, "%s: %s", step, strerror(errno));                        \
-        sc_nl_close(&n);                                                                   \
-        return -1;                                                                      \
+#define FAIL(step)                                                                                 \
+    do {                                                                                           \
+        snprintf(why, why_len, "%s: %s", step, strerror(errno));                                   \
+        sc_nl_close(&n);                                                                           \
+        return -1;                                                                                 \
     } while (0)
 
 /* Segmentation and receive offloads off on one end of the sandbox's veth.
@@ -141,7 +139,8 @@ int sc_router_links(void *arg, char *why, size_t why_len)
     unsigned lo = if_nametoindex("lo"), r = if_nametoindex(ROUTER_IF);
     if (!lo || !r)
         FAIL("find interfaces");
-    if (sc_link_up(&n, lo) < 0 || sc_addr_add(&n, r, ROUTER_ADDR, LINK_PREFIX) < 0 || sc_link_up(&n, r) < 0)
+    if (sc_link_up(&n, lo) < 0 || sc_addr_add(&n, r, ROUTER_ADDR, LINK_PREFIX) < 0 ||
+        sc_link_up(&n, r) < 0)
         FAIL("configure " ROUTER_IF);
     if (no_offloads(ROUTER_IF) < 0)
         FAIL("turn the offloads of " ROUTER_IF " off");
@@ -170,7 +169,8 @@ int sc_sandbox_links(void *arg, char *why, size_t why_len)
     unsigned lo = if_nametoindex("lo"), s = if_nametoindex(SANDBOX_IF);
     if (!lo || !s)
         FAIL("find interfaces");
-    if (sc_link_up(&n, lo) < 0 || sc_addr_add(&n, s, SANDBOX_ADDR, LINK_PREFIX) < 0 || sc_link_up(&n, s) < 0)
+    if (sc_link_up(&n, lo) < 0 || sc_addr_add(&n, s, SANDBOX_ADDR, LINK_PREFIX) < 0 ||
+        sc_link_up(&n, s) < 0)
         FAIL("configure " SANDBOX_IF);
     if (no_offloads(SANDBOX_IF) < 0)
         FAIL("turn the offloads of " SANDBOX_IF " off");
@@ -206,12 +206,12 @@ int sc_router_policy(void *arg, char *why, size_t why_len)
     for (size_t i = 0; i < a->cfg->deny.count; i++)
         if (!lz_ipv4_never_routed_holding(&a->cfg->deny.items[i]) &&
             sc_route_set(&n, RTM_NEWROUTE, RTN_UNICAST, a->cfg->deny.items[i].addr,
-                      a->cfg->deny.items[i].len, NULL, deny) < 0)
+                         a->cfg->deny.items[i].len, NULL, deny) < 0)
             FAIL("add a deny route");
     for (size_t i = 0; i < a->cfg->allow.count; i++)
         if (!lz_ipv4_never_routed_holding(&a->cfg->allow.items[i]) &&
             sc_route_set(&n, RTM_NEWROUTE, RTN_UNICAST, a->cfg->allow.items[i].addr,
-                      a->cfg->allow.items[i].len, SLIRP_GW, tap) < 0)
+                         a->cfg->allow.items[i].len, SLIRP_GW, tap) < 0)
             FAIL("add an allow route");
     sc_nl_close(&n);
     return 0;

@@ -96,16 +96,16 @@ static int watch_child(void *arg, int channel, lz_error **err)
     watch_main(j->events, j->dumps, j->router_netns, j->nft, copy, j->slirp);
 }
 
-int sc_watch_start(struct mnl_socket *events, struct mnl_socket *dumps,
-                       const char *router_netns, const char *nft,
-                       const lz_ipv4_prefix_list *known, pid_t slirp, pid_t *ret_pid,
-                       lz_error **err)
+int sc_watch_start(struct mnl_socket *events, struct mnl_socket *dumps, const char *router_netns,
+                   const char *nft, const lz_ipv4_prefix_list *known, pid_t slirp, pid_t *ret_pid,
+                   lz_error **err)
 {
     watch_job j = { events, dumps, router_netns, nft, known, slirp };
     /* Its own name: not taken for the supervisor (ps, tests, lazaret
      * doctor). The supervisor is often pid 1 of its own pid namespace: the
      * child's check of its parent holds there too. */
-    lz_fork_options opt = { .what = "the address watcher", .pdeathsig = SIGKILL,
+    lz_fork_options opt = { .what = "the address watcher",
+                            .pdeathsig = SIGKILL,
                             .name = "lz-netwatch" };
     lz_child child;
     if (lz_fork_call(watch_child, &j, &opt, &child, err) < 0)

@@ -35,12 +35,15 @@ static const char ruleset_tail[] =
     "  chain forward {\n"
     "    type filter hook forward priority filter; policy drop;\n"
     "    iifname \"" SLIRP_IF "\" oifname \"" ROUTER_IF "\" ct state established,related accept\n"
-    "    iifname \"" ROUTER_IF "\" ip daddr " SLIRP_DNS " meta l4proto { tcp, udp } th dport 53 accept\n"
+    "    iifname \"" ROUTER_IF "\" ip daddr " SLIRP_DNS
+    " meta l4proto { tcp, udp } th dport 53 accept\n"
     "    iifname \"" ROUTER_IF "\" ip daddr @never_routed meta l4proto tcp reject with tcp reset\n"
-    "    iifname \"" ROUTER_IF "\" ip daddr @never_routed meta l4proto udp reject with icmp type port-unreachable\n"
+    "    iifname \"" ROUTER_IF
+    "\" ip daddr @never_routed meta l4proto udp reject with icmp type port-unreachable\n"
     "    iifname \"" ROUTER_IF "\" ip daddr @never_routed reject with icmp type admin-prohibited\n"
     "    iifname \"" ROUTER_IF "\" ip daddr @host_local meta l4proto tcp reject with tcp reset\n"
-    "    iifname \"" ROUTER_IF "\" ip daddr @host_local meta l4proto udp reject with icmp type port-unreachable\n"
+    "    iifname \"" ROUTER_IF
+    "\" ip daddr @host_local meta l4proto udp reject with icmp type port-unreachable\n"
     "    iifname \"" ROUTER_IF "\" ip daddr @host_local reject with icmp type admin-prohibited\n"
     "    iifname \"" ROUTER_IF "\" oifname \"" SLIRP_IF "\" accept\n"
     "    iifname \"" ROUTER_IF "\" meta l4proto tcp reject with tcp reset\n"
@@ -78,11 +81,14 @@ static const char ruleset_tail[] =
 
 /* An interval set; auto-merge lets overlapping elements (127.0.0.0/8 and
  * 127.0.0.1) and later additions of covered ones be accepted. */
-static size_t put_set(char *s, size_t cap, const char *name, const lz_ipv4_prefix *(*item)(
-                          const void *, size_t), const void *items, size_t count)
+static size_t put_set(char *s, size_t cap, const char *name,
+                      const lz_ipv4_prefix *(*item)(const void *, size_t), const void *items,
+                      size_t count)
 {
-    size_t o = (size_t) snprintf(s, cap, "  set %s {\n    type ipv4_addr; flags interval; "
-                                         "auto-merge;\n", name);
+    size_t o = (size_t) snprintf(s, cap,
+                                 "  set %s {\n    type ipv4_addr; flags interval; "
+                                 "auto-merge;\n",
+                                 name);
     for (size_t i = 0; i < count && o < cap; i++) {
         char b[LZ_IPV4_PREFIX_BUFSZ];
         lz_ipv4_prefix_format(item(items, i), b);
@@ -112,10 +118,10 @@ char *sc_build_ruleset(const lz_ipv4_prefix_list *host_local, size_t *len)
      * writing past the buffer (nft then refuses the cut ruleset). */
 #define CLAMP(o) ((o) < cap ? (o) : cap - 1)
     size_t o = CLAMP((size_t) snprintf(s, cap, "%s", ruleset_head));
-    o = CLAMP(o + put_set(s + o, cap - o, "never_routed", never_routed_item,
-                          lz_ipv4_never_routed, LZ_IPV4_NEVER_ROUTED_COUNT));
-    o = CLAMP(o + put_set(s + o, cap - o, "host_local", list_item, host_local->items,
-                          host_local->count));
+    o = CLAMP(o + put_set(s + o, cap - o, "never_routed", never_routed_item, lz_ipv4_never_routed,
+                          LZ_IPV4_NEVER_ROUTED_COUNT));
+    o = CLAMP(
+        o + put_set(s + o, cap - o, "host_local", list_item, host_local->items, host_local->count));
     o = CLAMP(o + (size_t) snprintf(s + o, cap - o, "%s", ruleset_tail));
 #undef CLAMP
     *len = o;
@@ -134,7 +140,9 @@ int sc_router_nft(void *arg, char *why, size_t why_len)
         while (out.len && out.data[out.len - 1] == '\n')
             out.data[--out.len] = '\0';
         snprintf(why, why_len, "nftables: %s",
-                 status < 0 && e ? e->message : out.data ? out.data : "failed");
+                 status < 0 && e ? e->message
+                 : out.data      ? out.data
+                                 : "failed");
         lz_error_free(e);
         lz_spawn_output_free(&out);
         return -1;

@@ -98,9 +98,8 @@ static int on_publish(void *ctx, lz_proto_msg *m)
     for (size_t i = 0; i < MAX_PUBS && slot == MAX_PUBS; i++)
         if (s->pubs[i].pid == 0)
             slot = i;
-    pid_t pid = slot == MAX_PUBS
-                    ? lz_error_set(&err, EAGAIN, "publish: too many published ports")
-                    : lz_network_publish(&s->net, m->fds[0], (uint16_t) port, &err);
+    pid_t pid = slot == MAX_PUBS ? lz_error_set(&err, EAGAIN, "publish: too many published ports")
+                                 : lz_network_publish(&s->net, m->fds[0], (uint16_t) port, &err);
     if (pid < 0) {
         fprintf(stderr, "lz-supervisor: session #%u: %s\n", no, err->message);
         lz_error_free(err);
@@ -108,7 +107,7 @@ static int on_publish(void *ctx, lz_proto_msg *m)
         s->pub_failed_session = no;
         return 0;
     }
-    s->pubs[slot] = (pub_slot) { pid, no };
+    s->pubs[slot] = (pub_slot){ pid, no };
     return 0; /* lz_proto_msg_clear closes the supervisor's copy */
 }
 
@@ -136,11 +135,8 @@ static int on_stop(void *ctx, lz_proto_msg *m)
 }
 
 const lz_proto_handler_row lz_supervisor_handlers[] = {
-    { LZ_SUP_START, on_start },
-    { LZ_SUP_EXEC, on_exec },
-    { LZ_SUP_SIGNAL, on_signal_msg },
-    { LZ_SUP_PUBLISH, on_publish },
-    { LZ_SUP_STOP, on_stop },
+    { LZ_SUP_START, on_start },     { LZ_SUP_EXEC, on_exec }, { LZ_SUP_SIGNAL, on_signal_msg },
+    { LZ_SUP_PUBLISH, on_publish }, { LZ_SUP_STOP, on_stop },
 };
 const size_t lz_supervisor_handlers_len =
     sizeof(lz_supervisor_handlers) / sizeof(lz_supervisor_handlers[0]);
@@ -163,7 +159,8 @@ int sup_request_loop(sup *s)
 
     static lz_proto_msg m;
     for (;;) {
-        struct pollfd p[2] = { { .fd = s->sock, .events = POLLIN }, { .fd = sfd, .events = POLLIN } };
+        struct pollfd p[2] = { { .fd = s->sock, .events = POLLIN },
+                               { .fd = sfd, .events = POLLIN } };
         if (poll(p, 2, -1) < 0) {
             if (errno == EINTR)
                 continue;
@@ -195,8 +192,10 @@ int sup_request_loop(sup *s)
         int h = lz_proto_dispatch(lz_supervisor_handlers, lz_supervisor_handlers_len, s, &m);
         lz_proto_msg_clear(&m);
         if (h < 0) {
-            fprintf(stderr, "lz-supervisor: protocol violation: malformed %s; stopping the "
-                            "sandbox\n", lz_proto_name(type));
+            fprintf(stderr,
+                    "lz-supervisor: protocol violation: malformed %s; stopping the "
+                    "sandbox\n",
+                    lz_proto_name(type));
             break;
         }
         if (s->stopped)

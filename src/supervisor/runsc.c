@@ -13,13 +13,13 @@
 #include <unistd.h>
 
 int sup_runsc_run(sup *s, char *const *args, int in, int out, int errfd, int extra_fd,
-                     lz_error **err)
+                  lz_error **err)
 {
     return sup_runsc_run_tty(s, args, in, out, errfd, extra_fd, false, err);
 }
 
 int sup_runsc_run_tty(sup *s, char *const *args, int in, int out, int errfd, int extra_fd,
-                         bool ctty, lz_error **err)
+                      bool ctty, lz_error **err)
 {
     size_t n = 0;
     while (args[n])
@@ -38,9 +38,9 @@ int sup_runsc_run_tty(sup *s, char *const *args, int in, int out, int errfd, int
     const int std[3] = { in, out, errfd };
     for (int i = 0; i < 3; i++)
         if (std[i] >= 0)
-            fds[nfds++] = (lz_spawn_fd) { std[i], i };
+            fds[nfds++] = (lz_spawn_fd){ std[i], i };
     if (extra_fd >= 0)
-        fds[nfds++] = (lz_spawn_fd) { extra_fd, 3 };
+        fds[nfds++] = (lz_spawn_fd){ extra_fd, 3 };
     char *const envp[] = { (char *) "PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL };
     /* PR_SET_PDEATHSIG(SIGKILL), the launcher's default, changes nothing
      * here: the supervisor is pid 1 of the pid namespace runsc runs in, and
@@ -95,8 +95,8 @@ char *sup_last_line_of(int dirfd, const char *name)
 /* Run one runsc subcommand to completion with stderr into <gen>/name. */
 int sup_runsc_simple(sup *s, char *const *args, const char *errname, lz_error **err)
 {
-    int efd = openat(s->gen_fd, errname, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
-                     0600);
+    int efd =
+        openat(s->gen_fd, errname, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (efd < 0) {
         /* gen_fd is O_PATH: openat works relative to it for lookup. */
         return lz_error_set(err, errno, "cannot create %s/%s", s->sc->generation_dir, errname);
@@ -110,8 +110,8 @@ int sup_runsc_simple(sup *s, char *const *args, const char *errname, lz_error **
         _cleanup_free_ char *line = sup_last_line_of(s->gen_fd, errname);
         lz_error_set(err, 0, "runsc %s failed: %s", args[0],
                      line ? line : "(no message; see the runsc log)");
-        return lz_error_hint(err, "see %s/%s and the runsc log %s", s->sc->generation_dir,
-                             errname, s->sc->log_path ? s->sc->log_path : "(none)");
+        return lz_error_hint(err, "see %s/%s and the runsc log %s", s->sc->generation_dir, errname,
+                             s->sc->log_path ? s->sc->log_path : "(none)");
     }
     return 0;
 }

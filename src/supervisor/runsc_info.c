@@ -39,14 +39,14 @@ long lz_runsc_release_date(const char *out)
     return 0;
 }
 
-
 int lz_runsc_facts_key(const char *runsc_path, char *buf, size_t size)
 {
     /* Lazaret's own binary too (this process is a fork of it, never an
      * exec): every build has the same version string, and the probe it
      * runs (lazaret-exec, built with it) may change (attack round i13b). */
     struct stat st, me;
-    if (strchr(LAZARET_VERSION, ' ') || stat(runsc_path, &st) < 0 || stat("/proc/self/exe", &me) < 0)
+    if (strchr(LAZARET_VERSION, ' ') || stat(runsc_path, &st) < 0 ||
+        stat("/proc/self/exe", &me) < 0)
         return -1;
     char me_id[LZ_CACHE_IDENTITY_MAX], runsc_id[LZ_CACHE_IDENTITY_MAX];
     lz_cache_file_identity(&me, me_id);

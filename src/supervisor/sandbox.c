@@ -80,10 +80,11 @@ void sup_watch_sandbox(sup *s)
 int sup_pin_sandbox_processes(sup *s, lz_error **err)
 {
     if (s->sandbox_pidfd < 0)
-        return lz_error_set(err, 0, "cannot pin the sandbox process (runsc-sandbox): its pid "
-                                    "file was unreadable or it is gone");
-    _cleanup_free_ char *name = lz_xasprintf("runsc/%s_sandbox:%s.state", s->sc->container_id,
-                                             s->sc->container_id);
+        return lz_error_set(err, 0,
+                            "cannot pin the sandbox process (runsc-sandbox): its pid "
+                            "file was unreadable or it is gone");
+    _cleanup_free_ char *name =
+        lz_xasprintf("runsc/%s_sandbox:%s.state", s->sc->container_id, s->sc->container_id);
     int fd = openat(s->gen_fd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
     if (fd < 0)
         return lz_error_set(err, errno, "cannot read runsc's state file %s/%s",
@@ -98,9 +99,10 @@ int sup_pin_sandbox_processes(sup *s, lz_error **err)
     json_int_t sbpid = json_is_integer(spid) ? json_integer_value(spid) : 0;
     json_decref(st);
     if (gpid <= 1 || gpid > INT32_MAX || sbpid != s->sandbox_pid)
-        return lz_error_set(err, 0, "runsc's state file %s/%s does not name the gofer and the "
-                                    "sandbox process as expected (goferPid %lld, sandbox pid "
-                                    "%lld, pid file %d)",
+        return lz_error_set(err, 0,
+                            "runsc's state file %s/%s does not name the gofer and the "
+                            "sandbox process as expected (goferPid %lld, sandbox pid "
+                            "%lld, pid file %d)",
                             s->sc->generation_dir, name, (long long) gpid, (long long) sbpid,
                             (int) s->sandbox_pid);
     int pidfd = (int) syscall(SYS_pidfd_open, (pid_t) gpid, 0);
@@ -182,11 +184,14 @@ static void sandbox_lost(sup *s)
     if (s->sandbox_lost)
         return;
     s->sandbox_lost = true;
-    fprintf(stderr, "lz-supervisor: the sandbox process (runsc-sandbox, pid %d) died under the "
-                    "generation\n", (int) s->sandbox_pid);
+    fprintf(stderr,
+            "lz-supervisor: the sandbox process (runsc-sandbox, pid %d) died under the "
+            "generation\n",
+            (int) s->sandbox_pid);
     lz_error *e = NULL;
-    lz_error_set(&e, 0, "the Domain's sandbox ended unexpectedly: its gVisor kernel process "
-                        "(runsc-sandbox) died while commands ran");
+    lz_error_set(&e, 0,
+                 "the Domain's sandbox ended unexpectedly: its gVisor kernel process "
+                 "(runsc-sandbox) died while commands ran");
     lz_error_hint(&e, "run the command again to start a new sandbox; the runsc log %s may say why",
                   s->sc->log_path ? s->sc->log_path : "(none)");
     sup_send_failed(s, e);
@@ -211,8 +216,10 @@ void sup_child_exited(sup *s, pid_t pid, int status)
     for (size_t i = 0; i < MAX_PUBS; i++)
         if (s->pubs[i].pid == pid) {
             if (!WIFSIGNALED(status) || WTERMSIG(status) != SIGKILL)
-                fprintf(stderr, "lz-supervisor: the forwarder of session #%u's --publish "
-                                "ended (status %d)\n", s->pubs[i].session_no, status);
+                fprintf(stderr,
+                        "lz-supervisor: the forwarder of session #%u's --publish "
+                        "ended (status %d)\n",
+                        s->pubs[i].session_no, status);
             s->pubs[i].pid = 0;
             return;
         }
@@ -231,8 +238,8 @@ void sup_child_exited(sup *s, pid_t pid, int status)
          * attack round i12b F2), runsc exec itself killed. Not the
          * command's status when the sandbox is gone. */
         bool runsc_failed = WIFEXITED(status) && WEXITSTATUS(status) == 128;
-        bool killed = (WIFEXITED(status) && WEXITSTATUS(status) == 128 + SIGKILL) ||
-                      WIFSIGNALED(status);
+        bool killed =
+            (WIFEXITED(status) && WEXITSTATUS(status) == 128 + SIGKILL) || WIFSIGNALED(status);
         if ((runsc_failed || killed) && sandbox_dead(s, SANDBOX_DEATH_GRACE_MS)) {
             sandbox_lost(s); /* every session hears of it from the coordinator */
         } else {

@@ -47,8 +47,10 @@ static char *describe_policy(const lz_resolved_config *cfg, size_t host_local)
         o += (size_t) snprintf(s + o, cap - o, " %s", b);
     }
     if (o < cap)
-        snprintf(s + o, cap - o, "; never: loopback, this host (%zu local prefixes, watched), "
-                                 "link-local, multicast, reserved", host_local);
+        snprintf(s + o, cap - o,
+                 "; never: loopback, this host (%zu local prefixes, watched), "
+                 "link-local, multicast, reserved",
+                 host_local);
     return s;
 }
 
@@ -82,8 +84,9 @@ int lz_network_setup(const lz_resolved_config *cfg, const char *gen_dir, int gen
     events = sc_nl_socket(RTMGRP_IPV4_IFADDR | RTMGRP_IPV4_ROUTE);
     dumps = sc_nl_socket(0);
     if (!events || !dumps || sc_host_local_scan(dumps, &host_local) < 0) {
-        lz_error_set(err, errno, "network sidecar: cannot read this machine's addresses "
-                                 "(rtnetlink)");
+        lz_error_set(err, errno,
+                     "network sidecar: cannot read this machine's addresses "
+                     "(rtnetlink)");
         goto fail;
     }
 
@@ -105,12 +108,18 @@ int lz_network_setup(const lz_resolved_config *cfg, const char *gen_dir, int gen
     {
         /* The ready pipe's write end as fd 3, stdio on /dev/null; the MTU
          * of the sandbox's veth (LINK_MTU). */
-        char *const argv[] = { (char *) "slirp4netns", (char *) "--configure",
-                               (char *) LINK_MTU_ARG, (char *) "--disable-host-loopback",
-                               (char *) "--cidr=" SLIRP_CIDR, (char *) "--enable-sandbox",
-                               (char *) "--enable-seccomp", (char *) "--ready-fd=3",
-                               (char *) "--netns-type=path", net.router_netns,
-                               (char *) SLIRP_IF, NULL };
+        char *const argv[] = { (char *) "slirp4netns",
+                               (char *) "--configure",
+                               (char *) LINK_MTU_ARG,
+                               (char *) "--disable-host-loopback",
+                               (char *) "--cidr=" SLIRP_CIDR,
+                               (char *) "--enable-sandbox",
+                               (char *) "--enable-seccomp",
+                               (char *) "--ready-fd=3",
+                               (char *) "--netns-type=path",
+                               net.router_netns,
+                               (char *) SLIRP_IF,
+                               NULL };
         char *const envp[] = { (char *) "PATH=" LZ_SPAWN_SYSTEM_PATH, NULL };
         const lz_spawn_fd handed[] = { { ready[1], 3 } };
         const lz_spawn_async opt = { .envp = envp, .fds = handed, .n_fds = 1 };
@@ -162,7 +171,7 @@ int lz_network_setup(const lz_resolved_config *cfg, const char *gen_dir, int gen
     if (sc_in_netns(net.router_netns, false, sc_router_policy, &pa, err) < 0)
         goto fail;
     if (sc_watch_start(events, dumps, net.router_netns, nft, &host_local, net.slirp.pid,
-                    &net.watch_pid, err) < 0) {
+                       &net.watch_pid, err) < 0) {
         lz_error_prefix(err, "network sidecar");
         goto fail;
     }
@@ -227,10 +236,13 @@ pid_t lz_network_publish(const lz_network *net, int listen_fd, uint16_t port, lz
     socklen_t l = sizeof(v);
     if (getsockopt(listen_fd, SOL_SOCKET, SO_ACCEPTCONN, &v, &l) < 0 || !v ||
         (l = sizeof(dom), getsockopt(listen_fd, SOL_SOCKET, SO_DOMAIN, &dom, &l)) < 0 ||
-        dom != AF_INET || (l = sizeof(type), getsockopt(listen_fd, SOL_SOCKET, SO_TYPE, &type,
-                                                        &l)) < 0 || type != SOCK_STREAM) {
-        lz_error_set(err, EINVAL, "publish: the descriptor for sandbox port %u is not a "
-                                  "listening TCP socket", port);
+        dom != AF_INET ||
+        (l = sizeof(type), getsockopt(listen_fd, SOL_SOCKET, SO_TYPE, &type, &l)) < 0 ||
+        type != SOCK_STREAM) {
+        lz_error_set(err, EINVAL,
+                     "publish: the descriptor for sandbox port %u is not a "
+                     "listening TCP socket",
+                     port);
         return -1;
     }
     if (!net->router_netns || port == 0) {
@@ -243,8 +255,7 @@ pid_t lz_network_publish(const lz_network *net, int listen_fd, uint16_t port, lz
         return -1;
     }
     publish_job j = { .listen_fd = listen_fd, .ns = ns, .port = port };
-    lz_fork_options opt = { .what = "the forwarder", .pdeathsig = SIGKILL,
-                            .name = "lz-publish" };
+    lz_fork_options opt = { .what = "the forwarder", .pdeathsig = SIGKILL, .name = "lz-publish" };
     lz_child child;
     int r = lz_fork_call(publish_child, &j, &opt, &child, err);
     close(ns);

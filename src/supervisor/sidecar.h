@@ -45,8 +45,8 @@
 #define LZ_NET_RESOLVER "169.254.77.1"
 
 typedef struct lz_network {
-    char *sandbox_netns;   /* pinned path of the sandbox's network namespace */
-    char *router_netns;    /* pinned path of the router's network namespace */
+    char *sandbox_netns; /* pinned path of the sandbox's network namespace */
+    char *router_netns;  /* pinned path of the router's network namespace */
     /* slirp4netns, with a pidfd: signalled through it, so a slirp4netns
      * that died and was reaped by the supervisor's waitpid(-1) loop is never
      * confused with a process that got its pid later. */
@@ -55,7 +55,7 @@ typedef struct lz_network {
      * local addresses and adds each to the router's host_local set. */
     pid_t watch_pid;
     size_t host_local_count; /* host-local prefixes found at start */
-    char *policy_text;     /* DerivedNetworkPolicy, human-readable, for the log/store */
+    char *policy_text;       /* DerivedNetworkPolicy, human-readable, for the log/store */
 } lz_network;
 
 /* Create both namespaces under gen_dir (which must be in the caller's own

@@ -119,7 +119,7 @@ int sc_nft_add_host_local(const char *nft, const lz_ipv4_prefix *items, size_t c
 /* ---- netwatch.c -------------------------------------------------------- */
 
 int sc_watch_start(struct mnl_socket *events, struct mnl_socket *dumps, const char *router_netns,
-                   const char *nft, const lz_ipv4_prefix_list *known, pid_t slirp,
-                   pid_t *ret_pid, lz_error **err);
+                   const char *nft, const lz_ipv4_prefix_list *known, pid_t slirp, pid_t *ret_pid,
+                   lz_error **err);
 
 #endif

@@ -66,8 +66,8 @@ int lz_stage_fd(lz_stage *st, int obj_fd, bool readonly, const char *what, char 
         if (mkdirat(st->dir_fd, name, 0700) < 0)
             return lz_error_set(err, errno, "cannot create %s/%s", st->label, name);
     } else {
-        int fd = openat(st->dir_fd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-                        0600);
+        int fd =
+            openat(st->dir_fd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
         if (fd < 0)
             return lz_error_set(err, errno, "cannot create %s/%s", st->label, name);
         close(fd);
@@ -86,8 +86,8 @@ int lz_stage_overlay(lz_stage *st, int lower_fd, int upper_fd, int work_fd, cons
     snprintf(name, sizeof(name), "%u", st->next++);
     if (mkdirat(st->dir_fd, name, 0700) < 0)
         return lz_error_set(err, errno, "cannot create %s/%s", st->label, name);
-    _cleanup_close_ int target = openat(st->dir_fd, name,
-                                        O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    _cleanup_close_ int target =
+        openat(st->dir_fd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (target < 0)
         return lz_error_set(err, errno, "cannot open %s/%s", st->label, name);
     /* An upper file system without user xattrs (tmpfs before Linux 6.6)

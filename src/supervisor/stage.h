@@ -24,12 +24,15 @@
 #include "common/error.h"
 
 typedef struct lz_stage {
-    int dir_fd;      /* O_PATH of <generation dir>/stage */
-    char *label;     /* its path */
-    unsigned next;   /* next mount point number */
+    int dir_fd;    /* O_PATH of <generation dir>/stage */
+    char *label;   /* its path */
+    unsigned next; /* next mount point number */
 } lz_stage;
 
-#define LZ_STAGE_INIT { .dir_fd = -1 }
+#define LZ_STAGE_INIT                                                                              \
+    {                                                                                              \
+        .dir_fd = -1                                                                               \
+    }
 
 /* Create <gen_label>/stage (gen_fd is the generation directory). */
 LZ_MUST_CHECK

@@ -70,11 +70,12 @@ int lz_state_anchor_mount(const lz_resolved_config *cfg, const char *rootfs_labe
 {
     if (cfg->n_persistent_dirs == 0)
         return 0;
-    _cleanup_close_ int droot = lz_plan_open(&cfg->storage_domain_root, O_PATH | O_DIRECTORY,
-                                             true, err);
+    _cleanup_close_ int droot =
+        lz_plan_open(&cfg->storage_domain_root, O_PATH | O_DIRECTORY, true, err);
     if (droot < 0)
         return -1;
-    if (lz_mkdir_at(droot, LZ_DROOT_STATE, 0700, err) < 0 || lz_mkdir_at(gen_fd, "persist", 0700, err) < 0 ||
+    if (lz_mkdir_at(droot, LZ_DROOT_STATE, 0700, err) < 0 ||
+        lz_mkdir_at(gen_fd, "persist", 0700, err) < 0 ||
         lz_mkdir_at(gen_fd, "empty", 0755, err) < 0)
         return -1;
     _cleanup_close_ int state = lz_open_dir_at(droot, LZ_DROOT_STATE, err);
@@ -84,8 +85,7 @@ int lz_state_anchor_mount(const lz_resolved_config *cfg, const char *rootfs_labe
         return -1;
     rootfs = open(rootfs_label, O_PATH | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
     if (rootfs < 0)
-        return lz_error_set(err, errno, "cannot open the prepared image %s",
-                            rootfs_label);
+        return lz_error_set(err, errno, "cannot open the prepared image %s", rootfs_label);
 
     anchor->mounts = lz_xcalloc(cfg->n_persistent_dirs, sizeof(char *));
     anchor->n_mounts = 0;
@@ -110,14 +110,17 @@ int lz_state_anchor_mount(const lz_resolved_config *cfg, const char *rootfs_labe
             return -1;
         _cleanup_close_ int dir = lz_open_dir_at(state, esc, err);
         struct stat ust;
-        bool fresh = dir >= 0 && fstatat(dir, LZ_DROOT_STATE_UPPER, &ust, AT_SYMLINK_NOFOLLOW) < 0 &&
+        bool fresh = dir >= 0 &&
+                     fstatat(dir, LZ_DROOT_STATE_UPPER, &ust, AT_SYMLINK_NOFOLLOW) < 0 &&
                      errno == ENOENT;
         if (dir < 0 || lz_mkdir_at(dir, LZ_DROOT_STATE_UPPER, lst.st_mode & 07777, err) < 0 ||
             lz_mkdir_at(dir, LZ_DROOT_STATE_WORK, 0700, err) < 0)
             return -1;
         _cleanup_close_ int upper = lz_open_dir_at(dir, LZ_DROOT_STATE_UPPER, err);
-        _cleanup_close_ int work = upper >= 0 ? lz_open_dir_at(dir, LZ_DROOT_STATE_WORK, err) : -EBADF;
-        if (upper < 0 || work < 0 || own_dir(dir, user, "a persistent directory's state", err) < 0 ||
+        _cleanup_close_ int work =
+            upper >= 0 ? lz_open_dir_at(dir, LZ_DROOT_STATE_WORK, err) : -EBADF;
+        if (upper < 0 || work < 0 ||
+            own_dir(dir, user, "a persistent directory's state", err) < 0 ||
             own_dir(work, user, "a persistent directory's work directory", err) < 0)
             return -1;
         /* The overlay's root takes the upper's owner: a new upper gets the
@@ -134,8 +137,10 @@ int lz_state_anchor_mount(const lz_resolved_config *cfg, const char *rootfs_labe
             nearest_owner(rootfs, p, &ouid, &ogid);
         }
         if (fresh && fchownat(upper, "", ouid, ogid, AT_EMPTY_PATH) < 0)
-            return lz_error_set(err, errno, "persistent directory %s: cannot give its state to "
-                                "uid %u", p, (unsigned) ouid);
+            return lz_error_set(err, errno,
+                                "persistent directory %s: cannot give its state to "
+                                "uid %u",
+                                p, (unsigned) ouid);
         char idx[32];
         snprintf(idx, sizeof(idx), "%zu", i);
         if (lz_mkdir_at(persist, idx, 0755, err) < 0)
@@ -145,8 +150,7 @@ int lz_state_anchor_mount(const lz_resolved_config *cfg, const char *rootfs_labe
             return -1;
         if (lz_mount_overlay_fds(lower, upper, work, mp) < 0)
             return lz_error_set(err, errno, "persistent directory %s: cannot mount its overlay", p);
-        anchor->mounts[anchor->n_mounts++] = lz_xasprintf("%s/persist/%s", generation_dir,
-                                                          idx);
+        anchor->mounts[anchor->n_mounts++] = lz_xasprintf("%s/persist/%s", generation_dir, idx);
     }
     return 0;
 }

@@ -32,7 +32,7 @@
 #include "ns/userns.h"
 
 typedef struct lz_state_anchor {
-    char **mounts;    /* host mount point of each overlay, in persistent_dirs order */
+    char **mounts; /* host mount point of each overlay, in persistent_dirs order */
     size_t n_mounts;
 } lz_state_anchor;
 

@@ -43,7 +43,8 @@ static void load_runsc_facts(sup *s)
     if (lz_runsc_facts_key(s->sc->runsc, s->facts_key, sizeof(s->facts_key)) == 0)
         s->facts_dir_fd = lz_plan_open(&s->sc->cfg->storage_root, O_PATH | O_DIRECTORY, true, &e);
     lz_error_free(e);
-    if (s->facts_dir_fd >= 0 && lz_runsc_facts_load(s->facts_dir_fd, s->facts_key, &s->facts) == 0) {
+    if (s->facts_dir_fd >= 0 &&
+        lz_runsc_facts_load(s->facts_dir_fd, s->facts_key, &s->facts) == 0) {
         s->facts_were_cached = true;
         return;
     }
@@ -58,10 +59,15 @@ static int supervisor_main(spawn_ctx *c)
 {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     prctl(PR_SET_NAME, "lz-supervisor");
-    lz_timing_forget(); /* the coordinator's to write */
+    lz_timing_forget();   /* the coordinator's to write */
     lz_nodump_reassert(); /* this process keeps the profile's env values */
-    sup s = { .sc = c->sc, .sock = c->sock, .gen_fd = -1, .sandbox_pidfd = -1, .gofer_pidfd = -1,
-              .facts_dir_fd = -1, .mailbox_fd = -1 };
+    sup s = { .sc = c->sc,
+              .sock = c->sock,
+              .gen_fd = -1,
+              .sandbox_pidfd = -1,
+              .gofer_pidfd = -1,
+              .facts_dir_fd = -1,
+              .mailbox_fd = -1 };
     /* A /proc of our own pid namespace: runsc re-executes /proc/self/exe
      * from its sandbox child, which fails (EACCES) through the /proc of the
      * parent pid namespace. */
@@ -118,7 +124,8 @@ static int supervisor_main(spawn_ctx *c)
     s.runsc_globals[s.n_globals++] = lz_xasprintf("--root=%s", root);
     free(root);
     /* Rootless runsc cannot configure cgroups unless the user's cgroup is
-     * delegated and writable (docs/platform.md "runsc as an unprivileged user"): detect, don't assume. */
+     * delegated and writable (docs/platform.md "runsc as an unprivileged user"): detect, don't
+     * assume. */
     if (access("/sys/fs/cgroup", W_OK) != 0)
         s.runsc_globals[s.n_globals++] = lz_xstrdup("--ignore-cgroups");
     /* runsc's own network stack (gVisor's netstack), always: runsc 2022's

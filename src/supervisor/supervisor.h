@@ -40,20 +40,20 @@ typedef struct lz_supervisor_config {
     const lz_resolved_config *cfg;
     const lz_prepared_image *image;
     int64_t generation;
-    const char *generation_dir;  /* <runtime domain>/gen-<n>, exists, 0700 */
-    const char *container_id;    /* runsc container id */
-    const char *runsc;           /* absolute path of runsc */
-    const char *guest_bin_dir;   /* host dir with lazaret-exec */
-    const char *guest_lib_dir;   /* host dir with lazaret-statx-fix.so */
-    const char *log_path;        /* runsc log file, or NULL */
+    const char *generation_dir;                 /* <runtime domain>/gen-<n>, exists, 0700 */
+    const char *container_id;                   /* runsc container id */
+    const char *runsc;                          /* absolute path of runsc */
+    const char *guest_bin_dir;                  /* host dir with lazaret-exec */
+    const char *guest_lib_dir;                  /* host dir with lazaret-statx-fix.so */
+    const char *log_path;                       /* runsc log file, or NULL */
     const lz_workspace_mount *workspace_mounts; /* Git Sentry mounts inside /workspace */
     size_t n_workspace_mounts;
 } lz_supervisor_config;
 
 typedef struct lz_supervisor_handle {
-    pid_t outer_pid;    /* child of the caller, in the user namespace */
-    pid_t init_pid;     /* host pid of the supervisor (pid 1 of its pid namespace) */
-    int sock;           /* the supervisor channel */
+    pid_t outer_pid; /* child of the caller, in the user namespace */
+    pid_t init_pid;  /* host pid of the supervisor (pid 1 of its pid namespace) */
+    int sock;        /* the supervisor channel */
 } lz_supervisor_handle;
 
 /* Start the supervisor. On success the caller owns h->sock. */

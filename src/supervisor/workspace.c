@@ -22,16 +22,16 @@
  * bind point), the Domain's ignored/ copies — written by the sandbox in
  * earlier sessions: untrusted, so a symlink, special file or mount there
  * refuses the start — and an empty directory of the generation. */
-static int open_ws_mount_source(sup *s, int ws, int ignored, int empty,
-                                const lz_workspace_mount *m, lz_error **err)
+static int open_ws_mount_source(sup *s, int ws, int ignored, int empty, const lz_workspace_mount *m,
+                                lz_error **err)
 {
     const lz_resolved_config *cfg = s->sc->cfg;
     if (m->base == LZ_MOUNT_FROM_EMPTY)
         return fcntl(empty, F_DUPFD_CLOEXEC, 3);
-    _cleanup_free_ char *label = m->base == LZ_MOUNT_FROM_IGNORED
-                                     ? lz_xasprintf("%s/ignored/%s",
-                                                    cfg->storage_domain_root.label, m->rel)
-                                     : lz_xasprintf("%s/%s", cfg->workspace.label, m->rel);
+    _cleanup_free_ char *label =
+        m->base == LZ_MOUNT_FROM_IGNORED
+            ? lz_xasprintf("%s/ignored/%s", cfg->storage_domain_root.label, m->rel)
+            : lz_xasprintf("%s/%s", cfg->workspace.label, m->rel);
     int fd = lz_open_confined(m->base == LZ_MOUNT_FROM_IGNORED ? ignored : ws, m->rel,
                               O_PATH | O_NOFOLLOW, 0, label, err);
     struct stat sb;
@@ -46,9 +46,10 @@ static int open_ws_mount_source(sup *s, int ws, int ignored, int empty,
         lz_error_set(err, 0, "%s is no longer a %s", label, m->dir ? "directory" : "regular file");
     }
     if (m->base == LZ_MOUNT_FROM_IGNORED)
-        return lz_error_hint(err, "this copy of a git-ignored path belongs to the sandbox, which "
-                                  "may have planted a symlink, special file or mount there in "
-                                  "an earlier session; inspect and remove %s, then run again",
+        return lz_error_hint(err,
+                             "this copy of a git-ignored path belongs to the sandbox, which "
+                             "may have planted a symlink, special file or mount there in "
+                             "an earlier session; inspect and remove %s, then run again",
                              label);
     return lz_error_hint(err, "the workspace changed while the sandbox was being set up; run "
                               "again");
@@ -61,8 +62,8 @@ static int open_ws_mount_source(sup *s, int ws, int ignored, int empty,
 static int open_in_tree(int root, const char *rel)
 {
     struct open_how how = { .flags = O_PATH | O_NOFOLLOW | O_CLOEXEC,
-                            .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
-                                       RESOLVE_NO_MAGICLINKS };
+                            .resolve =
+                                RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS };
     for (int i = 0;; i++) {
         long r = syscall(SYS_openat2, root, rel, &how, sizeof(how));
         if (r >= 0 || errno != EAGAIN || i >= 32)
@@ -109,8 +110,8 @@ int sup_compose_workspace(sup *s, int ws, int ws_root, lz_error **err)
     for (size_t i = 0; i < s->sc->n_workspace_mounts; i++) {
         const lz_workspace_mount *m = &s->sc->workspace_mounts[i];
         if (m->base == LZ_MOUNT_FROM_IGNORED && ignored < 0) {
-            _cleanup_close_ int droot = lz_plan_open(&cfg->storage_domain_root,
-                                                     O_PATH | O_DIRECTORY, true, err);
+            _cleanup_close_ int droot =
+                lz_plan_open(&cfg->storage_domain_root, O_PATH | O_DIRECTORY, true, err);
             if (droot < 0)
                 return -1;
             ignored = lz_open_confined(droot, "ignored", O_PATH | O_DIRECTORY, 0,

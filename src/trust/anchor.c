@@ -150,12 +150,13 @@ static bool generation_id_valid(const char *s)
 
 static int identity_check(const lz_generation_identity *id, lz_error **err)
 {
-    const char *bad = !id                                    ? "no identity"
-        : !id->agent_profile || !lz_profile_name_valid(id->agent_profile) ? "the agent profile"
-        : !lower_hex(id->domain_id, LZ_TRUST_DOMAIN_ID_LEN)  ? "the Domain id"
-        : !generation_id_valid(id->generation_id)            ? "the generation id"
-        : !lower_hex(id->nonce, LZ_TRUST_NONCE_LEN)          ? "the generation nonce"
-                                                              : NULL;
+    const char *bad = !id ? "no identity"
+                      : !id->agent_profile || !lz_profile_name_valid(id->agent_profile)
+                          ? "the agent profile"
+                      : !lower_hex(id->domain_id, LZ_TRUST_DOMAIN_ID_LEN) ? "the Domain id"
+                      : !generation_id_valid(id->generation_id)           ? "the generation id"
+                      : !lower_hex(id->nonce, LZ_TRUST_NONCE_LEN)         ? "the generation nonce"
+                                                                          : NULL;
     if (!bad)
         return 0;
     lz_error_set(err, EINVAL, "cannot create the Trust Anchor: %s is malformed", bad);
@@ -170,14 +171,15 @@ static int identity_check(const lz_generation_identity *id, lz_error **err)
 static X509_NAME *make_name(const char *ou, const char *cn, const char *nonce)
 {
     X509_NAME *n = X509_NAME_new();
-    if (n && X509_NAME_add_entry_by_NID(n, NID_organizationName, MBSTRING_UTF8,
-                                        (const unsigned char *) ORG, -1, -1, 0) == 1 &&
+    if (n &&
+        X509_NAME_add_entry_by_NID(n, NID_organizationName, MBSTRING_UTF8,
+                                   (const unsigned char *) ORG, -1, -1, 0) == 1 &&
         X509_NAME_add_entry_by_NID(n, NID_organizationalUnitName, MBSTRING_UTF8,
                                    (const unsigned char *) ou, -1, -1, 0) == 1 &&
-        X509_NAME_add_entry_by_NID(n, NID_commonName, MBSTRING_UTF8,
-                                   (const unsigned char *) cn, -1, -1, 0) == 1 &&
-        X509_NAME_add_entry_by_NID(n, NID_dnQualifier, MBSTRING_ASC,
-                                   (const unsigned char *) nonce, -1, -1, 0) == 1)
+        X509_NAME_add_entry_by_NID(n, NID_commonName, MBSTRING_UTF8, (const unsigned char *) cn, -1,
+                                   -1, 0) == 1 &&
+        X509_NAME_add_entry_by_NID(n, NID_dnQualifier, MBSTRING_ASC, (const unsigned char *) nonce,
+                                   -1, -1, 0) == 1)
         return n;
     X509_NAME_free(n);
     return NULL;
@@ -253,15 +255,22 @@ static lz_tls_credential *issue(lz_trust_anchor *a, lz_tls_role role, lz_tls_rol
         return NULL;
     }
     if (!key) {
-        ossl_fail(err, "cannot generate an Ed25519 key for the %s credential of generation %s",
-                  ou, a->generation_id);
+        ossl_fail(err, "cannot generate an Ed25519 key for the %s credential of generation %s", ou,
+                  a->generation_id);
         return NULL;
     }
-    static const int nids[] = { NID_basic_constraints, NID_key_usage, NID_ext_key_usage,
-                                NID_subject_key_identifier, NID_authority_key_identifier, 0 };
-    const char *values[] = { "critical,CA:FALSE", "critical,digitalSignature",
+    static const int nids[] = { NID_basic_constraints,
+                                NID_key_usage,
+                                NID_ext_key_usage,
+                                NID_subject_key_identifier,
+                                NID_authority_key_identifier,
+                                0 };
+    const char *values[] = { "critical,CA:FALSE",
+                             "critical,digitalSignature",
                              eku_role == LZ_TLS_ROLE_COORDINATOR ? "serverAuth" : "clientAuth",
-                             "hash", "keyid:always", NULL };
+                             "hash",
+                             "keyid:always",
+                             NULL };
     X509_NAME *name = make_name(ou, subject_id, a->nonce);
     X509 *cert = name ? make_cert(key, name, a->ca, a->ca_key, nids, values) : NULL;
     X509_NAME_free(name);
@@ -407,8 +416,8 @@ lz_trust_anchor *lz_trust_anchor_create(const lz_generation_identity *id, lz_err
      * decides: a CA of the same name but another key does not verify). */
     char cn[64];
     snprintf(cn, sizeof(cn), "Lazaret generation %s", a->generation_id);
-    static const int nids[] = { NID_basic_constraints, NID_key_usage,
-                                NID_subject_key_identifier, 0 };
+    static const int nids[] = { NID_basic_constraints, NID_key_usage, NID_subject_key_identifier,
+                                0 };
     static const char *const values[] = { "critical,CA:TRUE", "critical,keyCertSign", "hash",
                                           NULL };
     a->ca_key = new_key();
@@ -423,8 +432,9 @@ lz_trust_anchor *lz_trust_anchor_create(const lz_generation_identity *id, lz_err
     unsigned char *der = NULL;
     int der_len = i2d_X509(a->ca, &der);
     unsigned int md_len = 0;
-    bool ok = der_len > 0 && EVP_Digest(der, (size_t) der_len, a->manifest.tls_ca_sha256,
-                                        &md_len, EVP_sha256(), NULL) == 1 &&
+    bool ok = der_len > 0 &&
+              EVP_Digest(der, (size_t) der_len, a->manifest.tls_ca_sha256, &md_len, EVP_sha256(),
+                         NULL) == 1 &&
               md_len == LZ_TRUST_SHA256_LEN;
     OPENSSL_free(der);
     if (!ok) {
@@ -502,8 +512,10 @@ lz_tls_credential *lz_trust_anchor_issue_client_pub(lz_trust_anchor *a, const ch
         return NULL;
     EVP_PKEY *k = EVP_PKEY_new_raw_public_key(EVP_PKEY_ED25519, NULL, pub, 32);
     if (!k) {
-        ossl_fail(err, "cannot issue a client credential for session %s: the public key is "
-                       "not an Ed25519 key", session_id);
+        ossl_fail(err,
+                  "cannot issue a client credential for session %s: the public key is "
+                  "not an Ed25519 key",
+                  session_id);
         return NULL;
     }
     return issue(a, LZ_TLS_ROLE_CLIENT, LZ_TLS_ROLE_CLIENT, session_id, k, err);
@@ -586,8 +598,10 @@ static SSL_CTX *make_ctx(X509 *ca, const lz_tls_credential *cred, bool server, l
     lz_tls_role own = server ? LZ_TLS_ROLE_COORDINATOR : LZ_TLS_ROLE_CLIENT;
     const char *what = server ? "the coordinator's TLS context" : "the CLI's TLS context";
     if (!ca || !cred || !cred->key || !cred->cert || cred->role != own) {
-        lz_error_set(err, EINVAL, "cannot create %s: it needs the CA certificate and a %s "
-                                  "credential", what, lz_tls_role_name(own));
+        lz_error_set(err, EINVAL,
+                     "cannot create %s: it needs the CA certificate and a %s "
+                     "credential",
+                     what, lz_tls_role_name(own));
         return NULL;
     }
     SSL_CTX *c = NULL;
@@ -625,8 +639,8 @@ static SSL_CTX *make_ctx(X509 *ca, const lz_tls_credential *cred, bool server, l
         goto fail;
     SSL_CTX_set_cert_store(c, store); /* c owns it now */
     store = NULL;
-    SSL_CTX_set_verify(c, server ? SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT
-                                 : SSL_VERIFY_PEER,
+    SSL_CTX_set_verify(c,
+                       server ? SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT : SSL_VERIFY_PEER,
                        server ? verify_peer_is_client : verify_peer_is_coordinator);
     /* Depth 0: the peer's certificate must be issued by the CA itself. */
     SSL_CTX_set_verify_depth(c, 0);
@@ -650,17 +664,18 @@ SSL_CTX *lz_tls_client_ctx(X509 *ca, const lz_tls_credential *cred, lz_error **e
     return make_ctx(ca, cred, false, err);
 }
 
-X509 *lz_tls_ca_from_der(const uint8_t *der, size_t len,
-                         const uint8_t sha256[LZ_TRUST_SHA256_LEN], lz_error **err)
+X509 *lz_tls_ca_from_der(const uint8_t *der, size_t len, const uint8_t sha256[LZ_TRUST_SHA256_LEN],
+                         lz_error **err)
 {
     uint8_t md[LZ_TRUST_SHA256_LEN];
     unsigned int md_len = 0;
     if (!der || len == 0 || len > 65536 ||
-        EVP_Digest(der, len, md, &md_len, EVP_sha256(), NULL) != 1 ||
-        md_len != sizeof(md) || CRYPTO_memcmp(md, sha256, sizeof(md)) != 0) {
+        EVP_Digest(der, len, md, &md_len, EVP_sha256(), NULL) != 1 || md_len != sizeof(md) ||
+        CRYPTO_memcmp(md, sha256, sizeof(md)) != 0) {
         ERR_clear_error();
-        lz_error_set(err, EACCES, "the Trust Anchor CA certificate does not match the "
-                                  "generation's TrustManifest");
+        lz_error_set(err, EACCES,
+                     "the Trust Anchor CA certificate does not match the "
+                     "generation's TrustManifest");
         lz_error_hint(err, "the coordinator's publication belongs to another generation; "
                            "run the command again");
         return NULL;

@@ -43,9 +43,9 @@
 
 #include "common/error.h"
 
-#define LZ_TRUST_DOMAIN_ID_LEN 64  /* hex digits of a Domain id (SHA-256) */
-#define LZ_TRUST_NONCE_LEN 32      /* hex digits of the generation nonce */
-#define LZ_TRUST_SESSION_ID_LEN 32 /* hex digits of a session id */
+#define LZ_TRUST_DOMAIN_ID_LEN 64     /* hex digits of a Domain id (SHA-256) */
+#define LZ_TRUST_NONCE_LEN 32         /* hex digits of the generation nonce */
+#define LZ_TRUST_SESSION_ID_LEN 32    /* hex digits of a session id */
 #define LZ_TRUST_GENERATION_ID_MAX 19 /* decimal digits of a generation id (int64) */
 #define LZ_TRUST_SHA256_LEN 32
 /* A certificate is valid from this long before its creation ... */
@@ -147,8 +147,8 @@ SSL_CTX *lz_tls_client_ctx(X509 *ca, const lz_tls_credential *cred, lz_error **e
  * when its SHA-256 equals the TrustManifest's tls_ca_sha256. Newly
  * allocated. */
 LZ_MUST_CHECK
-X509 *lz_tls_ca_from_der(const uint8_t *der, size_t len,
-                         const uint8_t sha256[LZ_TRUST_SHA256_LEN], lz_error **err);
+X509 *lz_tls_ca_from_der(const uint8_t *der, size_t len, const uint8_t sha256[LZ_TRUST_SHA256_LEN],
+                         lz_error **err);
 
 /* ---- what the session channel needs (trust/channel.h) ------------------ */
 

@@ -258,15 +258,18 @@ int lz_tls_channel_open(lz_tls_channel *ch, const uint8_t *in, size_t in_len,
             (void) BIO_reset(ch->in);
             (void) BIO_reset(ch->out);
             ch->input_failed = true;
-            return lz_error_set(err, EPROTO, "a TLS handshake message (a KeyUpdate, say) after "
-                                             "the handshake: the session channel takes none");
+            return lz_error_set(err, EPROTO,
+                                "a TLS handshake message (a KeyUpdate, say) after "
+                                "the handshake: the session channel takes none");
         }
         if (r == 1) {
             if (n == LZ_WIRE_MAX) {
                 (void) BIO_reset(ch->in);
                 ch->input_failed = true; /* the rest would open as the next message */
-                return lz_error_set(err, EPROTO, "a TLS datagram holds more than one message "
-                                                 "may (%d bytes)", LZ_WIRE_MAX);
+                return lz_error_set(err, EPROTO,
+                                    "a TLS datagram holds more than one message "
+                                    "may (%d bytes)",
+                                    LZ_WIRE_MAX);
             }
             n += got;
             continue;
@@ -288,8 +291,8 @@ int lz_tls_channel_open(lz_tls_channel *ch, const uint8_t *in, size_t in_len,
 
 /* ---- on a socket ------------------------------------------------------- */
 
-int lz_tls_proto_send(lz_tls_channel *ch, int sock, const lz_wbuf *b, const int *fds,
-                      size_t n_fds, lz_error **err)
+int lz_tls_proto_send(lz_tls_channel *ch, int sock, const lz_wbuf *b, const int *fds, size_t n_fds,
+                      lz_error **err)
 {
     if (b->overflow)
         return lz_error_set(err, EMSGSIZE, "cannot send a control message: it is too large");

@@ -85,8 +85,8 @@ X509 *lz_tls_channel_peer(const lz_tls_channel *ch);
 
 /* Seal b and send it on sock with its descriptors (blocking). */
 LZ_MUST_CHECK
-int lz_tls_proto_send(lz_tls_channel *ch, int sock, const lz_wbuf *b, const int *fds,
-                      size_t n_fds, lz_error **err);
+int lz_tls_proto_send(lz_tls_channel *ch, int sock, const lz_wbuf *b, const int *fds, size_t n_fds,
+                      lz_error **err);
 /* The same where a failure needs no handling at the call (lz_wire_post). */
 void lz_tls_proto_post(lz_tls_channel *ch, int sock, const lz_wbuf *b);
 

@@ -28,10 +28,10 @@ int lz_trust_publish(const lz_trust_anchor *a, int dirfd, const char *dir_label,
     if (b.overflow || b.len > LZ_TRUST_PUBLICATION_MAX)
         return lz_error_set(err, EMSGSIZE, "the Trust Anchor publication is too large");
     /* Runtime directory (tmpfs): a publication does not outlive the boot. */
-    _cleanup_free_ char *what = lz_xasprintf("the Trust Anchor publication %s/%s", dir_label,
-                                             LZ_TRUST_PUBLICATION_FILE);
-    return lz_write_atomic(dirfd, LZ_TRUST_PUBLICATION_FILE, b.data, b.len, 0600,
-                           LZ_ATOMIC_NO_SYNC, what, err);
+    _cleanup_free_ char *what =
+        lz_xasprintf("the Trust Anchor publication %s/%s", dir_label, LZ_TRUST_PUBLICATION_FILE);
+    return lz_write_atomic(dirfd, LZ_TRUST_PUBLICATION_FILE, b.data, b.len, 0600, LZ_ATOMIC_NO_SYNC,
+                           what, err);
 }
 
 void lz_trust_unpublish(int dirfd)
@@ -72,8 +72,9 @@ int lz_trust_publication_decode(const uint8_t *data, size_t len, lz_trust_public
     /* Strict: exactly the certificate's DER, as lz_trust_publish wrote it. */
     p.ca = lz_x509_from_exact_der(der, der_len);
     if (!p.ca)
-        return lz_tls_error(err, NULL, "the Domain's Trust Anchor publication holds no valid "
-                                       "CA certificate");
+        return lz_tls_error(err, NULL,
+                            "the Domain's Trust Anchor publication holds no valid "
+                            "CA certificate");
     *ret = p;
     return 0;
 }
@@ -81,8 +82,8 @@ int lz_trust_publication_decode(const uint8_t *data, size_t len, lz_trust_public
 int lz_trust_publication_read(int dirfd, const char *dir_label, lz_trust_publication *ret,
                               lz_error **err)
 {
-    _cleanup_close_ int fd = openat(dirfd, LZ_TRUST_PUBLICATION_FILE,
-                                    O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    _cleanup_close_ int fd =
+        openat(dirfd, LZ_TRUST_PUBLICATION_FILE, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) {
         lz_error_set(err, errno, "cannot read the Domain's Trust Anchor publication %s/%s",
                      dir_label, LZ_TRUST_PUBLICATION_FILE);

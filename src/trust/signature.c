@@ -15,8 +15,8 @@
 #include <openssl/evp.h>
 
 /* context || nonce || payload, freshly allocated; NULL on ENOMEM. */
-static uint8_t *signed_bytes(const char nonce[LZ_SIG_NONCE_LEN], const uint8_t *payload,
-                             size_t len, size_t *ret_len)
+static uint8_t *signed_bytes(const char nonce[LZ_SIG_NONCE_LEN], const uint8_t *payload, size_t len,
+                             size_t *ret_len)
 {
     size_t ctx = sizeof(LZ_SIG_CONTEXT); /* the NUL separates context and nonce */
     if (len > SIZE_MAX - ctx - LZ_SIG_NONCE_LEN)
@@ -69,12 +69,14 @@ int lz_sig_sign(const uint8_t seed[LZ_SIG_KEY_LEN], const char nonce[LZ_SIG_NONC
 {
     size_t mlen;
     uint8_t *m = signed_bytes(nonce, payload, len, &mlen);
-    EVP_PKEY *k = m ? EVP_PKEY_new_raw_private_key(EVP_PKEY_ED25519, NULL, seed,
-                                                   LZ_SIG_KEY_LEN) : NULL;
+    EVP_PKEY *k =
+        m ? EVP_PKEY_new_raw_private_key(EVP_PKEY_ED25519, NULL, seed, LZ_SIG_KEY_LEN) : NULL;
     EVP_MD_CTX *ctx = k ? EVP_MD_CTX_new() : NULL;
     size_t slen = LZ_SIG_LEN;
     int r = ctx && EVP_DigestSignInit(ctx, NULL, NULL, NULL, k) == 1 &&
-            EVP_DigestSign(ctx, sig, &slen, m, mlen) == 1 && slen == LZ_SIG_LEN ? 0 : -1;
+                    EVP_DigestSign(ctx, sig, &slen, m, mlen) == 1 && slen == LZ_SIG_LEN
+                ? 0
+                : -1;
     EVP_MD_CTX_free(ctx);
     EVP_PKEY_free(k);
     free(m);
@@ -88,8 +90,8 @@ bool lz_sig_verify(const uint8_t pub[LZ_SIG_KEY_LEN], const char nonce[LZ_SIG_NO
 {
     size_t mlen;
     uint8_t *m = signed_bytes(nonce, payload, len, &mlen);
-    EVP_PKEY *k = m ? EVP_PKEY_new_raw_public_key(EVP_PKEY_ED25519, NULL, pub,
-                                                  LZ_SIG_KEY_LEN) : NULL;
+    EVP_PKEY *k =
+        m ? EVP_PKEY_new_raw_public_key(EVP_PKEY_ED25519, NULL, pub, LZ_SIG_KEY_LEN) : NULL;
     EVP_MD_CTX *ctx = k ? EVP_MD_CTX_new() : NULL;
     bool ok = ctx && EVP_DigestVerifyInit(ctx, NULL, NULL, NULL, k) == 1 &&
               EVP_DigestVerify(ctx, sig, LZ_SIG_LEN, m, mlen) == 1;

@@ -13,13 +13,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#define CHECK(cond)                                                                        \
-    do {                                                                                   \
-        if (!(cond)) {                                                                     \
-            fprintf(stderr, "%s: invariant violated at %s:%d: %s\n", FUZZ_NAME, __FILE__, \
-                    __LINE__, #cond);                                                      \
-            abort();                                                                       \
-        }                                                                                  \
+#define CHECK(cond)                                                                                \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "%s: invariant violated at %s:%d: %s\n", FUZZ_NAME, __FILE__,          \
+                    __LINE__, #cond);                                                              \
+            abort();                                                                               \
+        }                                                                                          \
     } while (0)
 
 static inline bool zeroed(const void *p, size_t n)

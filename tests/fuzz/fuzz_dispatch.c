@@ -119,20 +119,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 /* The fuzzer's end of one session. */
 typedef struct handle {
-    int peer;          /* -1: no session */
+    int peer; /* -1: no session */
     session *s;
-    uint32_t no;       /* s->no when attached: the slot may be reused */
-    bool eof;          /* the coordinator closed its end */
+    uint32_t no;        /* s->no when attached: the slot may be reused */
+    bool eof;           /* the coordinator closed its end */
     uint16_t last_type; /* last record received, 0 when none */
-    bool got_refused;  /* a REFUSED arrived since the last step began */
+    bool got_refused;   /* a REFUSED arrived since the last step began */
     /* The session channel, as a CLI sees it. */
-    bool enrolled;     /* ENROLLED arrived (after it: nothing in the clear) */
+    bool enrolled; /* ENROLLED arrived (after it: nothing in the clear) */
     char enrolled_id[33];
     uint8_t cert[LZ_MSG_MAX_CERT];
     size_t cert_len;
-    SSL_CTX *cctx;     /* this session's client context (its certificate) */
+    SSL_CTX *cctx;       /* this session's client context (its certificate) */
     lz_tls_channel *tls; /* NULL until this handle enrolled itself */
-    bool desync;       /* a sealed record was not sent: raw from then on */
+    bool desync;         /* a sealed record was not sent: raw from then on */
 } handle;
 
 static coord *C;
@@ -144,7 +144,7 @@ static int sup_peer = -1;
 static handle H[N_HANDLES];
 static int base_ours;
 static unsigned base_sources;
-static bool trace; /* LZ_FUZZ_TRACE=1: one line per step on stderr */
+static bool trace;        /* LZ_FUZZ_TRACE=1: one line per step on stderr */
 static EVP_PKEY *cli_key; /* every CLI's Ed25519 key (fixed) */
 static uint8_t cli_pub[LZ_MSG_ENROLL_KEY_LEN];
 static X509 *published_ca; /* the CA as the publication names it */
@@ -275,8 +275,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     lz_error *err = NULL;
     int store_dir = open(tmp_path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     CHECK(store_dir >= 0);
-    if (lz_domain_store_open(store_dir, ID_HEX, CFG.profile, CFG.workspace.label, &A.store,
-                             &err) < 0) {
+    if (lz_domain_store_open(store_dir, ID_HEX, CFG.profile, CFG.workspace.label, &A.store, &err) <
+        0) {
         fprintf(stderr, "fuzz_dispatch: %s\n", err->message);
         abort();
     }
@@ -304,8 +304,10 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     snprintf(C->nonce, sizeof(C->nonce), "%s", "00112233445566778899aabbccddeeff");
     char gen[24];
     snprintf(gen, sizeof(gen), "%lld", (long long) C->generation);
-    lz_generation_identity gid = { .agent_profile = CFG.profile, .domain_id = C->id_hex,
-                                   .generation_id = gen, .nonce = C->nonce };
+    lz_generation_identity gid = { .agent_profile = CFG.profile,
+                                   .domain_id = C->id_hex,
+                                   .generation_id = gen,
+                                   .nonce = C->nonce };
     C->trust = lz_trust_anchor_create(&gid, &err);
     CHECK(C->trust != NULL);
     C->tls_ctx = lz_tls_server_ctx(lz_trust_anchor_ca_cert(C->trust),
@@ -391,7 +393,9 @@ static int drain(int fd, bool *eof, size_t *nfds, uint16_t *last, bool *refused)
             struct cmsghdr align;
         } ctrl;
         struct iovec iov = { .iov_base = rbuf, .iov_len = sizeof(rbuf) };
-        struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctrl.buf,
+        struct msghdr msg = { .msg_iov = &iov,
+                              .msg_iovlen = 1,
+                              .msg_control = ctrl.buf,
                               .msg_controllen = sizeof(ctrl.buf) };
         ssize_t r = recvmsg(fd, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
         if (r < 0) {
@@ -474,7 +478,9 @@ static void drain_handle(handle *h)
             struct cmsghdr align;
         } ctrl;
         struct iovec iov = { .iov_base = rbuf, .iov_len = sizeof(rbuf) };
-        struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctrl.buf,
+        struct msghdr msg = { .msg_iov = &iov,
+                              .msg_iovlen = 1,
+                              .msg_control = ctrl.buf,
                               .msg_controllen = sizeof(ctrl.buf) };
         ssize_t r = recvmsg(h->peer, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
         if (r < 0) {
@@ -495,8 +501,10 @@ static void drain_handle(handle *h)
             size_t n = 0;
             lz_error *err = NULL;
             if (lz_tls_channel_open(h->tls, rbuf, len, plain, &n, &err) < 0) {
-                fprintf(stderr, "fuzz_dispatch: a datagram of the coordinator's does not open: "
-                                "%s\n", err->message);
+                fprintf(stderr,
+                        "fuzz_dispatch: a datagram of the coordinator's does not open: "
+                        "%s\n",
+                        err->message);
                 CHECK(false);
             }
             CHECK(n > 0); /* one message per datagram, never none */
@@ -631,8 +639,8 @@ static void secure(handle *h)
     run_loop();
     CHECK(h->enrolled && !h->eof && handle_live(h) && h->s->state == S_TLS);
     lz_error *err = NULL;
-    lz_tls_credential *cred = lz_tls_client_credential(published_ca, h->enrolled_id, cli_key,
-                                                       h->cert, h->cert_len, &err);
+    lz_tls_credential *cred =
+        lz_tls_client_credential(published_ca, h->enrolled_id, cli_key, h->cert, h->cert_len, &err);
     if (!cred) {
         fprintf(stderr, "fuzz_dispatch: ENROLLED refused: %s\n", err->message);
         CHECK(false);
@@ -671,7 +679,7 @@ static void step_session(int k, uint8_t arg, size_t nfds, const uint8_t *p, size
     if (len == 0) {
         predicted = false; /* reads as the client's shutdown */
     } else if (len == 1) {
-        violation = true;  /* no type */
+        violation = true; /* no type */
     } else {
         char why[160];
         uint16_t type = (uint16_t) ((p[0] << 8) | p[1]);
@@ -808,8 +816,10 @@ static void reset(void)
     int mine;
     (void) count_open_fds(&mine);
     if (mine != base_ours) {
-        fprintf(stderr, "fuzz_dispatch: %d descriptors of the code under test open, %d at the "
-                        "start:\n", mine, base_ours);
+        fprintf(stderr,
+                "fuzz_dispatch: %d descriptors of the code under test open, %d at the "
+                "start:\n",
+                mine, base_ours);
         list_fds();
     }
     CHECK(mine == base_ours);
@@ -829,7 +839,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         pos += len;
         size_t nfds = (arg & 0x7f) % (LZ_WIRE_MAX_FDS + 1); /* bit 7: raw (step_session) */
         switch (op) {
-        case 0: case 1: case 2: case 3:
+        case 0:
+        case 1:
+        case 2:
+        case 3:
             step_session(op, arg, nfds, p, len);
             break;
         case 4:

@@ -44,7 +44,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static lz_wbuf out; /* 64 KiB: not on the stack */
 
-
 /* Checked here independently of mailbox.c's own helpers, so that a bug in
  * those is not mirrored by the oracle. */
 static bool id_ok(const char *id)

@@ -41,7 +41,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static lz_wbuf out; /* 64 KiB: not on the stack */
 
-
 static void check_str(const char *s, size_t max)
 {
     CHECK(s != NULL);

@@ -39,8 +39,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
  * sequencer.h, unchanged but for reading from f. */
 static bool oracle(FILE *f, bool is_strategy, bool is_opts)
 {
-    static const char *const strategies[] = { "ort", "recursive", "resolve", "octopus", "ours",
-                                              "subtree" };
+    static const char *const strategies[] = { "ort",     "recursive", "resolve",
+                                              "octopus", "ours",      "subtree" };
     bool found = false;
     char *line = NULL;
     size_t cap = 0;

@@ -60,16 +60,16 @@ static int serve(int port, const char *mark)
         c[i].fd = -1;
     for (;;) {
         struct pollfd p[MAXC + 1];
-        p[0] = (struct pollfd) { .fd = l, .events = POLLIN };
+        p[0] = (struct pollfd){ .fd = l, .events = POLLIN };
         for (int i = 0; i < MAXC; i++)
-            p[i + 1] = (struct pollfd) { .fd = c[i].fd, .events = POLLIN };
+            p[i + 1] = (struct pollfd){ .fd = c[i].fd, .events = POLLIN };
         if (poll(p, MAXC + 1, -1) < 0)
             continue;
         if (p[0].revents & POLLIN) {
             int fd = accept4(l, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
             for (int i = 0; fd >= 0 && i < MAXC; i++)
                 if (c[i].fd < 0) {
-                    c[i] = (conn) { .fd = fd };
+                    c[i] = (conn){ .fd = fd };
                     fd = -1;
                 }
             if (fd >= 0)
@@ -118,9 +118,9 @@ static int flood(int port)
     memset(junk, 'x', sizeof(junk));
     for (;;) {
         struct pollfd p[MAXC + 1];
-        p[0] = (struct pollfd) { .fd = l, .events = POLLIN };
+        p[0] = (struct pollfd){ .fd = l, .events = POLLIN };
         for (int i = 0; i < n; i++)
-            p[i + 1] = (struct pollfd) { .fd = fds[i], .events = POLLOUT };
+            p[i + 1] = (struct pollfd){ .fd = fds[i], .events = POLLOUT };
         if (poll(p, (nfds_t) n + 1, -1) < 0)
             continue;
         if ((p[0].revents & POLLIN) && n < MAXC) {

@@ -288,7 +288,9 @@ int main(int argc, char **argv)
 
     lz_error *err = NULL;
     lz_resolved_config *cfg = NULL;
-    lz_load_request req = { .config_path = NULL, .profile = argv[2], .workspace = argv[3],
+    lz_load_request req = { .config_path = NULL,
+                            .profile = argv[2],
+                            .workspace = argv[3],
                             .layout = lz_sandbox_layout_production() };
     if (lz_config_load(&req, &cfg, &err) < 0)
         return fail("cannot load the configuration", err);
@@ -318,10 +320,17 @@ int main(int argc, char **argv)
     snprintf(container, sizeof(container), "lzprobe-%d", (int) getpid());
 
     lz_supervisor_config sc = {
-        .cfg = cfg, .image = &image, .generation = 1, .generation_dir = gendir,
-        .container_id = container, .runsc = runsc, .guest_bin_dir = bin,
-        .guest_lib_dir = NULL, .log_path = log_path,
-        .workspace_mounts = NULL, .n_workspace_mounts = 0,
+        .cfg = cfg,
+        .image = &image,
+        .generation = 1,
+        .generation_dir = gendir,
+        .container_id = container,
+        .runsc = runsc,
+        .guest_bin_dir = bin,
+        .guest_lib_dir = NULL,
+        .log_path = log_path,
+        .workspace_mounts = NULL,
+        .n_workspace_mounts = 0,
     };
     lz_supervisor_handle h;
     if (lz_supervisor_spawn(&sc, &h, &err) < 0)

@@ -35,8 +35,8 @@ static lz_resolved_rule rule(const char *exe, const char *const *args, size_t n,
     return r;
 }
 
-#define ARGV(...) ((char *const *) (const char *const[]) { __VA_ARGS__, NULL })
-#define N(...) (sizeof((const char *[]) { __VA_ARGS__ }) / sizeof(const char *))
+#define ARGV(...) ((char *const *) (const char *const[]){ __VA_ARGS__, NULL })
+#define N(...) (sizeof((const char *[]){ __VA_ARGS__ }) / sizeof(const char *))
 #define MATCH(r, ...) lz_rule_matches(&(r), ARGV(__VA_ARGS__), N(__VA_ARGS__))
 
 static void test_exact_rule(void **state)
@@ -45,12 +45,12 @@ static void test_exact_rule(void **state)
     const char *args[] = { "status" };
     lz_resolved_rule r = rule("/usr/bin/git", args, 1, false);
     assert_true(MATCH(r, "/usr/bin/git", "status"));
-    assert_false(MATCH(r, "/usr/bin/git", "statusx"));   /* no prefix of an argument */
+    assert_false(MATCH(r, "/usr/bin/git", "statusx")); /* no prefix of an argument */
     assert_false(MATCH(r, "/usr/bin/git", "statu"));
     assert_false(MATCH(r, "/usr/bin/git", "status", "-s")); /* no extra arguments */
     assert_false(MATCH(r, "/usr/bin/git"));
-    assert_false(MATCH(r, "git", "status"));             /* no PATH lookup, no basename */
-    assert_false(MATCH(r, "/usr/bin//git", "status"));   /* byte-equal, not canonicalised */
+    assert_false(MATCH(r, "git", "status"));           /* no PATH lookup, no basename */
+    assert_false(MATCH(r, "/usr/bin//git", "status")); /* byte-equal, not canonicalised */
     assert_false(MATCH(r, "/usr/local/bin/git", "status"));
     assert_false(lz_rule_matches(&r, ARGV("/usr/bin/git"), 0));
 }

@@ -87,9 +87,8 @@ static void writes_and_replaces_with_mode(void **state)
     struct stat st;
     assert_int_equal(fstatat(dir_fd, "rec", &st, 0), 0);
     assert_int_equal(st.st_mode & 07777, 0640); /* umask 022 (main) */
-    assert_int_equal(lz_write_atomic(dir_fd, "rec", "two", 3, 0600, LZ_ATOMIC_NO_SYNC,
-                                     "the record", &err),
-                     0);
+    assert_int_equal(
+        lz_write_atomic(dir_fd, "rec", "two", 3, 0600, LZ_ATOMIC_NO_SYNC, "the record", &err), 0);
     assert_string_equal(slurp("rec"), "two");
     assert_int_equal(entries(), 1); /* no temporary name left */
 }
@@ -131,8 +130,7 @@ static void failed_replace_leaves_nothing(void **state)
     assert_true(f >= 0);
     close(f);
     lz_error *err = NULL;
-    assert_int_equal(lz_write_atomic(dir_fd, "busy", "z", 1, 0600, 0, "the status file", &err),
-                     -1);
+    assert_int_equal(lz_write_atomic(dir_fd, "busy", "z", 1, 0600, 0, "the status file", &err), -1);
     assert_non_null(err);
     assert_non_null(strstr(err->message, "the status file"));
     assert_non_null(strstr(err->message, "busy"));

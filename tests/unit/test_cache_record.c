@@ -66,8 +66,8 @@ static void test_parse_exact_record_only(void **state)
     /* Another key, a missing newline, two spaces, a value with a space or a
      * control byte, an empty value, a NUL inside, trailing bytes: misses. */
     const char *bad[] = {
-        "k2 version=2 date=1\n", "k1 version=2 date=1", "k1 version=2  date=1\n",
-        "k1 version=2 da te=1\n", "k1 version=2 date=\x01\n", "k1 version=2 \n",
+        "k2 version=2 date=1\n",    "k1 version=2 date=1",      "k1 version=2  date=1\n",
+        "k1 version=2 da te=1\n",   "k1 version=2 date=\x01\n", "k1 version=2 \n",
         "k1 version=2 date=1\nx\n", "k1 version=3 date=1\n",
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
@@ -157,10 +157,11 @@ static void test_runsc_facts_round_trip_and_strictness(void **state)
     assert_true(lz_runsc_facts_parse_value("date=20230214,statx=1", &h));
     assert_int_equal(h.release_date, 20230214);
     assert_true(h.statx_ok);
-    const char *bad[] = { "date=20230214,statx=2", "date=020230214,statx=1",
-                          "date=20230214,statx=1x", "date=+2023021,statx=1",
-                          "date=-1,statx=0", "statx=1,date=20230214", "date=2023 0214,statx=1",
-                          "date=20230214,statx=01", "" };
+    const char *bad[] = {
+        "date=20230214,statx=2",  "date=020230214,statx=1", "date=20230214,statx=1x",
+        "date=+2023021,statx=1",  "date=-1,statx=0",        "statx=1,date=20230214",
+        "date=2023 0214,statx=1", "date=20230214,statx=01", ""
+    };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
         assert_false(lz_runsc_facts_parse_value(bad[i], &h));
 }

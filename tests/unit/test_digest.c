@@ -262,38 +262,103 @@ static void test_fingerprint_ignores_env_values(void **state)
 /* Every fingerprinted field changes the digest. */
 typedef void (*mutation)(lz_resolved_config *c);
 
-static void m_profile(lz_resolved_config *c) { free(c->profile); c->profile = s("claude2"); }
-static void m_storage(lz_resolved_config *c) { free(c->storage_root.label); c->storage_root.label = s("/srv/lz"); }
-static void m_runtime(lz_resolved_config *c) { free(c->runtime_root.label); c->runtime_root.label = s("/run/user/1001/lazaret"); }
-static void m_image(lz_resolved_config *c) { free(c->image); c->image = s("debian:bookworm"); }
-static void m_isolate(lz_resolved_config *c) { c->isolate_gitignored = false; }
-static void m_persistent(lz_resolved_config *c) { free(c->persistent_dirs[1]); c->persistent_dirs[1] = s("/opt"); }
-static void m_env_name(lz_resolved_config *c) { free(c->env[0].sandbox_name); c->env[0].sandbox_name = s("KEY"); }
-static void m_env_host(lz_resolved_config *c) { free(c->env[0].host_name); c->env[0].host_name = s("OTHER"); }
-static void m_vol_source(lz_resolved_config *c) { free(c->volumes[1].source.label); c->volumes[1].source.label = s("/home/a/data2.txt"); }
-static void m_vol_dest(lz_resolved_config *c) { free(c->volumes[1].container); c->volumes[1].container = s("/usr/share/d.txt"); }
-static void m_vol_kind(lz_resolved_config *c) { c->volumes[1].kind = LZ_VOLUME_DIRECTORY; }
-static void m_vol_access(lz_resolved_config *c) { c->volumes[1].access = LZ_ACCESS_READ_WRITE; }
-static void m_vol_create(lz_resolved_config *c) { c->volumes[0].create = false; }
-static void m_allow(lz_resolved_config *c) { c->allow.items[0].len = 25; }
+static void m_profile(lz_resolved_config *c)
+{
+    free(c->profile);
+    c->profile = s("claude2");
+}
+static void m_storage(lz_resolved_config *c)
+{
+    free(c->storage_root.label);
+    c->storage_root.label = s("/srv/lz");
+}
+static void m_runtime(lz_resolved_config *c)
+{
+    free(c->runtime_root.label);
+    c->runtime_root.label = s("/run/user/1001/lazaret");
+}
+static void m_image(lz_resolved_config *c)
+{
+    free(c->image);
+    c->image = s("debian:bookworm");
+}
+static void m_isolate(lz_resolved_config *c)
+{
+    c->isolate_gitignored = false;
+}
+static void m_persistent(lz_resolved_config *c)
+{
+    free(c->persistent_dirs[1]);
+    c->persistent_dirs[1] = s("/opt");
+}
+static void m_env_name(lz_resolved_config *c)
+{
+    free(c->env[0].sandbox_name);
+    c->env[0].sandbox_name = s("KEY");
+}
+static void m_env_host(lz_resolved_config *c)
+{
+    free(c->env[0].host_name);
+    c->env[0].host_name = s("OTHER");
+}
+static void m_vol_source(lz_resolved_config *c)
+{
+    free(c->volumes[1].source.label);
+    c->volumes[1].source.label = s("/home/a/data2.txt");
+}
+static void m_vol_dest(lz_resolved_config *c)
+{
+    free(c->volumes[1].container);
+    c->volumes[1].container = s("/usr/share/d.txt");
+}
+static void m_vol_kind(lz_resolved_config *c)
+{
+    c->volumes[1].kind = LZ_VOLUME_DIRECTORY;
+}
+static void m_vol_access(lz_resolved_config *c)
+{
+    c->volumes[1].access = LZ_ACCESS_READ_WRITE;
+}
+static void m_vol_create(lz_resolved_config *c)
+{
+    c->volumes[0].create = false;
+}
+static void m_allow(lz_resolved_config *c)
+{
+    c->allow.items[0].len = 25;
+}
 static void m_deny(lz_resolved_config *c)
 {
     lz_ipv4_prefix p;
     assert_true(lz_ipv4_prefix_parse("198.51.100.0/24", &p));
     lz_ipv4_list_add(&c->deny, &p);
 }
-static void m_escalation(lz_resolved_config *c) { c->escalation_enabled = false; }
-static void m_rule_exe(lz_resolved_config *c) { free(c->rules[0].executable.label); c->rules[0].executable.label = s("/usr/bin/env"); }
-static void m_rule_arg(lz_resolved_config *c) { free(c->rules[0].args[1]); c->rules[0].args[1] = s("-1"); }
-static void m_rule_extra(lz_resolved_config *c) { c->rules[0].allow_extra_args = false; }
+static void m_escalation(lz_resolved_config *c)
+{
+    c->escalation_enabled = false;
+}
+static void m_rule_exe(lz_resolved_config *c)
+{
+    free(c->rules[0].executable.label);
+    c->rules[0].executable.label = s("/usr/bin/env");
+}
+static void m_rule_arg(lz_resolved_config *c)
+{
+    free(c->rules[0].args[1]);
+    c->rules[0].args[1] = s("-1");
+}
+static void m_rule_extra(lz_resolved_config *c)
+{
+    c->rules[0].allow_extra_args = false;
+}
 
 static void test_fingerprint_every_field_counts(void **state)
 {
     (void) state;
     const mutation ms[] = {
-        m_profile, m_storage, m_runtime, m_image, m_isolate, m_persistent, m_env_name, m_env_host,
-        m_vol_source, m_vol_dest, m_vol_kind, m_vol_access, m_vol_create, m_allow, m_deny,
-        m_escalation, m_rule_exe, m_rule_arg, m_rule_extra,
+        m_profile,  m_storage,    m_runtime,  m_image,    m_isolate,    m_persistent, m_env_name,
+        m_env_host, m_vol_source, m_vol_dest, m_vol_kind, m_vol_access, m_vol_create, m_allow,
+        m_deny,     m_escalation, m_rule_exe, m_rule_arg, m_rule_extra,
     };
     for (size_t i = 0; i < sizeof(ms) / sizeof(ms[0]); i++) {
         lz_resolved_config *c = sample();
@@ -311,7 +376,11 @@ static void test_frame_primitives(void **state)
     lz_frame_bytes(&f, "ab", 2);
     lz_frame_bool(&f, 7);
     assert_int_equal(f.len, 7);
-    assert_memory_equal(f.data, "\x00\x00\x00\x02" "ab" "\x01", 7);
+    assert_memory_equal(f.data,
+                        "\x00\x00\x00\x02"
+                        "ab"
+                        "\x01",
+                        7);
     assert_int_equal(f.overflow, 0);
     lz_frame_u32be(&f, (uint64_t) UINT32_MAX + 1);
     assert_int_equal(f.overflow, 1);
@@ -326,9 +395,12 @@ static void test_frame_primitives(void **state)
     lz_frame_sorted_list(&out, items, 3);
     assert_memory_equal(out.data,
                         "\x00\x00\x00\x03"
-                        "\x00\x00\x00\x01" "a"
-                        "\x00\x00\x00\x02" "ab"
-                        "\x00\x00\x00\x01" "b",
+                        "\x00\x00\x00\x01"
+                        "a"
+                        "\x00\x00\x00\x02"
+                        "ab"
+                        "\x00\x00\x00\x01"
+                        "b",
                         4 + 5 + 6 + 5);
     lz_frame_free(&out);
 }

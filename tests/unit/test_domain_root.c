@@ -31,9 +31,9 @@ static void test_state_name_round_trip(void **state)
         { "/usr/local", "usr%2Flocal" },
         { "/root", "root" },
         { "/home/agent/.cache", "home%2Fagent%2F.cache" },
-        { "/opt/50%", "opt%2F50%25" },          /* '%' itself is escaped */
-        { "/a%2Fb", "a%252Fb" },                /* an escape-looking path stays itself */
-        { "/x y/ü", "x y%2Fü" },                /* other bytes as they are */
+        { "/opt/50%", "opt%2F50%25" }, /* '%' itself is escaped */
+        { "/a%2Fb", "a%252Fb" },       /* an escape-looking path stays itself */
+        { "/x y/ü", "x y%2Fü" },       /* other bytes as they are */
         { "/", "" },
     };
     for (size_t i = 0; i < LZ_ARRAY_SIZE(cases); i++) {

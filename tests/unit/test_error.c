@@ -65,7 +65,8 @@ static void test_set(void **state)
     lz_error_free(err);
 }
 
-static int set_via_v(lz_error **err, int errnum, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int set_via_v(lz_error **err, int errnum, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 static int set_via_v(lz_error **err, int errnum, const char *fmt, ...)
 {
     va_list ap;
@@ -210,7 +211,8 @@ static void test_report(void **state)
 
     lz_error_hint(&err, "create the directory");
     want = NULL;
-    assert_true(asprintf(&want, "lazaret: error: cannot open /home/a/p: %s\n  fix: create the directory\n",
+    assert_true(asprintf(&want,
+                         "lazaret: error: cannot open /home/a/p: %s\n  fix: create the directory\n",
                          strerror(ENOENT)) > 0);
     text = report_text(err);
     assert_string_equal(text, want);
@@ -273,7 +275,8 @@ static void test_propagation(void **state)
     lz_error *err = NULL;
     assert_int_equal(outer(&err), -1);
     assert_non_null(err);
-    assert_string_equal(err->message, "config.toml:4:13: key storage.data_root: value out of range");
+    assert_string_equal(err->message,
+                        "config.toml:4:13: key storage.data_root: value out of range");
     assert_string_equal(err->hint, "fix the value");
     assert_int_equal(err->errnum, EINVAL);
     lz_error_free(err);
@@ -293,7 +296,10 @@ typedef struct utf8_case {
     bool valid;
 } utf8_case;
 
-#define U8(name, lit, valid) { name, lit, sizeof(lit) - 1, valid }
+#define U8(name, lit, valid)                                                                       \
+    {                                                                                              \
+        name, lit, sizeof(lit) - 1, valid                                                          \
+    }
 
 static const utf8_case utf8_cases[] = {
     U8("empty", "", true),

@@ -44,7 +44,8 @@ static int listen_lo(uint16_t *port)
 static int connect_lo(uint16_t port)
 {
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port),
+    struct sockaddr_in a = { .sin_family = AF_INET,
+                             .sin_port = htons(port),
                              .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
     assert_int_equal(connect(fd, (struct sockaddr *) &a, sizeof(a)), 0);
     struct timeval tv = { 5, 0 };
@@ -62,7 +63,8 @@ static pid_t start_forwarder(uint16_t target, uint16_t *ret_port)
     assert_true(pid >= 0);
     if (pid == 0) {
         prctl(PR_SET_PDEATHSIG, SIGKILL);
-        struct sockaddr_in t = { .sin_family = AF_INET, .sin_port = htons(target),
+        struct sockaddr_in t = { .sin_family = AF_INET,
+                                 .sin_port = htons(target),
                                  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
         _exit(lz_forward_run(l, &t));
     }
@@ -251,7 +253,8 @@ static void test_confinement(void **state)
         if (kill(getppid(), 0) == 0 || errno != EPERM)
             code |= 2;
         int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(tport),
+        struct sockaddr_in a = { .sin_family = AF_INET,
+                                 .sin_port = htons(tport),
                                  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
         if (s < 0 || connect(s, (struct sockaddr *) &a, sizeof(a)) < 0)
             code |= 4;

@@ -33,10 +33,9 @@
 #define NOBODY_UID 65534
 
 typedef struct {
-    char *dir;       /* canonical path of this test's temporary directory */
-    int open_fds;    /* descriptors open before the test: none may leak */
+    char *dir;    /* canonical path of this test's temporary directory */
+    int open_fds; /* descriptors open before the test: none may leak */
 } fixture;
-
 
 static int rm_entry(const char *path, const struct stat *st, int type, struct FTW *ftw)
 {
@@ -199,12 +198,18 @@ static void test_overlaps_truth_table(void **state)
         const char *a, *b;
         bool overlaps;
     } t[] = {
-        { "/a/b", "/a/b", true },        { "/a", "/a/b", true },
-        { "/a/b", "/a", true },          { "/", "/x/y", true },
-        { "/x/y", "/", true },           { "/", "/", true },
-        { "/a/b", "/a/bc", false },      { "/a/bc", "/a/b", false },
-        { "/a/b", "/a/c", false },       { "/ab", "/a", false },
-        { "/a/b/c/d", "/a/b", true },    { "/home/u/p", "/home/u/p2", false },
+        { "/a/b", "/a/b", true },
+        { "/a", "/a/b", true },
+        { "/a/b", "/a", true },
+        { "/", "/x/y", true },
+        { "/x/y", "/", true },
+        { "/", "/", true },
+        { "/a/b", "/a/bc", false },
+        { "/a/bc", "/a/b", false },
+        { "/a/b", "/a/c", false },
+        { "/ab", "/a", false },
+        { "/a/b/c/d", "/a/b", true },
+        { "/home/u/p", "/home/u/p2", false },
         { "/home/u", "/home/u/.local/share/lazaret", true },
     };
     for (size_t i = 0; i < LZ_ARRAY_SIZE(t); i++) {
@@ -221,9 +226,9 @@ static void test_strict_descendant_truth_table(void **state)
         const char *child, *parent;
         bool yes;
     } t[] = {
-        { "/a/b", "/a", true },     { "/a/b/c", "/a", true },  { "/a", "/", true },
-        { "/a", "/a", false },      { "/", "/", false },       { "/a", "/a/b", false },
-        { "/a/bc", "/a/b", false }, { "/ab", "/a", false },    { "/b", "/a", false },
+        { "/a/b", "/a", true },     { "/a/b/c", "/a", true }, { "/a", "/", true },
+        { "/a", "/a", false },      { "/", "/", false },      { "/a", "/a/b", false },
+        { "/a/bc", "/a/b", false }, { "/ab", "/a", false },   { "/b", "/a", false },
     };
     for (size_t i = 0; i < LZ_ARRAY_SIZE(t); i++) {
         if (lz_path_is_strict_descendant(t[i].child, t[i].parent) != t[i].yes)
@@ -637,7 +642,7 @@ static void test_open_confined_refuses_symlinks(void **state)
     lz_error *err = NULL;
     mkdir_at(f, "real", 0755);
     write_file(f, "real/file", "x");
-    symlink_at(f, "real", "dirlink");        /* stays beneath: still refused */
+    symlink_at(f, "real", "dirlink"); /* stays beneath: still refused */
     symlink_at(f, "real/file", "filelink");
     _cleanup_close_ int dfd = open_dir(f);
 
@@ -1293,18 +1298,18 @@ static void test_owned_child_refuses(void **state)
 /* ---- mount crossings --------------------------------------------------- */
 
 #define CHILD_SKIP 77
-#define CHECK(cond)                                                                    \
-    do {                                                                               \
-        if (!(cond)) {                                                                 \
-            fprintf(stderr, "# %s:%d: check failed: %s%s%s\n", __FILE__, __LINE__, #cond, \
-                    err ? " -- " : "", err ? err->message : "");                       \
-            _exit(1);                                                                  \
-        }                                                                              \
+#define CHECK(cond)                                                                                \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "# %s:%d: check failed: %s%s%s\n", __FILE__, __LINE__, #cond,          \
+                    err ? " -- " : "", err ? err->message : "");                                   \
+            _exit(1);                                                                              \
+        }                                                                                          \
     } while (0)
-#define CHECK_ERR(errnum_)                               \
-    do {                                                 \
-        CHECK(err != NULL && err->errnum == (errnum_)); \
-        lz_error_free(lz_error_take(&err));              \
+#define CHECK_ERR(errnum_)                                                                         \
+    do {                                                                                           \
+        CHECK(err != NULL && err->errnum == (errnum_));                                            \
+        lz_error_free(lz_error_take(&err));                                                        \
     } while (0)
 
 static bool write_proc(const char *path, const char *s)
@@ -1321,8 +1326,7 @@ static bool write_proc(const char *path, const char *s)
 static bool enter_mount_namespace(void)
 {
     if (geteuid() == 0)
-        return unshare(CLONE_NEWNS) == 0 &&
-               mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == 0;
+        return unshare(CLONE_NEWNS) == 0 && mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == 0;
     uid_t uid = getuid();
     gid_t gid = getgid();
     if (unshare(CLONE_NEWUSER | CLONE_NEWNS) < 0)
@@ -1461,10 +1465,10 @@ static bool probe_mount_namespace(void)
     pid_t pid = fork();
     if (pid == 0)
         _exit(enter_mount_namespace() && mount("tmpfs", tmpl, "tmpfs", 0, "mode=0700") == 0 ? 0
-                                                                                           : 1);
+                                                                                            : 1);
     int status = 0;
-    bool ok = pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) &&
-              WEXITSTATUS(status) == 0;
+    bool ok =
+        pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0;
     (void) rmdir(tmpl);
     return ok;
 }

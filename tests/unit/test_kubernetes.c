@@ -21,15 +21,39 @@ static void test_references(void **state)
 {
     (void) state;
     static const char *const good[] = {
-        "debian", "debian:bookworm", "library/debian", "docker.io/library/debian:12.5-slim",
-        "localhost/a", "localhost:5000/a/b:1.0", "Registry.Example:443/team/x__y--z.w:v1",
+        "debian",
+        "debian:bookworm",
+        "library/debian",
+        "docker.io/library/debian:12.5-slim",
+        "localhost/a",
+        "localhost:5000/a/b:1.0",
+        "Registry.Example:443/team/x__y--z.w:v1",
         "a/b@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
-        "a:_t", "r.example:65535/a",
+        "a:_t",
+        "r.example:65535/a",
     };
     static const char *const bad[] = {
-        "", "a b", "A/B", "registry.example/Team/a", "a:", "a@sha256:abc", "reg..example/a",
-        "r.example:65536/a", "r.example:/a", "a/-b", "a/b..c", "a/b.", "a//b", "/a", "a/",
-        "a:-t", "-r.example/a", "r.example/", "a@md5:00", "a:t@", "\x01",
+        "",
+        "a b",
+        "A/B",
+        "registry.example/Team/a",
+        "a:",
+        "a@sha256:abc",
+        "reg..example/a",
+        "r.example:65536/a",
+        "r.example:/a",
+        "a/-b",
+        "a/b..c",
+        "a/b.",
+        "a//b",
+        "/a",
+        "a/",
+        "a:-t",
+        "-r.example/a",
+        "r.example/",
+        "a@md5:00",
+        "a:t@",
+        "\x01",
     };
     for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++)
         if (!lz_k8s_registry_reference(good[i]))

@@ -110,9 +110,11 @@ static void test_conflict_unrelated(void **state)
     (void) state;
     const lz_sandbox_layout *l = lz_sandbox_layout_production();
     static const char *const free_paths[] = {
-        "/work", "/workspaces", "/workspace2", "/workspace.d", "/home/agent", "/root",
-        "/run/lazaret2", "/run/user", "/runx", "/device", "/procs", "/system", "/usr/workspace",
-        "/opt/run/lazaret",
+        "/work",          "/workspaces",      "/workspace2",
+        "/workspace.d",   "/home/agent",      "/root",
+        "/run/lazaret2",  "/run/user",        "/runx",
+        "/device",        "/procs",           "/system",
+        "/usr/workspace", "/opt/run/lazaret",
     };
     for (size_t i = 0; i < sizeof(free_paths) / sizeof(free_paths[0]); i++) {
         const char *hit = lz_sandbox_layout_conflict(l, free_paths[i]);

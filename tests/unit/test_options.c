@@ -76,12 +76,15 @@ static void test_options_table(void **state)
         /* Options and arguments mixed, in their order. */
         { { "p", "--json", "q", NULL }, false, "arg:p json arg:q |next=4" },
         /* An empty value is refused, both ways. */
-        { { "--workspace=", NULL }, false,
+        { { "--workspace=", NULL },
+          false,
           "error:option --workspace needs a non-empty value (DIR) |next=2" },
-        { { "--workspace", "", NULL }, false,
+        { { "--workspace", "", NULL },
+          false,
           "error:option --workspace needs a non-empty value (DIR) |next=3" },
         /* A missing value is named. */
-        { { "p", "--workspace", NULL }, false,
+        { { "p", "--workspace", NULL },
+          false,
           "arg:p error:option --workspace needs a value (DIR) |next=3" },
         { { "-o", NULL }, false, "error:option -o needs a value (FILE) |next=2" },
         /* An option without a value takes none. */

@@ -36,7 +36,6 @@
 #endif
 #define PIDFS_MAGIC 0x50494446
 
-
 typedef struct {
     int open_fds;
 } fixture;

@@ -35,8 +35,16 @@ static void test_hostile_justification_is_shown_escaped(void **state)
 {
     (void) state;
     char *const argv[] = { (char *) "/usr/bin/git", (char *) "status", NULL };
-    lz_prompt_fields f = { "bb", "0123456789abcdef0123456789abcdef", "/workspace", argv, 2,
-                           "\x1b[2J\x1b]0;owned\x07 ok \xe2\x80\xae" "evil\xe2\x80\x8b\xc2\x9b", 0, NULL, NULL };
+    lz_prompt_fields f = { "bb",
+                           "0123456789abcdef0123456789abcdef",
+                           "/workspace",
+                           argv,
+                           2,
+                           "\x1b[2J\x1b]0;owned\x07 ok \xe2\x80\xae"
+                           "evil\xe2\x80\x8b\xc2\x9b",
+                           0,
+                           NULL,
+                           NULL };
     char *t = lz_prompt_text(&f);
     assert_inert(t);
     assert_non_null(strstr(t, "\\x1b[2J\\x1b]0;owned\\x07 ok "));
@@ -47,8 +55,13 @@ static void test_hostile_justification_is_shown_escaped(void **state)
 static void test_every_argument_is_its_own_quoted_item(void **state)
 {
     (void) state;
-    char *const argv[] = { (char *) "/bin/echo", (char *) "a b", (char *) "x; rm -rf /",
-                           (char *) "it's", (char *) "\\x1b", (char *) "", NULL };
+    char *const argv[] = { (char *) "/bin/echo",
+                           (char *) "a b",
+                           (char *) "x; rm -rf /",
+                           (char *) "it's",
+                           (char *) "\\x1b",
+                           (char *) "",
+                           NULL };
     lz_prompt_fields f = { "bb", "s", "/workspace/sub", argv, 6, "", 0, NULL, NULL };
     char *t = lz_prompt_text(&f);
     assert_inert(t);
@@ -93,7 +106,7 @@ static void test_cut_never_splits_a_character(void **state)
     memset(s, 'x', LZ_PROMPT_WHY_SHOWN - 1);
     memcpy(s + LZ_PROMPT_WHY_SHOWN - 1, "\xc3\xa9zz", 5); /* é across the cut */
     char *item = lz_prompt_item(s, LZ_PROMPT_WHY_SHOWN);
-    assert_null(strstr(item, "\\xc3"));  /* not a half character escaped */
+    assert_null(strstr(item, "\\xc3")); /* not a half character escaped */
     assert_non_null(strstr(item, "more bytes not shown"));
     free(item);
 }

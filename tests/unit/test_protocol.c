@@ -66,7 +66,6 @@ static bool fd_is_open(int fd)
     return fcntl(fd, F_GETFD) >= 0 || errno != EBADF;
 }
 
-
 /* The n lowest descriptor numbers free now: where the kernel puts the next
  * received descriptors. */
 static void lowest_free_fds(int *out, size_t n)
@@ -80,16 +79,15 @@ static void lowest_free_fds(int *out, size_t n)
 static void admit_ok(const lz_proto_entry *e, unsigned state, size_t len, size_t nfds)
 {
     char why[160] = "";
-    const lz_proto_entry *got =
-        lz_proto_admit(e->dir, state, e->type, len, nfds, why, sizeof(why));
+    const lz_proto_entry *got = lz_proto_admit(e->dir, state, e->type, len, nfds, why, sizeof(why));
     if (got != e)
         print_error("%s refused in state %s with %zu fds, %zu bytes: %s\n", e->name,
                     lz_proto_state_name(e->dir, state), nfds, len, why);
     assert_ptr_equal(got, e);
 }
 
-static void admit_refused(lz_proto_dir dir, unsigned state, uint16_t type, size_t len,
-                          size_t nfds, const char *needle1, const char *needle2)
+static void admit_refused(lz_proto_dir dir, unsigned state, uint16_t type, size_t len, size_t nfds,
+                          const char *needle1, const char *needle2)
 {
     char why[160] = "";
     const lz_proto_entry *got = lz_proto_admit(dir, state, type, len, nfds, why, sizeof(why));
@@ -113,7 +111,7 @@ static void test_table_types_and_names_unique(void **state)
         const lz_proto_entry *e = &lz_proto_table[i];
         assert_non_null(e->name);
         assert_true(e->dir < LZ_DIR_COUNT);
-        assert_true(e->states != 0);                    /* reachable in some state */
+        assert_true(e->states != 0);                       /* reachable in some state */
         assert_true(e->states < (1u << n_states[e->dir])); /* only real states */
         assert_true(e->fd_counts != 0);
         assert_true(e->fd_counts < LZ_PROTO_FDS(LZ_WIRE_MAX_FDS + 1)); /* receivable */
@@ -225,13 +223,13 @@ static void test_admit_reason_bounded(void **state)
     (void) state;
     char why[8];
     memset(why, 'X', sizeof(why));
-    assert_null(lz_proto_admit(LZ_DIR_CLI_TO_COORDINATOR, LZ_PS_SESSION_HELLO, LZ_MSG_RUN, 2, 0,
-                               why, 4));
+    assert_null(
+        lz_proto_admit(LZ_DIR_CLI_TO_COORDINATOR, LZ_PS_SESSION_HELLO, LZ_MSG_RUN, 2, 0, why, 4));
     assert_int_equal(strlen(why), 3);
     assert_int_equal(why[4], 'X');
     char none = 'Y';
-    assert_null(lz_proto_admit(LZ_DIR_CLI_TO_COORDINATOR, LZ_PS_SESSION_HELLO, LZ_MSG_RUN, 2, 0,
-                               &none, 0));
+    assert_null(
+        lz_proto_admit(LZ_DIR_CLI_TO_COORDINATOR, LZ_PS_SESSION_HELLO, LZ_MSG_RUN, 2, 0, &none, 0));
     assert_int_equal(none, 'Y');
 }
 
@@ -307,15 +305,16 @@ static void test_largest_encodings_fit(void **state)
 static void test_every_receiver_handles_its_rows(void **state)
 {
     (void) state;
-    assert_int_equal(lz_proto_unhandled(LZ_DIR_CLI_TO_COORDINATOR, session_handlers,
-                                        session_handlers_len), 0);
-    assert_int_equal(lz_proto_unhandled(LZ_DIR_SUPERVISOR_TO_COORDINATOR,
-                                        supervisor_event_handlers,
-                                        supervisor_event_handlers_len), 0);
-    assert_int_equal(lz_proto_unhandled(LZ_DIR_COORDINATOR_TO_SUPERVISOR,
-                                        lz_supervisor_handlers, lz_supervisor_handlers_len), 0);
-    assert_int_equal(lz_proto_unhandled(LZ_DIR_COORDINATOR_TO_CLI, lz_client_handlers,
-                                        lz_client_n_handlers), 0);
+    assert_int_equal(
+        lz_proto_unhandled(LZ_DIR_CLI_TO_COORDINATOR, session_handlers, session_handlers_len), 0);
+    assert_int_equal(lz_proto_unhandled(LZ_DIR_SUPERVISOR_TO_COORDINATOR, supervisor_event_handlers,
+                                        supervisor_event_handlers_len),
+                     0);
+    assert_int_equal(lz_proto_unhandled(LZ_DIR_COORDINATOR_TO_SUPERVISOR, lz_supervisor_handlers,
+                                        lz_supervisor_handlers_len),
+                     0);
+    assert_int_equal(
+        lz_proto_unhandled(LZ_DIR_COORDINATOR_TO_CLI, lz_client_handlers, lz_client_n_handlers), 0);
 }
 
 /* No receiver registers a handler for a type it can never be admitted. */
@@ -337,8 +336,7 @@ static void test_handlers_only_for_their_direction(void **state)
                             LZ_DIR_SUPERVISOR_TO_COORDINATOR);
     check_rows_in_direction(lz_supervisor_handlers, lz_supervisor_handlers_len,
                             LZ_DIR_COORDINATOR_TO_SUPERVISOR);
-    check_rows_in_direction(lz_client_handlers, lz_client_n_handlers,
-                            LZ_DIR_COORDINATOR_TO_CLI);
+    check_rows_in_direction(lz_client_handlers, lz_client_n_handlers, LZ_DIR_COORDINATOR_TO_CLI);
 }
 
 /* lz_proto_unhandled itself: a missing row, and a row with a NULL
@@ -359,20 +357,21 @@ static int h_bad(void *ctx, lz_proto_msg *m)
 static void test_unhandled_and_dispatch(void **state)
 {
     (void) state;
-    const lz_proto_handler_row partial[] = { { LZ_SUP_MAILBOX, h_ok }, { LZ_SUP_STARTED, h_ok },
+    const lz_proto_handler_row partial[] = { { LZ_SUP_MAILBOX, h_ok },
+                                             { LZ_SUP_STARTED, h_ok },
                                              { LZ_SUP_FAILED, h_ok },
                                              { LZ_SUP_EXEC_EXITED, h_ok } };
     assert_int_equal(lz_proto_unhandled(LZ_DIR_SUPERVISOR_TO_COORDINATOR, partial, 4),
                      LZ_SUP_STOPPED);
-    const lz_proto_handler_row null_fn[] = { { LZ_SUP_MAILBOX, h_ok }, { LZ_SUP_STARTED, h_ok },
+    const lz_proto_handler_row null_fn[] = { { LZ_SUP_MAILBOX, h_ok },
+                                             { LZ_SUP_STARTED, h_ok },
                                              { LZ_SUP_FAILED, NULL },
                                              { LZ_SUP_EXEC_EXITED, h_ok },
                                              { LZ_SUP_STOPPED, h_ok } };
     assert_int_equal(lz_proto_unhandled(LZ_DIR_SUPERVISOR_TO_COORDINATOR, null_fn, 5),
                      LZ_SUP_FAILED);
     /* The table's first row of that direction. */
-    assert_int_equal(lz_proto_unhandled(LZ_DIR_SUPERVISOR_TO_COORDINATOR, NULL, 0),
-                     LZ_SUP_MAILBOX);
+    assert_int_equal(lz_proto_unhandled(LZ_DIR_SUPERVISOR_TO_COORDINATOR, NULL, 0), LZ_SUP_MAILBOX);
 
     static lz_proto_msg m;
     memset(&m, 0, sizeof(m));
@@ -447,8 +446,9 @@ static void encode_hello(lz_wbuf *b)
 static void encode_run(lz_wbuf *b, bool interactive)
 {
     char *argv[] = { (char *) "true", NULL };
-    lz_msg_run r = { .interactive = interactive, .term = (char *) "", .cwd = (char *) "",
-                     .argv = argv, .argc = 1 };
+    lz_msg_run r = {
+        .interactive = interactive, .term = (char *) "", .cwd = (char *) "", .argv = argv, .argc = 1
+    };
     lz_msg_run_encode(b, &r);
 }
 
@@ -458,8 +458,8 @@ static void test_recv_admitted(void **state)
     lz_error *err = NULL;
     encode_hello(&wb);
     send_msg(f->sv[0], &wb, 0);
-    assert_int_equal(lz_proto_recv(f->sv[1], LZ_DIR_CLI_TO_COORDINATOR, LZ_PS_SESSION_HELLO, &rm,
-                                   &err), 1);
+    assert_int_equal(
+        lz_proto_recv(f->sv[1], LZ_DIR_CLI_TO_COORDINATOR, LZ_PS_SESSION_HELLO, &rm, &err), 1);
     assert_null(err);
     assert_ptr_equal(rm.entry, lz_proto_find(LZ_MSG_HELLO));
     assert_int_equal(rm.r.type, LZ_MSG_HELLO);
@@ -478,8 +478,8 @@ static void test_recv_admitted_with_fds(void **state)
     lz_error *err = NULL;
     encode_run(&wb, false);
     send_msg(f->sv[0], &wb, 3);
-    assert_int_equal(lz_proto_recv(f->sv[1], LZ_DIR_CLI_TO_COORDINATOR, LZ_PS_SESSION_RUN, &rm,
-                                   &err), 1);
+    assert_int_equal(
+        lz_proto_recv(f->sv[1], LZ_DIR_CLI_TO_COORDINATOR, LZ_PS_SESSION_RUN, &rm, &err), 1);
     assert_int_equal(rm.nfds, 3);
     struct stat null_st;
     assert_int_equal(stat("/dev/null", &null_st), 0);
@@ -541,10 +541,8 @@ static void test_recv_violation_fd_count_closes_fds(void **state)
 {
     sock_fixture *f = *state;
     encode_run(&wb, false);
-    expect_violation(f, LZ_DIR_CLI_TO_COORDINATOR, LZ_PS_SESSION_RUN, 2,
-                     "RUN with 2 descriptors");
-    expect_violation(f, LZ_DIR_CLI_TO_COORDINATOR, LZ_PS_SESSION_RUN, 4,
-                     "RUN with 4 descriptors");
+    expect_violation(f, LZ_DIR_CLI_TO_COORDINATOR, LZ_PS_SESSION_RUN, 2, "RUN with 2 descriptors");
+    expect_violation(f, LZ_DIR_CLI_TO_COORDINATOR, LZ_PS_SESSION_RUN, 4, "RUN with 4 descriptors");
     encode_hello(&wb);
     expect_violation(f, LZ_DIR_CLI_TO_COORDINATOR, LZ_PS_SESSION_HELLO, 1,
                      "HELLO with 1 descriptors");
@@ -579,8 +577,8 @@ static void test_recv_violation_oversized_row(void **state)
     wb.len = e->max_len;
     send_msg(f->sv[0], &wb, 0);
     lz_error *err = NULL;
-    assert_int_equal(lz_proto_recv(f->sv[1], LZ_DIR_CLI_TO_COORDINATOR, LZ_PS_SESSION_HELLO, &rm,
-                                   &err), 1);
+    assert_int_equal(
+        lz_proto_recv(f->sv[1], LZ_DIR_CLI_TO_COORDINATOR, LZ_PS_SESSION_HELLO, &rm, &err), 1);
     lz_proto_msg_clear(&rm);
 }
 
@@ -609,7 +607,9 @@ static void test_recv_larger_than_wire_max(void **state)
         struct cmsghdr align;
     } ctrl;
     memset(&ctrl, 0, sizeof(ctrl));
-    struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctrl.buf,
+    struct msghdr msg = { .msg_iov = &iov,
+                          .msg_iovlen = 1,
+                          .msg_control = ctrl.buf,
                           .msg_controllen = sizeof(ctrl.buf) };
     struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
     c->cmsg_level = SOL_SOCKET;
@@ -623,8 +623,8 @@ static void test_recv_larger_than_wire_max(void **state)
     lowest_free_fds(expect_at, 2);
     int before = count_open_fds();
     lz_error *err = NULL;
-    assert_int_equal(lz_proto_recv(f->sv[1], LZ_DIR_CLI_TO_COORDINATOR, LZ_PS_SESSION_HELLO, &rm,
-                                   &err), -1);
+    assert_int_equal(
+        lz_proto_recv(f->sv[1], LZ_DIR_CLI_TO_COORDINATOR, LZ_PS_SESSION_HELLO, &rm, &err), -1);
     assert_non_null(err);
     assert_int_equal(err->errnum, EPROTO);
     assert_non_null(strstr(err->message, "truncated"));
@@ -642,7 +642,8 @@ static void test_recv_orderly_shutdown(void **state)
     f->sv[0] = -1;
     lz_error *err = NULL;
     assert_int_equal(lz_proto_recv(f->sv[1], LZ_DIR_SUPERVISOR_TO_COORDINATOR,
-                                   LZ_PS_GENERATION_RUNNING, &rm, &err), 0);
+                                   LZ_PS_GENERATION_RUNNING, &rm, &err),
+                     0);
     assert_null(err);
     assert_int_equal(rm.nfds, 0);
 }
@@ -664,7 +665,9 @@ static void test_recv_zero_length_record_with_fds(void **state)
     memset(&ctrl, 0, sizeof(ctrl));
     char nothing = 0;
     struct iovec iov = { .iov_base = &nothing, .iov_len = 0 };
-    struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctrl.buf,
+    struct msghdr msg = { .msg_iov = &iov,
+                          .msg_iovlen = 1,
+                          .msg_control = ctrl.buf,
                           .msg_controllen = sizeof(ctrl.buf) };
     struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
     c->cmsg_level = SOL_SOCKET;
@@ -678,8 +681,8 @@ static void test_recv_zero_length_record_with_fds(void **state)
     lowest_free_fds(expect_at, 3);
     int before = count_open_fds();
     lz_error *err = NULL;
-    assert_int_equal(lz_proto_recv(f->sv[1], LZ_DIR_CLI_TO_COORDINATOR, LZ_PS_SESSION_RUN, &rm,
-                                   &err), 0);
+    assert_int_equal(
+        lz_proto_recv(f->sv[1], LZ_DIR_CLI_TO_COORDINATOR, LZ_PS_SESSION_RUN, &rm, &err), 0);
     assert_null(err);
     assert_int_equal(rm.nfds, 0);
     for (int i = 0; i < 3; i++)
@@ -833,11 +836,32 @@ static void test_publish_parse(void **state)
     lz_msg_publish_host(&p, host, sizeof(host));
     assert_string_equal(host, "127.1.2.3:65535");
     static const char *const bad[] = {
-        "", "8080", ":80", "8080:", "0:80", "80:0", "65536:80", "80:65536", "08080:80",
-        "+80:80", "-1:80", "80:8a", " 80:80", "80:80 ", "10.0.0.1:80:80", "0.0.0.0:80:80",
-        "128.0.0.1:80:80", "127.0.0.256:80:80", "127.0.0:80:80", "127.0.0.01:80:80",
-        "127.0.0.1.1:80:80", "localhost:80:80", "a:127.0.0.1:80:80", "::1:80:80",
-        "127.0.0.1:80:80:80", "99999999999:80",
+        "",
+        "8080",
+        ":80",
+        "8080:",
+        "0:80",
+        "80:0",
+        "65536:80",
+        "80:65536",
+        "08080:80",
+        "+80:80",
+        "-1:80",
+        "80:8a",
+        " 80:80",
+        "80:80 ",
+        "10.0.0.1:80:80",
+        "0.0.0.0:80:80",
+        "128.0.0.1:80:80",
+        "127.0.0.256:80:80",
+        "127.0.0:80:80",
+        "127.0.0.01:80:80",
+        "127.0.0.1.1:80:80",
+        "localhost:80:80",
+        "a:127.0.0.1:80:80",
+        "::1:80:80",
+        "127.0.0.1:80:80:80",
+        "99999999999:80",
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         lz_msg_publish q = { 1, 2, 3 };
@@ -863,7 +887,9 @@ static void put_run_publish(uint32_t n, const uint32_t (*entries)[3])
 static void test_run_publish_round_trip(void **state)
 {
     (void) state;
-    lz_msg_run r = { .term = (char *) "", .cwd = (char *) "", .n_publish = 2,
+    lz_msg_run r = { .term = (char *) "",
+                     .cwd = (char *) "",
+                     .n_publish = 2,
                      .publish = { { 0x7f000001u, 8080, 80 }, { 0x7f000002u, 8080, 3000 } } };
     lz_msg_run_encode(&wb, &r);
     assert_true(reread(&wb, wb.len));

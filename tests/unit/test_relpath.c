@@ -21,12 +21,11 @@ static void test_rel_join(void **state)
     static const struct {
         const char *rel, *name, *want;
     } cases[] = {
-        { "", "a", "a" },           /* the top itself */
-        { ".", "a", "a" },          /* "." too */
-        { "a", "b", "a/b" },
-        { "a/b", "c", "a/b/c" },
-        { "a", "b/c", "a/b/c" },    /* name is appended as is */
-        { "./a", "b", "./a/b" },    /* only "." exactly is the top */
+        { "", "a", "a" },  /* the top itself */
+        { ".", "a", "a" }, /* "." too */
+        { "a", "b", "a/b" },     { "a/b", "c", "a/b/c" },
+        { "a", "b/c", "a/b/c" }, /* name is appended as is */
+        { "./a", "b", "./a/b" }, /* only "." exactly is the top */
         { "a", "", "a/" },
     };
     for (size_t i = 0; i < LZ_ARRAY_SIZE(cases); i++) {
@@ -72,13 +71,13 @@ static void test_lexical_rel_accepts(void **state)
 static void test_lexical_rel_refuses(void **state)
 {
     (void) state;
-    expect_lexical("/ws", "/ws", NULL);          /* the root itself */
+    expect_lexical("/ws", "/ws", NULL); /* the root itself */
     expect_lexical("/ws", "/ws/", NULL);
     expect_lexical("/ws", "/ws/.", NULL);
-    expect_lexical("/ws", "/ws/a/..", NULL);     /* back at the root */
-    expect_lexical("/ws", "/ws/..", NULL);       /* climbs out */
+    expect_lexical("/ws", "/ws/a/..", NULL); /* back at the root */
+    expect_lexical("/ws", "/ws/..", NULL);   /* climbs out */
     expect_lexical("/ws", "/ws/a/../../ws/b", NULL);
-    expect_lexical("/ws", "/wsx/a", NULL);       /* not component-wise below */
+    expect_lexical("/ws", "/wsx/a", NULL); /* not component-wise below */
     expect_lexical("/ws", "/other/a", NULL);
     expect_lexical("/ws", "ws/a", NULL);
     expect_lexical("/ws", "", NULL);
@@ -97,15 +96,15 @@ static void test_path_within(void **state)
         { "/proc", "/proc", true },
         { "/proc/self/fd", "/proc", true },
         { "/proc/", "/proc", true },
-        { "/process", "/proc", false },    /* component-wise, not a prefix */
+        { "/process", "/proc", false }, /* component-wise, not a prefix */
         { "/pro", "/proc", false },
-        { "/dev/../etc", "/dev", true },   /* a string test: nothing resolved */
-        { "a/b", "a", true },              /* relative paths too */
+        { "/dev/../etc", "/dev", true }, /* a string test: nothing resolved */
+        { "a/b", "a", true },            /* relative paths too */
         { "ab/c", "a", false },
         { ".git/objects", ".git", true },
         { "x/.git", ".git", false },
         { "/", "/", true },
-        { "/a", "/", false },              /* unlike lz_path_is_strict_descendant */
+        { "/a", "/", false }, /* unlike lz_path_is_strict_descendant */
         { "//a", "/", true },
         { "anything", "", false },
         { "", "", true },
@@ -113,8 +112,7 @@ static void test_path_within(void **state)
     for (size_t i = 0; i < LZ_ARRAY_SIZE(cases); i++) {
         bool got = lz_path_within(cases[i].path, cases[i].root);
         if (got != cases[i].want)
-            print_error("lz_path_within(\"%s\", \"%s\") = %d\n", cases[i].path, cases[i].root,
-                        got);
+            print_error("lz_path_within(\"%s\", \"%s\") = %d\n", cases[i].path, cases[i].root, got);
         assert_int_equal(got, cases[i].want);
     }
 }

@@ -39,26 +39,24 @@
 #define NOBODY 65534
 
 /* Checks inside a forked child: report and exit 1. */
-#define CHECK(cond)                                                                \
-    do {                                                                           \
-        if (!(cond)) {                                                             \
-            fprintf(stderr, "# %s:%d: check failed: %s%s%s (errno %d)\n", __FILE__, \
-                    __LINE__, #cond, err ? " -- " : "", err ? err->message : "",   \
-                    err ? err->errnum : errno);                                    \
-            fflush(stderr);                                                        \
-            _exit(1);                                                              \
-        }                                                                          \
+#define CHECK(cond)                                                                                \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "# %s:%d: check failed: %s%s%s (errno %d)\n", __FILE__, __LINE__,      \
+                    #cond, err ? " -- " : "", err ? err->message : "", err ? err->errnum : errno); \
+            fflush(stderr);                                                                        \
+            _exit(1);                                                                              \
+        }                                                                                          \
     } while (0)
-#define CHECK_ERR(errnum_)                              \
-    do {                                                \
-        CHECK(err != NULL && err->errnum == (errnum_)); \
-        lz_error_free(lz_error_take(&err));             \
+#define CHECK_ERR(errnum_)                                                                         \
+    do {                                                                                           \
+        CHECK(err != NULL && err->errnum == (errnum_));                                            \
+        lz_error_free(lz_error_take(&err));                                                        \
     } while (0)
 
 typedef struct {
     char *dir; /* canonical path of this test's temporary directory */
 } fixture;
-
 
 static int rm_entry(const char *path, const struct stat *st, int type, struct FTW *ftw)
 {
@@ -148,8 +146,7 @@ static bool write_proc(const char *path, const char *s)
 static bool enter_mount_namespace(void)
 {
     if (geteuid() == 0)
-        return unshare(CLONE_NEWNS) == 0 &&
-               mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == 0;
+        return unshare(CLONE_NEWNS) == 0 && mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == 0;
     uid_t uid = getuid();
     gid_t gid = getgid();
     if (unshare(CLONE_NEWUSER | CLONE_NEWNS) < 0)
@@ -414,8 +411,9 @@ static void body_bind_mount_same_fs(const char *dir)
     CHECK(mount(src, m, NULL, MS_BIND, NULL) == 0);
     int r = lz_remove_tree_at(dfd, "t", "TEST", &err);
     if (!exists(dfd, "outside/keep"))
-        fprintf(stderr, "# lz_remove_tree_at deleted outside/keep through a bind mount "
-                        "(returned %d%s%s)\n",
+        fprintf(stderr,
+                "# lz_remove_tree_at deleted outside/keep through a bind mount "
+                "(returned %d%s%s)\n",
                 r, err ? ": " : "", err ? err->message : "");
     CHECK(exists(dfd, "outside/keep"));
     CHECK(r == -1);
@@ -484,10 +482,10 @@ static bool probe_mount_namespace(void)
     pid_t pid = fork();
     if (pid == 0)
         _exit(enter_mount_namespace() && mount("tmpfs", tmpl, "tmpfs", 0, "mode=0700") == 0 ? 0
-                                                                                           : 1);
+                                                                                            : 1);
     int status = 0;
-    bool ok = pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) &&
-              WEXITSTATUS(status) == 0;
+    bool ok =
+        pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0;
     (void) rmdir(tmpl);
     return ok;
 }

@@ -253,8 +253,9 @@ static void test_data_root(void **state)
     char *link = lz_xasprintf("%s/lzlink", f->home);
     assert_int_equal(symlink(want, link), 0);
     assert_int_equal(chmod(want, 0700), 0);
-    char *m = load(f, HEADER "[storage]\ndata_root = \"~/lzlink/sub\"\n[profiles.p]\nimage = \"a\"\n",
-                   "p", NULL, NULL);
+    char *m =
+        load(f, HEADER "[storage]\ndata_root = \"~/lzlink/sub\"\n[profiles.p]\nimage = \"a\"\n",
+             "p", NULL, NULL);
     /* The symlink is in an ambient ancestor here and resolves once; the
      * canonical root lies beneath the real directory. */
     if (m)
@@ -298,13 +299,14 @@ static void test_overlaps_refused(void **state)
             "the workspace");
     /* A Storage Root inside the runtime root's parent tree is fine, but the
      * Runtime Root itself may not be inside the Storage Root. */
-    char *text = lz_xasprintf(HEADER "[storage]\ndata_root = \"%s\"\n[profiles.p]\nimage = \"a\"\n",
-                              f->run);
+    char *text =
+        lz_xasprintf(HEADER "[storage]\ndata_root = \"%s\"\n[profiles.p]\nimage = \"a\"\n", f->run);
     refused(f, text, "the Runtime Root");
     free(text);
 }
 
-#define VOL_PROFILE HEADER "[profiles.p]\nimage = \"a\"\npersistent_dirs = [\"/root\"]\nvolumes = [ "
+#define VOL_PROFILE                                                                                \
+    HEADER "[profiles.p]\nimage = \"a\"\npersistent_dirs = [\"/root\"]\nvolumes = [ "
 
 static char *with_volume(const char *vol)
 {
@@ -318,8 +320,9 @@ static void test_volumes(void **state)
     char *t;
 
     /* create=true makes a 0700 directory beneath {profile_dir}. */
-    t = with_volume("{ host = \"{profile_dir}/a/b\", container = \"/root/x\", kind = \"directory\", "
-                    "create = true }");
+    t = with_volume(
+        "{ host = \"{profile_dir}/a/b\", container = \"/root/x\", kind = \"directory\", "
+        "create = true }");
     char *m = load(f, t, "p", NULL, &cfg);
     if (m)
         fail_msg("%s", m);
@@ -386,14 +389,16 @@ static void test_volumes(void **state)
                     "\"directory\" }");
     refused(f, t, "volume source");
     free(t);
-    t = with_volume("{ host = \"~/.config/lazaret\", container = \"/root/d\", kind = \"directory\" }");
+    t = with_volume(
+        "{ host = \"~/.config/lazaret\", container = \"/root/d\", kind = \"directory\" }");
     refused(f, t, "the configuration file");
     free(t);
     t = with_volume("{ host = \"~\", container = \"/root/d\", kind = \"directory\" }");
     refused(f, t, "valid host path");
     free(t);
     char *t2 = lz_xasprintf(VOL_PROFILE "{ host = \"%s/lazaret\", container = \"/root/d\", kind "
-                                        "= \"directory\" } ]\n", f->run);
+                                        "= \"directory\" } ]\n",
+                            f->run);
     refused(f, t2, "the Runtime Root");
     free(t2);
 
@@ -410,12 +415,12 @@ static void test_layout_conflicts(void **state)
     refused(f, HEADER "[profiles.p]\nimage = \"a\"\npersistent_dirs = [\"/run\"]\n",
             "/run/lazaret");
     refused(f, HEADER "[profiles.p]\nimage = \"a\"\npersistent_dirs = [\"/proc\"]\n", "/proc");
-    accepted(f,
-            HEADER "[profiles.p]\nimage = \"a\"\npersistent_dirs = [\"/dev2\", \"/sys2\", \"/run2\"]\n"
-                   "[[profiles.p.volumes]]\nhost = \"{profile_dir}/v\"\ncontainer = \"/run2/lazaret\"\n"
-                   "kind = \"directory\"\ncreate = true\n"
-                   "[[profiles.p.volumes]]\nhost = \"{profile_dir}/w\"\ncontainer = \"/sys2/x\"\n"
-                   "kind = \"directory\"\ncreate = true\n");
+    accepted(f, HEADER
+             "[profiles.p]\nimage = \"a\"\npersistent_dirs = [\"/dev2\", \"/sys2\", \"/run2\"]\n"
+             "[[profiles.p.volumes]]\nhost = \"{profile_dir}/v\"\ncontainer = \"/run2/lazaret\"\n"
+             "kind = \"directory\"\ncreate = true\n"
+             "[[profiles.p.volumes]]\nhost = \"{profile_dir}/w\"\ncontainer = \"/sys2/x\"\n"
+             "kind = \"directory\"\ncreate = true\n");
 }
 
 static void test_layout_accepts_neighbours(void **state)
@@ -535,9 +540,9 @@ static void test_auto_approval_executables(void **state)
 static void test_environment(void **state)
 {
     fixture *f = *state;
-    const char *text =
-        HEADER "[profiles.p]\nimage = \"a\"\nenv = { B = \"env:LZ_TEST_B\", A = \"env:LZ_TEST_A\" }\n"
-               "[profiles.q]\nimage = \"a\"\nenv = { C = \"env:LZ_TEST_UNSET_ELSEWHERE\" }\n";
+    const char *text = HEADER
+        "[profiles.p]\nimage = \"a\"\nenv = { B = \"env:LZ_TEST_B\", A = \"env:LZ_TEST_A\" }\n"
+        "[profiles.q]\nimage = \"a\"\nenv = { C = \"env:LZ_TEST_UNSET_ELSEWHERE\" }\n";
     unsetenv("LZ_TEST_A");
     unsetenv("LZ_TEST_UNSET_ELSEWHERE");
     setenv("LZ_TEST_B", "hunter2-secret-b", 1);

@@ -34,8 +34,14 @@ typedef struct schema_case {
     doc_check check;     /* for accepted documents; may be NULL */
 } schema_case;
 
-#define REFUSE(n, t, kp, ln) { n, t, kp, ln, NULL }
-#define ACCEPT(n, t, chk) { n, t, NULL, 0, chk }
+#define REFUSE(n, t, kp, ln)                                                                       \
+    {                                                                                              \
+        n, t, kp, ln, NULL                                                                         \
+    }
+#define ACCEPT(n, t, chk)                                                                          \
+    {                                                                                              \
+        n, t, NULL, 0, chk                                                                         \
+    }
 
 /* Line 1. */
 #define HEAD "schema = \"lazaret-trusted-host-config-v1\"\n"
@@ -89,51 +95,51 @@ static void check_defaults(const lz_config_doc *doc)
 }
 
 static const char full_doc[] =
-    "schema = \"lazaret-trusted-host-config-v1\"\n"                    /* 1 */
-    "[storage]\n"                                                      /* 2 */
-    "data_root = \"~/lazaret-data\"\n"                                 /* 3 */
-    "[network]\n"                                                      /* 4 */
+    "schema = \"lazaret-trusted-host-config-v1\"\n"                                    /* 1 */
+    "[storage]\n"                                                                      /* 2 */
+    "data_root = \"~/lazaret-data\"\n"                                                 /* 3 */
+    "[network]\n"                                                                      /* 4 */
     "default_allow = [\"198.51.100.7/24\", \"203.0.113.0/24\", \"198.51.100.0/24\"]\n" /* 5 */
-    "default_deny = [\"0.0.0.0/0\"]\n"                                 /* 6 */
-    "[profiles.claude]\n"                                              /* 7 */
-    "image = \"docker.io/library/debian:bookworm\"\n"                  /* 8 */
-    "isolate_gitignored = false\n"                                     /* 9 */
-    "persistent_dirs = [\"/root\", \"/home/agent/.cache\"]\n"          /* 10 */
-    "allow_egress = [\"10.1.0.0/16\"]\n"                               /* 11 */
-    "deny_egress = [\"10.1.2.0/24\", \"10.1.2.3/24\"]\n"               /* 12 */
-    "[profiles.claude.env]\n"                                          /* 13 */
-    "_x = \"env:_Y1\"\n"                                               /* 14 */
-    "GITHUB_TOKEN = \"env:GH_TOKEN\"\n"                                /* 15 */
-    "[[profiles.claude.volumes]]\n"                                    /* 16 */
-    "host = \"{profile_dir}/cache\"\n"                                 /* 17 */
-    "container = \"/root/cache\"\n"                                    /* 18 */
-    "kind = \"directory\"\n"                                           /* 19 */
-    "create = true\n"                                                  /* 20 */
-    "[[profiles.claude.volumes]]\n"                                    /* 21 */
-    "host = \"~/.gitconfig\"\n"                                        /* 22 */
-    "container = \"/home/agent/.cache/gitconfig\"\n"                   /* 23 */
-    "kind = \"file\"\n"                                                /* 24 */
-    "access = \"read-only\"\n"                                         /* 25 */
-    "[profiles.claude.escalation]\n"                                   /* 26 */
-    "enabled = true\n"                                                 /* 27 */
-    "[[profiles.claude.escalation.auto_approve]]\n"                    /* 28 */
-    "executable = \"/usr/bin/git\"\n"                                  /* 29 */
-    "args = [\"status\", \"--short\"]\n"                               /* 30 */
-    "[[profiles.claude.escalation.auto_approve]]\n"                    /* 31 */
-    "executable = \"~/bin/tool\"\n"                                    /* 32 */
-    "args = [\"--short\", \"status\"]\n"                               /* 33 */
-    "allow_extra_args = true\n"                                        /* 34 */
-    "[[profiles.claude.escalation.auto_approve]]\n"                    /* 35 */
-    "executable = \"/usr/bin/git\"\n"                                  /* 36 */
-    "args = [\"status\", \"--short\"]\n"                               /* 37 */
-    "allow_extra_args = true\n"                                        /* 38 */
-    "[[profiles.claude.escalation.auto_approve]]\n"                    /* 39 */
-    "executable = \"/usr/bin/git\"\n"                                  /* 40 */
-    "args = [\"--short\", \"status\"]\n"                               /* 41 */
-    "[[profiles.claude.escalation.auto_approve]]\n"                    /* 42 */
-    "executable = \"/usr/bin/id\"\n"                                   /* 43 */
-    "[profiles.\"Other-1.x_y\"]\n"                                       /* 44 */
-    "image = \"oci:/srv/images/x:latest\"\n";                          /* 45 */
+    "default_deny = [\"0.0.0.0/0\"]\n"                                                 /* 6 */
+    "[profiles.claude]\n"                                                              /* 7 */
+    "image = \"docker.io/library/debian:bookworm\"\n"                                  /* 8 */
+    "isolate_gitignored = false\n"                                                     /* 9 */
+    "persistent_dirs = [\"/root\", \"/home/agent/.cache\"]\n"                          /* 10 */
+    "allow_egress = [\"10.1.0.0/16\"]\n"                                               /* 11 */
+    "deny_egress = [\"10.1.2.0/24\", \"10.1.2.3/24\"]\n"                               /* 12 */
+    "[profiles.claude.env]\n"                                                          /* 13 */
+    "_x = \"env:_Y1\"\n"                                                               /* 14 */
+    "GITHUB_TOKEN = \"env:GH_TOKEN\"\n"                                                /* 15 */
+    "[[profiles.claude.volumes]]\n"                                                    /* 16 */
+    "host = \"{profile_dir}/cache\"\n"                                                 /* 17 */
+    "container = \"/root/cache\"\n"                                                    /* 18 */
+    "kind = \"directory\"\n"                                                           /* 19 */
+    "create = true\n"                                                                  /* 20 */
+    "[[profiles.claude.volumes]]\n"                                                    /* 21 */
+    "host = \"~/.gitconfig\"\n"                                                        /* 22 */
+    "container = \"/home/agent/.cache/gitconfig\"\n"                                   /* 23 */
+    "kind = \"file\"\n"                                                                /* 24 */
+    "access = \"read-only\"\n"                                                         /* 25 */
+    "[profiles.claude.escalation]\n"                                                   /* 26 */
+    "enabled = true\n"                                                                 /* 27 */
+    "[[profiles.claude.escalation.auto_approve]]\n"                                    /* 28 */
+    "executable = \"/usr/bin/git\"\n"                                                  /* 29 */
+    "args = [\"status\", \"--short\"]\n"                                               /* 30 */
+    "[[profiles.claude.escalation.auto_approve]]\n"                                    /* 31 */
+    "executable = \"~/bin/tool\"\n"                                                    /* 32 */
+    "args = [\"--short\", \"status\"]\n"                                               /* 33 */
+    "allow_extra_args = true\n"                                                        /* 34 */
+    "[[profiles.claude.escalation.auto_approve]]\n"                                    /* 35 */
+    "executable = \"/usr/bin/git\"\n"                                                  /* 36 */
+    "args = [\"status\", \"--short\"]\n"                                               /* 37 */
+    "allow_extra_args = true\n"                                                        /* 38 */
+    "[[profiles.claude.escalation.auto_approve]]\n"                                    /* 39 */
+    "executable = \"/usr/bin/git\"\n"                                                  /* 40 */
+    "args = [\"--short\", \"status\"]\n"                                               /* 41 */
+    "[[profiles.claude.escalation.auto_approve]]\n"                                    /* 42 */
+    "executable = \"/usr/bin/id\"\n"                                                   /* 43 */
+    "[profiles.\"Other-1.x_y\"]\n"                                                     /* 44 */
+    "image = \"oci:/srv/images/x:latest\"\n";                                          /* 45 */
 
 static void check_full(const lz_config_doc *doc)
 {
@@ -294,19 +300,19 @@ static const schema_case corpus[] = {
     /* -- accepted documents -------------------------------------------- */
     ACCEPT("minimal document, all defaults", P(""), check_defaults),
     ACCEPT("full document", full_doc, check_full),
-    ACCEPT("explicit values equal to the defaults",
-           P("isolate_gitignored = true\n"
-             "persistent_dirs = [\"/root\"]\n"
-             "allow_egress = []\n"
-             "deny_egress = []\n"
-             "env = {}\n"
-             "volumes = [{ host = \"{profile_dir}/a\", container = \"/root/a\", kind = \"directory\", "
-             "access = \"read-write\", create = false }]\n"
-             "escalation = { enabled = false, auto_approve = [] }\n"
-             "[storage]\n[network]\ndefault_allow = []\ndefault_deny = []\n"),
-           check_explicit_defaults),
-    ACCEPT("schema as a literal string",
-           "schema = 'lazaret-trusted-host-config-v1'\n" PROF, NULL),
+    ACCEPT(
+        "explicit values equal to the defaults",
+        P("isolate_gitignored = true\n"
+          "persistent_dirs = [\"/root\"]\n"
+          "allow_egress = []\n"
+          "deny_egress = []\n"
+          "env = {}\n"
+          "volumes = [{ host = \"{profile_dir}/a\", container = \"/root/a\", kind = \"directory\", "
+          "access = \"read-write\", create = false }]\n"
+          "escalation = { enabled = false, auto_approve = [] }\n"
+          "[storage]\n[network]\ndefault_allow = []\ndefault_deny = []\n"),
+        check_explicit_defaults),
+    ACCEPT("schema as a literal string", "schema = 'lazaret-trusted-host-config-v1'\n" PROF, NULL),
     ACCEPT("profiles as dotted keys", HEAD "profiles.claude.image = \"x\"\n", NULL),
     ACCEPT("profiles as an inline table", HEAD "profiles = { claude = { image = \"x\" } }\n", NULL),
 
@@ -325,13 +331,19 @@ static const schema_case corpus[] = {
     REFUSE("toml: NUL escape in a string", P("persistent_dirs = [\"/ro\\u0000ot\"]\n"),
            "(document)", 4),
     REFUSE("toml: NUL escape in a key", P("\"a\\u0000b\" = 1\n"), "(document)", 4),
-    REFUSE("toml: NUL escape in an env value", P("env = { A = \"env:A\\u0000\" }\n"),
+    REFUSE("toml: NUL escape in an env value", P("env = { A = \"env:A\\u0000\" }\n"), "(document)",
+           4),
+    REFUSE("toml: invalid UTF-8 in a string",
+           P("image2 = \"a\xff"
+             "b\"\n"),
            "(document)", 4),
-    REFUSE("toml: invalid UTF-8 in a string", P("image2 = \"a\xff" "b\"\n"), "(document)", 4),
     REFUSE("toml: overlong UTF-8 in a comment", P("# \xc0\xaf\n"), "(document)", 4),
     REFUSE("toml: surrogate UTF-8 in a string", P("x = \"\xed\xa0\x80\"\n"), "(document)", 4),
     REFUSE("toml: truncated UTF-8 in a key", P("\"a\xc3\" = 1\n"), "(document)", 4),
-    REFUSE("toml: control character in a string", P("x = \"a\x01" "b\"\n"), "(document)", 4),
+    REFUSE("toml: control character in a string",
+           P("x = \"a\x01"
+             "b\"\n"),
+           "(document)", 4),
     REFUSE("toml: redefined table via dotted key",
            HEAD "[profiles.claude]\nimage = \"x\"\nescalation.enabled = true\n"
                 "[profiles.claude.escalation]\nenabled = false\n",
@@ -351,13 +363,13 @@ static const schema_case corpus[] = {
     REFUSE("root: unknown field", HEAD "bogus = 1\n" PROF, "bogus", 2),
     REFUSE("root: unknown table", HEAD "[bogus]\n" PROF, "bogus", 0),
     REFUSE("root: alias 'profile'", HEAD "[profile.claude]\nimage = \"x\"\n", "profile", 2),
-    REFUSE("root: alias 'Schema'",
-           "Schema = \"lazaret-trusted-host-config-v1\"\n" PROF, "Schema", 1),
+    REFUSE("root: alias 'Schema'", "Schema = \"lazaret-trusted-host-config-v1\"\n" PROF, "Schema",
+           1),
     REFUSE("empty document", "", "schema", 0),
     REFUSE("whitespace and comments only", "\n  \n# nothing\n", "schema", 0),
     REFUSE("schema: missing", PROF, "schema", 0),
-    REFUSE("schema: wrong version", "schema = \"lazaret-trusted-host-config-v2\"\n" PROF,
-           "schema", 1),
+    REFUSE("schema: wrong version", "schema = \"lazaret-trusted-host-config-v2\"\n" PROF, "schema",
+           1),
     REFUSE("schema: wrong case", "schema = \"Lazaret-trusted-host-config-v1\"\n" PROF, "schema", 1),
     REFUSE("schema: trailing space", "schema = \"lazaret-trusted-host-config-v1 \"\n" PROF,
            "schema", 1),
@@ -373,7 +385,8 @@ static const schema_case corpus[] = {
     REFUSE("profiles: string", HEAD "profiles = \"claude\"\n", "profiles", 2),
     REFUSE("profiles: array", HEAD "profiles = []\n", "profiles", 2),
     REFUSE("profiles: array of tables", HEAD "[[profiles]]\nimage = \"x\"\n", "profiles", 0),
-    REFUSE("profile: not a table (string)", HEAD "[profiles]\nclaude = \"x\"\n", "profiles.claude", 3),
+    REFUSE("profile: not a table (string)", HEAD "[profiles]\nclaude = \"x\"\n", "profiles.claude",
+           3),
     REFUSE("profile: not a table (array)", HEAD "[profiles]\nclaude = [{ image = \"x\" }]\n",
            "profiles.claude", 3),
     REFUSE("profile: array of tables", HEAD "[[profiles.claude]]\nimage = \"x\"\n",
@@ -388,15 +401,16 @@ static const schema_case corpus[] = {
            "storage.data_roots", 3),
     REFUSE("storage: alias dataRoot", HEAD "[storage]\ndataRoot = \"/x\"\n" PROF,
            "storage.dataRoot", 3),
-    REFUSE("storage: runtime_root is not configurable", HEAD "[storage]\nruntime_root = \"/x\"\n" PROF,
-           "storage.runtime_root", 3),
+    REFUSE("storage: runtime_root is not configurable",
+           HEAD "[storage]\nruntime_root = \"/x\"\n" PROF, "storage.runtime_root", 3),
     ACCEPT("data_root: absolute", HEAD "[storage]\ndata_root = \"/var/lib/lazaret-b~\"\n" PROF,
            check_data_root_abs),
     ACCEPT("data_root: home", HEAD "[storage]\ndata_root = \"~/x\"\n" PROF, NULL),
     ACCEPT("storage: empty table", HEAD "[storage]\n" PROF, NULL),
     REFUSE("data_root: integer", HEAD "[storage]\ndata_root = 1\n" PROF, "storage.data_root", 3),
     REFUSE("data_root: boolean", HEAD "[storage]\ndata_root = true\n" PROF, "storage.data_root", 3),
-    REFUSE("data_root: array", HEAD "[storage]\ndata_root = [\"/x\"]\n" PROF, "storage.data_root", 3),
+    REFUSE("data_root: array", HEAD "[storage]\ndata_root = [\"/x\"]\n" PROF, "storage.data_root",
+           3),
     REFUSE("data_root: empty", HEAD "[storage]\ndata_root = \"\"\n" PROF, "storage.data_root", 3),
     REFUSE("data_root: relative", HEAD "[storage]\ndata_root = \"data\"\n" PROF,
            "storage.data_root", 3),
@@ -415,7 +429,8 @@ static const schema_case corpus[] = {
            "storage.data_root", 3),
     REFUSE("data_root: variable", HEAD "[storage]\ndata_root = \"$HOME/x\"\n" PROF,
            "storage.data_root", 3),
-    REFUSE("data_root: glob", HEAD "[storage]\ndata_root = \"/x/*\"\n" PROF, "storage.data_root", 3),
+    REFUSE("data_root: glob", HEAD "[storage]\ndata_root = \"/x/*\"\n" PROF, "storage.data_root",
+           3),
 
     /* -- network ------------------------------------------------------- */
     REFUSE("network: not a table", HEAD "network = 1\n" PROF, "network", 2),
@@ -429,8 +444,9 @@ static const schema_case corpus[] = {
            "network.default_allow", 3),
     REFUSE("default_allow: table", HEAD "[network]\ndefault_allow = {}\n" PROF,
            "network.default_allow", 3),
-    REFUSE("default_allow: integer item", HEAD "[network]\ndefault_allow = [\"1.2.3.0/24\", 5]\n" PROF,
-           "network.default_allow[1]", 3),
+    REFUSE("default_allow: integer item",
+           HEAD "[network]\ndefault_allow = [\"1.2.3.0/24\", 5]\n" PROF, "network.default_allow[1]",
+           3),
     REFUSE("default_allow: no prefix length",
            HEAD "[network]\ndefault_allow = [\"1.2.3.0/24\", \"1.2.3.4\"]\n" PROF,
            "network.default_allow[1]", 3),
@@ -454,22 +470,27 @@ static const schema_case corpus[] = {
 
     /* -- profile names ------------------------------------------------- */
     ACCEPT("profile name: 64 characters",
-           HEAD "[profiles.aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa]\nimage = \"x\"\n",
+           HEAD "[profiles.aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa]"
+                "\nimage = \"x\"\n",
            check_name64),
     ACCEPT("profile name: 1 character", HEAD "[profiles.a]\nimage = \"x\"\n", NULL),
     ACCEPT("profile name: inner . _ -", HEAD "[profiles.\"a.b_c-d\"]\nimage = \"x\"\n", NULL),
     ACCEPT("profile name: digit first", HEAD "[profiles.9]\nimage = \"x\"\n", NULL),
     REFUSE("profile name: 65 characters",
-           HEAD "[profiles.aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa]\nimage = \"x\"\n",
+           HEAD "[profiles.aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa]"
+                "\nimage = \"x\"\n",
            "profiles.\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"", 2),
     REFUSE("profile name: empty", HEAD "[profiles.\"\"]\nimage = \"x\"\n", "profiles.\"\"", 2),
     REFUSE("profile name: .", HEAD "[profiles.\".\"]\nimage = \"x\"\n", "profiles.\".\"", 2),
     REFUSE("profile name: ..", HEAD "[profiles.\"..\"]\nimage = \"x\"\n", "profiles.\"..\"", 2),
-    REFUSE("profile name: leading .", HEAD "[profiles.\".a\"]\nimage = \"x\"\n", "profiles.\".a\"", 2),
+    REFUSE("profile name: leading .", HEAD "[profiles.\".a\"]\nimage = \"x\"\n", "profiles.\".a\"",
+           2),
     REFUSE("profile name: leading -", HEAD "[profiles.-a]\nimage = \"x\"\n", "profiles.\"-a\"", 2),
     REFUSE("profile name: leading _", HEAD "[profiles._a]\nimage = \"x\"\n", "profiles.\"_a\"", 2),
-    REFUSE("profile name: space", HEAD "[profiles.\"a b\"]\nimage = \"x\"\n", "profiles.\"a b\"", 2),
-    REFUSE("profile name: slash", HEAD "[profiles.\"a/b\"]\nimage = \"x\"\n", "profiles.\"a/b\"", 2),
+    REFUSE("profile name: space", HEAD "[profiles.\"a b\"]\nimage = \"x\"\n", "profiles.\"a b\"",
+           2),
+    REFUSE("profile name: slash", HEAD "[profiles.\"a/b\"]\nimage = \"x\"\n", "profiles.\"a/b\"",
+           2),
     REFUSE("profile name: non-ASCII", HEAD "[profiles.\"caf\xc3\xa9\"]\nimage = \"x\"\n",
            "profiles.\"caf\xc3\xa9\"", 2),
     REFUSE("profile name: non-ASCII escape", HEAD "[profiles.\"a\\u00e9\"]\nimage = \"x\"\n",
@@ -482,8 +503,8 @@ static const schema_case corpus[] = {
     REFUSE("profile: alias persistent_dir", P("persistent_dir = [\"/root\"]\n"),
            "profiles.claude.persistent_dir", 4),
     REFUSE("profile: default is not a field", P("default = true\n"), "profiles.claude.default", 4),
-    REFUSE("profile: unknown subtable", P("[profiles.claude.network]\n"),
-           "profiles.claude.network", 0),
+    REFUSE("profile: unknown subtable", P("[profiles.claude.network]\n"), "profiles.claude.network",
+           0),
     REFUSE("image: missing", HEAD "[profiles.claude]\nisolate_gitignored = true\n",
            "profiles.claude.image", 2),
     REFUSE("image: missing in inline table", HEAD "[profiles]\nclaude = {}\n",
@@ -493,14 +514,16 @@ static const schema_case corpus[] = {
            "profiles.claude.image", 3),
     REFUSE("image: leading space", HEAD "[profiles.claude]\nimage = \" debian\"\n",
            "profiles.claude.image", 3),
-    REFUSE("image: tab", HEAD "[profiles.claude]\nimage = \"debian\\t\"\n", "profiles.claude.image", 3),
+    REFUSE("image: tab", HEAD "[profiles.claude]\nimage = \"debian\\t\"\n", "profiles.claude.image",
+           3),
     REFUSE("image: newline", HEAD "[profiles.claude]\nimage = \"debian\\n\"\n",
            "profiles.claude.image", 3),
     REFUSE("image: escape character", HEAD "[profiles.claude]\nimage = \"\\u001b[31m\"\n",
            "profiles.claude.image", 3),
     REFUSE("image: integer", HEAD "[profiles.claude]\nimage = 1\n", "profiles.claude.image", 3),
     REFUSE("image: array", HEAD "[profiles.claude]\nimage = [\"x\"]\n", "profiles.claude.image", 3),
-    REFUSE("image: table", HEAD "[profiles.claude.image]\nref = \"x\"\n", "profiles.claude.image", 0),
+    REFUSE("image: table", HEAD "[profiles.claude.image]\nref = \"x\"\n", "profiles.claude.image",
+           0),
     REFUSE("isolate_gitignored: string", P("isolate_gitignored = \"false\"\n"),
            "profiles.claude.isolate_gitignored", 4),
     REFUSE("isolate_gitignored: integer", P("isolate_gitignored = 0\n"),
@@ -533,10 +556,10 @@ static const schema_case corpus[] = {
            "profiles.claude.persistent_dirs[0]", 4),
     REFUSE("persistent_dirs: repeated", P("persistent_dirs = [\"/a\", \"/b\",\n\"/a\"]\n"),
            "profiles.claude.persistent_dirs[2]", 5),
-    REFUSE("persistent_dirs: descendant after ancestor", P("persistent_dirs = [\"/a\", \"/a/b\"]\n"),
-           "profiles.claude.persistent_dirs[1]", 4),
-    REFUSE("persistent_dirs: ancestor after descendant", P("persistent_dirs = [\"/a/b/c\", \"/a\"]\n"),
-           "profiles.claude.persistent_dirs[1]", 4),
+    REFUSE("persistent_dirs: descendant after ancestor",
+           P("persistent_dirs = [\"/a\", \"/a/b\"]\n"), "profiles.claude.persistent_dirs[1]", 4),
+    REFUSE("persistent_dirs: ancestor after descendant",
+           P("persistent_dirs = [\"/a/b/c\", \"/a\"]\n"), "profiles.claude.persistent_dirs[1]", 4),
 
     /* -- allow_egress / deny_egress ------------------------------------ */
     ACCEPT("egress: dedup after host-bit clearing",
@@ -555,30 +578,35 @@ static const schema_case corpus[] = {
            "profiles.claude.allow_egress[0]", 4),
     REFUSE("deny_egress: table", P("deny_egress = { a = \"1.2.3.0/24\" }\n"),
            "profiles.claude.deny_egress", 4),
-    REFUSE("deny_egress: ipv6", P("deny_egress = [\"::/0\"]\n"), "profiles.claude.deny_egress[0]", 4),
+    REFUSE("deny_egress: ipv6", P("deny_egress = [\"::/0\"]\n"), "profiles.claude.deny_egress[0]",
+           4),
     REFUSE("deny_egress: hostname", P("deny_egress = [\"example.com/32\"]\n"),
            "profiles.claude.deny_egress[0]", 4),
 
     /* -- allow/deny conflicts ------------------------------------------ */
     ACCEPT("conflict: RFC 1918 sub-prefix allowed", P("allow_egress = [\"10.1.0.0/16\"]\n"), NULL),
-    ACCEPT("conflict: wider than RFC 1918 allowed", P("allow_egress = [\"10.0.0.0/7\", \"172.0.0.0/8\"]\n"),
-           NULL),
+    ACCEPT("conflict: wider than RFC 1918 allowed",
+           P("allow_egress = [\"10.0.0.0/7\", \"172.0.0.0/8\"]\n"), NULL),
     ACCEPT("conflict: different lengths allowed",
-           HEAD "[network]\ndefault_allow = [\"1.2.3.0/24\"]\ndefault_deny = [\"1.2.3.0/25\"]\n" PROF
-                "allow_egress = [\"5.0.0.0/8\"]\ndeny_egress = [\"5.5.0.0/16\", \"0.0.0.0/0\"]\n",
+           HEAD
+           "[network]\ndefault_allow = [\"1.2.3.0/24\"]\ndefault_deny = [\"1.2.3.0/25\"]\n" PROF
+           "allow_egress = [\"5.0.0.0/8\"]\ndeny_egress = [\"5.5.0.0/16\", \"0.0.0.0/0\"]\n",
            NULL),
     ACCEPT("conflict: profile allow vs another profile's deny is no conflict",
            HEAD "[profiles.a]\nimage = \"x\"\nallow_egress = [\"1.2.3.0/24\"]\n"
                 "[profiles.b]\nimage = \"x\"\ndeny_egress = [\"1.2.3.0/24\"]\n",
            check_two_profiles),
     REFUSE("conflict: global allow vs global deny",
-           HEAD "[network]\ndefault_allow = [\"1.2.3.0/24\"]\ndefault_deny = [\"1.2.3.0/24\"]\n" PROF,
+           HEAD
+           "[network]\ndefault_allow = [\"1.2.3.0/24\"]\ndefault_deny = [\"1.2.3.0/24\"]\n" PROF,
            "network.default_allow[0]", 0),
     REFUSE("conflict: global allow vs profile deny",
-           HEAD "[network]\ndefault_allow = [\"1.2.3.0/24\"]\n" PROF "deny_egress = [\"1.2.3.0/24\"]\n",
+           HEAD "[network]\ndefault_allow = [\"1.2.3.0/24\"]\n" PROF
+                "deny_egress = [\"1.2.3.0/24\"]\n",
            "network.default_allow[0]", 0),
     REFUSE("conflict: profile allow vs global deny",
-           HEAD "[network]\ndefault_deny = [\"1.2.3.0/24\"]\n" PROF "allow_egress = [\"1.2.3.0/24\"]\n",
+           HEAD "[network]\ndefault_deny = [\"1.2.3.0/24\"]\n" PROF
+                "allow_egress = [\"1.2.3.0/24\"]\n",
            "profiles.claude.allow_egress[0]", 0),
     REFUSE("conflict: profile allow vs the same profile's deny",
            P("allow_egress = [\"1.2.3.0/24\"]\ndeny_egress = [\"1.2.3.0/24\"]\n"),
@@ -593,19 +621,21 @@ static const schema_case corpus[] = {
            "profiles.b.allow_egress[0]", 0),
     REFUSE("conflict: allow 10.0.0.0/8 (always denied)", P("allow_egress = [\"10.0.0.0/8\"]\n"),
            "profiles.claude.allow_egress[0]", 0),
-    REFUSE("conflict: allow 172.16.0.0/12 (always denied)", P("allow_egress = [\"172.16.0.0/12\"]\n"),
-           "profiles.claude.allow_egress[0]", 0),
+    REFUSE("conflict: allow 172.16.0.0/12 (always denied)",
+           P("allow_egress = [\"172.16.0.0/12\"]\n"), "profiles.claude.allow_egress[0]", 0),
     REFUSE("conflict: allow 192.168.0.0/16 (always denied)",
            P("allow_egress = [\"192.168.0.0/16\"]\n"), "profiles.claude.allow_egress[0]", 0),
     REFUSE("conflict: allow 10.9.9.9/8 normalizes to RFC 1918",
            P("allow_egress = [\"10.9.9.9/8\"]\n"), "profiles.claude.allow_egress[0]", 0),
     REFUSE("conflict: global allow of RFC 1918",
-           HEAD "[network]\ndefault_allow = [\"192.168.0.0/16\"]\n" PROF, "network.default_allow[0]", 0),
+           HEAD "[network]\ndefault_allow = [\"192.168.0.0/16\"]\n" PROF,
+           "network.default_allow[0]", 0),
 
     /* -- allows a sandbox can never reach (docs/network.md) ------------ */
     REFUSE("never: allow loopback", P("allow_egress = [\"127.0.0.0/8\"]\n"),
            "profiles.claude.allow_egress[0]", 4),
-    REFUSE("never: allow one loopback address", P("allow_egress = [\"1.2.3.0/24\", \"127.1.2.3/32\"]\n"),
+    REFUSE("never: allow one loopback address",
+           P("allow_egress = [\"1.2.3.0/24\", \"127.1.2.3/32\"]\n"),
            "profiles.claude.allow_egress[1]", 4),
     REFUSE("never: allow 0.0.0.0/8", P("allow_egress = [\"0.0.0.0/8\"]\n"),
            "profiles.claude.allow_egress[0]", 4),
@@ -632,7 +662,8 @@ static const schema_case corpus[] = {
     REFUSE("never: allow loopback after host-bit clearing", P("allow_egress = [\"127.9.9.9/8\"]\n"),
            "profiles.claude.allow_egress[0]", 4),
     REFUSE("never: global allow of loopback",
-           HEAD "[network]\ndefault_allow = [\"127.0.0.1/32\"]\n" PROF, "network.default_allow[0]", 3),
+           HEAD "[network]\ndefault_allow = [\"127.0.0.1/32\"]\n" PROF, "network.default_allow[0]",
+           3),
     REFUSE("never: in the second profile",
            HEAD "[profiles.a]\nimage = \"x\"\nallow_egress = [\"1.2.3.0/24\"]\n"
                 "[profiles.b]\nimage = \"x\"\nallow_egress = [\"169.254.1.0/24\"]\n",
@@ -646,7 +677,8 @@ static const schema_case corpus[] = {
              "\"223.255.255.255/32\"]\n"),
            NULL),
     ACCEPT("never: denies inside the ranges are accepted",
-           P("deny_egress = [\"127.0.0.0/8\", \"169.254.77.0/30\", \"100.96.0.0/24\", \"0.0.0.0/8\"]\n"),
+           P("deny_egress = [\"127.0.0.0/8\", \"169.254.77.0/30\", \"100.96.0.0/24\", "
+             "\"0.0.0.0/8\"]\n"),
            NULL),
 
     /* -- env ----------------------------------------------------------- */
@@ -681,29 +713,33 @@ static const schema_case corpus[] = {
            "profiles.claude.env.1X", 5),
     REFUSE("env: key with dash", P("[profiles.claude.env]\nA-B = \"env:A\"\n"),
            "profiles.claude.env.A-B", 5),
-    REFUSE("env: empty key", P("[profiles.claude.env]\n\"\" = \"env:A\"\n"),
-           "profiles.claude.env.", 5),
+    REFUSE("env: empty key", P("[profiles.claude.env]\n\"\" = \"env:A\"\n"), "profiles.claude.env.",
+           5),
     REFUSE("env: key with =", P("[profiles.claude.env]\n\"A=B\" = \"env:A\"\n"),
            "profiles.claude.env.A=B", 5),
 
     /* -- volumes ------------------------------------------------------- */
-    ACCEPT("volume: read-only absolute directory",
-           PV("volumes = [{ host = \"/srv/data\", container = \"/root/data\", kind = \"directory\", "
-              "access = \"read-only\" }]\n"),
-           check_volume_ro),
+    ACCEPT(
+        "volume: read-only absolute directory",
+        PV("volumes = [{ host = \"/srv/data\", container = \"/root/data\", kind = \"directory\", "
+           "access = \"read-only\" }]\n"),
+        check_volume_ro),
     ACCEPT("volume: host with inner tilde",
-           PV("volumes = [{ host = \"/srv/b~\", container = \"/root/b\", kind = \"file\" }]\n"), NULL),
+           PV("volumes = [{ host = \"/srv/b~\", container = \"/root/b\", kind = \"file\" }]\n"),
+           NULL),
     ACCEPT("volume: containers that are siblings and prefix strings",
            PV("volumes = [{ host = \"/a\", container = \"/root/a\", kind = \"file\" },\n"
               "{ host = \"/b\", container = \"/root/ab\", kind = \"file\" },\n"
               "{ host = \"/c\", container = \"/root/a.b\", kind = \"file\" }]\n"),
            NULL),
     ACCEPT("volume: create=true beneath {profile_dir}",
-           PV("volumes = [{ host = \"{profile_dir}/a/b\", container = \"/root/a\", kind = \"directory\", "
+           PV("volumes = [{ host = \"{profile_dir}/a/b\", container = \"/root/a\", kind = "
+              "\"directory\", "
               "create = true }]\n"),
            NULL),
     ACCEPT("volume: create=false file from ~/",
-           PV("volumes = [{ host = \"~/x\", container = \"/root/x\", kind = \"file\", create = false }]\n"),
+           PV("volumes = [{ host = \"~/x\", container = \"/root/x\", kind = \"file\", create = "
+              "false }]\n"),
            NULL),
     ACCEPT("volume: containers inside different persistent dirs",
            P("persistent_dirs = [\"/root\", \"/home/agent\"]\n"
@@ -712,24 +748,26 @@ static const schema_case corpus[] = {
            NULL),
     ACCEPT("volume: empty list without persistent dirs", P("volumes = []\n"), NULL),
     REFUSE("volumes: table", PV("volumes = { host = \"/a\" }\n"), "profiles.claude.volumes", 5),
-    REFUSE("volumes: string item", PV("volumes = [\"/a:/root/a\"]\n"), "profiles.claude.volumes[0]", 5),
-    REFUSE("volume: unknown field",
-           PV("[[profiles.claude.volumes]]\nhost = \"/a\"\ncontainer = \"/root/a\"\nkind = \"file\"\n"
-              "mode = \"0644\"\n"),
-           "profiles.claude.volumes[0].mode", 9),
+    REFUSE("volumes: string item", PV("volumes = [\"/a:/root/a\"]\n"), "profiles.claude.volumes[0]",
+           5),
+    REFUSE(
+        "volume: unknown field",
+        PV("[[profiles.claude.volumes]]\nhost = \"/a\"\ncontainer = \"/root/a\"\nkind = \"file\"\n"
+           "mode = \"0644\"\n"),
+        "profiles.claude.volumes[0].mode", 9),
     REFUSE("volume: alias source",
-           PV("volumes = [{ source = \"/a\", host = \"/a\", container = \"/root/a\", kind = \"file\" }]\n"),
+           PV("volumes = [{ source = \"/a\", host = \"/a\", container = \"/root/a\", kind = "
+              "\"file\" }]\n"),
            "profiles.claude.volumes[0].source", 5),
     REFUSE("volume: alias read_only",
-           PV("volumes = [{ host = \"/a\", container = \"/root/a\", kind = \"file\", read_only = true }]\n"),
+           PV("volumes = [{ host = \"/a\", container = \"/root/a\", kind = \"file\", read_only = "
+              "true }]\n"),
            "profiles.claude.volumes[0].read_only", 5),
-    REFUSE("volume: host missing",
-           PV("volumes = [{ container = \"/root/a\", kind = \"file\" }]\n"),
+    REFUSE("volume: host missing", PV("volumes = [{ container = \"/root/a\", kind = \"file\" }]\n"),
            "profiles.claude.volumes[0].host", 5),
-    REFUSE("volume: container missing",
-           PV("volumes = [{ host = \"/a\", kind = \"file\" }]\n"), "profiles.claude.volumes[0].container", 5),
-    REFUSE("volume: kind missing",
-           PV("volumes = [{ host = \"/a\", container = \"/root/a\" }]\n"),
+    REFUSE("volume: container missing", PV("volumes = [{ host = \"/a\", kind = \"file\" }]\n"),
+           "profiles.claude.volumes[0].container", 5),
+    REFUSE("volume: kind missing", PV("volumes = [{ host = \"/a\", container = \"/root/a\" }]\n"),
            "profiles.claude.volumes[0].kind", 5),
     REFUSE("volume: host integer",
            PV("volumes = [{ host = 1, container = \"/root/a\", kind = \"file\" }]\n"),
@@ -741,10 +779,12 @@ static const schema_case corpus[] = {
            PV("volumes = [{ host = \"/a\", container = \"/root/a\", kind = true }]\n"),
            "profiles.claude.volumes[0].kind", 5),
     REFUSE("volume: access boolean",
-           PV("volumes = [{ host = \"/a\", container = \"/root/a\", kind = \"file\", access = false }]\n"),
+           PV("volumes = [{ host = \"/a\", container = \"/root/a\", kind = \"file\", access = "
+              "false }]\n"),
            "profiles.claude.volumes[0].access", 5),
     REFUSE("volume: create string",
-           PV("volumes = [{ host = \"{profile_dir}/a\", container = \"/root/a\", kind = \"directory\", "
+           PV("volumes = [{ host = \"{profile_dir}/a\", container = \"/root/a\", kind = "
+              "\"directory\", "
               "create = \"true\" }]\n"),
            "profiles.claude.volumes[0].create", 5),
     REFUSE("volume: host relative",
@@ -754,19 +794,23 @@ static const schema_case corpus[] = {
            PV("volumes = [{ host = \"~//etc\", container = \"/root/a\", kind = \"file\" }]\n"),
            "profiles.claude.volumes[0].host", 5),
     REFUSE("volume: host {profile_dir}//etc",
-           PV("volumes = [{ host = \"{profile_dir}//etc\", container = \"/root/a\", kind = \"file\" }]\n"),
+           PV("volumes = [{ host = \"{profile_dir}//etc\", container = \"/root/a\", kind = "
+              "\"file\" }]\n"),
            "profiles.claude.volumes[0].host", 5),
     REFUSE("volume: host {profile_dir} alone",
-           PV("volumes = [{ host = \"{profile_dir}\", container = \"/root/a\", kind = \"directory\" }]\n"),
+           PV("volumes = [{ host = \"{profile_dir}\", container = \"/root/a\", kind = "
+              "\"directory\" }]\n"),
            "profiles.claude.volumes[0].host", 5),
     REFUSE("volume: host {profile_dir}/",
-           PV("volumes = [{ host = \"{profile_dir}/\", container = \"/root/a\", kind = \"directory\" }]\n"),
+           PV("volumes = [{ host = \"{profile_dir}/\", container = \"/root/a\", kind = "
+              "\"directory\" }]\n"),
            "profiles.claude.volumes[0].host", 5),
     REFUSE("volume: host trailing slash",
            PV("volumes = [{ host = \"/a/\", container = \"/root/a\", kind = \"file\" }]\n"),
            "profiles.claude.volumes[0].host", 5),
     REFUSE("volume: host dotdot",
-           PV("volumes = [{ host = \"{profile_dir}/../x\", container = \"/root/a\", kind = \"file\" }]\n"),
+           PV("volumes = [{ host = \"{profile_dir}/../x\", container = \"/root/a\", kind = "
+              "\"file\" }]\n"),
            "profiles.claude.volumes[0].host", 5),
     REFUSE("volume: host variable",
            PV("volumes = [{ host = \"/a/$X\", container = \"/root/a\", kind = \"file\" }]\n"),
@@ -800,13 +844,16 @@ static const schema_case corpus[] = {
               "{ host = \"/b\", container = \"/root/b\", kind = \"DIRECTORY\" }]\n"),
            "profiles.claude.volumes[1].kind", 6),
     REFUSE("volume: access READ-ONLY",
-           PV("volumes = [{ host = \"/a\", container = \"/root/a\", kind = \"file\", access = \"READ-ONLY\" }]\n"),
+           PV("volumes = [{ host = \"/a\", container = \"/root/a\", kind = \"file\", access = "
+              "\"READ-ONLY\" }]\n"),
            "profiles.claude.volumes[0].access", 5),
     REFUSE("volume: access ro",
-           PV("volumes = [{ host = \"/a\", container = \"/root/a\", kind = \"file\", access = \"ro\" }]\n"),
+           PV("volumes = [{ host = \"/a\", container = \"/root/a\", kind = \"file\", access = "
+              "\"ro\" }]\n"),
            "profiles.claude.volumes[0].access", 5),
     REFUSE("volume: access read_only",
-           PV("volumes = [{ host = \"/a\", container = \"/root/a\", kind = \"file\", access = \"read_only\" }]\n"),
+           PV("volumes = [{ host = \"/a\", container = \"/root/a\", kind = \"file\", access = "
+              "\"read_only\" }]\n"),
            "profiles.claude.volumes[0].access", 5),
     REFUSE("volume: create=true for a file",
            PV("volumes = [{ host = \"{profile_dir}/a\", container = \"/root/a\", kind = \"file\", "
@@ -900,11 +947,13 @@ static const schema_case corpus[] = {
            "profiles.claude.escalation.auto_approve", 0),
     REFUSE("rule: string item", PE("auto_approve = [\"/bin/true\"]\n"),
            "profiles.claude.escalation.auto_approve[0]", 6),
-    REFUSE("rule: unknown field",
-           PE("[[profiles.claude.escalation.auto_approve]]\nexecutable = \"/bin/true\"\nargv = []\n"),
-           "profiles.claude.escalation.auto_approve[0].argv", 8),
+    REFUSE(
+        "rule: unknown field",
+        PE("[[profiles.claude.escalation.auto_approve]]\nexecutable = \"/bin/true\"\nargv = []\n"),
+        "profiles.claude.escalation.auto_approve[0].argv", 8),
     REFUSE("rule: alias allow-extra-args",
-           PE("auto_approve = [{ executable = \"/bin/true\", args = [\"a\"], allow-extra-args = true }]\n"),
+           PE("auto_approve = [{ executable = \"/bin/true\", args = [\"a\"], allow-extra-args = "
+              "true }]\n"),
            "profiles.claude.escalation.auto_approve[0].allow-extra-args", 6),
     REFUSE("rule: executable missing", PE("auto_approve = [{ args = [\"a\"] }]\n"),
            "profiles.claude.escalation.auto_approve[0].executable", 6),
@@ -912,21 +961,25 @@ static const schema_case corpus[] = {
            "profiles.claude.escalation.auto_approve[0].executable", 6),
     REFUSE("rule: executable array", PE("auto_approve = [{ executable = [\"/bin/true\"] }]\n"),
            "profiles.claude.escalation.auto_approve[0].executable", 6),
-    REFUSE("rule: executable relative (no PATH lookup)", PE("auto_approve = [{ executable = \"git\" }]\n"),
+    REFUSE("rule: executable relative (no PATH lookup)",
+           PE("auto_approve = [{ executable = \"git\" }]\n"),
            "profiles.claude.escalation.auto_approve[0].executable", 6),
     REFUSE("rule: executable ./git", PE("auto_approve = [{ executable = \"./git\" }]\n"),
            "profiles.claude.escalation.auto_approve[0].executable", 6),
-    REFUSE("rule: executable {profile_dir}", PE("auto_approve = [{ executable = \"{profile_dir}/x\" }]\n"),
+    REFUSE("rule: executable {profile_dir}",
+           PE("auto_approve = [{ executable = \"{profile_dir}/x\" }]\n"),
            "profiles.claude.escalation.auto_approve[0].executable", 6),
     REFUSE("rule: executable ~//bin", PE("auto_approve = [{ executable = \"~//bin/x\" }]\n"),
            "profiles.claude.escalation.auto_approve[0].executable", 6),
-    REFUSE("rule: executable trailing slash", PE("auto_approve = [{ executable = \"/usr/bin/\" }]\n"),
+    REFUSE("rule: executable trailing slash",
+           PE("auto_approve = [{ executable = \"/usr/bin/\" }]\n"),
            "profiles.claude.escalation.auto_approve[0].executable", 6),
     REFUSE("rule: executable variable", PE("auto_approve = [{ executable = \"$HOME/bin/x\" }]\n"),
            "profiles.claude.escalation.auto_approve[0].executable", 6),
     REFUSE("rule: executable empty", PE("auto_approve = [{ executable = \"\" }]\n"),
            "profiles.claude.escalation.auto_approve[0].executable", 6),
-    REFUSE("rule: args string", PE("auto_approve = [{ executable = \"/bin/echo\", args = \"a b\" }]\n"),
+    REFUSE("rule: args string",
+           PE("auto_approve = [{ executable = \"/bin/echo\", args = \"a b\" }]\n"),
            "profiles.claude.escalation.auto_approve[0].args", 6),
     REFUSE("rule: args integer item",
            PE("auto_approve = [{ executable = \"/bin/echo\", args = [\"a\", 1] }]\n"),
@@ -935,7 +988,8 @@ static const schema_case corpus[] = {
            PE("auto_approve = [{ executable = \"/bin/echo\", args = [[\"a\"]] }]\n"),
            "profiles.claude.escalation.auto_approve[0].args[0]", 6),
     REFUSE("rule: allow_extra_args string",
-           PE("auto_approve = [{ executable = \"/bin/echo\", args = [\"a\"], allow_extra_args = \"yes\" }]\n"),
+           PE("auto_approve = [{ executable = \"/bin/echo\", args = [\"a\"], allow_extra_args = "
+              "\"yes\" }]\n"),
            "profiles.claude.escalation.auto_approve[0].allow_extra_args", 6),
     REFUSE("rule: allow_extra_args without args",
            PE("auto_approve = [{ executable = \"/bin/echo\", allow_extra_args = true }]\n"),
@@ -944,16 +998,18 @@ static const schema_case corpus[] = {
            PE("[[profiles.claude.escalation.auto_approve]]\nexecutable = \"/bin/echo\"\nargs = []\n"
               "allow_extra_args = true\n"),
            "profiles.claude.escalation.auto_approve[0].allow_extra_args", 9),
-    REFUSE("rule: exact duplicate",
-           PE("auto_approve = [{ executable = \"/usr/bin/git\", args = [\"status\"] },\n"
-              "{ executable = \"/usr/bin/git\", args = [\"status\"], allow_extra_args = false }]\n"),
-           "profiles.claude.escalation.auto_approve[1]", 7),
+    REFUSE(
+        "rule: exact duplicate",
+        PE("auto_approve = [{ executable = \"/usr/bin/git\", args = [\"status\"] },\n"
+           "{ executable = \"/usr/bin/git\", args = [\"status\"], allow_extra_args = false }]\n"),
+        "profiles.claude.escalation.auto_approve[1]", 7),
     REFUSE("rule: exact duplicate without args",
            PE("auto_approve = [{ executable = \"/bin/true\" }, { executable = \"/bin/x\" },\n"
               "{ executable = \"/bin/true\", args = [] }]\n"),
            "profiles.claude.escalation.auto_approve[2]", 7),
     REFUSE("rule: exact duplicate with allow_extra_args",
-           PE("auto_approve = [{ executable = \"/bin/e\", args = [\"a\", \"b\"], allow_extra_args = true },\n"
+           PE("auto_approve = [{ executable = \"/bin/e\", args = [\"a\", \"b\"], allow_extra_args "
+              "= true },\n"
               "{ executable = \"/bin/e\", args = [\"a\", \"b\"], allow_extra_args = true }]\n"),
            "profiles.claude.escalation.auto_approve[1]", 7),
 };
@@ -970,7 +1026,8 @@ static void run_case(void **state)
 
     if (!tc->keypath) {
         if (r != 0)
-            fail_msg("'%s': expected acceptance, got: %s", tc->name, err ? err->message : "(no error)");
+            fail_msg("'%s': expected acceptance, got: %s", tc->name,
+                     err ? err->message : "(no error)");
         assert_null(err);
         assert_non_null(doc);
         assert_ptr_not_equal(doc, sentinel);
@@ -1129,9 +1186,9 @@ static void test_raw_invalid_utf8_refused(void **state)
         HEAD "[profiles.claude]\nimage = \"deb\xc3\"\n",
         HEAD "[profiles.claude]\nimage = \"\xf4\x90\x80\x80\"\n", /* > U+10FFFF */
         HEAD "[profiles.claude]\nimage = \"\xe0\x80\xaf\"\n",     /* overlong */
-        HEAD PROF "persistent_dirs = [\"/\xed\xbf\xbf\"]\n",       /* surrogate */
+        HEAD PROF "persistent_dirs = [\"/\xed\xbf\xbf\"]\n",      /* surrogate */
         HEAD "[profiles.\"a\xfe\"]\nimage = \"x\"\n",
-        HEAD PROF "\xc3",                                          /* truncated at EOF */
+        HEAD PROF "\xc3", /* truncated at EOF */
     };
     for (size_t i = 0; i < sizeof(docs) / sizeof(docs[0]); i++) {
         char what[64];

@@ -54,8 +54,7 @@ static void check(const seq_case *cases, size_t n)
         free(copy);
         if (got != cases[i].runs || via != got)
             print_error("case %zu (%s, \"%.*s\"): runs %d, dispatch %d, expected %d\n", i,
-                        kind_name(cases[i].kind), (int) len, cases[i].buf, got, via,
-                        cases[i].runs);
+                        kind_name(cases[i].kind), (int) len, cases[i].buf, got, via, cases[i].runs);
         assert_int_equal(got, cases[i].runs);
         assert_int_equal(via, got);
     }
@@ -69,9 +68,9 @@ static void test_todo(void **state)
         { LZ_GS_SEQ_TODO, "pick 1234abcd subject\nreword 5678 other\n", 0, false },
         { LZ_GS_SEQ_TODO, "pick 1 a\nexec make test\n", 0, true },
         { LZ_GS_SEQ_TODO, "x make\n", 0, true },
-        { LZ_GS_SEQ_TODO, "exec", 0, true },               /* no final newline */
+        { LZ_GS_SEQ_TODO, "exec", 0, true }, /* no final newline */
         { LZ_GS_SEQ_TODO, "x", 0, true },
-        { LZ_GS_SEQ_TODO, " \t exec\tcmd\n", 0, true },    /* Git skips leading blanks */
+        { LZ_GS_SEQ_TODO, " \t exec\tcmd\n", 0, true }, /* Git skips leading blanks */
         { LZ_GS_SEQ_TODO, "exec\r\n", 0, true },
         { LZ_GS_SEQ_TODO, "x\r\n", 0, true },
         { LZ_GS_SEQ_TODO, "pick 1\n\n\nx true", 0, true },
@@ -81,7 +80,7 @@ static void test_todo(void **state)
         { LZ_GS_SEQ_TODO, "EXEC cmd\n", 0, false },
         { LZ_GS_SEQ_TODO, "pick 1 exec\n", 0, false },
         { LZ_GS_SEQ_TODO, "# exec cmd\n", 0, false },
-        { LZ_GS_SEQ_TODO, "\vexec cmd\n", 0, false },     /* only blanks and tabs skipped */
+        { LZ_GS_SEQ_TODO, "\vexec cmd\n", 0, false }, /* only blanks and tabs skipped */
         /* A NUL ends what is seen of its line, not the file. */
         { LZ_GS_SEQ_TODO, S("\0exec cmd\n"), false },
         { LZ_GS_SEQ_TODO, S("pick\0\nexec cmd\n"), true },
@@ -102,13 +101,13 @@ static void test_strategy(void **state)
         { LZ_GS_SEQ_STRATEGY, "resolve\nours\nsubtree\n", 0, false },
         { LZ_GS_SEQ_STRATEGY, "evil\n", 0, true },
         { LZ_GS_SEQ_STRATEGY, "../../tmp/x\n", 0, true },
-        { LZ_GS_SEQ_STRATEGY, "ORT\n", 0, true },          /* exactly Git's names */
-        { LZ_GS_SEQ_STRATEGY, "ort x\n", 0, true },        /* the whole line is the name */
-        { LZ_GS_SEQ_STRATEGY, "\"ort\"\n", 0, true },      /* no quotes here */
-        { LZ_GS_SEQ_STRATEGY, "\n", 0, true },             /* an empty line is no strategy */
+        { LZ_GS_SEQ_STRATEGY, "ORT\n", 0, true },     /* exactly Git's names */
+        { LZ_GS_SEQ_STRATEGY, "ort x\n", 0, true },   /* the whole line is the name */
+        { LZ_GS_SEQ_STRATEGY, "\"ort\"\n", 0, true }, /* no quotes here */
+        { LZ_GS_SEQ_STRATEGY, "\n", 0, true },        /* an empty line is no strategy */
         { LZ_GS_SEQ_STRATEGY, "ort\n\n", 0, true },
         { LZ_GS_SEQ_STRATEGY, "ort\nevil", 0, true },
-        { LZ_GS_SEQ_STRATEGY, S("ort\0evil\n"), false },   /* seen up to the NUL */
+        { LZ_GS_SEQ_STRATEGY, S("ort\0evil\n"), false }, /* seen up to the NUL */
         { LZ_GS_SEQ_STRATEGY, S("\0"), true },
     };
     check(cases, LZ_ARRAY_SIZE(cases));
@@ -122,16 +121,16 @@ static void test_opts(void **state)
         { LZ_GS_SEQ_OPTS, "[options]\n\tno-commit = true\n", 0, false },
         { LZ_GS_SEQ_OPTS, "[options]\n\tstrategy = ort\n", 0, false },
         { LZ_GS_SEQ_OPTS, "\tstrategy = \"recursive\"\n", 0, false },
-        { LZ_GS_SEQ_OPTS, "Strategy=ours", 0, false },     /* keys in any case */
+        { LZ_GS_SEQ_OPTS, "Strategy=ours", 0, false }, /* keys in any case */
         { LZ_GS_SEQ_OPTS, "STRATEGY\t=\t subtree \r\n", 0, false },
-        { LZ_GS_SEQ_OPTS, "strategy =\n", 0, false },      /* an empty value */
+        { LZ_GS_SEQ_OPTS, "strategy =\n", 0, false }, /* an empty value */
         { LZ_GS_SEQ_OPTS, "strategy = \"\"\n", 0, false },
         { LZ_GS_SEQ_OPTS, "[options] strategy = ort\n", 0, false }, /* anywhere on the line */
         { LZ_GS_SEQ_OPTS, "\tstrategy = evil\n", 0, true },
         { LZ_GS_SEQ_OPTS, "\tstrategy = \"evil\"\n", 0, true },
-        { LZ_GS_SEQ_OPTS, "\tstrategy = \"ort\n", 0, true },   /* half quoted */
+        { LZ_GS_SEQ_OPTS, "\tstrategy = \"ort\n", 0, true }, /* half quoted */
         { LZ_GS_SEQ_OPTS, "[options] StRaTeGy = x\n", 0, true },
-        { LZ_GS_SEQ_OPTS, "\tstrategy\n", 0, true },       /* not key = value: refused */
+        { LZ_GS_SEQ_OPTS, "\tstrategy\n", 0, true }, /* not key = value: refused */
         { LZ_GS_SEQ_OPTS, "\tstrategy", 0, true },
         { LZ_GS_SEQ_OPTS, "\tstrategy-option = theirs\n", 0, true },
         { LZ_GS_SEQ_OPTS, "\tstrategy : ort\n", 0, true },

@@ -280,7 +280,8 @@ static void test_control_both_ways_and_largest(void **state)
     lz_tls_channel *fresh = lz_tls_channel_new(p.cctx, false, &e);
     assert_false(lz_tls_channel_established(fresh));
     assert_null(lz_tls_channel_peer(fresh));
-    assert_int_equal(lz_tls_channel_seal(fresh, (const uint8_t *) hello, sizeof(hello), dg, &n, &e), -1);
+    assert_int_equal(lz_tls_channel_seal(fresh, (const uint8_t *) hello, sizeof(hello), dg, &n, &e),
+                     -1);
     assert_int_equal(e->errnum, EINVAL);
     lz_error_free(e);
     e = NULL;
@@ -427,8 +428,7 @@ static void test_two_messages_in_one_datagram(void **state)
     lz_error *e = NULL;
     assert_int_equal(lz_tls_channel_open(q.s, dg, n, m.buf, &m.len, &e), 0);
     m.nfds = 0;
-    assert_int_equal(lz_proto_admit_msg(LZ_DIR_CLI_TO_COORDINATOR, LZ_PS_SESSION_HELLO, &m, &e),
-                     1);
+    assert_int_equal(lz_proto_admit_msg(LZ_DIR_CLI_TO_COORDINATOR, LZ_PS_SESSION_HELLO, &m, &e), 1);
     lz_msg_hello got;
     assert_true(lz_msg_hello_decode(&m.r, &got));
     lz_msg_hello_clear(&got);
@@ -450,9 +450,15 @@ static void test_two_messages_in_one_datagram(void **state)
 
     /* for a type whose row allows it (RUN: up to LZ_WIRE_MAX), the decoder
      * refuses the bytes left over */
-    lz_msg_run run = { .interactive = true, .rows = 24, .cols = 80, .term = (char *) "xterm",
-                       .cwd = (char *) "", .argv = (char *[]) { NULL }, .argc = 0,
-                       .env = (char *[]) { NULL }, .envc = 0 };
+    lz_msg_run run = { .interactive = true,
+                       .rows = 24,
+                       .cols = 80,
+                       .term = (char *) "xterm",
+                       .cwd = (char *) "",
+                       .argv = (char *[]){ NULL },
+                       .argc = 0,
+                       .env = (char *[]){ NULL },
+                       .envc = 0 };
     lz_msg_run_encode(&b, &run);
     n1 = seal(p.c, b.data, b.len, both);
     n2 = seal(p.c, b.data, b.len, both + n1);
@@ -829,9 +835,13 @@ static void test_socket_descriptors(void **state)
     raw_handshake(&rc, cctx, s);
 
     lz_wbuf b;
-    lz_msg_run run = { .interactive = false, .term = (char *) "", .cwd = (char *) "",
-                       .argv = (char *[]) { (char *) "true", NULL }, .argc = 1,
-                       .env = (char *[]) { NULL }, .envc = 0 };
+    lz_msg_run run = { .interactive = false,
+                       .term = (char *) "",
+                       .cwd = (char *) "",
+                       .argv = (char *[]){ (char *) "true", NULL },
+                       .argc = 1,
+                       .env = (char *[]){ NULL },
+                       .envc = 0 };
     lz_msg_run_encode(&b, &run);
     size_t w = 0;
     assert_int_equal(SSL_write_ex(rc.ssl, b.data, b.len, &w), 1);

@@ -224,8 +224,9 @@ static void test_select(void **state)
     assert_string_equal(p, "/srv/lazaret.toml");
     free(p);
 
-    const char *bad[] = { "config.toml", "./config.toml", "~//x.toml", "/a//b.toml",
-                          "/a/../b.toml", "/a/b/", "{profile_dir}/x.toml", "~user/x.toml" };
+    const char *bad[] = { "config.toml",          "./config.toml", "~//x.toml",
+                          "/a//b.toml",           "/a/../b.toml",  "/a/b/",
+                          "{profile_dir}/x.toml", "~user/x.toml" };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         assert_null(lz_config_source_select(bad[i], "/home/u", &err));
         assert_non_null(err);

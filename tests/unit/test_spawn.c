@@ -108,8 +108,7 @@ static void make_pipe(int p[2])
 
 /* Start path/argv with stdout on a pipe (plus `more` descriptors), wait
  * for it, and return what it wrote; *status gets its status. */
-static char *run_collect(const char *path, char *const argv[], lz_spawn_async *opt,
-                         int *status)
+static char *run_collect(const char *path, char *const argv[], lz_spawn_async *opt, int *status)
 {
     int out[2];
     make_pipe(out);
@@ -117,7 +116,7 @@ static char *run_collect(const char *path, char *const argv[], lz_spawn_async *o
     size_t n = 0;
     for (size_t i = 0; i < opt->n_fds; i++)
         fds[n++] = opt->fds[i];
-    fds[n++] = (lz_spawn_fd) { out[1], 1 };
+    fds[n++] = (lz_spawn_fd){ out[1], 1 };
     lz_spawn_async o = *opt;
     o.fds = fds;
     o.n_fds = n;
@@ -176,12 +175,11 @@ static void test_start_stdio(void **state)
      * given twice (stdout and fd 7). */
     int twice[2];
     make_pipe(twice);
-    char *const argv2[] = {
-        (char *) "sh", (char *) "-c",
-        (char *) "readlink /proc/self/fd/0 /proc/self/fd/2; echo seven >&7", NULL
-    };
+    char *const argv2[] = { (char *) "sh", (char *) "-c",
+                            (char *) "readlink /proc/self/fd/0 /proc/self/fd/2; echo seven >&7",
+                            NULL };
     const lz_spawn_fd more[] = { { twice[1], 7 } };
-    opt = (lz_spawn_async) { .fds = more, .n_fds = 1 };
+    opt = (lz_spawn_async){ .fds = more, .n_fds = 1 };
     int status;
     /* run_collect puts stdout on its own pipe; fd 7 goes to `twice`. */
     char *text = run_collect("/bin/sh", argv2, &opt, &status);
@@ -396,7 +394,7 @@ static void test_start_failures(void **state)
     lz_error_free(err);
     err = NULL;
     const lz_spawn_fd dup_fds[] = { { 0, 1 }, { 2, 1 } };
-    opt = (lz_spawn_async) { .fds = dup_fds, .n_fds = 2 };
+    opt = (lz_spawn_async){ .fds = dup_fds, .n_fds = 2 };
     assert_int_equal(lz_spawn_start("/bin/true", argv, &opt, &c, &err), -1);
     assert_int_equal(err->errnum, EINVAL);
     lz_error_free(err);
@@ -417,7 +415,7 @@ static void test_start_environment(void **state)
     assert_string_equal(text, "A=1\nB=two words\n");
     free(text);
     /* NULL: the fixed default, still nothing inherited. */
-    opt = (lz_spawn_async) { 0 };
+    opt = (lz_spawn_async){ 0 };
     text = run_collect("/usr/bin/env", argv, &opt, &status);
     assert_string_equal(text, "PATH=" LZ_SPAWN_SYSTEM_PATH "\nLC_ALL=C\n");
     free(text);
@@ -439,11 +437,15 @@ static void test_start_signals(void **state)
     assert_int_equal(sigaction(SIGPIPE, &ign, &old_pipe), 0);
     /* And signal 32, which glibc's sigaction() refuses to touch: only the
      * kernel call sets (and resets) it. */
-    struct { void *handler; unsigned long flags; void *restorer; uint64_t mask; }
-        k_ign = { (void *) SIG_IGN, 0, NULL, 0 }, k_dfl = { 0 };
+    struct {
+        void *handler;
+        unsigned long flags;
+        void *restorer;
+        uint64_t mask;
+    } k_ign = { (void *) SIG_IGN, 0, NULL, 0 }, k_dfl = { 0 };
     assert_int_equal(syscall(SYS_rt_sigaction, 32, &k_ign, NULL, sizeof(k_ign.mask)), 0);
-    char *const argv[] = { (char *) "grep", (char *) "-E", (char *) "^Sig(Blk|Ign):",
-                           (char *) "/proc/self/status", NULL };
+    char *const argv[] = { (char *) "grep", (char *) "-E",
+                           (char *) "^Sig(Blk|Ign):", (char *) "/proc/self/status", NULL };
     lz_spawn_async opt = { 0 };
     int status;
     char *text = run_collect("/bin/grep", argv, &opt, &status);
@@ -501,13 +503,13 @@ static void test_start_session_ctty(void **state)
     assert_int_equal(stat_field(text, 7), (long) st.st_rdev);   /* the PTY is its terminal */
     free(text);
 
-    opt = (lz_spawn_async) { .fds = fds, .n_fds = 1, .new_session = true };
+    opt = (lz_spawn_async){ .fds = fds, .n_fds = 1, .new_session = true };
     text = run_collect("/bin/cat", argv, &opt, &status);
     assert_int_equal(stat_field(text, 6), stat_field(text, 1));
     assert_int_equal(stat_field(text, 7), 0); /* a session, no terminal */
     free(text);
 
-    opt = (lz_spawn_async) { .fds = fds, .n_fds = 1 };
+    opt = (lz_spawn_async){ .fds = fds, .n_fds = 1 };
     text = run_collect("/bin/cat", argv, &opt, &status);
     assert_int_equal(stat_field(text, 6), (long) getsid(0)); /* the caller's session */
     free(text);

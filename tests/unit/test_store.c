@@ -34,11 +34,10 @@
 #define FINGERPRINT "ffeeddccbbaa99887766554433221100ffeeddccbbaa99887766554433221100"
 
 typedef struct {
-    char *dir;     /* canonical path of this test's temporary directory */
-    int root_fd;   /* O_PATH descriptor of dir: the Domain Root */
-    int open_fds;  /* descriptors open before the test: none may leak */
+    char *dir;    /* canonical path of this test's temporary directory */
+    int root_fd;  /* O_PATH descriptor of dir: the Domain Root */
+    int open_fds; /* descriptors open before the test: none may leak */
 } fixture;
-
 
 static int rm_entry(const char *path, const struct stat *st, int type, struct FTW *ftw)
 {
@@ -108,9 +107,8 @@ static lz_domain_store *open_store(const fixture *f)
 {
     lz_domain_store *s = NULL;
     lz_error *err = NULL;
-    assert_int_equal(lz_domain_store_open(f->root_fd, DOMAIN_ID, "default", "/home/u/proj", &s,
-                                          &err),
-                     0);
+    assert_int_equal(
+        lz_domain_store_open(f->root_fd, DOMAIN_ID, "default", "/home/u/proj", &s, &err), 0);
     expect_ok(&err);
     assert_non_null(s);
     return s;
@@ -182,8 +180,8 @@ static void test_open_creates_schema(void **state)
     assert_int_equal(st.st_mode & 0077, 0); /* private to its owner */
 
     sqlite3 *db = inspect(f, false);
-    static const char *const tables[] = { "store_metadata", "domain", "generation",
-                                          "participant", "session" };
+    static const char *const tables[] = { "store_metadata", "domain", "generation", "participant",
+                                          "session" };
     for (size_t i = 0; i < LZ_ARRAY_SIZE(tables); i++) {
         _cleanup_free_ char *q = lz_xasprintf(
             "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = '%s'", tables[i]);
@@ -217,8 +215,7 @@ static void test_open_creates_schema(void **state)
     /* STRICT is enforced: a text where an integer belongs is refused */
     sqlite3_close(db);
     db = inspect(f, true);
-    assert_int_not_equal(sqlite3_exec(db,
-                                      "INSERT INTO store_metadata VALUES ('x', 'not a number')",
+    assert_int_not_equal(sqlite3_exec(db, "INSERT INTO store_metadata VALUES ('x', 'not a number')",
                                       NULL, NULL, NULL),
                          SQLITE_OK);
     sqlite3_close(db);
@@ -383,9 +380,9 @@ static void test_generation_ids_increase(void **state)
         lz_xasprintf("SELECT state FROM generation WHERE generation_id = %lld", (long long) prev);
     _cleanup_free_ char *st = query_text(db, q);
     assert_text(st, "recovered");
-    _cleanup_free_ char *qf = lz_xasprintf(
-        "SELECT configuration_fingerprint FROM generation WHERE generation_id = %lld",
-        (long long) prev);
+    _cleanup_free_ char *qf =
+        lz_xasprintf("SELECT configuration_fingerprint FROM generation WHERE generation_id = %lld",
+                     (long long) prev);
     _cleanup_free_ char *fp = query_text(db, qf);
     assert_text(fp, FINGERPRINT);
     sqlite3_close(db);
@@ -400,8 +397,9 @@ static void test_generation_ids_increase(void **state)
 
 static lz_process_identity fake_identity(pid_t pid, uint64_t start, uint64_t ino)
 {
-    lz_process_identity id = { .pid = pid, .start_time_ticks = start, .pidfs_dev = 15,
-                               .pidfs_ino = ino };
+    lz_process_identity id = {
+        .pid = pid, .start_time_ticks = start, .pidfs_dev = 15, .pidfs_ino = ino
+    };
     snprintf(id.boot_id, sizeof(id.boot_id), "%s", "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0");
     return id;
 }
@@ -592,9 +590,9 @@ static void test_mark_recovered(void **state)
             "SELECT state FROM generation WHERE generation_id = %lld", (long long) g[i]);
         _cleanup_free_ char *st = query_text(db, q);
         assert_text(st, want[i]);
-        _cleanup_free_ char *qe = lz_xasprintf(
-            "SELECT ended_at IS NOT NULL FROM generation WHERE generation_id = %lld",
-            (long long) g[i]);
+        _cleanup_free_ char *qe =
+            lz_xasprintf("SELECT ended_at IS NOT NULL FROM generation WHERE generation_id = %lld",
+                         (long long) g[i]);
         assert_int_equal(query_int(db, qe), 1);
     }
     /* a session left running is ended as lost; an ended one keeps its outcome */
@@ -625,18 +623,18 @@ static void test_session_begin_end(void **state)
     expect_ok(&err);
 
     sqlite3 *db = inspect(f, false);
-    _cleanup_free_ char *row = query_text(
-        db, "SELECT state || ':' || cli_pid || ':' || interactive || ':' || "
-            "(ended_at IS NULL) FROM session WHERE session_id = 's1'");
+    _cleanup_free_ char *row =
+        query_text(db, "SELECT state || ':' || cli_pid || ':' || interactive || ':' || "
+                       "(ended_at IS NULL) FROM session WHERE session_id = 's1'");
     assert_text(row, "running:31337:1:1");
     sqlite3_close(db);
 
     assert_int_equal(lz_store_session_end(s, g, "s1", "terminated", 9, &err), 0);
     expect_ok(&err);
     db = inspect(f, false);
-    _cleanup_free_ char *row2 = query_text(
-        db, "SELECT state || ':' || outcome || ':' || exit_code || ':' || "
-            "(ended_at IS NOT NULL) FROM session WHERE session_id = 's1'");
+    _cleanup_free_ char *row2 =
+        query_text(db, "SELECT state || ':' || outcome || ':' || exit_code || ':' || "
+                       "(ended_at IS NOT NULL) FROM session WHERE session_id = 's1'");
     assert_text(row2, "ended:terminated:9:1");
     sqlite3_close(db);
 
@@ -698,8 +696,8 @@ static int64_t full_generation(lz_domain_store *s, bool end)
     assert_int_equal(lz_store_network_policy(s, g, "{}", &err), 0);
     assert_int_equal(lz_store_session_begin(s, g, "s1", 42, false, &err), 0);
     assert_int_equal(lz_store_session_end(s, g, "s1", "exited", 0, &err), 0);
-    assert_int_equal(lz_store_escalation_begin(s, g, "e1", "s1", "[\"make\"]", "/workspace",
-                                               "why", "rule 1", &err),
+    assert_int_equal(lz_store_escalation_begin(s, g, "e1", "s1", "[\"make\"]", "/workspace", "why",
+                                               "rule 1", &err),
                      0);
     assert_int_equal(lz_store_escalation_end(s, g, "e1", "Completed", NULL, 0, NULL, &err), 0);
     if (end)
@@ -746,10 +744,10 @@ static void test_prune_spares_what_is_not_over(void **state)
     fixture *f = *state;
     lz_domain_store *s = open_store(f);
     lz_error *err = NULL;
-    int64_t running = full_generation(s, false);      /* never ended (its coordinator died) */
-    int64_t held = full_generation(s, true);          /* ended, a participant not released */
+    int64_t running = full_generation(s, false); /* never ended (its coordinator died) */
+    int64_t held = full_generation(s, true);     /* ended, a participant not released */
     assert_int_equal(lz_store_participant_intent(s, held, LZ_ROLE_SUPERVISOR, NULL, &err), 0);
-    int64_t old = full_generation(s, true);           /* ended, released: prunable */
+    int64_t old = full_generation(s, true); /* ended, released: prunable */
     for (int i = 0; i < 3; i++)
         full_generation(s, true);
     int64_t pruned = -1;
@@ -758,10 +756,11 @@ static void test_prune_spares_what_is_not_over(void **state)
     assert_int_equal(pruned, 1);
     sqlite3 *db = inspect(f, false);
     _cleanup_free_ char *q1 = lz_xasprintf("SELECT count(*) FROM generation WHERE generation_id "
-                                           "IN (%lld, %lld)", (long long) running,
-                                           (long long) held);
+                                           "IN (%lld, %lld)",
+                                           (long long) running, (long long) held);
     _cleanup_free_ char *q2 = lz_xasprintf("SELECT count(*) FROM generation WHERE generation_id "
-                                           "= %lld", (long long) old);
+                                           "= %lld",
+                                           (long long) old);
     assert_int_equal(query_int(db, q1), 2);
     assert_int_equal(query_int(db, q2), 0);
     assert_int_equal(query_int(db, "SELECT count(*) FROM generation"), 5);

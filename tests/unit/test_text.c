@@ -21,8 +21,8 @@ static void utf8_decoder_rules(void **state)
     (void) state;
     static const struct {
         const char *bytes;
-        size_t n;      /* bytes offered */
-        size_t len;    /* expected sequence length, 0: refused */
+        size_t n;   /* bytes offered */
+        size_t len; /* expected sequence length, 0: refused */
         uint32_t cp;
     } rows[] = {
         { "A", 1, 1, 0x41 },
@@ -30,14 +30,14 @@ static void utf8_decoder_rules(void **state)
         { "\xe2\x82\xac", 3, 3, 0x20ac },
         { "\xf0\x9f\x98\x80", 4, 4, 0x1f600 },
         { "\xf4\x8f\xbf\xbf", 4, 4, 0x10ffff },
-        { "\xc3\xa9", 1, 0, 0 },          /* truncated by n */
-        { "\xc0\x80", 2, 0, 0 },          /* overlong NUL */
-        { "\xe0\x80\xaf", 3, 0, 0 },      /* overlong '/' */
-        { "\xed\xa0\x80", 3, 0, 0 },      /* surrogate U+D800 */
-        { "\xf4\x90\x80\x80", 4, 0, 0 },  /* above U+10FFFF */
-        { "\x80", 1, 0, 0 },              /* lone continuation */
-        { "\xc3\x41", 2, 0, 0 },          /* bad continuation */
-        { "\xf8\x88\x80\x80", 4, 0, 0 },  /* five-byte lead */
+        { "\xc3\xa9", 1, 0, 0 },         /* truncated by n */
+        { "\xc0\x80", 2, 0, 0 },         /* overlong NUL */
+        { "\xe0\x80\xaf", 3, 0, 0 },     /* overlong '/' */
+        { "\xed\xa0\x80", 3, 0, 0 },     /* surrogate U+D800 */
+        { "\xf4\x90\x80\x80", 4, 0, 0 }, /* above U+10FFFF */
+        { "\x80", 1, 0, 0 },             /* lone continuation */
+        { "\xc3\x41", 2, 0, 0 },         /* bad continuation */
+        { "\xf8\x88\x80\x80", 4, 0, 0 }, /* five-byte lead */
     };
     for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
         uint32_t cp = 0xdeadbeef;

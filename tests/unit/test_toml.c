@@ -39,8 +39,14 @@ typedef struct bad_case {
 } bad_case;
 
 /* sizeof() of the literal gives the length, embedded NULs included. */
-#define BAD(name, doc, line, col) { name, doc, sizeof(doc) - 1, line, col, NULL }
-#define BADM(name, doc, line, col, msg) { name, doc, sizeof(doc) - 1, line, col, msg }
+#define BAD(name, doc, line, col)                                                                  \
+    {                                                                                              \
+        name, doc, sizeof(doc) - 1, line, col, NULL                                                \
+    }
+#define BADM(name, doc, line, col, msg)                                                            \
+    {                                                                                              \
+        name, doc, sizeof(doc) - 1, line, col, msg                                                 \
+    }
 
 static const bad_case bad_cases[] = {
     /* duplicate keys */
@@ -75,7 +81,8 @@ static const bad_case bad_cases[] = {
     BAD("array_of_tables_over_table", "[a]\n[[a]]\n", 2, 1),
     BAD("array_of_tables_over_static_array", "a = []\n[[a]]\n", 2, 1),
     BAD("array_of_tables_over_inline_array", "a = [{b = 1}]\n[[a]]\n", 2, 1),
-    BAD("array_of_tables_over_implicit_table", "[[albums.songs]]\nname = 1\n[[albums]]\nname = 2\n", 3, 1),
+    BAD("array_of_tables_over_implicit_table", "[[albums.songs]]\nname = 1\n[[albums]]\nname = 2\n",
+        3, 1),
     BAD("dotted_over_array_of_tables", "[[tab.arr]]\n[tab]\narr.val1 = 1\n", 3, 1),
 
     /* inline tables are closed once written */
@@ -120,12 +127,21 @@ static const bad_case bad_cases[] = {
 
     /* control characters in strings, comments and between tokens */
     BAD("ctl_0x01_in_basic_string", "a = \"x\x01y\"\n", 1, 7),
-    BAD("ctl_backspace_in_basic_string", "a = \"a\x08" "b\"\n", 1, 7),
+    BAD("ctl_backspace_in_basic_string",
+        "a = \"a\x08"
+        "b\"\n",
+        1, 7),
     BAD("ctl_del_in_basic_string", "a = \"x\x7fy\"\n", 1, 7),
     BAD("ctl_del_in_literal_string", "a = 'x\x7fy'\n", 1, 7),
-    BAD("ctl_0x1f_in_multiline_basic", "a = \"\"\"a\x1f" "b\"\"\"\n", 1, 9),
+    BAD("ctl_0x1f_in_multiline_basic",
+        "a = \"\"\"a\x1f"
+        "b\"\"\"\n",
+        1, 9),
     BAD("ctl_0x01_in_multiline_literal", "a = '''x\x01'''\n", 1, 9),
-    BAD("ctl_del_in_multiline_literal", "a = '''a\x7f" "b'''\n", 1, 9),
+    BAD("ctl_del_in_multiline_literal",
+        "a = '''a\x7f"
+        "b'''\n",
+        1, 9),
     BAD("ctl_nul_in_basic_string", "a = \"x\x00y\"\n", 1, 7),
     BAD("ctl_newline_in_basic_string", "a = \"ab\nc\"\n", 1, 8),
     BAD("ctl_0x01_in_comment", "# x\x01y\na = 1\n", 1, 4),
@@ -142,8 +158,14 @@ static const bad_case bad_cases[] = {
 
     /* non-ASCII whitespace is not whitespace */
     BAD("nbsp_after_value", "a = 1\xc2\xa0\n", 1, 6),
-    BAD("line_separator_as_newline", "a = 1\xe2\x80\xa8" "b = 2\n", 1, 6),
-    BAD("bom_not_at_start", "a = 1\n\xef\xbb\xbf" "b = 2\n", 2, 1),
+    BAD("line_separator_as_newline",
+        "a = 1\xe2\x80\xa8"
+        "b = 2\n",
+        1, 6),
+    BAD("bom_not_at_start",
+        "a = 1\n\xef\xbb\xbf"
+        "b = 2\n",
+        2, 1),
 
     /* invalid UTF-8 in strings */
     BAD("utf8_overlong_in_string", "a = \"\xc0\xaf\"\n", 1, 5),
@@ -172,12 +194,17 @@ static const bad_case bad_cases[] = {
     BAD("utf8_truncated_at_eof", "# \xe2\x82", 1, 2),
     BAD("utf8_truncated_lead_at_eof", "# x\n\xc3", 1, 4),
     /* ... and other encodings */
-    BAD("utf16le_with_bom", "\xff\xfe" "a\x00 \x00=\x00 \x00" "1\x00\n\x00", 1, 1),
+    BAD("utf16le_with_bom",
+        "\xff\xfe"
+        "a\x00 \x00=\x00 \x00"
+        "1\x00\n\x00",
+        1, 1),
 
     /* escapes */
     BADM("escape_u0000_in_string", "a = \"x\\u0000y\"\n", 1, 5, "NUL character in a string"),
     BADM("escape_U00000000_in_string", "a = \"\\U00000000\"\n", 1, 5, "NUL character in a string"),
-    BADM("escape_u0000_in_multiline", "a = \"\"\"\\u0000\"\"\"\n", 1, 5, "NUL character in a string"),
+    BADM("escape_u0000_in_multiline", "a = \"\"\"\\u0000\"\"\"\n", 1, 5,
+         "NUL character in a string"),
     BADM("escape_u0000_in_nested_array", "[t]\nx = [\"ok\", \"\\u0000\"]\n", 2, 12,
          "NUL character in a string"),
     BADM("escape_u0000_in_quoted_key", "\"a\\u0000b\" = 1\n", 1, 1, "NUL character in a key"),
@@ -354,8 +381,8 @@ static void test_refused(void **state)
         (c->message && !strstr(diag.message, c->message))) {
         print_message("# %s: refused at %u:%u \"", c->name, diag.line, diag.column);
         print_escaped(diag.message);
-        print_message("\", expected %u:%u%s%s\n", c->line, c->column,
-                      c->message ? " with " : "", c->message ? c->message : "");
+        print_message("\", expected %u:%u%s%s\n", c->line, c->column, c->message ? " with " : "",
+                      c->message ? c->message : "");
         fail();
     }
 }
@@ -551,19 +578,20 @@ static void test_floats(void **state)
 static void test_integers(void **state)
 {
     (void) state;
-    lz_toml_node *root = PARSE_OK("max = 9223372036854775807\n"
-                                  "min = -9223372036854775808\n"
-                                  "hexmax = 0x7fffffffffffffff\n"
-                                  "octmax = 0o777777777777777777777\n"
-                                  "binmax = 0b111111111111111111111111111111111111111111111111111111111111111\n"
-                                  "hex = 0xDEAD_beef\n"
-                                  "oct = 0o755\n"
-                                  "bin = 0b1010\n"
-                                  "us = 1_000_000\n"
-                                  "plus = +17\n"
-                                  "negzero = -0\n"
-                                  "pluszero = +0\n"
-                                  "zero = 0\n");
+    lz_toml_node *root =
+        PARSE_OK("max = 9223372036854775807\n"
+                 "min = -9223372036854775808\n"
+                 "hexmax = 0x7fffffffffffffff\n"
+                 "octmax = 0o777777777777777777777\n"
+                 "binmax = 0b111111111111111111111111111111111111111111111111111111111111111\n"
+                 "hex = 0xDEAD_beef\n"
+                 "oct = 0o755\n"
+                 "bin = 0b1010\n"
+                 "us = 1_000_000\n"
+                 "plus = +17\n"
+                 "negzero = -0\n"
+                 "pluszero = +0\n"
+                 "zero = 0\n");
     assert_int_equal(get(root, "max", LZ_TOML_INTEGER)->u.integer, INT64_MAX);
     assert_true(get(root, "min", LZ_TOML_INTEGER)->u.integer == INT64_MIN);
     assert_int_equal(get(root, "hexmax", LZ_TOML_INTEGER)->u.integer, INT64_MAX);
@@ -597,23 +625,22 @@ static void test_booleans(void **state)
 static void test_strings(void **state)
 {
     (void) state;
-    lz_toml_node *root = PARSE_OK(
-        "empty = \"\"\n"
-        "empty_literal = ''\n"
-        "escapes = \"\\b\\t\\n\\f\\r\\\"\\\\\"\n"
-        "u4 = \"\\u00e9\"\n"
-        "u8 = \"\\U0001F600\"\n"
-        "umax = \"\\U0010FFFF\"\n"
-        "raw = \"\xc3\xa9\xe2\x88\x80\xf0\x9f\x98\x80\"\n"
-        "nonchar = \"\xef\xbf\xbe\"\n"
-        "tab = \"a\tb\"\n"
-        "literal = 'C:\\Users\\x \"q\"'\n"
-        "ml = \"\"\"\nline1\nline2\"\"\"\n"
-        "ml_crlf = \"\"\"\r\nx\r\ny\"\"\"\n"
-        "ml_join = \"\"\"a \\\n   \t  b\\   \n c\"\"\"\n"
-        "ml_quotes = \"\"\"a\"\"\"\"\"\n"
-        "mll = '''\nraw \\n\n'''\n"
-        "mll_quote = '''a''''\n");
+    lz_toml_node *root = PARSE_OK("empty = \"\"\n"
+                                  "empty_literal = ''\n"
+                                  "escapes = \"\\b\\t\\n\\f\\r\\\"\\\\\"\n"
+                                  "u4 = \"\\u00e9\"\n"
+                                  "u8 = \"\\U0001F600\"\n"
+                                  "umax = \"\\U0010FFFF\"\n"
+                                  "raw = \"\xc3\xa9\xe2\x88\x80\xf0\x9f\x98\x80\"\n"
+                                  "nonchar = \"\xef\xbf\xbe\"\n"
+                                  "tab = \"a\tb\"\n"
+                                  "literal = 'C:\\Users\\x \"q\"'\n"
+                                  "ml = \"\"\"\nline1\nline2\"\"\"\n"
+                                  "ml_crlf = \"\"\"\r\nx\r\ny\"\"\"\n"
+                                  "ml_join = \"\"\"a \\\n   \t  b\\   \n c\"\"\"\n"
+                                  "ml_quotes = \"\"\"a\"\"\"\"\"\n"
+                                  "mll = '''\nraw \\n\n'''\n"
+                                  "mll_quote = '''a''''\n");
     ASSERT_STRING(get(root, "empty", LZ_TOML_STRING), "");
     ASSERT_STRING(get(root, "empty_literal", LZ_TOML_STRING), "");
     ASSERT_STRING(get(root, "escapes", LZ_TOML_STRING), "\b\t\n\f\r\"\\");
@@ -649,12 +676,13 @@ static void test_non_ascii_after_line_ending_backslash(void **state)
 static void test_array_order(void **state)
 {
     (void) state;
-    lz_toml_node *root = PARSE_OK("nums = [3, 1, 2]\n"
-                                  "strs = [\"b\", \"a\", \"c\"]\n"
-                                  "mixed = [1, \"x\", [2], {b = 3}, 1.5]\n"
-                                  "multi = [ # comment\n  10, # c\n\n  20,\n  30, # trailing comma\n]\n"
-                                  "nested = [[1, 2], [], [[3]]]\n"
-                                  "tables = [{n = 2}, {n = 1}]\n");
+    lz_toml_node *root =
+        PARSE_OK("nums = [3, 1, 2]\n"
+                 "strs = [\"b\", \"a\", \"c\"]\n"
+                 "mixed = [1, \"x\", [2], {b = 3}, 1.5]\n"
+                 "multi = [ # comment\n  10, # c\n\n  20,\n  30, # trailing comma\n]\n"
+                 "nested = [[1, 2], [], [[3]]]\n"
+                 "tables = [{n = 2}, {n = 1}]\n");
     const lz_toml_node *a = get(root, "nums", LZ_TOML_ARRAY);
     assert_int_equal(a->u.array.count, 3);
     assert_int_equal(item(a, 0, LZ_TOML_INTEGER)->u.integer, 3);
@@ -684,7 +712,8 @@ static void test_array_order(void **state)
     assert_int_equal(item(a, 0, LZ_TOML_ARRAY)->u.array.count, 2);
     assert_int_equal(item(item(a, 0, LZ_TOML_ARRAY), 1, LZ_TOML_INTEGER)->u.integer, 2);
     assert_int_equal(item(a, 1, LZ_TOML_ARRAY)->u.array.count, 0);
-    assert_int_equal(item(item(item(a, 2, LZ_TOML_ARRAY), 0, LZ_TOML_ARRAY), 0, LZ_TOML_INTEGER)->u.integer, 3);
+    assert_int_equal(
+        item(item(item(a, 2, LZ_TOML_ARRAY), 0, LZ_TOML_ARRAY), 0, LZ_TOML_INTEGER)->u.integer, 3);
 
     a = get(root, "tables", LZ_TOML_ARRAY);
     assert_int_equal(get(item(a, 0, LZ_TOML_TABLE), "n", LZ_TOML_INTEGER)->u.integer, 2);
@@ -706,7 +735,8 @@ static void test_table_sorted_by_key_bytes(void **state)
                                   "10 = 9\n"
                                   "9 = 10\n"
                                   "\"a b\" = 11\n");
-    static const char *const order[] = { "", "10", "9", "A-b", "B", "_", "a", "a b", "b", "zeta", "\xc3\xa9" };
+    static const char *const order[] = { "",  "10",  "9", "A-b",  "B",       "_",
+                                         "a", "a b", "b", "zeta", "\xc3\xa9" };
     assert_int_equal(root->u.table.count, sizeof(order) / sizeof(order[0]));
     for (size_t i = 0; i < root->u.table.count; i++)
         assert_string_equal(root->u.table.entries[i].key, order[i]);
@@ -735,7 +765,8 @@ static void test_keys(void **state)
     assert_int_equal(get(root, "-", LZ_TOML_INTEGER)->u.integer, 6);
     assert_int_equal(get(root, "1979-05-27", LZ_TOML_INTEGER)->u.integer, 7);
     assert_int_equal(get(get(root, "", LZ_TOML_TABLE), "x", LZ_TOML_INTEGER)->u.integer, 8);
-    const lz_toml_node *e = get(get(get(root, "c", LZ_TOML_TABLE), "d", LZ_TOML_TABLE), "e", LZ_TOML_TABLE);
+    const lz_toml_node *e =
+        get(get(get(root, "c", LZ_TOML_TABLE), "d", LZ_TOML_TABLE), "e", LZ_TOML_TABLE);
     assert_int_equal(get(e, "y", LZ_TOML_INTEGER)->u.integer, 9);
     lz_toml_free(root);
 }
@@ -746,12 +777,16 @@ static void test_table_definitions(void **state)
     (void) state;
     /* a super-table may be defined after its sub-table */
     lz_toml_node *root = PARSE_OK("[a.b]\nx = 1\n[a]\ny = 2\n");
-    assert_int_equal(get(get(get(root, "a", LZ_TOML_TABLE), "b", LZ_TOML_TABLE), "x", LZ_TOML_INTEGER)->u.integer, 1);
+    assert_int_equal(
+        get(get(get(root, "a", LZ_TOML_TABLE), "b", LZ_TOML_TABLE), "x", LZ_TOML_INTEGER)
+            ->u.integer,
+        1);
     assert_int_equal(get(get(root, "a", LZ_TOML_TABLE), "y", LZ_TOML_INTEGER)->u.integer, 2);
     lz_toml_free(root);
 
     /* sub-tables may be added beneath tables made by dotted keys */
-    root = PARSE_OK("[fruit]\napple.color = 1\napple.taste.sweet = true\n[fruit.apple.texture]\nsmooth = true\n");
+    root = PARSE_OK("[fruit]\napple.color = 1\napple.taste.sweet = "
+                    "true\n[fruit.apple.texture]\nsmooth = true\n");
     const lz_toml_node *apple = get(get(root, "fruit", LZ_TOML_TABLE), "apple", LZ_TOML_TABLE);
     assert_int_equal(apple->u.table.count, 3);
     assert_true(get(get(apple, "texture", LZ_TOML_TABLE), "smooth", LZ_TOML_BOOLEAN)->u.boolean);
@@ -819,30 +854,34 @@ static void test_nested_arrays_of_tables(void **state)
     a = get(root, "p", LZ_TOML_ARRAY);
     assert_int_equal(a->u.array.count, 2);
     assert_null(lz_toml_get(item(a, 0, LZ_TOML_TABLE), "q"));
-    assert_int_equal(get(get(item(a, 1, LZ_TOML_TABLE), "q", LZ_TOML_TABLE), "m", LZ_TOML_INTEGER)->u.integer, 3);
+    assert_int_equal(
+        get(get(item(a, 1, LZ_TOML_TABLE), "q", LZ_TOML_TABLE), "m", LZ_TOML_INTEGER)->u.integer,
+        3);
     lz_toml_free(root);
 
     /* inline arrays of inline arrays of tables */
     root = PARSE_OK("a = [[{b = 1}], [{c = 2}, {c = 3}]]\n");
     a = get(root, "a", LZ_TOML_ARRAY);
-    assert_int_equal(get(item(item(a, 0, LZ_TOML_ARRAY), 0, LZ_TOML_TABLE), "b", LZ_TOML_INTEGER)->u.integer, 1);
-    assert_int_equal(get(item(item(a, 1, LZ_TOML_ARRAY), 1, LZ_TOML_TABLE), "c", LZ_TOML_INTEGER)->u.integer, 3);
+    assert_int_equal(
+        get(item(item(a, 0, LZ_TOML_ARRAY), 0, LZ_TOML_TABLE), "b", LZ_TOML_INTEGER)->u.integer, 1);
+    assert_int_equal(
+        get(item(item(a, 1, LZ_TOML_ARRAY), 1, LZ_TOML_TABLE), "c", LZ_TOML_INTEGER)->u.integer, 3);
     lz_toml_free(root);
 }
 
 static void test_positions(void **state)
 {
     (void) state;
-    lz_toml_node *root = PARSE_OK("# leading comment\n"                /* 1 */
-                                  "  key = \"v\"\n"                    /* 2 */
-                                  "[srv.web]\n"                        /* 3 */
-                                  "port = 8080\n"                      /* 4 */
-                                  "x.y = true\n"                       /* 5 */
-                                  "[[list]]\n"                         /* 6 */
-                                  "n = 1\n"                            /* 7 */
-                                  "[[list]]\n"                         /* 8 */
-                                  "\t\"\xc3\xa9\" = [3, 1]\n"          /* 9 */
-                                  "inl = { z = 1, a = 2 }\n");         /* 10 */
+    lz_toml_node *root = PARSE_OK("# leading comment\n"        /* 1 */
+                                  "  key = \"v\"\n"            /* 2 */
+                                  "[srv.web]\n"                /* 3 */
+                                  "port = 8080\n"              /* 4 */
+                                  "x.y = true\n"               /* 5 */
+                                  "[[list]]\n"                 /* 6 */
+                                  "n = 1\n"                    /* 7 */
+                                  "[[list]]\n"                 /* 8 */
+                                  "\t\"\xc3\xa9\" = [3, 1]\n"  /* 9 */
+                                  "inl = { z = 1, a = 2 }\n"); /* 10 */
     assert_pos(root->line, root->column, 1, 1);
 
     const lz_toml_entry *e = entry(root, "key");
@@ -877,8 +916,10 @@ static void test_positions(void **state)
     e = entry(l1, "\xc3\xa9");
     assert_pos(e->line, e->column, 9, 2);
     assert_pos(e->value->line, e->value->column, 9, 8);
-    assert_pos(item(e->value, 0, LZ_TOML_INTEGER)->line, item(e->value, 0, LZ_TOML_INTEGER)->column, 9, 9);
-    assert_pos(item(e->value, 1, LZ_TOML_INTEGER)->line, item(e->value, 1, LZ_TOML_INTEGER)->column, 9, 12);
+    assert_pos(item(e->value, 0, LZ_TOML_INTEGER)->line, item(e->value, 0, LZ_TOML_INTEGER)->column,
+               9, 9);
+    assert_pos(item(e->value, 1, LZ_TOML_INTEGER)->line, item(e->value, 1, LZ_TOML_INTEGER)->column,
+               9, 12);
 
     e = entry(l1, "inl");
     assert_pos(e->value->line, e->value->column, 10, 7);
@@ -903,7 +944,8 @@ static void test_positions(void **state)
 static void test_leading_bom(void **state)
 {
     (void) state;
-    lz_toml_node *root = PARSE_OK("\xef\xbb\xbf" "a = 1\n");
+    lz_toml_node *root = PARSE_OK("\xef\xbb\xbf"
+                                  "a = 1\n");
     assert_int_equal(root->u.table.count, 1);
     assert_int_equal(get(root, "a", LZ_TOML_INTEGER)->u.integer, 1);
     lz_toml_free(root);
@@ -933,8 +975,8 @@ static void test_length_is_respected(void **state)
     lz_toml_free(root);
 }
 
-static char *repeat_doc(const char *head, const char *open, size_t n, const char *mid, const char *close,
-                        const char *tail, size_t *ret_len)
+static char *repeat_doc(const char *head, const char *open, size_t n, const char *mid,
+                        const char *close, const char *tail, size_t *ret_len)
 {
     size_t lo = strlen(open), lc = strlen(close);
     size_t len = strlen(head) + n * lo + strlen(mid) + n * lc + strlen(tail);

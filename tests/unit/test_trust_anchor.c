@@ -352,7 +352,8 @@ static void test_client_of_another_generation(void **state)
     /* the same identity strings: the same CA subject name, another key */
     lz_trust_anchor *twin = anchor("7", NONCE_A);
     assert_int_equal(X509_NAME_cmp(X509_get_subject_name(lz_trust_anchor_ca_cert(a)),
-                                   X509_get_subject_name(lz_trust_anchor_ca_cert(twin))), 0);
+                                   X509_get_subject_name(lz_trust_anchor_ca_cert(twin))),
+                     0);
 
     /* control: a's own client credential through the same path */
     lz_tls_credential *own = client_cred(a, SESSION);
@@ -771,7 +772,7 @@ static void test_client_generated_key(void **state)
     /* a public-only credential cannot make a client context */
     assert_null(lz_tls_client_ctx(ca, issued, &e));
     assert_non_null(strstr(e->message, "cannot create the CLI's TLS context: the ClientCLI "
-                                      "credential " SESSION " has no private key"));
+                                       "credential " SESSION " has no private key"));
     lz_error_free(e);
     e = NULL;
 

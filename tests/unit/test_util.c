@@ -49,8 +49,10 @@ static void test_controls_escaped(void **state)
 static void test_c1_and_invalid_utf8_escaped(void **state)
 {
     (void) state;
-    expect("\xc2\x9b" "31m", "\\xc2\\x9b31m");  /* U+009B CSI */
-    expect("\xc2\xa0", "\xc2\xa0");            /* U+00A0 is printable */
+    expect("\xc2\x9b"
+           "31m",
+           "\\xc2\\x9b31m");        /* U+009B CSI */
+    expect("\xc2\xa0", "\xc2\xa0"); /* U+00A0 is printable */
     expect("\xff\xfe", "\\xff\\xfe");
     expect("\xe2\x82", "\\xe2\\x82");          /* truncated sequence */
     expect("\xc0\xaf", "\\xc0\\xaf");          /* overlong '/' */
@@ -60,15 +62,17 @@ static void test_c1_and_invalid_utf8_escaped(void **state)
 static void test_format_characters_escaped(void **state)
 {
     (void) state;
-    expect("a\xe2\x80\xae" "b", "a\\xe2\\x80\\xaeb"); /* U+202E RIGHT-TO-LEFT OVERRIDE */
-    expect("\xe2\x80\x8b", "\\xe2\\x80\\x8b");       /* U+200B ZERO WIDTH SPACE */
-    expect("\xe2\x81\xa6", "\\xe2\\x81\\xa6");       /* U+2066 LEFT-TO-RIGHT ISOLATE */
-    expect("\xef\xbb\xbf", "\\xef\\xbb\\xbf");       /* U+FEFF */
-    expect("\xd8\x9c", "\\xd8\\x9c");                  /* U+061C ARABIC LETTER MARK */
-    expect("\xe2\x80\x94", "\xe2\x80\x94");            /* U+2014 EM DASH stays */
-    expect("\xf3\xa0\x81\x81", "\\xf3\\xa0\\x81\\x81");  /* U+E0041 TAG LATIN CAPITAL A */
-    expect("\xe3\x85\xa4", "\\xe3\\x85\\xa4");       /* U+3164 HANGUL FILLER */
-    expect("\xc2\xad", "\\xc2\\xad");                  /* U+00AD SOFT HYPHEN */
+    expect("a\xe2\x80\xae"
+           "b",
+           "a\\xe2\\x80\\xaeb");                        /* U+202E RIGHT-TO-LEFT OVERRIDE */
+    expect("\xe2\x80\x8b", "\\xe2\\x80\\x8b");          /* U+200B ZERO WIDTH SPACE */
+    expect("\xe2\x81\xa6", "\\xe2\\x81\\xa6");          /* U+2066 LEFT-TO-RIGHT ISOLATE */
+    expect("\xef\xbb\xbf", "\\xef\\xbb\\xbf");          /* U+FEFF */
+    expect("\xd8\x9c", "\\xd8\\x9c");                   /* U+061C ARABIC LETTER MARK */
+    expect("\xe2\x80\x94", "\xe2\x80\x94");             /* U+2014 EM DASH stays */
+    expect("\xf3\xa0\x81\x81", "\\xf3\\xa0\\x81\\x81"); /* U+E0041 TAG LATIN CAPITAL A */
+    expect("\xe3\x85\xa4", "\\xe3\\x85\\xa4");          /* U+3164 HANGUL FILLER */
+    expect("\xc2\xad", "\\xc2\\xad");                   /* U+00AD SOFT HYPHEN */
 }
 
 static void test_null_is_empty(void **state)

@@ -34,7 +34,6 @@
  * encoders only read them, so tests may point them at literals. */
 #define W(s) ((char *) (s))
 
-
 static bool fd_is_open(int fd)
 {
     return fcntl(fd, F_GETFD) >= 0 || errno != EBADF;
@@ -252,7 +251,7 @@ static void test_rbuf_bytes_max(void **state)
     n = 77;
     assert_true(lz_rbuf_init(&r, msg, sizeof(msg)));
     assert_false(lz_rbuf_bytes(&r, &p, &n, 2));
-    assert_null(p);       /* ret_* untouched */
+    assert_null(p); /* ret_* untouched */
     assert_int_equal(n, 77);
     assert_false(lz_rbuf_done(&r));
 }
@@ -351,7 +350,8 @@ static void test_hello_round_trip(void **state)
     static lz_wbuf b;
     _cleanup_free_ char *id = repeat('a', 64);
     _cleanup_free_ char *fp = repeat('f', 64);
-    lz_msg_hello in = { .version = LZ_SESSION_PROTOCOL_VERSION, .domain_id = id,
+    lz_msg_hello in = { .version = LZ_SESSION_PROTOCOL_VERSION,
+                        .domain_id = id,
                         .fingerprint = fp };
     lz_msg_hello_encode(&b, &in);
     lz_rbuf r = reader_of(&b);
@@ -402,8 +402,12 @@ static void test_run_round_trip(void **state)
     (void) state;
     static lz_wbuf b;
     char *argv[] = { W("ls"), W("-l"), W("a b"), W(""), NULL };
-    lz_msg_run in = { .interactive = true, .rows = 65535, .cols = 120,
-                      .term = W("xterm-256color"), .cwd = W("src/sub"), .argv = argv,
+    lz_msg_run in = { .interactive = true,
+                      .rows = 65535,
+                      .cols = 120,
+                      .term = W("xterm-256color"),
+                      .cwd = W("src/sub"),
+                      .argv = argv,
                       .argc = 4 };
     lz_msg_run_encode(&b, &in);
     lz_rbuf r = reader_of(&b);
@@ -460,8 +464,8 @@ static void test_run_env_is_locale_only(void **state)
     (void) state;
     static const char *const ok[] = { "LANG=C.UTF-8", "LC_ALL=de_DE.UTF-8", "LANGUAGE=de:en",
                                       "LC_CTYPE=" };
-    static const char *const bad[] = { "PATH=/bin", "LD_PRELOAD=/x.so", "LANG", "LC_=x",
-                                       "LC_all=x", "TERM=xterm" };
+    static const char *const bad[] = { "PATH=/bin", "LD_PRELOAD=/x.so", "LANG",
+                                       "LC_=x",     "LC_all=x",         "TERM=xterm" };
     for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++)
         assert_true(lz_msg_locale_var_ok(ok[i]));
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
@@ -543,8 +547,9 @@ static void test_run_refuses_malformed(void **state)
     assert_false(run_decodes(&b));
     /* every truncation (missing fields), and a trailing byte */
     char *argv[] = { W("a"), W("bc"), NULL };
-    lz_msg_run full = { .rows = 1, .cols = 2, .term = W("t"), .cwd = W("c"), .argv = argv,
-                        .argc = 2 };
+    lz_msg_run full = {
+        .rows = 1, .cols = 2, .term = W("t"), .cwd = W("c"), .argv = argv, .argc = 2
+    };
     lz_msg_run_encode(&b, &full);
     size_t len = b.len;
     for (b.len = 2; b.len < len; b.len++)
@@ -561,7 +566,8 @@ static void test_refused_round_trip(void **state)
     (void) state;
     static lz_wbuf b;
     _cleanup_free_ char *longest = repeat('m', LZ_MSG_MAX_TEXT);
-    lz_msg_refused in = { .code = LZ_REFUSE_MISMATCH, .message = longest,
+    lz_msg_refused in = { .code = LZ_REFUSE_MISMATCH,
+                          .message = longest,
                           .hint = W("end the other sessions") };
     lz_msg_refused_encode(&b, LZ_MSG_REFUSED, &in);
     lz_rbuf r = reader_of(&b);
@@ -618,8 +624,13 @@ static void test_exec_round_trip(void **state)
     static lz_wbuf b;
     char *argv[] = { W("/bin/sh"), W("-c"), W("echo hi"), NULL };
     char *env[] = { W("TERM=xterm"), W("LANG=C.UTF-8"), W("EMPTY="), NULL };
-    lz_msg_exec in = { .session_no = 42, .interactive = true, .cwd = W("/workspace/sub"),
-                       .argv = argv, .argc = 3, .env = env, .envc = 3 };
+    lz_msg_exec in = { .session_no = 42,
+                       .interactive = true,
+                       .cwd = W("/workspace/sub"),
+                       .argv = argv,
+                       .argc = 3,
+                       .env = env,
+                       .envc = 3 };
     lz_msg_exec_encode(&b, &in);
     lz_rbuf r = reader_of(&b);
     assert_int_equal(r.type, LZ_SUP_EXEC);
@@ -921,7 +932,9 @@ static void raw_send_fds(int sock, size_t k)
         struct cmsghdr align;
     } ctrl;
     memset(&ctrl, 0, sizeof(ctrl));
-    struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctrl.buf,
+    struct msghdr msg = { .msg_iov = &iov,
+                          .msg_iovlen = 1,
+                          .msg_control = ctrl.buf,
                           .msg_controllen = CMSG_SPACE(sizeof(int) * k) };
     struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
     c->cmsg_level = SOL_SOCKET;

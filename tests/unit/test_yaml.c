@@ -36,15 +36,15 @@ static void test_quote(void **state)
     quoted("a \"b\" \\c", 8, "\"a \\\"b\\\" \\\\c\"");
     quoted("l1\nl2\t\r", 7, "\"l1\\nl2\\t\\r\"");
     quoted("\x01\x7f", 2, "\"\\u0001\\u007f\"");
-    quoted("\xc3\xa9", 2, "\"\\u00e9\"");                  /* é */
-    quoted("\xc2\x85", 2, "\"\\u0085\"");                  /* NEL, a YAML line break */
-    quoted("\xe2\x80\xa8", 3, "\"\\u2028\"");              /* LINE SEPARATOR */
-    quoted("\xef\xbb\xbf", 3, "\"\\ufeff\"");              /* BOM */
-    quoted("\xf0\x9f\x98\x80", 4, "\"\\U0001f600\"");      /* astral: \U, not surrogates */
-    quoted("\xff", 1, "\"\\xff\"");                        /* invalid byte */
-    quoted("\xc0\xaf", 2, "\"\\xc0\\xaf\"");               /* overlong '/' */
-    quoted("\xed\xa0\x80", 3, "\"\\xed\\xa0\\x80\"");      /* a surrogate */
-    quoted("\xe2\x82", 2, "\"\\xe2\\x82\"");               /* truncated */
+    quoted("\xc3\xa9", 2, "\"\\u00e9\"");             /* é */
+    quoted("\xc2\x85", 2, "\"\\u0085\"");             /* NEL, a YAML line break */
+    quoted("\xe2\x80\xa8", 3, "\"\\u2028\"");         /* LINE SEPARATOR */
+    quoted("\xef\xbb\xbf", 3, "\"\\ufeff\"");         /* BOM */
+    quoted("\xf0\x9f\x98\x80", 4, "\"\\U0001f600\""); /* astral: \U, not surrogates */
+    quoted("\xff", 1, "\"\\xff\"");                   /* invalid byte */
+    quoted("\xc0\xaf", 2, "\"\\xc0\\xaf\"");          /* overlong '/' */
+    quoted("\xed\xa0\x80", 3, "\"\\xed\\xa0\\x80\""); /* a surrogate */
+    quoted("\xe2\x82", 2, "\"\\xe2\\x82\"");          /* truncated */
     quoted("a\0b", 3, "\"a\\u0000b\"");
 }
 
@@ -65,8 +65,8 @@ static void test_layout(void **state)
     (void) state;
     int rc;
     char *y = render(json_pack("{s:s, s:{s:i, s:b}, s:[s, {s:s, s:[i]}, []], s:{}, s:[], s:s}",
-                               "kind", "X", "spec", "n", 53, "on", 0, "list", "a", "k", "v", "l",
-                               1, "empty", "none", "app.kubernetes.io/name", "z"),
+                               "kind", "X", "spec", "n", 53, "on", 0, "list", "a", "k", "v", "l", 1,
+                               "empty", "none", "app.kubernetes.io/name", "z"),
                      &rc);
     assert_int_equal(rc, 0);
     assert_string_equal(y, "---\n"
