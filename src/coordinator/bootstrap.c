@@ -69,14 +69,6 @@ int lz_domain_connect_running(int dirfd, lz_error **err)
     return s;
 }
 
-static int open_lock(int dirfd, const char *name, lz_error **err)
-{
-    int fd = openat(dirfd, name, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (fd < 0)
-        return lz_error_set(err, errno, "cannot open the Domain lock %s", name);
-    return fd;
-}
-
 /* Directory of our own executable, where the guest binaries live beside
  * lazaret (installed or in the build tree). */
 static int find_guest_files(char **ret_exec, char **ret_fix, lz_error **err)
@@ -352,7 +344,7 @@ int lz_domain_connect(const lz_resolved_config *cfg, lz_progress_fn progress, vo
         if (s >= 0 || s == -1)
             return s;
 
-        _cleanup_close_ int boot = open_lock(dirfd, LZ_BOOTSTRAP_LOCK, err);
+        _cleanup_close_ int boot = lz_domain_lock_open(dirfd, LZ_BOOTSTRAP_LOCK, err);
         if (boot < 0)
             return -1;
         if (flock(boot, LOCK_EX) < 0)
@@ -361,7 +353,7 @@ int lz_domain_connect(const lz_resolved_config *cfg, lz_progress_fn progress, vo
         s = try_connect(dirfd, err);
         if (s >= 0 || s == -1)
             return s;
-        int lock = open_lock(dirfd, LZ_DOMAIN_LOCK, err);
+        int lock = lz_domain_lock_open(dirfd, LZ_DOMAIN_LOCK, err);
         if (lock < 0)
             return -1;
         if (flock(lock, LOCK_EX | LOCK_NB) == 0) {

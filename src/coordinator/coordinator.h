@@ -27,9 +27,8 @@
 #include "store/domain_store.h"
 
 #define LZ_COORDINATOR_SOCKET "coordinator.sock"
-/* LZ_DOMAIN_LOCK and LZ_SANDBOX_USER_RECORD: store/domain_root.h, with
- * the rest of the Domain Root's layout. */
-#define LZ_BOOTSTRAP_LOCK "bootstrap.lock"
+/* LZ_DOMAIN_LOCK, LZ_BOOTSTRAP_LOCK and LZ_SANDBOX_USER_RECORD:
+ * store/domain_root.h, with the rest of the Domain Root's layout. */
 
 typedef struct lz_coordinator_args {
     const lz_resolved_config *cfg;

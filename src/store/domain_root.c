@@ -65,6 +65,14 @@ char *lz_state_name_unescape(const char *name)
     return out;
 }
 
+int lz_domain_lock_open(int dirfd, const char *name, lz_error **err)
+{
+    int fd = openat(dirfd, name, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return lz_error_set(err, errno, "cannot open the Domain lock %s", name);
+    return fd;
+}
+
 bool lz_domain_lock_held(int dirfd)
 {
     int fd = openat(dirfd, LZ_DOMAIN_LOCK, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);

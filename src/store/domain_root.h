@@ -38,6 +38,9 @@
  * held by the coordinator for its whole life (and by the bootstrap before
  * anything else), so that no two coordinators of a Domain run. */
 #define LZ_DOMAIN_LOCK "lock"
+/* Beside it: serialises the CLIs that would start the Domain's coordinator
+ * (coordinator/bootstrap.c), so that only one starts it. */
+#define LZ_BOOTSTRAP_LOCK "bootstrap.lock"
 
 /* Is name a Domain ID (64 lowercase hex digits), as the directories of
  * <storage root>/domains/ are named? */
@@ -51,6 +54,11 @@ char *lz_state_name_escape(const char *path);
 /* lz_state_name_escape reversed: "usr%2Flocal" -> "/usr/local"; NULL for a
  * name Lazaret never writes (a bare '/' or '%', another escape). */
 char *lz_state_name_unescape(const char *name);
+
+/* Open (creating it, mode 0600, never through a symlink) the lock file
+ * `name` — LZ_DOMAIN_LOCK or the bootstrap's lock — in the Domain runtime
+ * directory dirfd; no lock is taken. Returns the fd, or -1 with *err. */
+int lz_domain_lock_open(int dirfd, const char *name, lz_error **err);
 
 /* Is the Domain lock in the Domain runtime directory dirfd held (by its
  * coordinator)? Takes no lock that outlives the call. */
