@@ -69,4 +69,23 @@ extern const lz_ipv4_reserved lz_ipv4_never_routed[LZ_IPV4_NEVER_ROUTED_COUNT];
 /* The never-routed range that holds every address of p, or NULL. */
 const lz_ipv4_reserved *lz_ipv4_never_routed_holding(const lz_ipv4_prefix *p);
 
+/* How the prefix policy alone decides one address (docs/network.md "The
+ * model", and "Egress by host name" for how host rules combine with it):
+ * the longest matching prefix of allow and deny (the effective lists; the
+ * RFC 1918 ranges are in deny) decides, a never-routed range overrides
+ * everything. *rule (may be NULL) gets the deciding prefix, or NULL for
+ * LZ_PREFIX_DEFAULT and LZ_PREFIX_NEVER_ROUTED (*reserved, may be NULL,
+ * gets the range then). */
+typedef enum lz_prefix_verdict {
+    LZ_PREFIX_DEFAULT = 0, /* no prefix matches: the default deny */
+    LZ_PREFIX_ALLOWED,
+    LZ_PREFIX_DENIED,
+    LZ_PREFIX_NEVER_ROUTED,
+} lz_prefix_verdict;
+
+lz_prefix_verdict lz_ipv4_policy_decide(const lz_ipv4_prefix_list *allow,
+                                        const lz_ipv4_prefix_list *deny, const uint8_t addr[4],
+                                        const lz_ipv4_prefix **rule,
+                                        const lz_ipv4_reserved **reserved);
+
 #endif

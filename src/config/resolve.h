@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "common/error.h"
+#include "config/hosts.h"
 #include "config/network.h"
 #include "config/schema.h"
 #include "fs/confined.h"
@@ -41,6 +42,16 @@ typedef struct lz_resolved_rule {
     bool allow_extra_args;
 } lz_resolved_rule;
 
+/* What the Network Sidecar's DNS responder does with a name no allow_hosts
+ * pattern covers (docs/network.md "Egress by host name"). */
+typedef enum lz_dns_mode {
+    LZ_DNS_FORWARD = 0, /* asked upstream unless denied (every v1 profile) */
+    LZ_DNS_STRICT = 1,  /* answered NXDOMAIN here: never leaves the machine */
+} lz_dns_mode;
+
+/* At most as many upstream resolvers as glibc's resolv.conf reads (MAXNS). */
+#define LZ_RESOLVERS_MAX 3
+
 typedef struct lz_resolved_config {
     char *profile;
     lz_path_plan config_file;
@@ -60,6 +71,14 @@ typedef struct lz_resolved_config {
     lz_resolved_volume *volumes; /* sorted by container path */
     size_t n_volumes;
     lz_ipv4_prefix_list allow, deny; /* effective, normalized, sorted */
+    /* Configuration v2 (issue 25); a v1 file leaves them empty, FORWARD and
+     * no resolvers. */
+    unsigned schema_version;                /* 1 or 2 */
+    lz_host_list allow_hosts, deny_hosts;   /* effective: the profile's and [network]'s */
+    lz_dns_mode dns_mode;                   /* the effective mode (never unset) */
+    bool dns_mode_explicit;                 /* set by a `dns`/`default_dns` key */
+    uint8_t resolvers[LZ_RESOLVERS_MAX][4]; /* [network] resolvers, in order */
+    size_t n_resolvers; /* 0: the host's resolv.conf nameservers, read by the sidecar */
     bool escalation_enabled;
     lz_resolved_rule *rules;
     size_t n_rules;

@@ -12,6 +12,9 @@
  *   nftables.c  the router's ruleset and additions to its host_local set
  *   netwatch.c  the watcher of host addresses that appear later
  *               (lz-netwatch)
+ *   (issue 25, being built: the set keeper — the learned-address set, the
+ *   denial log's writer — and dns.c, the DNS responder lz-dns; their
+ *   messages are at the end of this file)
  *   sidecar.c   setup in order, slirp4netns, --publish forwarders, clear
  */
 #ifndef LAZARET_SUPERVISOR_SIDECAR_INTERNAL_H
@@ -26,6 +29,7 @@
 #include "common/error.h"
 #include "config/network.h"
 #include "config/resolve.h"
+#include "protocol/dns.h"
 #include "supervisor/sidecar.h"
 
 #define ROUTER_IF "lzr0"
@@ -121,5 +125,57 @@ int sc_nft_add_host_local(const char *nft, const lz_ipv4_prefix *items, size_t c
 int sc_watch_start(struct mnl_socket *events, struct mnl_socket *dumps, const char *router_netns,
                    const char *nft, const lz_ipv4_prefix_list *known, pid_t slirp, pid_t *ret_pid,
                    lz_error **err);
+
+/* ---- the DNS responder (lz-dns) and the set keeper ---------------------
+ *
+ * lz-dns parses untrusted bytes (the sandbox's queries, upstream answers)
+ * and holds no capability; the keeper holds the router's nftables socket.
+ * They talk over a SOCK_SEQPACKET socketpair, one fixed-size message per
+ * packet, lz-dns asking and the keeper answering every LEARN:
+ *
+ *   SC_DNS_LEARN   the addresses upstream gave for an allowed name. The
+ *                  keeper checks each again (the prefix policy must say
+ *                  LZ_PREFIX_DEFAULT or LZ_PREFIX_ALLOWED, never
+ *                  host_local), puts those that pass into the router's
+ *                  `learned` set with the timeout, and answers
+ *                  SC_DNS_LEARNED with a bit per address it admitted.
+ *                  lz-dns releases the answer to the sandbox only after
+ *                  that, and only with the admitted addresses.
+ *   SC_DNS_DENIED  a query lz-dns refused (no answer expected), for the
+ *                  denial log: the keeper writes the record, with the rule
+ *                  and the line that would allow it.
+ *
+ * A learned address stays reachable for its timeout: the answer's TTL
+ * bounded to [SC_LEARN_TTL_MIN, SC_LEARN_TTL_MAX] seconds; the TTL the
+ * sandbox is told is never longer than that. Established connections
+ * outlive the element (conntrack). */
+#define SC_LEARN_TTL_MIN 30
+#define SC_LEARN_TTL_MAX 3600
+
+enum { SC_DNS_LEARN = 1, SC_DNS_LEARNED = 2, SC_DNS_DENIED = 3 };
+
+/* Why lz-dns refused a query (SC_DNS_DENIED). */
+enum {
+    SC_DNS_WHY_UNLISTED = 1, /* strict mode: no allow_hosts pattern covers the name */
+    SC_DNS_WHY_DENIED_HOST,  /* a deny_hosts pattern decides the name (or a name of its CNAME chain)
+                              */
+    SC_DNS_WHY_NOT_A_NAME,   /* the question is not a host name of the grammar */
+    SC_DNS_WHY_TYPE,         /* a type the responder does not ask upstream (answered empty) */
+    SC_DNS_WHY_ADDRESSES,    /* every address of the answer is one no rule lets the name reach */
+};
+
+typedef struct sc_dns_msg {
+    uint8_t type; /* SC_DNS_* */
+    uint8_t why;  /* SC_DNS_WHY_* (DENIED) */
+    uint8_t n_addrs;
+    uint8_t pad;
+    uint16_t qtype;
+    uint16_t pad2;
+    uint32_t serial;    /* LEARN: chosen by lz-dns, echoed in LEARNED */
+    uint32_t timeout_s; /* LEARN: already bounded */
+    uint32_t admitted;  /* LEARNED: bit i set = addrs[i] admitted */
+    uint8_t addrs[LZ_DNS_MAX_ADDRS][4];
+    char name[LZ_HOST_NAME_MAX + 1]; /* canonical, NUL-terminated */
+} sc_dns_msg;
 
 #endif
