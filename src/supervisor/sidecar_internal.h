@@ -152,7 +152,28 @@ int sc_watch_start(struct mnl_socket *events, struct mnl_socket *dumps, const ch
 #define SC_LEARN_TTL_MIN 30
 #define SC_LEARN_TTL_MAX 3600
 
-enum { SC_DNS_LEARN = 1, SC_DNS_LEARNED = 2, SC_DNS_DENIED = 3 };
+enum { SC_DNS_LEARN = 1, SC_DNS_LEARNED = 2, SC_DNS_DENIED = 3, SC_NAME_DENIED = 4 };
+
+/* SC_NAME_DENIED: lz-namecheck refused a connection to addrs[0]:port
+ * (name: the SNI or Host it carried, "" when none; why: SC_NAME_WHY_*). */
+enum {
+    SC_NAME_WHY_NOT_ALLOWED = 1, /* the name is not allowed by the host rules */
+    SC_NAME_WHY_NO_NAME,         /* no SNI / no Host header */
+    SC_NAME_WHY_ENCRYPTED,       /* an encrypted ClientHello */
+    SC_NAME_WHY_INVALID,         /* not TLS / HTTP, or over a bound, or too slow */
+};
+
+/* Addresses admitted only through a host rule: the router's nftables set
+ * `learned` (flags timeout) marks their packets with LEARNED_MARK, and an
+ * ip rule sends marked packets to LEARNED_TABLE, whose default route is
+ * slirp4netns. TCP to ports 80 and 443 of them is redirected to the name
+ * check (lz-namecheck) on ROUTER_ADDR:NAMECHECK_PORT. */
+#define LEARNED_SET "learned"
+#define LEARNED_MARK 0x4c7a
+#define LEARNED_TABLE 77
+#define NAMECHECK_PORT 4443
+/* NFLOG group of the forward chain's rejects (read by the keeper). */
+#define DENY_NFLOG_GROUP 77
 
 /* Why lz-dns refused a query (SC_DNS_DENIED). */
 enum {
@@ -170,7 +191,7 @@ typedef struct sc_dns_msg {
     uint8_t n_addrs;
     uint8_t pad;
     uint16_t qtype;
-    uint16_t pad2;
+    uint16_t port;      /* NAME_DENIED: the destination port */
     uint32_t serial;    /* LEARN: chosen by lz-dns, echoed in LEARNED */
     uint32_t timeout_s; /* LEARN: already bounded */
     uint32_t admitted;  /* LEARNED: bit i set = addrs[i] admitted */
