@@ -286,7 +286,7 @@ def _schema_case_table():
     # Presence: schema, profiles, required fields.
     c += [
         _case("schema-missing", _set(("schema",), None), ["schema"]),
-        _case("schema-wrong-id", _set(("schema",), "lazaret-trusted-host-config-v2"),
+        _case("schema-wrong-id", _set(("schema",), "lazaret-trusted-host-config-v3"),
               ["schema"], "schema = "),
         _case("schema-id-case", _set(("schema",), SCHEMA_ID.upper()), ["schema"], "schema = "),
         _case("profiles-missing", _set(("profiles",), None), ["profiles"]),
@@ -1698,15 +1698,14 @@ def test_v1_output_gains_only_the_dns_line(ctx):
 
 def test_v2_contradiction_refused_with_position(ctx):
     text = V2_TEXT.replace('default_deny_hosts = ["*.telemetry.example.net"]',
-                           'default_deny_hosts = ["*.telemetry.example.net", "api.anthropic.com"]')
+                           'default_deny_hosts = ["*.telemetry.example.net", "registry.npmjs.org"]')
     ctx.config_text(text)
     res = ctx.check("p", json_out=False)
-    err = ctx.refused(res, ["profiles.p.allow_hosts[1]"], line=9)
+    err = ctx.refused(res, ["profiles.p.allow_hosts[0]"], line=9)
     # FILE:LINE:COL of the allowed pattern, where it is denied, and a fix.
-    col = text.splitlines()[8].index('"api.anthropic.com"') + 1
-    assert f"{os.path.realpath(ctx.config)}:9:{col}: profiles.p.allow_hosts[1]: " \
-        "'api.anthropic.com' is both allowed and denied for profile 'p' (denied by " \
-        "network.default_deny_hosts[1] at line 4" in err, err
+    assert f"{os.path.realpath(ctx.config)}:9:16: profiles.p.allow_hosts[0]: " \
+        "'registry.npmjs.org' is both allowed and denied for profile 'p' (denied by " \
+        "network.default_deny_hosts[1] at line 4, column 50)" in err, err
     assert "fix: remove it from one of the two lists" in err, err
     # Control: the same file without the contradiction is valid.
     ctx.config_text(V2_TEXT)
