@@ -19,6 +19,7 @@ pure-schema case for the same key.
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import os
 import re
@@ -1763,3 +1764,35 @@ def test_readme_example_parses(ctx):
     ctx.config_text(text.replace("allow_hosts = [", "allow_hosts = [\"Bad..name\", ", 1))
     res = ctx.check(profiles[0], json_out=False, env={"ANTHROPIC_API_KEY": "not-a-real-key"})
     assert res.returncode == 1, res.stdout
+
+
+def test_v2_fingerprint_agrees_with_an_independent_framing(ctx):
+    """ConfigurationFingerprintV2 as docs/configuration.md frames it, computed
+    here from lzref's v1 record of the same file without its v2 keys; the
+    Domain ID is the v1 one."""
+    ctx.config_text(V2_TEXT)
+    got = json.loads(ctx.check("p").stdout)
+    v2_keys = ("allow_hosts", "deny_hosts", "dns", "default_allow_hosts", "default_deny_hosts",
+               "default_dns", "resolvers")
+    v1_text = "\n".join(ln for ln in V2_TEXT.replace(SCHEMA_V2, SCHEMA_ID).splitlines()
+                        if not ln.startswith(v2_keys)) + "\n"
+    v1_text = v1_text.replace("[network]\n", "")
+    ctx.config_text(v1_text)
+    ref = ctx.reference(v1_text)
+    body = lzref.fingerprint_preimage(ref["_record"])[len(lzref.FINGERPRINT_SEP):]
+
+    def hosts(patterns):
+        return lzref.frame_list(lzref.frame_bytes(p.encode()) for p in patterns)
+
+    pre = (b"lazaret-configuration-fingerprint-v2\x00" + body
+           + hosts(["registry.npmjs.org", "api.anthropic.com", "*.example.com"])
+           + hosts(["ads.example.com", "*.telemetry.example.net"])
+           + lzref.frame_bytes(b"strict")
+           + lzref.frame_list([lzref.frame_bytes(bytes([203, 0, 113, 53])),
+                               lzref.frame_bytes(bytes([127, 0, 0, 53]))], sort=False))
+    assert got["configuration_fingerprint"] == hashlib.sha256(pre).hexdigest()
+    assert got["domain_id"] == ref["domain_id"]
+    # Control: the v1 file's own fingerprint is V1's, and differs.
+    assert ref["configuration_fingerprint"] != got["configuration_fingerprint"]
+    v1 = json.loads(ctx.check("p").stdout)
+    assert v1["configuration_fingerprint"] == ref["configuration_fingerprint"]
