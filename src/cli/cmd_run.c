@@ -149,6 +149,22 @@ typedef struct run_request {
     bool retry_silently; /* false on run's last attempt: then every failure is reported */
 } run_request;
 
+/* The RUN message both kinds of session send (the interactive one adds its
+ * window size): the command, where it starts, TERM, the locale, the
+ * ports to publish. Borrows every string. */
+static lz_msg_run run_message(const run_request *rq, char *cwd, char **env, size_t envc)
+{
+    const char *term = getenv("TERM");
+    lz_msg_run run = { .term = (char *) (term ? term : ""),
+                       .cwd = cwd,
+                       .argv = rq->argv,
+                       .argc = rq->argc,
+                       .env = env,
+                       .envc = envc };
+    run_publish_into(&run);
+    return run;
+}
+
 /* HELLO and RUN over the secured channel, then the relay until the
  * session ends. */
 static lz_attempt_result run_session(const run_request *rq, lz_client *cl)
@@ -159,7 +175,6 @@ static lz_attempt_result run_session(const run_request *rq, lz_client *cl)
     lz_digest_hex(cfg->domain_id, id);
     lz_digest_hex(cfg->fingerprint, fp);
     _cleanup_free_ char *cwd = relative_cwd(cfg->workspace.label);
-    const char *term = getenv("TERM");
     lz_wbuf b;
     lz_msg_hello h = { LZ_SESSION_PROTOCOL_VERSION, id, fp };
     size_t envc = 0;
@@ -168,16 +183,10 @@ static lz_attempt_result run_session(const run_request *rq, lz_client *cl)
         lz_msg_hello_encode(&b, &h);
         struct winsize ws = { .ws_row = 24, .ws_col = 80 };
         ioctl(STDIN_FILENO, TIOCGWINSZ, &ws);
-        lz_msg_run run = { .interactive = true,
-                           .rows = ws.ws_row,
-                           .cols = ws.ws_col,
-                           .term = (char *) (term ? term : ""),
-                           .cwd = cwd,
-                           .argv = rq->argv,
-                           .argc = rq->argc,
-                           .env = env,
-                           .envc = envc };
-        run_publish_into(&run);
+        lz_msg_run run = run_message(rq, cwd, env, envc);
+        run.interactive = true;
+        run.rows = ws.ws_row;
+        run.cols = ws.ws_col;
         if (lz_tls_proto_send(cl->tls, cl->sock, &b, NULL, 0, &err) == 0) {
             lz_msg_run_encode(&b, &run);
             lz_best_effort(lz_tls_proto_send(cl->tls, cl->sock, &b, NULL, 0, &err));
@@ -196,14 +205,7 @@ static lz_attempt_result run_session(const run_request *rq, lz_client *cl)
     }
     lz_msg_hello_encode(&b, &h);
     int sent = lz_tls_proto_send(cl->tls, cl->sock, &b, NULL, 0, &err);
-    lz_msg_run run = { .interactive = false,
-                       .term = (char *) (term ? term : ""),
-                       .cwd = cwd,
-                       .argv = rq->argv,
-                       .argc = rq->argc,
-                       .env = env,
-                       .envc = envc };
-    run_publish_into(&run);
+    lz_msg_run run = run_message(rq, cwd, env, envc);
     lz_msg_run_encode(&b, &run);
     int fds[3] = { in[0], out[1], errp[1] };
     if (sent == 0)

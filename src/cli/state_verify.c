@@ -44,6 +44,32 @@ static void check_add(checks *c, const char *name, const char *object, const cha
     json_array_append_new(c->list, o);
 }
 
+enum ours { OURS, NOT_OURS, WRITABLE_BY_OTHERS };
+
+/* A file of the Domain Root must be the user's and writable by nobody
+ * else; a problem is reported (fix_not_ours when someone else owns it, a
+ * chmod to paste when others can write it). */
+static enum ours check_ours(checks *c, const struct stat *st, const char *label,
+                            const char *fix_not_ours)
+{
+    char problem[128];
+    if (st->st_uid != getuid()) {
+        snprintf(problem, sizeof(problem), "owned by uid %u, not by you (uid %u)",
+                 (unsigned) st->st_uid, (unsigned) getuid());
+        check_add(c, "ownership", label, problem, fix_not_ours);
+        return NOT_OURS;
+    }
+    if (st->st_mode & 022) {
+        snprintf(problem, sizeof(problem), "mode %04o: writable by group or others",
+                 (unsigned) (st->st_mode & 07777));
+        _cleanup_free_ char *quoted = lz_text_shell_quote(label);
+        _cleanup_free_ char *fix = lz_xasprintf("chmod go-w %s", quoted);
+        check_add(c, "modes", label, problem, fix);
+        return WRITABLE_BY_OTHERS;
+    }
+    return OURS;
+}
+
 /* Is fd (or dirfd/name, not followed) on the Domain Root's mount? */
 static bool same_mount(const checks *c, int dirfd, const char *name)
 {
@@ -96,22 +122,11 @@ static void check_dir(checks *c, int dirfd, const char *name, const char *label,
                   "nothing there outside a running generation's own mount namespace");
         return;
     }
-    if (flags & EXPECT_OURS) {
-        if (st.st_uid != getuid()) {
-            snprintf(problem, sizeof(problem), "owned by uid %u, not by you (uid %u)",
-                     (unsigned) st.st_uid, (unsigned) getuid());
-            check_add(c, "ownership", label, problem,
-                      "it must be yours: remove it with 'lazaret state reset' or chown it back");
-            return;
-        }
-        if (st.st_mode & 022) {
-            snprintf(problem, sizeof(problem), "mode %04o: writable by group or others",
-                     (unsigned) (st.st_mode & 07777));
-            _cleanup_free_ char *fix = lz_xasprintf("chmod go-w '%s'", label);
-            check_add(c, "modes", label, problem, fix);
-            return;
-        }
-    }
+    if ((flags & EXPECT_OURS) &&
+        check_ours(c, &st, label,
+                   "it must be yours: remove it with 'lazaret state reset' or chown it back") !=
+            OURS)
+        return;
     check_add(c, "layout", label, NULL, NULL);
 }
 
@@ -178,17 +193,8 @@ static void verify_store(checks *c, const state_target *t)
                       fix_damaged);
             return;
         }
-        if (st.st_uid != getuid()) {
-            snprintf(problem, sizeof(problem), "owned by uid %u, not by you", (unsigned) st.st_uid);
-            check_add(c, "ownership", fl, problem, fix_damaged);
+        if (check_ours(c, &st, fl, fix_damaged) == NOT_OURS)
             return;
-        }
-        if (st.st_mode & 022) {
-            snprintf(problem, sizeof(problem), "mode %04o: writable by group or others",
-                     (unsigned) (st.st_mode & 07777));
-            _cleanup_free_ char *fix = lz_xasprintf("chmod go-w '%s'", fl);
-            check_add(c, "modes", fl, problem, fix);
-        }
     }
     lz_store_health h;
     lz_error *err = NULL;

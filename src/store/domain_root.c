@@ -102,10 +102,9 @@ int lz_domain_lock_take(const char *runtime_dir, const char *id, int wait_ms, lz
         cur = next;
     }
     _cleanup_close_ int dir = cur;
-    int fd = openat(dir, LZ_DOMAIN_LOCK, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+    int fd = lz_domain_lock_open(dir, LZ_DOMAIN_LOCK, err);
     if (fd < 0)
-        return lz_error_set(err, errno, "cannot open the Domain lock %s/lazaret/domains/%s/%s",
-                            runtime_dir, id, LZ_DOMAIN_LOCK);
+        return lz_error_prefix(err, "in %s/lazaret/domains/%s", runtime_dir, id);
     for (int waited = 0;; waited += 50) {
         if (flock(fd, LOCK_EX | LOCK_NB) == 0)
             return fd;
