@@ -53,10 +53,16 @@ static char *pattern_fix(const char *s, const char *keypath)
         }
     }
     uint8_t addr[4];
-    if (lz_ipv4_addr_parse(s, addr)) {
-        bool deny = strstr(keypath, "deny") != NULL;
+    lz_ipv4_prefix prefix;
+    bool deny = strstr(keypath, "deny") != NULL;
+    if (lz_ipv4_addr_parse(s, addr))
         return lz_xasprintf("addresses are prefix rules: write %s = [\"%s/32\"] instead",
                             deny ? "deny_egress" : "allow_egress", s);
+    if (lz_ipv4_prefix_parse(s, &prefix)) {
+        char text[LZ_IPV4_PREFIX_BUFSZ];
+        lz_ipv4_prefix_format(&prefix, text);
+        return lz_xasprintf("addresses are prefix rules: write %s = [\"%s\"] instead",
+                            deny ? "deny_egress" : "allow_egress", text);
     }
     return lz_xstrdup("write a lowercase name of at least two labels such as "
                       "\"api.example.com\", or \"*.example.com\" for every name below "

@@ -1458,6 +1458,8 @@ static void test_v2_diagnostics(void **state)
                 "allow_egress = [\"192.0.2.1/32\"]");
     expect_diag(P2("deny_hosts = [\"192.0.2.1\"]\n"), "IPv4 address",
                 "deny_egress = [\"192.0.2.1/32\"]");
+    expect_diag(P2("allow_hosts = [\"192.0.2.0/24\"]\n"), "a character other than",
+                "allow_egress = [\"192.0.2.0/24\"]");
     expect_diag(P2("allow_hosts = [\"" LABEL63 "." LABEL63 "." LABEL63 "." X57 "x.com\"]\n"),
                 "longer than 253", "at least two labels");
     expect_diag(P2("allow_hosts = [\"localhost\"]\n"), "single label", "at least two labels");
