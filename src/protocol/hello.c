@@ -35,7 +35,7 @@
  * obs-fold refused, exactly one Host (case-insensitive name); its value,
  * without surrounding whitespace, is "host" or "host:port" with 1..5 port
  * digits; an IPv6 literal ("[...]"), an empty host, a host with '@', '/',
- * '\\' or whitespace is refused.
+ * '\\', '[', ']', '?', '#' or whitespace is refused.
  */
 #include "protocol/hello.h"
 
@@ -322,7 +322,9 @@ static step host_value_check(const uint8_t *v, size_t n, bool complete, size_t *
         return STEP_BAD;
     size_t h = 0;
     while (h < n && v[h] != ':') {
-        if (v[h] <= 0x20 || v[h] >= 0x7f || v[h] == '@' || v[h] == '/' || v[h] == '\\')
+        /* URI delimiters cannot be part of a name: a host with them
+         * would read differently to a proxy or a server */
+        if (v[h] <= 0x20 || v[h] >= 0x7f || strchr("@/\\[]?#", v[h]))
             return STEP_BAD;
         h++;
     }

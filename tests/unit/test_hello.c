@@ -630,6 +630,10 @@ static void test_http_refusals(void **state)
     expect_invalid("GET / HTTP/1.1\r\nHost: a.test:123456\r\n\r\n", 34);
     expect_invalid("GET / HTTP/1.1\r\nHost: a.test:8a\r\n\r\n", 30);
     expect_invalid("GET / HTTP/1.1\r\nHost: user@a.test\r\n\r\n", 26);
+    /* URI delimiters inside the host (found by fuzz_hello) */
+    expect_invalid("GET / HTTP/1.1\r\nHost: a[b.test\r\n\r\n", 23);
+    expect_invalid("GET / HTTP/1.1\r\nHost: a.test#x\r\n\r\n", 28);
+    expect_invalid("GET / HTTP/1.1\r\nHost: a.test?\r\n\r\n", 28);
     expect_invalid("GET / HTTP/1.1\r\nHost: a.test evil.test\r\n\r\n", 29);
     expect_invalid("GET / HTTP/1.1\r\nHost: \r\n\r\n", 23);
     /* versions: HTTP/2's preface, HTTP/1.2, HTTP/0.9 (no version) */
