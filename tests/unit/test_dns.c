@@ -4,8 +4,9 @@
  * (the sandbox's queries and the upstream's responses are untrusted):
  *
  *  - a query as glibc's getaddrinfo sends it with EDNS ("options edns0"),
- *    and without; every refusal of the query decoder (a response, another
- *    opcode, zero or two questions, answer records, a non-OPT additional
+ *    and without (built here, and captured from glibc 2.36 in
+ *    tests/unit/data/dns/); every seed of the fuzzer's corpus is valid; every refusal of the query
+ * decoder (a response, another opcode, zero or two questions, answer records, a non-OPT additional
  *    record, a byte more, every prefix);
  *  - an upstream answer with a CNAME chain written with compression, in
  *    order and out of order; only the chain's last name's A records of
@@ -28,6 +29,8 @@
  * A refused decode must leave its struct zeroed (checked after filling it
  * with 0xa5).
  */
+#include <dirent.h>
+#include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -35,6 +38,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -241,6 +245,78 @@ static void test_query_getaddrinfo_edns(void **state)
     assert_int_equal(decode_query(&M, &q), LZ_DNS_OK);
     assert_int_equal(q.qtype, LZ_DNS_TYPE_AAAA);
     assert_int_equal(q.edns_udp_size, 4096);
+}
+
+static size_t load(const char *path, uint8_t *buf, size_t cap)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        fail_msg("cannot open %s", path);
+    ssize_t n = read(fd, buf, cap);
+    close(fd);
+    assert_true(n >= 0);
+    return (size_t) n;
+}
+
+/* The same, captured from glibc 2.36 (tests/unit/data/dns/README): with
+ * EDNS, and without. */
+static void test_query_captured(void **state)
+{
+    (void) state;
+    lz_dns_query q;
+    M.n = load(LZ_TEST_DATA_DIR "/dns/glibc-getaddrinfo-edns0.bin", M.b, sizeof(M.b));
+    assert_int_equal(decode_query(&M, &q), LZ_DNS_OK);
+    assert_true(q.rd);
+    assert_string_equal(q.name, "Api.Example.TEST");
+    assert_int_equal(q.qtype, LZ_DNS_TYPE_A);
+    assert_int_equal(q.qclass, LZ_DNS_CLASS_IN);
+    assert_true(q.edns);
+    assert_int_equal(q.edns_udp_size, 1200);
+    /* glibc's query is byte for byte the one built above, but for id and
+     * name */
+    msg built;
+    getaddrinfo_query(&built, LZ_DNS_TYPE_A);
+    assert_int_equal(built.n, M.n + strlen("Example.COM") - strlen("Api.Example.TEST"));
+    M.n = load(LZ_TEST_DATA_DIR "/dns/glibc-getaddrinfo.bin", M.b, sizeof(M.b));
+    assert_int_equal(decode_query(&M, &q), LZ_DNS_OK);
+    assert_string_equal(q.name, "Api.Example.TEST");
+    assert_false(q.edns);
+}
+
+/* Every seed of tests/fuzz/corpus/fuzz_dns is what fuzz_dns.c says: a
+ * query alone, or u16 length | query | a response that decodes against it
+ * (the fuzzer starts from valid pairs). */
+static void test_fuzz_seeds_are_valid(void **state)
+{
+    (void) state;
+    const char *dir = LZ_TEST_DATA_DIR "/../../fuzz/corpus/fuzz_dns";
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    struct dirent *e;
+    int seeds = 0;
+    while ((e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.')
+            continue;
+        char path[1024];
+        snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+        M.n = load(path, M.b, sizeof(M.b));
+        lz_dns_query q;
+        if (lz_dns_query_decode(M.b, M.n, &q) == LZ_DNS_OK) {
+            seeds++;
+            continue;
+        }
+        assert_true(M.n >= 2);
+        size_t qlen = (size_t) (M.b[0] << 8 | M.b[1]);
+        assert_true(qlen <= M.n - 2);
+        if (lz_dns_query_decode(M.b + 2, qlen, &q) != LZ_DNS_OK)
+            fail_msg("seed %s: its query does not decode", e->d_name);
+        lz_dns_error r = lz_dns_response_decode(M.b + 2 + qlen, M.n - 2 - qlen, &q, &ANS);
+        if (r != LZ_DNS_OK && r != LZ_DNS_E_TRUNCATED)
+            fail_msg("seed %s: its response: %s", e->d_name, lz_dns_error_text(r));
+        seeds++;
+    }
+    closedir(d);
+    assert_true(seeds >= 8);
 }
 
 static void test_query_without_edns(void **state)
@@ -1053,7 +1129,9 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_query_getaddrinfo_edns),
+        cmocka_unit_test(test_query_captured),
         cmocka_unit_test(test_query_without_edns),
+        cmocka_unit_test(test_fuzz_seeds_are_valid),
         cmocka_unit_test(test_query_refusals),
         cmocka_unit_test(test_query_names),
         cmocka_unit_test(test_response_chain),

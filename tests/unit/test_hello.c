@@ -25,11 +25,14 @@
  *    port, in other case, with OWS; duplicated Host (also in another case),
  *    absolute-form, authority-form, asterisk-form, obs-fold, whitespace
  *    before ':', bare LF, IPv6 literal, bad ports, userinfo; a header
- *    block over the bound refused and the one just within it accepted.
+ *    block over the bound refused and the one just within it accepted;
+ *  - every seed of the fuzzer's corpus is a complete message.
  */
+#include <dirent.h>
 #include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -681,6 +684,41 @@ static void test_http_bound(void **state)
     }
 }
 
+/* Every seed of tests/fuzz/corpus/fuzz_hello is a complete message one of
+ * the decoders reads (the fuzzer starts from valid messages). */
+static void test_fuzz_seeds_are_valid(void **state)
+{
+    (void) state;
+    const char *dir = LZ_TEST_DATA_DIR "/../../fuzz/corpus/fuzz_hello";
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    struct dirent *e;
+    int seeds = 0;
+    while ((e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.')
+            continue;
+        char path[1024];
+        snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        assert_true(fd >= 0);
+        ssize_t n = read(fd, STREAM, sizeof(STREAM));
+        close(fd);
+        assert_true(n > 0);
+        char name[LZ_HELLO_NAME_MAX];
+        size_t nl = 0;
+        lz_hello_result t = tls(STREAM, (size_t) n, name, &nl);
+        lz_hello_result h = http((const char *) STREAM, (size_t) n, name, &nl);
+        bool tls_ok = t == LZ_HELLO_NAME || t == LZ_HELLO_NO_NAME || t == LZ_HELLO_ENCRYPTED;
+        bool http_ok = h == LZ_HELLO_NAME || h == LZ_HELLO_NO_NAME;
+        if (tls_ok == http_ok)
+            fail_msg("seed %s: TLS %s, HTTP %s", e->d_name, lz_hello_result_text(t),
+                     lz_hello_result_text(h));
+        seeds++;
+    }
+    closedir(d);
+    assert_true(seeds >= 8);
+}
+
 static void test_result_text(void **state)
 {
     (void) state;
@@ -695,10 +733,15 @@ static void test_result_text(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_tls_captured),  cmocka_unit_test(test_tls_post_quantum_split),
-        cmocka_unit_test(test_tls_ech),       cmocka_unit_test(test_tls_server_name_rules),
-        cmocka_unit_test(test_tls_refusals),  cmocka_unit_test(test_http_host),
-        cmocka_unit_test(test_http_refusals), cmocka_unit_test(test_http_bound),
+        cmocka_unit_test(test_tls_captured),
+        cmocka_unit_test(test_tls_post_quantum_split),
+        cmocka_unit_test(test_tls_ech),
+        cmocka_unit_test(test_tls_server_name_rules),
+        cmocka_unit_test(test_tls_refusals),
+        cmocka_unit_test(test_http_host),
+        cmocka_unit_test(test_http_refusals),
+        cmocka_unit_test(test_http_bound),
+        cmocka_unit_test(test_fuzz_seeds_are_valid),
         cmocka_unit_test(test_result_text),
     };
     return cmocka_run_group_tests_name("test_hello", tests, NULL, NULL);
