@@ -263,9 +263,16 @@ static int follow(log_target *t, log_out *o)
         if (t->logs < 0 || fstatat(t->logs, LZ_DENIALS_FILE, &st, AT_SYMLINK_NOFOLLOW) < 0)
             continue;
         if (!have || st.st_dev != cur.dev || st.st_ino != cur.ino) {
-            /* Rotated: the rest of the old file, then the new one. */
-            if (have)
+            /* Rotated: the rest of the file we read, then the older file
+             * if it is another one (rotated twice between two polls), then
+             * the new current one. */
+            if (have) {
                 follow_read(&cur, o);
+                if (follow_open(&old, t->logs, LZ_DENIALS_OLD_FILE) &&
+                    (old.dev != cur.dev || old.ino != cur.ino))
+                    follow_read(&old, o);
+                follow_close(&old);
+            }
             have = follow_open(&cur, t->logs, LZ_DENIALS_FILE);
         }
     }

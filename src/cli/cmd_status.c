@@ -100,8 +100,16 @@ static void print_text(json_t *d)
                json_string_value(json_object_get(den, "error")));
     } else if (den) {
         json_int_t n = json_integer_value(json_object_get(den, "total"));
-        printf("  denials:     %lld%s\n", (long long) n,
-               n ? " (all of them: lazaret log --profile PROFILE --workspace DIR)" : "");
+        const char *ws = json_string_value(json_object_get(d, "workspace"));
+        _cleanup_free_ char *qws = lz_text_shell_quote(ws ? ws : "");
+        _cleanup_free_ char *how =
+            lz_xasprintf(" (all of them: lazaret log --profile %s --workspace %s)",
+                         json_string_value(json_object_get(d, "profile"))
+                             ? json_string_value(json_object_get(d, "profile"))
+                             : "PROFILE",
+                         qws);
+        _cleanup_free_ char *safe = lz_text_printable(how);
+        printf("  denials:     %lld%s\n", (long long) n, n ? safe : "");
         json_array_foreach(json_object_get(den, "last"), i, r)
             printf("    %s\n", json_string_value(r));
     }
