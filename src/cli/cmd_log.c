@@ -52,7 +52,7 @@ const char lz_usage_log[] =
     "  --workspace DIR    the project directory (default: as for 'run')\n"
     "  --denied           only the denials\n"
     "  --json             print each record as the JSON object stored (one a line)\n"
-    "  --follow           keep printing new records until interrupted (Ctrl-C)\n";
+    "  -f, --follow       keep printing new records until interrupted (Ctrl-C)\n";
 
 #define FOLLOW_POLL_NS 250000000L
 #define FOLLOW_LINE_MAX (64 * 1024)
