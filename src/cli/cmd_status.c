@@ -120,22 +120,28 @@ static void print_text(json_t *d)
 static void add_denials(json_t *d, int domains_fd)
 {
     const char *id = json_string_value(json_object_get(d, "domain_id"));
-    if (!id || !lz_domain_id_valid(id))
+    /* No Storage Root to read (the configuration cannot be read now):
+     * nothing is said about denials rather than something wrong. */
+    if (!id || !lz_domain_id_valid(id) || domains_fd < 0)
         return;
     json_t *o = json_object();
     lz_error *err = NULL;
-    _cleanup_close_ int droot =
-        domains_fd < 0 ? -1 : openat(domains_fd, id, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    _cleanup_close_ int logs =
-        droot < 0 ? -1
-                  : openat(droot, LZ_DROOT_LOGS, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     lz_denial_summary sum = { 0 };
-    if (logs < 0 && errno != ENOENT)
-        lz_error_set(&err, errno, "cannot open its logs directory");
-    else if (logs >= 0 && lz_denial_summary_read(logs, DENIALS_SHOWN, &sum, &err) < 0)
-        lz_error_prefix(&err, "its denial log");
+    _cleanup_close_ int droot =
+        openat(domains_fd, id, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    _cleanup_close_ int logs = -1;
+    if (droot < 0) {
+        lz_error_set(&err, errno, "cannot open its Domain Root in the Storage Root");
+    } else {
+        logs = openat(droot, LZ_DROOT_LOGS, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (logs < 0 && errno != ENOENT)
+            lz_error_set(&err, errno, "cannot open its logs directory");
+        else if (logs >= 0 && lz_denial_summary_read(logs, DENIALS_SHOWN, &sum, &err) < 0)
+            lz_error_prefix(&err, "its denial log");
+    }
     if (err) {
-        _cleanup_free_ char *msg = lz_text_printable(err->message);
+        _cleanup_free_ char *msg = lz_xasprintf("%s%s%s", err->message, err->errnum ? ": " : "",
+                                                err->errnum ? strerror(err->errnum) : "");
         json_object_set_new(o, "error", json_string(msg));
         lz_error_free(err);
     } else {
