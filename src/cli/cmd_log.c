@@ -242,7 +242,7 @@ static void follow_read(follow_file *f, log_out *o)
     fflush(stdout);
 }
 
-static int follow(log_target *t, log_out *o)
+static _Noreturn void follow(log_target *t, log_out *o)
 {
     follow_file cur = { .fd = -1 }, old = { .fd = -1 };
     /* The current file first: a rotation between the two opens shows a
@@ -310,7 +310,7 @@ int lz_cmd_log(int argc, char **argv, const lz_global_options *g)
         return LZ_EXIT_FAILURE;
     log_out out = { .json = as_json };
     if (follow_on)
-        return follow(&t, &out);
+        follow(&t, &out);
     lz_error *err = NULL;
     if (t.logs >= 0 && lz_denial_lines_read(t.logs, print_line, &out, &err) < 0) {
         lz_error_prefix(&err, "%s", t.label);

@@ -91,7 +91,7 @@ static long flags_of_fds_to(const char *suffix)
     DIR *d = opendir("/proc/self/fd");
     struct dirent *e;
     while (d && (e = readdir(d))) {
-        char link[64], target[512] = "", info[64];
+        char link[300], target[512] = "", info[300];
         snprintf(link, sizeof link, "/proc/self/fd/%s", e->d_name);
         ssize_t n = readlink(link, target, sizeof target - 1);
         size_t ls = strlen(suffix);
@@ -215,7 +215,7 @@ static void test_time_now(void **state)
     _cleanup_free_ char *s = slurp(LZ_DENIALS_FILE);
     struct tm tm;
     gmtime_r(&before, &tm);
-    char year[8];
+    char year[16];
     snprintf(year, sizeof year, "%04d-", tm.tm_year + 1900);
     assert_memory_equal(s, "{\"time\":\"", 9);
     assert_memory_equal(s + 9, year, 5);
