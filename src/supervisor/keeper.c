@@ -40,6 +40,10 @@
 
 #include "common/util.h"
 
+/* nfnetlink messages: a batch of LZ_DNS_MAX_ADDRS elements three times,
+ * acknowledgements, logged packets of SC_KEEPER_COPY_RANGE bytes. */
+#define SC_KEEPER_BUFSZ 16384
+
 /* ---- the address -> name table ----------------------------------------- */
 
 static void names_put(sc_keeper *k, const uint8_t addr[4], const char *name)
@@ -106,7 +110,7 @@ static struct nlmsghdr *nfnl_put(char *buf, uint16_t type, uint16_t flags, uint8
  * numbers first..first+expected-1). Any error, or silence, fails. */
 static int nfnl_acks(struct mnl_socket *s, uint32_t first, unsigned expected)
 {
-    char buf[MNL_SOCKET_BUFFER_SIZE];
+    char buf[SC_KEEPER_BUFSZ];
     unsigned got = 0;
     while (got < expected) {
         ssize_t n = mnl_socket_recvfrom(s, buf, sizeof(buf));
@@ -167,7 +171,7 @@ int sc_keeper_set_add(sc_keeper *k, uint8_t addrs[][4], size_t n, uint32_t timeo
 {
     if (n == 0)
         return 0;
-    static char buf[2 * MNL_SOCKET_BUFFER_SIZE];
+    static char buf[2 * SC_KEEPER_BUFSZ];
     struct mnl_nlmsg_batch *b = mnl_nlmsg_batch_start(buf, sizeof(buf));
     if (!b)
         return -1;
@@ -492,7 +496,7 @@ static int nflog_msg(const struct nlmsghdr *h, void *data)
 
 int sc_keeper_nflog_read(sc_keeper *k)
 {
-    static char buf[MNL_SOCKET_BUFFER_SIZE];
+    static char buf[SC_KEEPER_BUFSZ];
     ssize_t n = recv(mnl_socket_get_fd(k->nflog), buf, sizeof(buf), MSG_DONTWAIT);
     if (n < 0)
         /* Overflow: the kernel dropped log messages, not packets' verdicts. */

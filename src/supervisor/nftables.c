@@ -55,7 +55,7 @@ static const char learned_set[] = "  set " LEARNED_SET " {\n"
                                   "  }\n";
 
 static const char learned_mark[] =
-    "  chain mark {\n"
+    "  chain mark_learned {\n"
     "    type filter hook prerouting priority mangle; policy accept;\n" FROM_SANDBOX
     "ip daddr @" LEARNED_SET " meta mark set " LZ_STRINGIFY(LEARNED_MARK) "\n"
                                                                           "  }\n";

@@ -137,61 +137,6 @@ char *sc_build_ruleset(const lz_ipv4_prefix_list *host_local, const sc_ruleset_o
 int sc_router_nft(void *arg, char *why, size_t why_len);
 int sc_nft_add_host_local(const char *nft, const lz_ipv4_prefix *items, size_t count);
 
-/* ---- keeper.c ---------------------------------------------------------- */
-
-/* Recent answers' addresses and their names, for the denial log. */
-#define SC_KEEPER_NAMES 256
-/* Bytes of a rejected packet the kernel copies to the keeper: an IPv4
- * header with options and the ports. */
-#define SC_KEEPER_COPY_RANGE 64
-
-typedef struct sc_keeper_name {
-    bool used;
-    uint8_t addr[4];
-    char name[LZ_HOST_NAME_MAX + 1];
-} sc_keeper_name;
-
-typedef struct sc_keeper {
-    const lz_resolved_config *cfg;
-    lz_denial_log *log; /* NULL: denials are not recorded */
-    struct mnl_socket *nft, *nflog;
-    uint32_t seq;
-    sc_keeper_name names[SC_KEEPER_NAMES];
-    size_t names_next;
-} sc_keeper;
-
-/* In the router's namespace: the nftables socket and the NFLOG
- * subscription. */
-int sc_keeper_open(sc_keeper *k, const lz_resolved_config *cfg, lz_denial_log *log, char *why,
-                   size_t why_len);
-void sc_keeper_close(sc_keeper *k);
-int sc_keeper_nflog_fd(const sc_keeper *k);
-/* Put n distinct addresses into the learned set with a fresh timeout, in
- * one transaction; -1 when the kernel refused (none is added). */
-int sc_keeper_set_add(sc_keeper *k, uint8_t addrs[][4], size_t n, uint32_t timeout_s);
-/* Answer an SC_DNS_LEARN (out: SC_DNS_LEARNED); known: the host-local
- * prefixes. */
-void sc_keeper_learn(sc_keeper *k, const lz_ipv4_prefix_list *known, const sc_dns_msg *in,
-                     sc_dns_msg *out);
-/* Record an SC_DNS_DENIED or SC_NAME_DENIED. */
-void sc_keeper_denied(sc_keeper *k, const sc_dns_msg *m);
-/* Read the queued logged packets; -1 when the socket failed. */
-int sc_keeper_nflog_read(sc_keeper *k);
-
-/* ---- netwatch.c -------------------------------------------------------- */
-
-typedef struct sc_watch_args {
-    struct mnl_socket *events, *dumps; /* rtnetlink, in the host's namespace */
-    const char *router_netns, *nft;
-    const lz_ipv4_prefix_list *known; /* the host-local prefixes found at start */
-    pid_t slirp;
-    const lz_resolved_config *cfg;
-    int dns_fd, namecheck_fd; /* the keeper's ends of the socketpairs to lz-dns, lz-namecheck */
-    int denial_logs_fd;       /* the Domain's logs directory, or -1 */
-} sc_watch_args;
-
-int sc_watch_start(const sc_watch_args *a, pid_t *ret_pid, lz_error **err);
-
 /* ---- the DNS responder (lz-dns) and the set keeper ---------------------
  *
  * lz-dns parses untrusted bytes (the sandbox's queries, upstream answers)
@@ -265,5 +210,60 @@ typedef struct sc_dns_msg {
     uint8_t addrs[LZ_DNS_MAX_ADDRS][4];
     char name[LZ_HOST_NAME_MAX + 1]; /* canonical, NUL-terminated */
 } sc_dns_msg;
+
+/* ---- keeper.c ---------------------------------------------------------- */
+
+/* Recent answers' addresses and their names, for the denial log. */
+#define SC_KEEPER_NAMES 256
+/* Bytes of a rejected packet the kernel copies to the keeper: an IPv4
+ * header with options and the ports. */
+#define SC_KEEPER_COPY_RANGE 64
+
+typedef struct sc_keeper_name {
+    bool used;
+    uint8_t addr[4];
+    char name[LZ_HOST_NAME_MAX + 1];
+} sc_keeper_name;
+
+typedef struct sc_keeper {
+    const lz_resolved_config *cfg;
+    lz_denial_log *log; /* NULL: denials are not recorded */
+    struct mnl_socket *nft, *nflog;
+    uint32_t seq;
+    sc_keeper_name names[SC_KEEPER_NAMES];
+    size_t names_next;
+} sc_keeper;
+
+/* In the router's namespace: the nftables socket and the NFLOG
+ * subscription. */
+int sc_keeper_open(sc_keeper *k, const lz_resolved_config *cfg, lz_denial_log *log, char *why,
+                   size_t why_len);
+void sc_keeper_close(sc_keeper *k);
+int sc_keeper_nflog_fd(const sc_keeper *k);
+/* Put n distinct addresses into the learned set with a fresh timeout, in
+ * one transaction; -1 when the kernel refused (none is added). */
+int sc_keeper_set_add(sc_keeper *k, uint8_t addrs[][4], size_t n, uint32_t timeout_s);
+/* Answer an SC_DNS_LEARN (out: SC_DNS_LEARNED); known: the host-local
+ * prefixes. */
+void sc_keeper_learn(sc_keeper *k, const lz_ipv4_prefix_list *known, const sc_dns_msg *in,
+                     sc_dns_msg *out);
+/* Record an SC_DNS_DENIED or SC_NAME_DENIED. */
+void sc_keeper_denied(sc_keeper *k, const sc_dns_msg *m);
+/* Read the queued logged packets; -1 when the socket failed. */
+int sc_keeper_nflog_read(sc_keeper *k);
+
+/* ---- netwatch.c -------------------------------------------------------- */
+
+typedef struct sc_watch_args {
+    struct mnl_socket *events, *dumps; /* rtnetlink, in the host's namespace */
+    const char *router_netns, *nft;
+    const lz_ipv4_prefix_list *known; /* the host-local prefixes found at start */
+    pid_t slirp;
+    const lz_resolved_config *cfg;
+    int dns_fd, namecheck_fd; /* the keeper's ends of the socketpairs to lz-dns, lz-namecheck */
+    int denial_logs_fd;       /* the Domain's logs directory, or -1 */
+} sc_watch_args;
+
+int sc_watch_start(const sc_watch_args *a, pid_t *ret_pid, lz_error **err);
 
 #endif
