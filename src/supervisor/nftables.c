@@ -12,31 +12,23 @@
 #include "common/util.h"
 
 /* nftables: forward only what the routing table sends out through slirp
- * (plus the resolver), reject everything else at once, masquerade, and
- * accept nothing addressed to the router itself. Before anything goes out
- * through slirp: the never-routed ranges (lz_ipv4_never_routed: loopback,
- * 0.0.0.0/8, Lazaret's own links, multicast, reserved) and the host_local
- * set (the host's own addresses, lz_network_watch adds new ones) are
- * rejected, also inside an allowed prefix such as 0.0.0.0/0. A UDP
- * datagram is rejected as port unreachable, not administratively
- * prohibited: gVisor's netstack turns only the former into an error on the
- * sender's socket (ECONNREFUSED), so a denied DNS query fails at once
- * instead of after the client's timeout (docs/network.md "runsc's network
- * stack"). */
-static const char ruleset_head[] =
-    "table ip lazaret {\n"
-    "  chain prerouting {\n"
-    "    type nat hook prerouting priority dstnat; policy accept;\n"
-    "    iifname \"" ROUTER_IF "\" ip daddr " ROUTER_ADDR " udp dport 53 dnat to " SLIRP_DNS "\n"
-    "    iifname \"" ROUTER_IF "\" ip daddr " ROUTER_ADDR " tcp dport 53 dnat to " SLIRP_DNS "\n"
-    "  }\n";
+ * (the resolver is lz-dns, on the router's own address), reject everything else at once,
+ * masquerade, and accept nothing addressed to the router itself. Before anything goes out through
+ * slirp: the never-routed ranges (lz_ipv4_never_routed: loopback, 0.0.0.0/8, Lazaret's own links,
+ * multicast, reserved) and the host_local set (the host's own addresses, lz_network_watch adds new
+ * ones) are rejected, also inside an allowed prefix such as 0.0.0.0/0. A UDP datagram is rejected
+ * as port unreachable, not administratively prohibited: gVisor's netstack turns only the former
+ * into an error on the sender's socket (ECONNREFUSED), so a denied DNS query fails at once instead
+ * of after the client's timeout (docs/network.md "runsc's network stack"). */
+static const char ruleset_head[] = "table ip lazaret {\n"
+                                   "  chain prerouting {\n"
+                                   "    type nat hook prerouting priority dstnat; policy accept;\n"
+                                   "  }\n";
 
 static const char ruleset_tail[] =
     "  chain forward {\n"
     "    type filter hook forward priority filter; policy drop;\n"
     "    iifname \"" SLIRP_IF "\" oifname \"" ROUTER_IF "\" ct state established,related accept\n"
-    "    iifname \"" ROUTER_IF "\" ip daddr " SLIRP_DNS
-    " meta l4proto { tcp, udp } th dport 53 accept\n"
     "    iifname \"" ROUTER_IF "\" ip daddr @never_routed meta l4proto tcp reject with tcp reset\n"
     "    iifname \"" ROUTER_IF
     "\" ip daddr @never_routed meta l4proto udp reject with icmp type port-unreachable\n"
@@ -59,6 +51,9 @@ static const char ruleset_tail[] =
      * a connection the sandbox begins is new, in the original direction,
      * and rejected below. */
     "    iifname \"" ROUTER_IF "\" ip saddr " SANDBOX_ADDR " ct direction reply accept\n"
+    /* The sandbox's resolver: lz-dns's sockets (supervisor/dns.c). */
+    "    iifname \"" ROUTER_IF "\" ip daddr " ROUTER_ADDR
+    " meta l4proto { tcp, udp } th dport 53 accept\n"
     "    iifname \"" ROUTER_IF "\" meta l4proto tcp reject with tcp reset\n"
     "    iifname \"" ROUTER_IF "\" meta l4proto udp reject with icmp type port-unreachable\n"
     "    iifname \"" ROUTER_IF "\" reject with icmp type admin-prohibited\n"

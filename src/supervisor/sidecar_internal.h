@@ -13,8 +13,10 @@
  *   netwatch.c  the watcher of host addresses that appear later
  *               (lz-netwatch)
  *   (issue 25, being built: the set keeper — the learned-address set, the
- *   denial log's writer — and dns.c, the DNS responder lz-dns; their
- *   messages are at the end of this file)
+ *   denial log's writer; its messages are at the end of this file)
+ *   dns_loop.c  the DNS responder's event loop (lz-dns)
+ *   dns.c       the DNS responder's start: its upstream resolvers, its
+ *               sockets made in the router's namespace, its confinement
  *   sidecar.c   setup in order, slirp4netns, --publish forwarders, clear
  */
 #ifndef LAZARET_SUPERVISOR_SIDECAR_INTERNAL_H
@@ -198,5 +200,37 @@ typedef struct sc_dns_msg {
     uint8_t addrs[LZ_DNS_MAX_ADDRS][4];
     char name[LZ_HOST_NAME_MAX + 1]; /* canonical, NUL-terminated */
 } sc_dns_msg;
+
+/* ---- dns_loop.c, dns.c: the DNS responder (lz-dns) -------------------- */
+
+/* Bounds of what a sandbox can make lz-dns hold (docs/network.md "DNS: the
+ * sidecar is the only resolver"). */
+#define SC_DNS_MAX_PENDING 64 /* queries in flight; one more: SERVFAIL at once */
+#define SC_DNS_MAX_TCP 16     /* connections from the sandbox at once */
+
+typedef struct sc_dns_setup {
+    const lz_resolved_config *cfg; /* host lists and DNS mode */
+    uint8_t resolvers[LZ_RESOLVERS_MAX][4];
+    size_t n_resolvers;
+    int udp_fd, tcp_fd; /* bound on ROUTER_ADDR:53 in the router's namespace */
+    int keeper_fd;      /* SOCK_SEQPACKET to the keeper, -1: none (nothing learned) */
+} sc_dns_setup;
+
+/* The loop; returns the process's exit status when a listening socket
+ * fails (it never returns otherwise). */
+int sc_dns_run(const sc_dns_setup *setup);
+
+/* Start lz-dns (the caller is the supervisor, before `runsc create`): read
+ * the upstream resolvers (cfg's, else the IPv4 nameservers of this
+ * machine's /etc/resolv.conf: none usable fails the start), make its
+ * sockets in the router's namespace, fork it. keeper_fd is handed to it
+ * (the caller closes its copy). */
+int sc_dns_start(const lz_resolved_config *cfg, const char *router_netns, int keeper_fd,
+                 pid_t *ret_pid, lz_error **err);
+
+/* The upstream resolvers of a resolv.conf text (bounded: the first
+ * `len` bytes; IPv4 nameservers only, 0.0.0.0 skipped, at most
+ * LZ_RESOLVERS_MAX). Returns how many. */
+size_t sc_dns_parse_resolv_conf(const char *text, size_t len, uint8_t out[][4]);
 
 #endif
