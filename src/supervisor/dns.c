@@ -297,7 +297,9 @@ static int dns_child(void *arg, int channel, lz_error **err)
 int sc_dns_start(const lz_resolved_config *cfg, const char *router_netns, int keeper_fd,
                  pid_t *ret_pid, lz_error **err)
 {
-    sc_dns_setup s = { .cfg = cfg, .udp_fd = -1, .tcp_fd = -1, .keeper_fd = keeper_fd };
+    sc_dns_setup s = {
+        .cfg = cfg, .upstream_port = 53, .udp_fd = -1, .tcp_fd = -1, .keeper_fd = keeper_fd
+    };
     if (cfg->n_resolvers) {
         memcpy(s.resolvers, cfg->resolvers, sizeof(s.resolvers));
         s.n_resolvers = cfg->n_resolvers;

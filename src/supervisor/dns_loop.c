@@ -240,7 +240,7 @@ static void up_next(dns_ctx *c, dns_pending *p)
 
 static bool up_connect(dns_ctx *c, dns_pending *p, int type)
 {
-    struct sockaddr_in to = { .sin_family = AF_INET, .sin_port = htons(53) };
+    struct sockaddr_in to = { .sin_family = AF_INET, .sin_port = htons(c->setup->upstream_port) };
     memcpy(&to.sin_addr, c->setup->resolvers[p->resolver], 4);
     p->fd = socket(AF_INET, type | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (p->fd < 0)
