@@ -213,8 +213,8 @@ typedef struct sc_dns_setup {
     uint8_t resolvers[LZ_RESOLVERS_MAX][4];
     size_t n_resolvers;
     uint16_t upstream_port; /* 53 (another only in unit tests) */
-    int udp_fd, tcp_fd; /* bound on ROUTER_ADDR:53 in the router's namespace */
-    int keeper_fd;      /* SOCK_SEQPACKET to the keeper, -1: none (nothing learned) */
+    int udp_fd, tcp_fd;     /* bound on ROUTER_ADDR:53 in the router's namespace */
+    int keeper_fd;          /* SOCK_SEQPACKET to the keeper, -1: none (nothing learned) */
 } sc_dns_setup;
 
 /* The loop; returns the process's exit status when a listening socket
