@@ -15,8 +15,9 @@
 #define LZ_STRINGIFY(x) STRINGIFY_(x)
 
 /* nftables: forward only what the routing table sends out through slirp
- * (plus the resolver), reject everything else at once, masquerade, and
- * accept nothing addressed to the router itself. Before anything goes out
+ * (the resolver is lz-dns, on the router's own address: accepted in the
+ * input chain), reject everything else at once, masquerade, and accept
+ * nothing else addressed to the router itself. Before anything goes out
  * through slirp: the never-routed ranges (lz_ipv4_never_routed: loopback,
  * 0.0.0.0/8, Lazaret's own links, multicast, reserved) and the host_local
  * set (the host's own addresses, lz_network_watch adds new ones) are
@@ -64,19 +65,10 @@ static const char learned_redirect[] =
     FROM_SANDBOX "ip daddr @" LEARNED_SET " ip daddr != @host_local ip daddr != @never_routed "
                  "tcp dport { 80, 443 } redirect to :" LZ_STRINGIFY(NAMECHECK_PORT) "\n";
 
-/* The sandbox's resolver, 169.254.77.1:53: without the sidecar's own
- * responder (lz-dns), slirp4netns's. */
-static const char dns_to_slirp[] =
-    FROM_SANDBOX "ip daddr " ROUTER_ADDR " udp dport 53 dnat to " SLIRP_DNS "\n" FROM_SANDBOX
-                 "ip daddr " ROUTER_ADDR " tcp dport 53 dnat to " SLIRP_DNS "\n";
-
 static const char forward_head[] =
     "  chain forward {\n"
     "    type filter hook forward priority filter; policy drop;\n"
     "    iifname \"" SLIRP_IF "\" oifname \"" ROUTER_IF "\" ct state established,related accept\n";
-
-static const char forward_slirp_dns[] =
-    FROM_SANDBOX "ip daddr " SLIRP_DNS " meta l4proto { tcp, udp } th dport 53 accept\n";
 
 static const char forward_never_reachable[] =
     FROM_SANDBOX "ip daddr @never_routed" LOG_DENIED("never_routed")
@@ -98,6 +90,7 @@ static const char input_head[] =
     "    iifname \"lo\" accept\n"
     "    iifname \"" SLIRP_IF "\" ct state established,related accept\n";
 
+/* lz-dns's sockets, made in this namespace (dns.c). */
 static const char input_dns[] =
     FROM_SANDBOX "ip daddr " ROUTER_ADDR " meta l4proto { tcp, udp } th dport 53 accept\n";
 
@@ -182,21 +175,16 @@ char *sc_build_ruleset(const lz_ipv4_prefix_list *host_local, const sc_ruleset_o
     }
     PUT("  chain prerouting {\n"
         "    type nat hook prerouting priority dstnat; policy accept;\n");
-    if (!opts->local_dns)
-        PUT(dns_to_slirp);
     if (opts->host_rules)
         PUT(learned_redirect);
     PUT("  }\n");
     PUT(forward_head);
-    if (!opts->local_dns)
-        PUT(forward_slirp_dns);
     PUT(forward_never_reachable);
     if (opts->host_rules)
         PUT(forward_quic);
     PUT(forward_tail);
     PUT(input_head);
-    if (opts->local_dns)
-        PUT(input_dns);
+    PUT(input_dns);
     if (opts->host_rules)
         PUT(input_namecheck);
     PUT(ruleset_tail);

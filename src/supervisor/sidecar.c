@@ -32,8 +32,9 @@ static char *describe_policy(const lz_resolved_config *cfg, size_t host_local)
 {
     size_t cap = 256 + 24 * (cfg->allow.count + cfg->deny.count);
     char *s = lz_xmalloc(cap);
-    size_t o = (size_t) snprintf(s, cap, "IPv4 default deny; IPv6 disabled; resolver %s; allow",
-                                 LZ_NET_RESOLVER);
+    size_t o =
+        (size_t) snprintf(s, cap, "IPv4 default deny; IPv6 disabled; resolver %s (%s); allow",
+                          LZ_NET_RESOLVER, cfg->dns_mode == LZ_DNS_STRICT ? "strict" : "forward");
     for (size_t i = 0; i < cfg->allow.count && o < cap; i++) {
         char b[LZ_IPV4_PREFIX_BUFSZ];
         lz_ipv4_prefix_format(&cfg->allow.items[i], b);
@@ -132,8 +133,7 @@ int lz_network_setup(const lz_resolved_config *cfg, const char *gen_dir, int gen
         }
     }
     /* Host rules: names the DNS responder may learn addresses for. */
-    const sc_ruleset_opts ruleset_opts = { .host_rules = cfg->allow_hosts.count > 0,
-                                           .local_dns = false };
+    const sc_ruleset_opts ruleset_opts = { .host_rules = cfg->allow_hosts.count > 0 };
     /* The ruleset holds no secret: a file in the generation directory. */
     rules_path = lz_xasprintf("%s/netns/nftables.conf", gen_dir);
     {
@@ -206,6 +206,14 @@ int lz_network_setup(const lz_resolved_config *cfg, const char *gen_dir, int gen
             lz_error_prefix(err, "network sidecar");
             goto fail;
         }
+    }
+    /* The sandbox's only resolver (SR-5: before the sandbox exists). */
+    {
+        int r = sc_dns_start(cfg, net.router_netns, net.dns_keeper_fd, &net.dns_pid, err);
+        close(net.dns_keeper_fd);
+        net.dns_keeper_fd = -1;
+        if (r < 0)
+            goto fail;
     }
     mnl_socket_close(events);
     mnl_socket_close(dumps);
@@ -298,12 +306,29 @@ pid_t lz_network_publish(const lz_network *net, int listen_fd, uint16_t port, lz
     return lz_child_release(&child); /* the supervisor's reaper collects it by pid */
 }
 
+bool lz_network_dns_exited(lz_network *net, pid_t pid, int status)
+{
+    if (pid <= 0 || pid != net->dns_pid)
+        return false;
+    net->dns_pid = 0;
+    fprintf(stderr,
+            "lz-supervisor: the DNS responder lz-dns ended (%s %d): the sandbox has no DNS "
+            "until the Domain is stopped and started again\n",
+            WIFSIGNALED(status) ? "signal" : "status",
+            WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+    return true;
+}
+
 void lz_network_clear(lz_network *net)
 {
     if (net->dns_keeper_fd > 0)
         close(net->dns_keeper_fd);
     if (net->namecheck_keeper_fd > 0)
         close(net->namecheck_keeper_fd);
+    if (net->dns_pid > 0) {
+        kill(net->dns_pid, SIGKILL);
+        waitpid(net->dns_pid, NULL, 0);
+    }
     if (net->watch_pid > 0) {
         kill(net->watch_pid, SIGKILL);
         waitpid(net->watch_pid, NULL, 0);

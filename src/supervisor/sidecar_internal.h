@@ -16,6 +16,9 @@
  *               are at the end of this file)
  *   netwatch.c  lz-netwatch: the watcher of host addresses that appear
  *               later, and the keeper's loop
+ *   dns_loop.c  the DNS responder's event loop (lz-dns)
+ *   dns.c       the DNS responder's start: its upstream resolvers, its
+ *               sockets made in the router's namespace, its confinement
  *   sidecar.c   setup in order, slirp4netns, --publish forwarders, clear
  */
 #ifndef LAZARET_SUPERVISOR_SIDECAR_INTERNAL_H
@@ -126,9 +129,6 @@ typedef struct sc_ruleset_opts {
      * to the name check and the input accept for it, QUIC to learned
      * addresses rejected. */
     bool host_rules;
-    /* The sidecar's own DNS responder (lz-dns) answers on ROUTER_ADDR:53
-     * (input accept); otherwise 53 is DNATed to slirp4netns's resolver. */
-    bool local_dns;
 } sc_ruleset_opts;
 
 char *sc_build_ruleset(const lz_ipv4_prefix_list *host_local, const sc_ruleset_opts *opts,
@@ -265,5 +265,37 @@ typedef struct sc_watch_args {
 } sc_watch_args;
 
 int sc_watch_start(const sc_watch_args *a, pid_t *ret_pid, lz_error **err);
+/* ---- dns_loop.c, dns.c: the DNS responder (lz-dns) -------------------- */
+
+/* Bounds of what a sandbox can make lz-dns hold (docs/network.md "DNS: the
+ * sidecar is the only resolver"). */
+#define SC_DNS_MAX_PENDING 64 /* queries in flight; one more: SERVFAIL at once */
+#define SC_DNS_MAX_TCP 16     /* connections from the sandbox at once */
+
+typedef struct sc_dns_setup {
+    const lz_resolved_config *cfg; /* host lists and DNS mode */
+    uint8_t resolvers[LZ_RESOLVERS_MAX][4];
+    size_t n_resolvers;
+    uint16_t upstream_port; /* 53 (another only in unit tests) */
+    int udp_fd, tcp_fd;     /* bound on ROUTER_ADDR:53 in the router's namespace */
+    int keeper_fd;          /* SOCK_SEQPACKET to the keeper, -1: none (nothing learned) */
+} sc_dns_setup;
+
+/* The loop; returns the process's exit status when a listening socket
+ * fails (it never returns otherwise). */
+int sc_dns_run(const sc_dns_setup *setup);
+
+/* Start lz-dns (the caller is the supervisor, before `runsc create`): read
+ * the upstream resolvers (cfg's, else the IPv4 nameservers of this
+ * machine's /etc/resolv.conf: none usable fails the start), make its
+ * sockets in the router's namespace, fork it. keeper_fd is handed to it
+ * (the caller closes its copy). */
+int sc_dns_start(const lz_resolved_config *cfg, const char *router_netns, int keeper_fd,
+                 pid_t *ret_pid, lz_error **err);
+
+/* The upstream resolvers of a resolv.conf text (bounded: the first
+ * `len` bytes; IPv4 nameservers only, 0.0.0.0 skipped, at most
+ * LZ_RESOLVERS_MAX). Returns how many. */
+size_t sc_dns_parse_resolv_conf(const char *text, size_t len, uint8_t out[][4]);
 
 #endif

@@ -102,7 +102,7 @@ static bool namespace_setup(void)
         return false;
     }
     size_t len = 0;
-    const sc_ruleset_opts opts = { .host_rules = true, .local_dns = true };
+    const sc_ruleset_opts opts = { .host_rules = true };
     lz_ipv4_prefix_list none = { 0 };
     _cleanup_free_ char *rules = sc_build_ruleset(&none, &opts, &len);
     char path[] = "/tmp/lz-test-keeper-rules-XXXXXX";
