@@ -55,6 +55,10 @@ typedef struct lz_network {
     /* Watches the supervisor's (slirp4netns's) network namespace for new
      * local addresses and adds each to the router's host_local set. */
     pid_t watch_pid;
+    /* The other ends of the set keeper's socketpairs (lz-netwatch holds
+     * its ends): for lz-dns and lz-namecheck, handed to them when they
+     * start, then closed here (-1). SOCK_SEQPACKET, sc_dns_msg. */
+    int dns_keeper_fd, namecheck_keeper_fd;
     /* The DNS responder (lz-dns): the sandbox's only resolver. When it
      * ends the sandbox has no DNS (its sockets went with it). */
     pid_t dns_pid;
@@ -64,11 +68,13 @@ typedef struct lz_network {
 
 /* Create both namespaces under gen_dir (which must be in the caller's own
  * mount namespace), program the router from the effective policy, start
- * slirp4netns, and wait until it is ready. lz_network_clear() kills and
- * reaps slirp4netns (unless the caller's reaper got it first). */
+ * slirp4netns, and wait until it is ready. denial_logs_fd: the Domain's
+ * logs directory, where the keeper writes the denial log (-1: none; not
+ * kept, the keeper has its own copy). lz_network_clear() kills and reaps
+ * slirp4netns (unless the caller's reaper got it first). */
 LZ_MUST_CHECK
 int lz_network_setup(const lz_resolved_config *cfg, const char *gen_dir, int gen_fd,
-                     lz_network *ret, lz_error **err);
+                     int denial_logs_fd, lz_network *ret, lz_error **err);
 
 void lz_network_clear(lz_network *net);
 
