@@ -92,7 +92,8 @@ def dns_probe(tmp_path_factory):
 
 
 def session(rig, script) -> dict:
-    """Run script (PROBE_LIB's tcp and q) in one session: {key: (rc/rcode, ms, text)}."""
+    """Run script (PROBE_LIB's tcp and q) in one session: {key: {rc, ms, out}} for
+    connections, {"q:" + key: {rcode, ttl, addrs}} for queries."""
     r = ok(rig.run("learned", sh(PROBE_LIB + script)))
     got = {}
     for line in r.stdout.splitlines():
@@ -102,7 +103,7 @@ def session(rig, script) -> dict:
             continue
         m = re.match(r"Q (\S+) rcode=(\d+) an=\d+ addrs=(\S*) ttl=(\d+)", line)
         if m:
-            got[m.group(1)] = {"rcode": int(m.group(2)), "ttl": int(m.group(4)),
+            got["q:" + m.group(1)] = {"rcode": int(m.group(2)), "ttl": int(m.group(4)),
                                "addrs": [a for a in m.group(3).split(",") if a]}
     print(r.stdout)
     return got
@@ -159,25 +160,25 @@ tcp open {N.HOST_B} {port}
     # Before its name was asked, the address is rejected at once; after, it is
     # reached (the control of the same address).
     assert refused_at_once(s1, "early"), s1["early"]
-    assert s1["api"] and s1["api"]["addrs"] == [N.HOST_A], s1["api"]
+    assert s1["q:api"]["addrs"] == [N.HOST_A], s1["q:api"]
     assert reached(s1, "api", N.HOST_A), s1["api"]
     # An address outside every rule, never learned: rejected at once.
     assert refused_at_once(s1, "outside"), s1["outside"]
     # The TTL told is the bounded one: never longer than the element lives.
-    assert 0 < s1["renew"]["ttl"] <= 1 and s1["renew"]["addrs"] == [RENEW], s1["renew"]
+    assert 0 < s1["q:renew"]["ttl"] <= 1 and s1["q:renew"]["addrs"] == [RENEW], s1["q:renew"]
     assert reached(s1, "renew", RENEW) and reached(s1, "gone", GONE), (s1["renew"], s1["gone"])
     # Addresses inside a deny prefix or a private range are not admitted for an
     # allowed name (nor reachable); an allowed prefix's address is (control).
-    assert s1["ten"]["addrs"] == [] and s1["denied"]["addrs"] == [], (s1["ten"], s1["denied"])
+    assert s1["q:ten"]["addrs"] == [] and s1["q:denied"]["addrs"] == [], (s1["q:ten"], s1["q:denied"])
     assert refused_at_once(s1, "ten") and refused_at_once(s1, "denied")
-    assert s1["open"]["addrs"] == [N.HOST_B] and reached(s1, "open", N.HOST_B), s1["open"]
+    assert s1["q:open"]["addrs"] == [N.HOST_B] and reached(s1, "open", N.HOST_B), (s1["q:open"], s1["open"])
     # A name no rule allows: NXDOMAIN (strict mode).
-    assert s1["nope"]["rcode"] == 3, s1["nope"]
+    assert s1["q:nope"]["rcode"] == 3, s1["q:nope"]
 
     # Renewal, about a third of the way to the first timeout.
     time.sleep(max(0.0, t1 + 10 - time.monotonic()))
     s2 = session(rig, f"q renew renew.example.test\ntcp renew {RENEW} {port}\n")
-    assert s2["renew"]["addrs"] == [RENEW] and reached(s2, "renew", RENEW), s2
+    assert s2["q:renew"]["addrs"] == [RENEW] and reached(s2, "renew", RENEW), s2
 
     # Past the first timeout of both: the one asked once is gone, the renewed
     # one still works.
@@ -195,7 +196,8 @@ tcp open {N.HOST_B} {port}
         return [d for d in log if addr in json.dumps(d) and str(port) in json.dumps(d) and
                 (name is None or name in json.dumps(d))]
 
-    assert find(N.HOST_A), "the connection before the query is not in the denial log"
+    # Before the query the keeper did not know the address's name.
+    assert [d for d in find(N.HOST_A) if d["name"] is None], "the connection before the query"
     assert find(N.NEITHER), "the connection outside every rule is not in the denial log"
     assert find(GONE, "gone.example.test"), "the expired address is not logged with its name"
     assert find(N.PRIVATE, "ten.example.test") and find(DENIED_ADDR, "denied.example.test")
