@@ -7,18 +7,28 @@ rotation, names the sandbox chose printed harmlessly, the errors when there
 is no Domain, and the count and last records in `lazaret status` of a
 running Domain.
 
-The end-to-end case (denials made by a real sandbox's queries and
-connections) belongs with the keeper's tests (tests/integration/
-test_learned.py) once the keeper writes the log.
+The last test is the whole path: a real sandbox's refused queries and
+rejected connection, recorded by the Network Sidecar's keeper, shown by
+`lazaret log` and `lazaret status` and never on the session's own streams.
 """
 
 import json
+import os
+import re
+import shutil
 import signal
+import subprocess
 import time
 from pathlib import Path
 
+import pytest
+
 import lzref
-from conftest import Session, ok
+import netlab as N
+from conftest import Session, ok, profiles_toml, sh
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROUTER = "169.254.77.1"
 
 ESC = "\x1b"
 
@@ -186,3 +196,93 @@ def test_status_shows_each_domains_denials(rig):
         assert len(out.splitlines()) == 7 and "(6 times)" in out, out
     finally:
         rig.release(holder)
+
+
+# ---- end to end: denials a real sandbox causes ---------------------------------
+
+@pytest.fixture(scope="module")
+def lab(_root):
+    net = N.TestNet.create()
+    try:
+        srv = net.serve([("dnsx", N.UPSTREAM_DNS, 53,
+                          {"api.example.test": {"a": [N.HOST_A], "ttl": 300}}),
+                         ("tcp", N.NEITHER, N.TCP_PORT, None)])
+        # Controls: the fake upstream answers and the address outside every
+        # rule answers from the host's namespace.
+        assert N.dns_query(N.UPSTREAM_DNS, 53, "api.example.test") == N.HOST_A
+        assert N.tcp_echo(N.NEITHER, N.TCP_PORT, "control") == \
+            f"lzecho tcp {N.NEITHER}:{N.TCP_PORT} control\n"
+        yield srv
+        srv.stop()
+    finally:
+        net.close()
+
+
+@pytest.fixture(scope="module")
+def dns_probe(tmp_path_factory):
+    out = tmp_path_factory.mktemp("dns-probe") / "dns_probe"
+    subprocess.run(["gcc", "-static", "-O1", "-o", str(out), os.path.join(HERE, "dns_probe.c")],
+                   check=True, capture_output=True)
+    out.chmod(0o755)
+    return out
+
+
+def test_real_denials_in_log_and_status_not_in_the_session(rig, lab, test_images, dns_probe):
+    lz = rig.lz
+    dst = rig.ws / "dns_probe"
+    shutil.copy(dns_probe, dst)
+    os.chown(dst, lz.user.uid, lz.user.gid)
+    text = profiles_toml({"e2e": {"image": test_images.busybox,
+                                  "allow_hosts": ["api.example.test"]}},
+                         network={"resolvers": [N.UPSTREAM_DNS]})
+    lz.write(lz.config_path, text.replace('"lazaret-trusted-host-config-v1"',
+                                          '"lazaret-trusted-host-config-v2"'))
+    holder = rig.hold("e2e")
+    try:
+        r = ok(rig.run("e2e", sh(f"""
+echo "Q1 $(/workspace/dns_probe q {ROUTER} nope.example.test 1)"
+echo "Q2 $(/workspace/dns_probe q {ROUTER} api.example.test 1)"
+echo "Q3 $(/workspace/dns_probe q {ROUTER} api.example.test 16)"
+echo hi | busybox nc -w 3 {N.NEITHER} {N.TCP_PORT}; echo "T rc=$?"
+""")))
+        # The sandbox saw the refusals (NXDOMAIN, an empty TXT answer, a
+        # reset) and the allowed query answered: the control.
+        assert re.search(r"Q1 rcode=3 ", r.stdout), r.stdout
+        assert re.search(rf"Q2 rcode=0 an=1 addrs={N.HOST_A} ", r.stdout), r.stdout
+        assert re.search(r"Q3 rcode=0 an=0 ", r.stdout), r.stdout
+        assert "lzecho" not in r.stdout and re.search(r"T rc=[1-9]", r.stdout), r.stdout
+        # Running sessions are not spammed: nothing about a denial reaches
+        # the session's streams.
+        for word in ("denied", "deny", "allow_hosts", "allow_egress"):
+            assert word not in r.stdout + r.stderr, (word, r.stdout, r.stderr)
+
+        where = ["--profile", "e2e", "--workspace", str(rig.ws)]
+        want = ["DNS query nope.example.test A  rule: ",
+                "DNS query api.example.test TXT  rule: ",
+                f"TCP {N.NEITHER}:{N.TCP_PORT}  rule: "]
+        deadline = time.monotonic() + 10
+        while True:
+            out = ok(lz.run(["log", *where])).stdout
+            if all(w in out for w in want) or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        lines = out.splitlines()
+        for w in want:
+            assert [line for line in lines if w in line], (w, out)
+        nope = next(line for line in lines if "nope.example.test" in line)
+        assert nope.endswith('allow with: allow_hosts = ["nope.example.test"]'), nope
+        tcp = next(line for line in lines if f"{N.NEITHER}:{N.TCP_PORT}" in line)
+        assert f'allow with: allow_egress = ["{N.NEITHER}/32"]' in tcp, tcp
+        # The allowed A query is not a denial.
+        assert not [line for line in lines if "api.example.test A " in line], out
+        objs = [json.loads(x) for x in ok(lz.run(["log", "--json", *where])).stdout.splitlines()]
+        assert {"dns", "tcp"} <= {o.get("kind") for o in objs}, objs
+
+        st = ok(lz.run(["status"])).stdout
+        m = re.search(r"  denials:     (\d+) \(all of them: lazaret log --profile e2e", st)
+        assert m and int(m.group(1)) >= 3, st
+    finally:
+        rig.release(holder)
+    # The log outlives the Domain.
+    after = ok(lz.run(["log", "--profile", "e2e", "--workspace", str(rig.ws)])).stdout
+    assert all(w in after for w in want), after
