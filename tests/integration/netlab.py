@@ -14,6 +14,10 @@ lives on this machine.
                       every connection and datagram is logged to a file
     net.close()       stop the servers, delete NS, the veth pair and routes
 
+Inside one test process the TestNet is shared: a create() while one exists
+returns it (counted), and only the last close() tears it down, so that
+several test files of one pytest session can each ask for it.
+
 Only one TestNet exists on the machine at a time: create() holds an
 exclusive lock on /run/lazaret-tests/network.lock until close(), so that
 concurrent test sessions (several developers on one machine) wait instead of
@@ -44,11 +48,15 @@ HOST_A = "198.18.7.7"
 HOST_B = "198.18.7.8"                 # a second address of the same test host
 NEITHER = "203.0.113.9"               # TEST-NET-3, in neither set by default
 DNS_SERVER = "203.0.113.53"           # the test nameserver
+UPSTREAM_DNS = "203.0.113.54"         # the fake upstream resolver (dnsx/dnsxt, test_dns.py)
 PRIVATE_PREFIX = "10.200.0.0/24"      # inside the always-denied 10/8
 PRIVATE = "10.200.0.1"
 HOST6 = "2001:db8:77::7"              # the test host's IPv6 address
 HOST_PREFIXES = ["198.18.7.0/24", "203.0.113.0/24", PRIVATE_PREFIX]
 NS_ADDRS = [HOST_A, HOST_B, NEITHER, DNS_SERVER, PRIVATE]
+# Addresses of names learned in test_learned.py (a test serves on them).
+LEARN_ADDRS = ["198.18.7.21", "198.18.7.22", "198.18.7.23"]
+EXTRA_ADDRS = [UPSTREAM_DNS] + LEARN_ADDRS  # on NS too, without the per-address servers
 
 TCP_PORT = 7070
 UDP_PORT = 7071
@@ -62,7 +70,12 @@ STATE_DIR = Path("/run/lazaret-tests")
 # "log": path, "lifetime": seconds}. Kinds: tcp (reads one line, answers
 # "lzecho tcp ADDR:PORT LINE", closes), dns (UDP: A queries answered from
 # extra {name: addr}, "*" for any other name, other types get an empty
-# answer), source (TCP: sends extra bytes, then closes), sink (TCP: reads
+# answer), dnsx and dnsxt (a fake upstream resolver over UDP and over TCP:
+# extra {name: {"a": [addrs], "cname": name, "ttl": s, "txt": text,
+# "aaaa": addr, "tc": true}}, "*" for any other name, an unknown name
+# NXDOMAIN; a CNAME is followed through the table; "tc" answers UDP with TC
+# set and nothing else; every query logged "dns ADDR:PORT PEER NAME TYPE"
+# or "dnstcp ..."), source (TCP: sends extra bytes, then closes), sink (TCP: reads
 # to the end, answers "lzsink BYTES"), http (TCP: reads a request's headers,
 # answers HTTP/1.0 200 with extra bytes of body after a second's delay). Logs "KIND
 # ADDR:PORT PEER [DETAIL]" per connection or query; prints "READY [[kind,
@@ -73,6 +86,7 @@ import json, os, selectors, socket, struct, sys, threading, time
 cfg = json.loads(sys.argv[1])
 logf = open(cfg["log"], "a", buffering=1)
 lock = threading.Lock()
+STREAM_KINDS = ("tcp", "source", "sink", "http", "dnsxt")
 def log(*parts):
     with lock:
         logf.write(" ".join(str(p) for p in parts) + "\n")
@@ -80,7 +94,7 @@ sel = selectors.DefaultSelector()
 bound = []
 for kind, addr, port, extra in cfg["listen"]:
     fam = socket.AF_INET6 if ":" in addr else socket.AF_INET
-    typ = socket.SOCK_STREAM if kind in ("tcp", "source", "sink", "http") else socket.SOCK_DGRAM
+    typ = socket.SOCK_STREAM if kind in STREAM_KINDS else socket.SOCK_DGRAM
     s = socket.socket(fam, typ)
     s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     s.bind((addr, port))
@@ -174,6 +188,85 @@ def dns_answer(q, names):
     hdr = struct.pack("!HHHHHH", qid, 0x8180 | (flags & 0x0100) | rcode, 1, an, 0, 0)
     return hdr + question + answers, qname, qtype
 
+def wire_name(name):
+    out = b""
+    for label in name.split("."):
+        out += bytes([len(label)]) + label.encode()
+    return out + b"\0"
+
+def dnsx_answer(q, table, over_tcp):
+    if len(q) < 12:
+        return None
+    qid, flags, qd = struct.unpack("!HHH", q[:6])
+    if qd != 1:
+        return None
+    i, labels = 12, []
+    while i < len(q) and q[i]:
+        labels.append(q[i + 1:i + 1 + q[i]].decode("ascii", "replace"))
+        i += 1 + q[i]
+    qname = ".".join(labels).lower()
+    qtype, qclass = struct.unpack("!HH", q[i + 1:i + 5])
+    question = q[12:i + 5]
+    entry = table.get(qname, table.get("*"))
+    rcode, records, tc = (0 if entry else 3), [], False
+    owner, name, seen = b"\xc0\x0c", qname, 0
+    while entry and seen < 16:
+        seen += 1
+        ttl = entry.get("ttl", 5)
+        if entry.get("tc") and not over_tcp:
+            tc, records = True, []
+            break
+        if entry.get("cname") and qtype in (1, 5, 16, 28):
+            target = wire_name(entry["cname"])
+            records.append(owner + struct.pack("!HHIH", 5, 1, ttl, len(target)) + target)
+            owner, name = target, entry["cname"]
+            entry = table.get(name)
+            if not entry:
+                break
+            continue
+        if qtype == 1:
+            for a in entry.get("a", []):
+                records.append(owner + struct.pack("!HHIH", 1, 1, ttl, 4) + socket.inet_aton(a))
+        elif qtype == 16 and "txt" in entry:
+            t = entry["txt"].encode()[:255]
+            records.append(owner + struct.pack("!HHIH", 16, 1, ttl, len(t) + 1) +
+                           bytes([len(t)]) + t)
+        elif qtype == 28 and "aaaa" in entry:
+            records.append(owner + struct.pack("!HHIH", 28, 1, ttl, 16) +
+                           socket.inet_pton(socket.AF_INET6, entry["aaaa"]))
+        break
+    hdr = struct.pack("!HHHHHH", qid, 0x8180 | (0x0200 if tc else 0) | (flags & 0x0100) | rcode,
+                      1, len(records), 0, 0)
+    return hdr + question + b"".join(records), qname, qtype
+
+def dnsx_tcp(c, where, peer, table):
+    c.settimeout(5)
+    try:
+        while True:
+            head = read_exact(c, 2)
+            if not head:
+                break
+            msg = read_exact(c, struct.unpack("!H", head)[0])
+            if msg is None:
+                break
+            r = dnsx_answer(msg, table, True)
+            if not r:
+                break
+            log("dnstcp", where, peer, r[1], r[2])
+            c.sendall(struct.pack("!H", len(r[0])) + r[0])
+    except OSError:
+        pass
+    c.close()
+
+def read_exact(c, n):
+    data = b""
+    while len(data) < n:
+        chunk = c.recv(n - len(data))
+        if not chunk:
+            return None
+        data += chunk
+    return data
+
 deadline = time.monotonic() + cfg["lifetime"]
 while time.monotonic() < deadline:
     for key, _ in sel.select(timeout=min(1.0, max(0.0, deadline - time.monotonic()))):
@@ -184,7 +277,7 @@ while time.monotonic() < deadline:
         kind, addr, port, extra = key.data
         s = key.fileobj
         where = "%s:%d" % (addr, port)
-        if kind in ("tcp", "source", "sink", "http"):
+        if kind in STREAM_KINDS:
             try:
                 c, peer = s.accept()
             except OSError:
@@ -197,6 +290,8 @@ while time.monotonic() < deadline:
                 threading.Thread(target=sink, args=(c, where, peer), daemon=True).start()
             elif kind == "http":
                 threading.Thread(target=http, args=(c, where, peer, extra), daemon=True).start()
+            elif kind == "dnsxt":
+                threading.Thread(target=dnsx_tcp, args=(c, where, peer, extra), daemon=True).start()
             else:
                 threading.Thread(target=source, args=(c, where, peer, extra), daemon=True).start()
             continue
@@ -205,7 +300,7 @@ while time.monotonic() < deadline:
         except OSError:
             continue
         speer = "%s:%d" % peer[:2]
-        r = dns_answer(data, extra)
+        r = dnsx_answer(data, extra, False) if kind == "dnsx" else dns_answer(data, extra)
         if r:
             log("dns", where, speer, r[1], r[2])
             s.sendto(r[0], peer)
@@ -251,8 +346,10 @@ class Server:
 
 class TestNet:
     __test__ = False
+    _active = None  # this process's TestNet while it exists
 
     def __init__(self):
+        self._refs = 1
         self._lock_fd = None
         self.servers = []
         self.dir = None
@@ -261,6 +358,9 @@ class TestNet:
     # -- lifecycle --
     @classmethod
     def create(cls, lock_timeout=600):
+        if cls._active is not None:
+            cls._active._refs += 1
+            return cls._active
         net = cls()
         try:
             net._lock(lock_timeout)
@@ -271,6 +371,7 @@ class TestNet:
         except BaseException:
             net.close()
             raise
+        cls._active = net
         return net
 
     def _lock(self, timeout):
@@ -325,7 +426,7 @@ class TestNet:
         sh_run(ip + ["link", "set", VETH_HOST, "up"])
         sh_run(nsip + ["link", "set", "lo", "up"])
         sh_run(nsip + ["addr", "add", f"{LINK_NS}/30", "dev", VETH_NS])
-        for a in NS_ADDRS:
+        for a in NS_ADDRS + EXTRA_ADDRS:
             sh_run(nsip + ["addr", "add", f"{a}/32", "dev", VETH_NS])
         sh_run(nsip + ["-6", "addr", "add", f"{HOST6}/64", "dev", VETH_NS, "nodad"])
         sh_run(nsip + ["link", "set", VETH_NS, "up"])
@@ -333,6 +434,11 @@ class TestNet:
             sh_run(ip + ["route", "add", prefix, "via", LINK_NS, "dev", VETH_HOST])
 
     def close(self):
+        if self._refs > 1:
+            self._refs -= 1
+            return
+        if TestNet._active is self:
+            TestNet._active = None
         for s in self.servers:
             s.stop()
         self.servers = []
