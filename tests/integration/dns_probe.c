@@ -141,7 +141,14 @@ static int query(const char *server, const char *name, uint16_t type, int tcp)
         printf("error send:%s ms=%ld\n", strerror(errno), now_ms() - t0);
         return 0;
     }
-    n = recv(fd, r, sizeof(r), 0);
+    /* Woken by the answer or by an ICMP error (gVisor reports the error
+     * to a waiting poll, then to recv). */
+    struct pollfd p = { fd, POLLIN, 0 };
+    if (poll(&p, 1, 3000) != 1) {
+        printf("error timeout ms=%ld\n", now_ms() - t0);
+        return 0;
+    }
+    n = recv(fd, r, sizeof(r), MSG_DONTWAIT);
     if (n < 0) {
         printf("error recv:%s ms=%ld\n", strerror(errno), now_ms() - t0);
         return 0;

@@ -24,7 +24,7 @@ import time
 import pytest
 
 import netlab as N
-from conftest import ok, profiles_toml, sh
+from conftest import domain_processes, ok, profiles_toml, sh
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROUTER = "169.254.77.1"
@@ -109,7 +109,7 @@ def probes(rig, profile, queries) -> dict:
                         "addrs": [a for a in m.group(3).split(",") if a],
                         "ttl": int(m.group(4)), "ms": int(m.group(6)), "error": None}
         else:
-            e = re.match(r"error (\S+) ms=(\d+)", rest)
+            e = re.match(r"error (.+?) ms=(\d+)", rest)
             out[key] = {"error": e.group(1) if e else rest, "ms": int(e.group(2)) if e else -1,
                         "rcode": None, "addrs": []}
     print("\n".join(f"{k}: {v}" for k, v in out.items()))
@@ -207,6 +207,7 @@ def test_forward_mode_controls(rig, upstream, test_images, dns_probe):
     prepare(rig, test_images, dns_probe)
     made_up = f"m{secrets.token_hex(6)}.nowhere.test"
     direct = f"d{secrets.token_hex(6)}.lzdns.test"
+    holder = rig.hold("fwd")
     since = len(upstream.lines())
     r = probes(rig, "fwd", {
         "made_up": (ROUTER, made_up, T_A, False),
@@ -226,3 +227,22 @@ def test_forward_mode_controls(rig, upstream, test_images, dns_probe):
     # A prefix rule that covers the resolver lets the sandbox ask it directly.
     assert r["direct"]["rcode"] == 3, r["direct"]  # the upstream's own NXDOMAIN
     assert asked(upstream, direct, since)
+
+    # lz-dns killed: the sandbox has no DNS (refused at once, nothing else
+    # answers there), the supervisor says so, the Domain goes on.
+    dns = domain_processes(rig.lz.root, comm="lz-dns")
+    assert len(dns) == 1, dns
+    os.kill(dns[0].pid, 9)
+    deadline = time.monotonic() + 10
+    while domain_processes(rig.lz.root, comm="lz-dns") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    since = len(upstream.lines())
+    r = probes(rig, "fwd", {"udp": (ROUTER, "free.lzdns.test", T_A, False),
+                            "tcp": (ROUTER, "free.lzdns.test", T_A, True)})
+    for k in ("udp", "tcp"):
+        assert r[k]["rcode"] is None and 0 <= r[k]["ms"] < QUICK_MS, (k, r[k])
+    assert not asked(upstream, "free.lzdns.test", since)
+    logs = "".join(p.read_text(errors="replace")
+                   for p in rig.lz.root.rglob("logs/*.log"))
+    assert "lz-dns ended" in logs, "the supervisor did not report lz-dns's end"
+    rig.release(holder)
