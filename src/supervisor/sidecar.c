@@ -175,6 +175,13 @@ int lz_network_setup(const lz_resolved_config *cfg, const char *gen_dir, int gen
         lz_error_prefix(err, "network sidecar");
         goto fail;
     }
+    /* Before the sandbox exists, like the routes: a learned address is never
+     * reachable on ports 80 and 443 without the check behind the redirect. */
+    if (cfg->allow_hosts.count &&
+        sc_namecheck_start(cfg, net.router_netns, -1, &net.namecheck_pid, err) < 0) {
+        lz_error_prefix(err, "network sidecar");
+        goto fail;
+    }
     mnl_socket_close(events);
     mnl_socket_close(dumps);
     net.host_local_count = host_local.count;
@@ -268,6 +275,10 @@ pid_t lz_network_publish(const lz_network *net, int listen_fd, uint16_t port, lz
 
 void lz_network_clear(lz_network *net)
 {
+    if (net->namecheck_pid > 0) {
+        kill(net->namecheck_pid, SIGKILL);
+        waitpid(net->namecheck_pid, NULL, 0);
+    }
     if (net->watch_pid > 0) {
         kill(net->watch_pid, SIGKILL);
         waitpid(net->watch_pid, NULL, 0);

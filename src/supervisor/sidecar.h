@@ -54,6 +54,9 @@ typedef struct lz_network {
     /* Watches the supervisor's (slirp4netns's) network namespace for new
      * local addresses and adds each to the router's host_local set. */
     pid_t watch_pid;
+    /* The name check on connections to learned addresses (lz-namecheck);
+     * 0 when the configuration has no allow_hosts (nothing is learned). */
+    pid_t namecheck_pid;
     size_t host_local_count; /* host-local prefixes found at start */
     char *policy_text;       /* DerivedNetworkPolicy, human-readable, for the log/store */
 } lz_network;

@@ -15,6 +15,8 @@
  *   (issue 25, being built: the set keeper — the learned-address set, the
  *   denial log's writer — and dns.c, the DNS responder lz-dns; their
  *   messages are at the end of this file)
+ *   namecheck.c the name check on the connection (lz-namecheck,
+ *               namecheck.h); calls only forward.c's relay
  *   sidecar.c   setup in order, slirp4netns, --publish forwarders, clear
  */
 #ifndef LAZARET_SUPERVISOR_SIDECAR_INTERNAL_H
@@ -126,6 +128,15 @@ int sc_watch_start(struct mnl_socket *events, struct mnl_socket *dumps, const ch
                    const char *nft, const lz_ipv4_prefix_list *known, pid_t slirp, pid_t *ret_pid,
                    lz_error **err);
 
+/* ---- namecheck.c ------------------------------------------------------- */
+
+/* Fork lz-namecheck (namecheck.h): it listens on ROUTER_ADDR:NAMECHECK_PORT
+ * in the router's namespace, lives in the caller's, and reports each
+ * refused connection to keeper_fd (SC_NAME_DENIED; -1: not reported).
+ * Returns once it listens and is confined. */
+int sc_namecheck_start(const lz_resolved_config *cfg, const char *router_netns, int keeper_fd,
+                       pid_t *ret_pid, lz_error **err);
+
 /* ---- the DNS responder (lz-dns) and the set keeper ---------------------
  *
  * lz-dns parses untrusted bytes (the sandbox's queries, upstream answers)
@@ -161,6 +172,8 @@ enum {
     SC_NAME_WHY_NO_NAME,         /* no SNI / no Host header */
     SC_NAME_WHY_ENCRYPTED,       /* an encrypted ClientHello */
     SC_NAME_WHY_INVALID,         /* not TLS / HTTP, or over a bound, or too slow */
+    SC_NAME_WHY_ADDRESS,         /* the destination is not one the host rules may open (the
+                                  * prefix policy decides it, or it is this host's own) */
 };
 
 /* Addresses admitted only through a host rule: the router's nftables set
