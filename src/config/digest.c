@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0
  *
- * Canonical framing for DomainIdV1 and ConfigurationFingerprintV1.
+ * Canonical framing for DomainIdV1, ConfigurationFingerprintV1 and V2.
  * bytes(x) = u32be(len) || x; a Boolean is one byte; a list is u32be(count)
  * followed by bytes(item) per item, items sorted by unsigned bytewise order of
  * their complete encodings (rule arguments keep their declared order).
@@ -14,8 +14,9 @@
 #include "common/util.h"
 #include "config/resolve.h"
 
-static const char domain_sep[] = "lazaret-domain-id-v1";                      /* + NUL */
-static const char fingerprint_sep[] = "lazaret-configuration-fingerprint-v1"; /* + NUL */
+static const char domain_sep[] = "lazaret-domain-id-v1";                         /* + NUL */
+static const char fingerprint_sep[] = "lazaret-configuration-fingerprint-v1";    /* + NUL */
+static const char fingerprint_v2_sep[] = "lazaret-configuration-fingerprint-v2"; /* + NUL */
 
 static void frame_reserve(lz_frame *f, size_t extra)
 {
@@ -132,12 +133,12 @@ static void frame_prefixes(lz_frame *f, const lz_ipv4_prefix_list *l)
     free(items);
 }
 
-int lz_configuration_fingerprint_v1(const lz_resolved_config *cfg, uint8_t out[32], lz_error **err)
+/* Every field of ConfigurationFingerprintV1 after its separator. */
+static void frame_v1_fields(lz_frame *fp, const lz_resolved_config *cfg)
 {
-    lz_frame f = { 0 };
+    lz_frame f = *fp;
     lz_frame *items;
 
-    lz_frame_raw(&f, fingerprint_sep, sizeof(fingerprint_sep));
     lz_frame_bytes(&f, cfg->profile, strlen(cfg->profile));
     lz_frame_bytes(&f, cfg->storage_root.label, strlen(cfg->storage_root.label));
     lz_frame_bytes(&f, cfg->runtime_root.label, strlen(cfg->runtime_root.label));
@@ -190,7 +191,48 @@ int lz_configuration_fingerprint_v1(const lz_resolved_config *cfg, uint8_t out[3
     }
     lz_frame_sorted_list(&f, items, cfg->n_rules);
     free(items);
+    *fp = f;
+}
 
+int lz_configuration_fingerprint_v1(const lz_resolved_config *cfg, uint8_t out[32], lz_error **err)
+{
+    lz_frame f = { 0 };
+    lz_frame_raw(&f, fingerprint_sep, sizeof(fingerprint_sep));
+    frame_v1_fields(&f, cfg);
+    int ret = sha256(&f, out, "configuration fingerprint", err);
+    lz_frame_free(&f);
+    return ret;
+}
+
+/* A host list as the sorted list of its patterns as configured ("x" or
+ * "*.x"), each bytes(text). */
+static void frame_hosts(lz_frame *f, const lz_host_list *l)
+{
+    lz_frame *items = lz_xcalloc(l->count, sizeof(lz_frame));
+    for (size_t i = 0; i < l->count; i++) {
+        char text[LZ_HOST_NAME_MAX + 3];
+        lz_host_pattern_format(&l->items[i], text);
+        lz_frame_bytes(&items[i], text, strlen(text));
+    }
+    lz_frame_sorted_list(f, items, l->count);
+    free(items);
+}
+
+int lz_configuration_fingerprint_v2(const lz_resolved_config *cfg, uint8_t out[32], lz_error **err)
+{
+    lz_frame f = { 0 };
+    lz_frame_raw(&f, fingerprint_v2_sep, sizeof(fingerprint_v2_sep));
+    frame_v1_fields(&f, cfg);
+    frame_hosts(&f, &cfg->allow_hosts);
+    frame_hosts(&f, &cfg->deny_hosts);
+    const char *mode = cfg->dns_mode == LZ_DNS_STRICT ? "strict" : "forward";
+    lz_frame_bytes(&f, mode, strlen(mode));
+    /* Resolvers are asked in the declared order: the list keeps it. */
+    lz_frame *items = lz_xcalloc(cfg->n_resolvers, sizeof(lz_frame));
+    for (size_t i = 0; i < cfg->n_resolvers; i++)
+        lz_frame_bytes(&items[i], cfg->resolvers[i], 4);
+    lz_frame_ordered_list(&f, items, cfg->n_resolvers);
+    free(items);
     int ret = sha256(&f, out, "configuration fingerprint", err);
     lz_frame_free(&f);
     return ret;

@@ -23,6 +23,13 @@ LZ_MUST_CHECK
 int lz_configuration_fingerprint_v1(const struct lz_resolved_config *cfg, uint8_t out[32],
                                     lz_error **err);
 
+/* The fingerprint of a v2 configuration: the v1 fields framed as v1 under
+ * the separator "lazaret-configuration-fingerprint-v2\0", then the v2
+ * fields (docs/configuration.md "Configuration fingerprint"). */
+LZ_MUST_CHECK
+int lz_configuration_fingerprint_v2(const struct lz_resolved_config *cfg, uint8_t out[32],
+                                    lz_error **err);
+
 /* A growable byte buffer for canonical framing (exposed for unit tests). */
 typedef struct lz_frame {
     uint8_t *data;

@@ -107,6 +107,21 @@ bool lz_ipv4_prefix_parse(const char *s, lz_ipv4_prefix *ret)
     return true;
 }
 
+bool lz_ipv4_addr_parse(const char *s, uint8_t ret[4])
+{
+    uint8_t a[4];
+    unsigned v;
+    for (int i = 0; i < 4; i++) {
+        if (!parse_dec(&s, 255, &v))
+            return false;
+        a[i] = (uint8_t) v;
+        if (*s++ != (i < 3 ? '.' : '\0'))
+            return false;
+    }
+    memcpy(ret, a, 4);
+    return true;
+}
+
 void lz_ipv4_prefix_format(const lz_ipv4_prefix *p, char buf[static LZ_IPV4_PREFIX_BUFSZ])
 {
     snprintf(buf, LZ_IPV4_PREFIX_BUFSZ, "%u.%u.%u.%u/%u", p->addr[0], p->addr[1], p->addr[2],
@@ -147,4 +162,52 @@ void lz_ipv4_list_clear(lz_ipv4_prefix_list *list)
     free(list->items);
     list->items = NULL;
     list->count = 0;
+}
+
+/* The longest matching prefix of the list, or NULL. */
+static const lz_ipv4_prefix *longest_match(const lz_ipv4_prefix_list *list, const uint8_t addr[4])
+{
+    const lz_ipv4_prefix *best = NULL;
+    if (!list)
+        return NULL;
+    lz_ipv4_prefix host = lz_ipv4_prefix_make(addr, 32);
+    for (size_t i = 0; i < list->count; i++) {
+        const lz_ipv4_prefix *p = &list->items[i];
+        if (lz_ipv4_prefix_within(&host, p) && (!best || p->len > best->len))
+            best = p;
+    }
+    return best;
+}
+
+lz_prefix_verdict lz_ipv4_policy_decide(const lz_ipv4_prefix_list *allow,
+                                        const lz_ipv4_prefix_list *deny, const uint8_t addr[4],
+                                        const lz_ipv4_prefix **rule,
+                                        const lz_ipv4_reserved **reserved)
+{
+    if (rule)
+        *rule = NULL;
+    if (reserved)
+        *reserved = NULL;
+    lz_ipv4_prefix host = lz_ipv4_prefix_make(addr, 32);
+    const lz_ipv4_reserved *nr = lz_ipv4_never_routed_holding(&host);
+    if (nr) {
+        if (reserved)
+            *reserved = nr;
+        return LZ_PREFIX_NEVER_ROUTED;
+    }
+    const lz_ipv4_prefix *a = longest_match(allow, addr);
+    const lz_ipv4_prefix *d = longest_match(deny, addr);
+    /* Equal lengths cannot both match unless they are the same prefix, which
+     * a loaded configuration refuses; deny wins that tie regardless. */
+    if (d && (!a || d->len >= a->len)) {
+        if (rule)
+            *rule = d;
+        return LZ_PREFIX_DENIED;
+    }
+    if (a) {
+        if (rule)
+            *rule = a;
+        return LZ_PREFIX_ALLOWED;
+    }
+    return LZ_PREFIX_DEFAULT;
 }

@@ -26,6 +26,10 @@ typedef struct lz_ipv4_prefix_list {
  * cleared) on success. The prefix length is required. */
 bool lz_ipv4_prefix_parse(const char *s, lz_ipv4_prefix *ret);
 
+/* Parse a bare address "a.b.c.d" as strictly as a prefix's (decimal, no
+ * leading zeros, no length). */
+bool lz_ipv4_addr_parse(const char *s, uint8_t ret[4]);
+
 /* Room for "255.255.255.255/255" and the NUL (the length never exceeds 32,
  * but the buffer is sized for the type so compilers can prove it fits). */
 #define LZ_IPV4_PREFIX_BUFSZ 20

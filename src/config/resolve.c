@@ -124,6 +124,8 @@ void lz_resolved_config_free(lz_resolved_config *cfg)
     free(cfg->volumes);
     lz_ipv4_list_clear(&cfg->allow);
     lz_ipv4_list_clear(&cfg->deny);
+    lz_host_list_clear(&cfg->allow_hosts);
+    lz_host_list_clear(&cfg->deny_hosts);
     for (size_t i = 0; i < cfg->n_rules; i++) {
         lz_plan_clear(&cfg->rules[i].executable);
         for (size_t k = 0; k < cfg->rules[i].n_args; k++)
@@ -386,6 +388,35 @@ char *lz_storage_root_choose(const char *config_path, lz_error **err)
 }
 
 /* ---- main ------------------------------------------------------------- */
+
+/* The v2 part of the effective configuration (docs/configuration.md "Host
+ * rules"): host lists = [network]'s ∪ the profile's (contradictions were
+ * refused while decoding), the DNS mode (the profile's key, else
+ * [network]'s, else strict exactly when some allow_hosts pattern exists),
+ * the resolvers. A v1 document has none of the keys: empty lists, FORWARD,
+ * no resolvers. */
+static void resolve_hosts(lz_resolved_config *cfg, const lz_config_doc *doc,
+                          const lz_profile_decl *pr)
+{
+    cfg->schema_version = doc->schema_version;
+    const lz_host_list *allow[2] = { &doc->default_allow_hosts.list, &pr->allow_hosts.list };
+    const lz_host_list *deny[2] = { &doc->default_deny_hosts.list, &pr->deny_hosts.list };
+    for (int k = 0; k < 2; k++) {
+        for (size_t i = 0; i < allow[k]->count; i++)
+            lz_host_list_add(&cfg->allow_hosts, &allow[k]->items[i]);
+        for (size_t i = 0; i < deny[k]->count; i++)
+            lz_host_list_add(&cfg->deny_hosts, &deny[k]->items[i]);
+    }
+    lz_dns_decl mode = pr->dns != LZ_DNS_DECL_UNSET ? pr->dns : doc->default_dns;
+    cfg->dns_mode_explicit = mode != LZ_DNS_DECL_UNSET;
+    if (cfg->dns_mode_explicit)
+        cfg->dns_mode = mode == LZ_DNS_DECL_STRICT ? LZ_DNS_STRICT : LZ_DNS_FORWARD;
+    else
+        cfg->dns_mode = cfg->allow_hosts.count > 0 ? LZ_DNS_STRICT : LZ_DNS_FORWARD;
+    _Static_assert(LZ_RESOLVERS_MAX == LZ_CONFIG_RESOLVERS_MAX, "one bound for resolvers");
+    memcpy(cfg->resolvers, doc->resolvers, sizeof(cfg->resolvers));
+    cfg->n_resolvers = doc->n_resolvers;
+}
 
 int lz_config_load(const lz_load_request *req, lz_resolved_config **ret, lz_error **err)
 {
@@ -759,6 +790,7 @@ int lz_config_load(const lz_load_request *req, lz_resolved_config **ret, lz_erro
         lz_ipv4_list_add(&cfg->deny, &pr->deny_egress.items[i]);
     for (size_t i = 0; i < LZ_ARRAY_SIZE(lz_rfc1918_prefixes); i++)
         lz_ipv4_list_add(&cfg->deny, &lz_rfc1918_prefixes[i]);
+    resolve_hosts(cfg, doc, pr);
 
     cfg->image = lz_xstrdup(pr->image);
     cfg->isolate_gitignored = pr->isolate_gitignored;
@@ -831,7 +863,9 @@ int lz_config_load(const lz_load_request *req, lz_resolved_config **ret, lz_erro
     qsort(cfg->env, cfg->n_env, sizeof(*cfg->env), cmp_env);
 
     /* 7. Fingerprint. */
-    if (lz_configuration_fingerprint_v1(cfg, cfg->fingerprint, err) < 0)
+    if ((cfg->schema_version == 2
+             ? lz_configuration_fingerprint_v2(cfg, cfg->fingerprint, err)
+             : lz_configuration_fingerprint_v1(cfg, cfg->fingerprint, err)) < 0)
         goto out;
 
     *ret = TAKE_PTR(cfg);

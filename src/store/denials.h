@@ -88,4 +88,19 @@ LZ_MUST_CHECK
 int lz_denial_summary_read(int logs_dirfd, size_t last, lz_denial_summary *ret, lz_error **err);
 void lz_denial_summary_clear(lz_denial_summary *s);
 
+/* Each whole line of the kept files, oldest first (a line without its
+ * newline yet is not given). `lazaret log` lists with it. */
+typedef int (*lz_denial_line_fn)(void *ctx, const char *line, size_t len);
+LZ_MUST_CHECK
+int lz_denial_lines_read(int logs_dirfd, lz_denial_line_fn fn, void *ctx, lz_error **err);
+
+/* One stored line: how many denials it stands for (1, its count, or the
+ * dropped count of a summary; 0 for a line that is not a record); the
+ * line for a terminal ("TIME  denied  WHAT  rule: ...  allow with: ...",
+ * escaped by lz_text_printable, long fields cut); the object as compact
+ * ASCII JSON. The last two return NULL for a line that is not a record. */
+uint64_t lz_denial_line_weight(const char *line, size_t len);
+char *lz_denial_line_text(const char *line, size_t len);
+char *lz_denial_line_json(const char *line, size_t len);
+
 #endif

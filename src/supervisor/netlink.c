@@ -9,6 +9,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <libmnl/libmnl.h>
+#include <linux/fib_rules.h>
 #include <linux/if_link.h>
 #include <linux/rtnetlink.h>
 #include <linux/veth.h>
@@ -114,15 +115,15 @@ int sc_addr_add(nl *n, unsigned ifindex, const char *addr, uint8_t len)
 }
 
 /* A unicast route via gateway gw (or directly out of oif when gw is
- * NULL: scope link). */
-int sc_route_set(nl *n, uint16_t cmd, uint8_t type, const uint8_t dst[4], uint8_t len,
-                 const char *gw, unsigned oif)
+ * NULL: scope link), in routing table `table`. */
+int sc_route_set_in(nl *n, uint32_t table, uint16_t cmd, uint8_t type, const uint8_t dst[4],
+                    uint8_t len, const char *gw, unsigned oif)
 {
     struct nlmsghdr *h = nl_msg(n, cmd, cmd == RTM_NEWROUTE ? NLM_F_CREATE | NLM_F_REPLACE : 0);
     struct rtmsg *rt = mnl_nlmsg_put_extra_header(h, sizeof(*rt));
     rt->rtm_family = AF_INET;
     rt->rtm_dst_len = len;
-    rt->rtm_table = RT_TABLE_MAIN;
+    rt->rtm_table = table < 256 ? (uint8_t) table : RT_TABLE_UNSPEC;
     rt->rtm_protocol = RTPROT_STATIC;
     rt->rtm_scope = cmd == RTM_DELROUTE ? RT_SCOPE_NOWHERE
                     : (!gw && oif)      ? RT_SCOPE_LINK
@@ -137,6 +138,30 @@ int sc_route_set(nl *n, uint16_t cmd, uint8_t type, const uint8_t dst[4], uint8_
     }
     if (oif)
         mnl_attr_put_u32(h, RTA_OIF, oif);
+    mnl_attr_put_u32(h, RTA_TABLE, table);
+    return nl_talk(n, h);
+}
+
+int sc_route_set(nl *n, uint16_t cmd, uint8_t type, const uint8_t dst[4], uint8_t len,
+                 const char *gw, unsigned oif)
+{
+    return sc_route_set_in(n, RT_TABLE_MAIN, cmd, type, dst, len, gw, oif);
+}
+
+/* An IPv4 policy rule: packets whose mark is `mark` look up `table`, at
+ * `priority` (after the local table's rule 0, so that addresses of the
+ * router itself are still delivered to it). */
+int sc_rule_fwmark(nl *n, uint32_t mark, uint32_t table, uint32_t priority)
+{
+    struct nlmsghdr *h = nl_msg(n, RTM_NEWRULE, NLM_F_CREATE | NLM_F_EXCL);
+    struct fib_rule_hdr *fr = mnl_nlmsg_put_extra_header(h, sizeof(*fr));
+    fr->family = AF_INET;
+    fr->action = FR_ACT_TO_TBL;
+    fr->table = table < 256 ? (uint8_t) table : RT_TABLE_UNSPEC;
+    mnl_attr_put_u32(h, FRA_FWMARK, mark);
+    mnl_attr_put_u32(h, FRA_FWMASK, 0xffffffffu);
+    mnl_attr_put_u32(h, FRA_TABLE, table);
+    mnl_attr_put_u32(h, FRA_PRIORITY, priority);
     return nl_talk(n, h);
 }
 

@@ -213,6 +213,12 @@ int sc_router_policy(void *arg, char *why, size_t why_len)
             sc_route_set(&n, RTM_NEWROUTE, RTN_UNICAST, a->cfg->allow.items[i].addr,
                          a->cfg->allow.items[i].len, SLIRP_GW, tap) < 0)
             FAIL("add an allow route");
+    /* Addresses learned for allowed names (the learned set marks their
+     * packets): out through slirp, whatever the main table says. */
+    if (a->host_rules &&
+        (sc_route_set_in(&n, LEARNED_TABLE, RTM_NEWROUTE, RTN_UNICAST, any, 0, SLIRP_GW, tap) < 0 ||
+         sc_rule_fwmark(&n, LEARNED_MARK, LEARNED_TABLE, LEARNED_RULE_PRIORITY) < 0))
+        FAIL("route the learned addresses");
     sc_nl_close(&n);
     return 0;
 }

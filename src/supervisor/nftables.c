@@ -11,9 +11,13 @@
 
 #include "common/util.h"
 
+#define STRINGIFY_(x) #x
+#define LZ_STRINGIFY(x) STRINGIFY_(x)
+
 /* nftables: forward only what the routing table sends out through slirp
- * (plus the resolver), reject everything else at once, masquerade, and
- * accept nothing addressed to the router itself. Before anything goes out
+ * (the resolver is lz-dns, on the router's own address: accepted in the
+ * input chain), reject everything else at once, masquerade, and accept
+ * nothing else addressed to the router itself. Before anything goes out
  * through slirp: the never-routed ranges (lz_ipv4_never_routed: loopback,
  * 0.0.0.0/8, Lazaret's own links, multicast, reserved) and the host_local
  * set (the host's own addresses, lz_network_watch adds new ones) are
@@ -22,62 +26,101 @@
  * prohibited: gVisor's netstack turns only the former into an error on the
  * sender's socket (ECONNREFUSED), so a denied DNS query fails at once
  * instead of after the client's timeout (docs/network.md "runsc's network
- * stack"). */
-static const char ruleset_head[] =
-    "table ip lazaret {\n"
-    "  chain prerouting {\n"
-    "    type nat hook prerouting priority dstnat; policy accept;\n"
-    "    iifname \"" ROUTER_IF "\" ip daddr " ROUTER_ADDR " udp dport 53 dnat to " SLIRP_DNS "\n"
-    "    iifname \"" ROUTER_IF "\" ip daddr " ROUTER_ADDR " tcp dport 53 dnat to " SLIRP_DNS "\n"
-    "  }\n";
+ * stack").
+ *
+ * Each group of rejects is preceded by a log rule: the packet goes to the
+ * keeper over NFLOG (group DENY_NFLOG_GROUP) with a prefix naming the
+ * group, for the denial log. The kernel limits the rate per rule, so a
+ * flood of denied packets costs the keeper at most that many wake-ups; the
+ * reject after it applies to every packet, logged or not. */
+#define FROM_SANDBOX "    iifname \"" ROUTER_IF "\" "
+#define LOG_DENIED(what)                                                                           \
+    " limit rate 20/second burst 40 packets log group " LZ_STRINGIFY(                              \
+        DENY_NFLOG_GROUP) " prefix \"" what "\"\n"
+#define REJECT_ALL(match)                                                                          \
+    FROM_SANDBOX match                                                                             \
+        "meta l4proto tcp reject with tcp reset\n" FROM_SANDBOX match                              \
+        "meta l4proto udp reject with icmp type port-unreachable\n" FROM_SANDBOX match             \
+        "reject with icmp type admin-prohibited\n"
 
-static const char ruleset_tail[] =
+/* The learned set (host rules only): addresses the keeper admitted for an
+ * allowed name, each with its own timeout. Their packets are marked in
+ * prerouting, before the routing decision, so that the ip rule for
+ * LEARNED_MARK routes them out through slirp (table LEARNED_TABLE) where
+ * the main table would send them to the deny link; TCP to ports 80 and 443
+ * is redirected to the name check instead (the sidecar's lz-namecheck,
+ * listening on the router's address). Never for a host-local address:
+ * the watcher may add one to host_local after the keeper learned it. */
+static const char learned_set[] = "  set " LEARNED_SET " {\n"
+                                  "    type ipv4_addr; flags timeout;\n"
+                                  "  }\n";
+
+static const char learned_mark[] =
+    "  chain mark_learned {\n"
+    "    type filter hook prerouting priority mangle; policy accept;\n" FROM_SANDBOX
+    "ip daddr @" LEARNED_SET " meta mark set " LZ_STRINGIFY(LEARNED_MARK) "\n"
+                                                                          "  }\n";
+
+static const char learned_redirect[] =
+    FROM_SANDBOX "ip daddr @" LEARNED_SET " ip daddr != @host_local ip daddr != @never_routed "
+                 "tcp dport { 80, 443 } redirect to :" LZ_STRINGIFY(NAMECHECK_PORT) "\n";
+
+static const char forward_head[] =
     "  chain forward {\n"
     "    type filter hook forward priority filter; policy drop;\n"
-    "    iifname \"" SLIRP_IF "\" oifname \"" ROUTER_IF "\" ct state established,related accept\n"
-    "    iifname \"" ROUTER_IF "\" ip daddr " SLIRP_DNS
-    " meta l4proto { tcp, udp } th dport 53 accept\n"
-    "    iifname \"" ROUTER_IF "\" ip daddr @never_routed meta l4proto tcp reject with tcp reset\n"
-    "    iifname \"" ROUTER_IF
-    "\" ip daddr @never_routed meta l4proto udp reject with icmp type port-unreachable\n"
-    "    iifname \"" ROUTER_IF "\" ip daddr @never_routed reject with icmp type admin-prohibited\n"
-    "    iifname \"" ROUTER_IF "\" ip daddr @host_local meta l4proto tcp reject with tcp reset\n"
-    "    iifname \"" ROUTER_IF
-    "\" ip daddr @host_local meta l4proto udp reject with icmp type port-unreachable\n"
-    "    iifname \"" ROUTER_IF "\" ip daddr @host_local reject with icmp type admin-prohibited\n"
-    "    iifname \"" ROUTER_IF "\" oifname \"" SLIRP_IF "\" accept\n"
-    "    iifname \"" ROUTER_IF "\" meta l4proto tcp reject with tcp reset\n"
-    "    iifname \"" ROUTER_IF "\" meta l4proto udp reject with icmp type port-unreachable\n"
-    "    iifname \"" ROUTER_IF "\" reject with icmp type admin-prohibited\n"
-    "  }\n"
+    "    iifname \"" SLIRP_IF "\" oifname \"" ROUTER_IF "\" ct state established,related accept\n";
+
+static const char forward_never_reachable[] =
+    FROM_SANDBOX "ip daddr @never_routed" LOG_DENIED("never_routed")
+        REJECT_ALL("ip daddr @never_routed ") FROM_SANDBOX
+    "ip daddr @host_local" LOG_DENIED("host_local") REJECT_ALL("ip daddr @host_local ");
+
+/* QUIC to a learned address: its name cannot be checked without
+ * decrypting, and clients fall back to TCP, where it is. */
+static const char forward_quic[] =
+    FROM_SANDBOX "ip daddr @" LEARNED_SET " udp dport 443" LOG_DENIED("quic") FROM_SANDBOX
+    "ip daddr @" LEARNED_SET " udp dport 443 reject with icmp type port-unreachable\n";
+
+static const char forward_tail[] = FROM_SANDBOX
+    "oifname \"" SLIRP_IF "\" accept\n" FROM_SANDBOX LOG_DENIED("policy") REJECT_ALL("") "  }\n";
+
+static const char input_head[] =
     "  chain input {\n"
     "    type filter hook input priority filter; policy drop;\n"
     "    iifname \"lo\" accept\n"
-    "    iifname \"" SLIRP_IF "\" ct state established,related accept\n"
+    "    iifname \"" SLIRP_IF "\" ct state established,related accept\n";
+
+/* lz-dns's sockets, made in this namespace (dns.c). */
+static const char input_dns[] =
+    FROM_SANDBOX "ip daddr " ROUTER_ADDR " meta l4proto { tcp, udp } th dport 53 accept\n";
+
+/* Only what the redirect above sent here: a connection the sandbox makes
+ * to the port itself is not accepted. */
+static const char input_namecheck[] = FROM_SANDBOX
+    "ip daddr " ROUTER_ADDR " tcp dport " LZ_STRINGIFY(NAMECHECK_PORT) " ct status dnat accept\n";
+
+static const char ruleset_tail[] =
     /* --publish: the sandbox answers connections the router's forwarder
      * made (the reply direction of a connection the router originated);
      * a connection the sandbox begins is new, in the original direction,
      * and rejected below. */
-    "    iifname \"" ROUTER_IF "\" ip saddr " SANDBOX_ADDR " ct direction reply accept\n"
-    "    iifname \"" ROUTER_IF "\" meta l4proto tcp reject with tcp reset\n"
-    "    iifname \"" ROUTER_IF "\" meta l4proto udp reject with icmp type port-unreachable\n"
-    "    iifname \"" ROUTER_IF "\" reject with icmp type admin-prohibited\n"
-    "  }\n"
-    /* What the router itself sends: only to the sandbox's address (the
-     * forwarder's connections, and the resets and ICMP errors of the
-     * forward chain's rejects, which leave through this hook). Nothing
-     * of the router's own reaches slirp4netns, whatever a subverted
-     * forwarder asks for; forwarded traffic does not pass here. */
-    "  chain output {\n"
-    "    type filter hook output priority filter; policy drop;\n"
-    "    oifname \"lo\" accept\n"
-    "    oifname \"" ROUTER_IF "\" ip daddr " SANDBOX_ADDR " accept\n"
-    "  }\n"
-    "  chain postrouting {\n"
-    "    type nat hook postrouting priority srcnat; policy accept;\n"
-    "    oifname \"" SLIRP_IF "\" masquerade\n"
-    "  }\n"
-    "}\n";
+    FROM_SANDBOX "ip saddr " SANDBOX_ADDR " ct direction reply accept\n" REJECT_ALL(
+        "") "  }\n"
+            /* What the router itself sends: only to the sandbox's address (the
+             * forwarder's connections, and the resets and ICMP errors of the
+             * forward chain's rejects, which leave through this hook). Nothing
+             * of the router's own reaches slirp4netns, whatever a subverted
+             * forwarder asks for; forwarded traffic does not pass here. */
+            "  chain output {\n"
+            "    type filter hook output priority filter; policy drop;\n"
+            "    oifname \"lo\" accept\n"
+            "    oifname \"" ROUTER_IF "\" ip daddr " SANDBOX_ADDR " accept\n"
+            "  }\n"
+            "  chain postrouting {\n"
+            "    type nat hook postrouting priority srcnat; policy accept;\n"
+            "    oifname \"" SLIRP_IF "\" masquerade\n"
+            "  }\n"
+            "}\n";
 
 /* An interval set; auto-merge lets overlapping elements (127.0.0.0/8 and
  * 127.0.0.1) and later additions of covered ones be accepted. */
@@ -109,20 +152,43 @@ static const lz_ipv4_prefix *list_item(const void *items, size_t i)
     return &((const lz_ipv4_prefix *) items)[i];
 }
 
-char *sc_build_ruleset(const lz_ipv4_prefix_list *host_local, size_t *len)
+char *sc_build_ruleset(const lz_ipv4_prefix_list *host_local, const sc_ruleset_opts *opts,
+                       size_t *len)
 {
-    size_t cap = sizeof(ruleset_head) + sizeof(ruleset_tail) + 256 +
-                 (LZ_IPV4_PREFIX_BUFSZ + 2) * (LZ_IPV4_NEVER_ROUTED_COUNT + host_local->count);
+    size_t cap =
+        8192 + (LZ_IPV4_PREFIX_BUFSZ + 2) * (LZ_IPV4_NEVER_ROUTED_COUNT + host_local->count);
     char *s = lz_xmalloc(cap);
     /* The capacity is computed to fit; the clamps only keep a miscount from
      * writing past the buffer (nft then refuses the cut ruleset). */
 #define CLAMP(o) ((o) < cap ? (o) : cap - 1)
-    size_t o = CLAMP((size_t) snprintf(s, cap, "%s", ruleset_head));
+#define PUT(text) (o = CLAMP(o + (size_t) snprintf(s + o, cap - o, "%s", text)))
+    size_t o = 0;
+    PUT("table ip lazaret {\n");
+    /* Sets first: the chains below refer to them. */
     o = CLAMP(o + put_set(s + o, cap - o, "never_routed", never_routed_item, lz_ipv4_never_routed,
                           LZ_IPV4_NEVER_ROUTED_COUNT));
     o = CLAMP(
         o + put_set(s + o, cap - o, "host_local", list_item, host_local->items, host_local->count));
-    o = CLAMP(o + (size_t) snprintf(s + o, cap - o, "%s", ruleset_tail));
+    if (opts->host_rules) {
+        PUT(learned_set);
+        PUT(learned_mark);
+    }
+    PUT("  chain prerouting {\n"
+        "    type nat hook prerouting priority dstnat; policy accept;\n");
+    if (opts->host_rules)
+        PUT(learned_redirect);
+    PUT("  }\n");
+    PUT(forward_head);
+    PUT(forward_never_reachable);
+    if (opts->host_rules)
+        PUT(forward_quic);
+    PUT(forward_tail);
+    PUT(input_head);
+    PUT(input_dns);
+    if (opts->host_rules)
+        PUT(input_namecheck);
+    PUT(ruleset_tail);
+#undef PUT
 #undef CLAMP
     *len = o;
     return s;

@@ -211,7 +211,7 @@ void sup_child_exited(sup *s, pid_t pid, int status)
 {
     /* The network's address watcher: without it new host addresses would
      * not be denied, so the sandbox's egress ends (fail closed). */
-    if (lz_network_child_exited(&s->net, pid))
+    if (lz_network_child_exited(&s->net, pid) || lz_network_dns_exited(&s->net, pid, status))
         return;
     for (size_t i = 0; i < MAX_PUBS; i++)
         if (s->pubs[i].pid == pid) {

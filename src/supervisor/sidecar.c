@@ -32,8 +32,9 @@ static char *describe_policy(const lz_resolved_config *cfg, size_t host_local)
 {
     size_t cap = 256 + 24 * (cfg->allow.count + cfg->deny.count);
     char *s = lz_xmalloc(cap);
-    size_t o = (size_t) snprintf(s, cap, "IPv4 default deny; IPv6 disabled; resolver %s; allow",
-                                 LZ_NET_RESOLVER);
+    size_t o =
+        (size_t) snprintf(s, cap, "IPv4 default deny; IPv6 disabled; resolver %s (%s); allow",
+                          LZ_NET_RESOLVER, cfg->dns_mode == LZ_DNS_STRICT ? "strict" : "forward");
     for (size_t i = 0; i < cfg->allow.count && o < cap; i++) {
         char b[LZ_IPV4_PREFIX_BUFSZ];
         lz_ipv4_prefix_format(&cfg->allow.items[i], b);
@@ -55,9 +56,9 @@ static char *describe_policy(const lz_resolved_config *cfg, size_t host_local)
 }
 
 int lz_network_setup(const lz_resolved_config *cfg, const char *gen_dir, int gen_fd,
-                     lz_network *ret, lz_error **err)
+                     int denial_logs_fd, lz_network *ret, lz_error **err)
 {
-    lz_network net = { 0 };
+    lz_network net = { .dns_keeper_fd = -1, .namecheck_keeper_fd = -1 };
     _cleanup_free_ char *slirp = NULL, *nft = NULL, *rules_path = NULL, *rules = NULL;
     struct mnl_socket *events = NULL, *dumps = NULL;
     lz_ipv4_prefix_list host_local = { 0 };
@@ -91,7 +92,7 @@ int lz_network_setup(const lz_resolved_config *cfg, const char *gen_dir, int gen
     }
 
     router_args ra = { net.sandbox_netns };
-    policy_args pa = { cfg };
+    policy_args pa = { cfg, cfg->allow_hosts.count > 0 };
     if (sc_in_netns(net.sandbox_netns, true, NULL, NULL, err) < 0 ||
         sc_in_netns(net.router_netns, true, NULL, NULL, err) < 0 ||
         sc_in_netns(net.router_netns, false, sc_router_links, &ra, err) < 0 ||
@@ -131,11 +132,13 @@ int lz_network_setup(const lz_resolved_config *cfg, const char *gen_dir, int gen
             goto fail;
         }
     }
+    /* Host rules: names the DNS responder may learn addresses for. */
+    const sc_ruleset_opts ruleset_opts = { .host_rules = cfg->allow_hosts.count > 0 };
     /* The ruleset holds no secret: a file in the generation directory. */
     rules_path = lz_xasprintf("%s/netns/nftables.conf", gen_dir);
     {
         size_t rules_len = 0;
-        rules = sc_build_ruleset(&host_local, &rules_len);
+        rules = sc_build_ruleset(&host_local, &ruleset_opts, &rules_len);
         int fd = openat(gen_fd, "netns/nftables.conf",
                         O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
         if (fd < 0 || write(fd, rules, rules_len) != (ssize_t) rules_len) {
@@ -170,17 +173,62 @@ int lz_network_setup(const lz_resolved_config *cfg, const char *gen_dir, int gen
     }
     if (sc_in_netns(net.router_netns, false, sc_router_policy, &pa, err) < 0)
         goto fail;
-    if (sc_watch_start(events, dumps, net.router_netns, nft, &host_local, net.slirp.pid,
-                       &net.watch_pid, err) < 0) {
-        lz_error_prefix(err, "network sidecar");
+    /* The keeper's ends of the socketpairs to lz-dns and lz-namecheck stay
+     * in lz-netwatch only; the other ends wait in net for the processes
+     * that are started after it. */
+    int dns_pair[2], namecheck_pair[2];
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, dns_pair) < 0) {
+        lz_error_set(err, errno, "network sidecar: cannot create a socket pair");
         goto fail;
     }
-    /* Before the sandbox exists, like the routes: a learned address is never
-     * reachable on ports 80 and 443 without the check behind the redirect. */
-    if (cfg->allow_hosts.count &&
-        sc_namecheck_start(cfg, net.router_netns, -1, &net.namecheck_pid, err) < 0) {
-        lz_error_prefix(err, "network sidecar");
+    net.dns_keeper_fd = dns_pair[1];
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, namecheck_pair) < 0) {
+        close(dns_pair[0]);
+        lz_error_set(err, errno, "network sidecar: cannot create a socket pair");
         goto fail;
+    }
+    net.namecheck_keeper_fd = namecheck_pair[1];
+    {
+        const sc_watch_args wa = { .events = events,
+                                   .dumps = dumps,
+                                   .router_netns = net.router_netns,
+                                   .nft = nft,
+                                   .known = &host_local,
+                                   .slirp = net.slirp.pid,
+                                   .cfg = cfg,
+                                   .dns_fd = dns_pair[0],
+                                   .namecheck_fd = namecheck_pair[0],
+                                   .denial_logs_fd = denial_logs_fd };
+        int r = sc_watch_start(&wa, &net.watch_pid, err);
+        close(dns_pair[0]);
+        close(namecheck_pair[0]);
+        if (r < 0) {
+            lz_error_prefix(err, "network sidecar");
+            goto fail;
+        }
+    }
+    /* The sandbox's only resolver (SR-5: before the sandbox exists). */
+    {
+        int r = sc_dns_start(cfg, net.router_netns, net.dns_keeper_fd, &net.dns_pid, err);
+        close(net.dns_keeper_fd);
+        net.dns_keeper_fd = -1;
+        if (r < 0)
+            goto fail;
+    }
+    /* Before the sandbox exists, like the routes: a learned address is never
+     * reachable on ports 80 and 443 without the check behind the redirect.
+     * With no allowed name nothing is learned and nothing redirected. */
+    {
+        int r = cfg->allow_hosts.count
+                    ? sc_namecheck_start(cfg, net.router_netns, net.namecheck_keeper_fd,
+                                         &net.namecheck_pid, err)
+                    : 0;
+        close(net.namecheck_keeper_fd);
+        net.namecheck_keeper_fd = -1;
+        if (r < 0) {
+            lz_error_prefix(err, "network sidecar");
+            goto fail;
+        }
     }
     mnl_socket_close(events);
     mnl_socket_close(dumps);
@@ -273,11 +321,32 @@ pid_t lz_network_publish(const lz_network *net, int listen_fd, uint16_t port, lz
     return lz_child_release(&child); /* the supervisor's reaper collects it by pid */
 }
 
+bool lz_network_dns_exited(lz_network *net, pid_t pid, int status)
+{
+    if (pid <= 0 || pid != net->dns_pid)
+        return false;
+    net->dns_pid = 0;
+    fprintf(stderr,
+            "lz-supervisor: the DNS responder lz-dns ended (%s %d): the sandbox has no DNS "
+            "until the Domain is stopped and started again\n",
+            WIFSIGNALED(status) ? "signal" : "status",
+            WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+    return true;
+}
+
 void lz_network_clear(lz_network *net)
 {
     if (net->namecheck_pid > 0) {
         kill(net->namecheck_pid, SIGKILL);
         waitpid(net->namecheck_pid, NULL, 0);
+    }
+    if (net->dns_keeper_fd > 0)
+        close(net->dns_keeper_fd);
+    if (net->namecheck_keeper_fd > 0)
+        close(net->namecheck_keeper_fd);
+    if (net->dns_pid > 0) {
+        kill(net->dns_pid, SIGKILL);
+        waitpid(net->dns_pid, NULL, 0);
     }
     if (net->watch_pid > 0) {
         kill(net->watch_pid, SIGKILL);

@@ -12,9 +12,10 @@
  *   IPv6 disabled                routes: allow → via 100.96.0.2, deny → prohibit,
  *                                default → unreachable; nftables: forward only
  *                                what a route sends to tap0, reject the rest at
- *                                once (TCP reset / ICMP admin-prohibited), DNS
- *                                169.254.77.1:53 → slirp's resolver, masquerade,
- *                                nothing addressed to the router itself
+ *                                once (TCP reset / ICMP admin-prohibited),
+ *                                masquerade, nothing addressed to the router
+ *                                itself but DNS: 169.254.77.1:53 is lz-dns's
+ *                                (sockets made here, process in the host netns)
  *
  * Addresses: the veth link uses IPv4 link-local space (169.254.0.0/16) and
  * slirp's network 100.96.0.0/24 (shared address space): neither is ever
@@ -54,6 +55,13 @@ typedef struct lz_network {
     /* Watches the supervisor's (slirp4netns's) network namespace for new
      * local addresses and adds each to the router's host_local set. */
     pid_t watch_pid;
+    /* The other ends of the set keeper's socketpairs (lz-netwatch holds
+     * its ends): for lz-dns and lz-namecheck, handed to them when they
+     * start, then closed here (-1). SOCK_SEQPACKET, sc_dns_msg. */
+    int dns_keeper_fd, namecheck_keeper_fd;
+    /* The DNS responder (lz-dns): the sandbox's only resolver. When it
+     * ends the sandbox has no DNS (its sockets went with it). */
+    pid_t dns_pid;
     /* The name check on connections to learned addresses (lz-namecheck);
      * 0 when the configuration has no allow_hosts (nothing is learned). */
     pid_t namecheck_pid;
@@ -63,11 +71,13 @@ typedef struct lz_network {
 
 /* Create both namespaces under gen_dir (which must be in the caller's own
  * mount namespace), program the router from the effective policy, start
- * slirp4netns, and wait until it is ready. lz_network_clear() kills and
- * reaps slirp4netns (unless the caller's reaper got it first). */
+ * slirp4netns, and wait until it is ready. denial_logs_fd: the Domain's
+ * logs directory, where the keeper writes the denial log (-1: none; not
+ * kept, the keeper has its own copy). lz_network_clear() kills and reaps
+ * slirp4netns (unless the caller's reaper got it first). */
 LZ_MUST_CHECK
 int lz_network_setup(const lz_resolved_config *cfg, const char *gen_dir, int gen_fd,
-                     lz_network *ret, lz_error **err);
+                     int denial_logs_fd, lz_network *ret, lz_error **err);
 
 void lz_network_clear(lz_network *net);
 
@@ -87,5 +97,10 @@ pid_t lz_network_publish(const lz_network *net, int listen_fd, uint16_t port, lz
  * on would not be denied, so egress ends: slirp4netns is killed (fail
  * closed). Returns true when pid was the watcher. */
 bool lz_network_child_exited(lz_network *net, pid_t pid);
+
+/* The DNS responder ended (pid == net->dns_pid): logged; the sandbox has no
+ * DNS from now on (fail closed: nothing else answers on its resolver's
+ * address), and everything else goes on. Returns true when pid was it. */
+bool lz_network_dns_exited(lz_network *net, pid_t pid, int status);
 
 #endif

@@ -10,11 +10,15 @@
  *               (in a child), their links and the routing table that is
  *               the policy
  *   nftables.c  the router's ruleset and additions to its host_local set
- *   netwatch.c  the watcher of host addresses that appear later
- *               (lz-netwatch)
- *   (issue 25, being built: the set keeper — the learned-address set, the
- *   denial log's writer — and dns.c, the DNS responder lz-dns; their
- *   messages are at the end of this file)
+ *   keeper.c    the set keeper: the learned-address set, the NFLOG of
+ *               rejected packets, the denial log's records (it runs in
+ *               lz-netwatch; the messages of lz-dns and lz-namecheck to it
+ *               are at the end of this file)
+ *   netwatch.c  lz-netwatch: the watcher of host addresses that appear
+ *               later, and the keeper's loop
+ *   dns_loop.c  the DNS responder's event loop (lz-dns)
+ *   dns.c       the DNS responder's start: its upstream resolvers, its
+ *               sockets made in the router's namespace, its confinement
  *   namecheck.c the name check on the connection (lz-namecheck,
  *               namecheck.h); calls only forward.c's relay
  *   sidecar.c   setup in order, slirp4netns, --publish forwarders, clear
@@ -32,6 +36,7 @@
 #include "config/network.h"
 #include "config/resolve.h"
 #include "protocol/dns.h"
+#include "store/denials.h"
 #include "supervisor/sidecar.h"
 
 #define ROUTER_IF "lzr0"
@@ -79,6 +84,7 @@ typedef struct router_args {
 
 typedef struct policy_args {
     const lz_resolved_config *cfg;
+    bool host_rules; /* route LEARNED_MARK through LEARNED_TABLE */
 } policy_args;
 
 typedef struct nft_args {
@@ -97,6 +103,9 @@ int sc_veth_create(nl *n, const char *name, const char *peer, int peer_netns_fd,
 int sc_addr_add(nl *n, unsigned ifindex, const char *addr, uint8_t len);
 int sc_route_set(nl *n, uint16_t cmd, uint8_t type, const uint8_t dst[4], uint8_t len,
                  const char *gw, unsigned oif);
+int sc_route_set_in(nl *n, uint32_t table, uint16_t cmd, uint8_t type, const uint8_t dst[4],
+                    uint8_t len, const char *gw, unsigned oif);
+int sc_rule_fwmark(nl *n, uint32_t mark, uint32_t table, uint32_t priority);
 /* mnl callback: the host-local prefixes of one address or route message
  * into data (an lz_ipv4_prefix_list). */
 int sc_host_local_msg(const struct nlmsghdr *h, void *data);
@@ -117,16 +126,18 @@ int sc_router_policy(void *arg, char *why, size_t why_len);
 
 /* ---- nftables.c -------------------------------------------------------- */
 
-char *sc_build_ruleset(const lz_ipv4_prefix_list *host_local, size_t *len);
+typedef struct sc_ruleset_opts {
+    /* The profile has host rules: the learned set, its mark, the redirect
+     * to the name check and the input accept for it, QUIC to learned
+     * addresses rejected. */
+    bool host_rules;
+} sc_ruleset_opts;
+
+char *sc_build_ruleset(const lz_ipv4_prefix_list *host_local, const sc_ruleset_opts *opts,
+                       size_t *len);
 /* ns_fn step (nft_args): load the ruleset file into the router. */
 int sc_router_nft(void *arg, char *why, size_t why_len);
 int sc_nft_add_host_local(const char *nft, const lz_ipv4_prefix *items, size_t count);
-
-/* ---- netwatch.c -------------------------------------------------------- */
-
-int sc_watch_start(struct mnl_socket *events, struct mnl_socket *dumps, const char *router_netns,
-                   const char *nft, const lz_ipv4_prefix_list *known, pid_t slirp, pid_t *ret_pid,
-                   lz_error **err);
 
 /* ---- namecheck.c ------------------------------------------------------- */
 
@@ -185,6 +196,7 @@ enum {
 #define LEARNED_MARK 0x4c7a
 #define LEARNED_TABLE 77
 #define NAMECHECK_PORT 4443
+#define LEARNED_RULE_PRIORITY 100
 /* NFLOG group of the forward chain's rejects (read by the keeper). */
 #define DENY_NFLOG_GROUP 77
 
@@ -211,5 +223,92 @@ typedef struct sc_dns_msg {
     uint8_t addrs[LZ_DNS_MAX_ADDRS][4];
     char name[LZ_HOST_NAME_MAX + 1]; /* canonical, NUL-terminated */
 } sc_dns_msg;
+
+/* ---- keeper.c ---------------------------------------------------------- */
+
+/* Recent answers' addresses and their names, for the denial log. */
+#define SC_KEEPER_NAMES 256
+/* Bytes of a rejected packet the kernel copies to the keeper: an IPv4
+ * header with options and the ports. */
+#define SC_KEEPER_COPY_RANGE 64
+
+typedef struct sc_keeper_name {
+    bool used;
+    uint8_t addr[4];
+    char name[LZ_HOST_NAME_MAX + 1];
+} sc_keeper_name;
+
+typedef struct sc_keeper {
+    const lz_resolved_config *cfg;
+    lz_denial_log *log; /* NULL: denials are not recorded */
+    struct mnl_socket *nft, *nflog;
+    uint32_t seq;
+    sc_keeper_name names[SC_KEEPER_NAMES];
+    size_t names_next;
+} sc_keeper;
+
+/* In the router's namespace: the nftables socket and the NFLOG
+ * subscription. */
+int sc_keeper_open(sc_keeper *k, const lz_resolved_config *cfg, lz_denial_log *log, char *why,
+                   size_t why_len);
+void sc_keeper_close(sc_keeper *k);
+int sc_keeper_nflog_fd(const sc_keeper *k);
+/* Put n distinct addresses into the learned set with a fresh timeout, in
+ * one transaction; -1 when the kernel refused (none is added). */
+int sc_keeper_set_add(sc_keeper *k, uint8_t addrs[][4], size_t n, uint32_t timeout_s);
+/* Answer an SC_DNS_LEARN (out: SC_DNS_LEARNED); known: the host-local
+ * prefixes. */
+void sc_keeper_learn(sc_keeper *k, const lz_ipv4_prefix_list *known, const sc_dns_msg *in,
+                     sc_dns_msg *out);
+/* Record an SC_DNS_DENIED or SC_NAME_DENIED. */
+void sc_keeper_denied(sc_keeper *k, const sc_dns_msg *m);
+/* Read the queued logged packets; -1 when the socket failed. */
+int sc_keeper_nflog_read(sc_keeper *k);
+
+/* ---- netwatch.c -------------------------------------------------------- */
+
+typedef struct sc_watch_args {
+    struct mnl_socket *events, *dumps; /* rtnetlink, in the host's namespace */
+    const char *router_netns, *nft;
+    const lz_ipv4_prefix_list *known; /* the host-local prefixes found at start */
+    pid_t slirp;
+    const lz_resolved_config *cfg;
+    int dns_fd, namecheck_fd; /* the keeper's ends of the socketpairs to lz-dns, lz-namecheck */
+    int denial_logs_fd;       /* the Domain's logs directory, or -1 */
+} sc_watch_args;
+
+int sc_watch_start(const sc_watch_args *a, pid_t *ret_pid, lz_error **err);
+/* ---- dns_loop.c, dns.c: the DNS responder (lz-dns) -------------------- */
+
+/* Bounds of what a sandbox can make lz-dns hold (docs/network.md "DNS: the
+ * sidecar is the only resolver"). */
+#define SC_DNS_MAX_PENDING 64 /* queries in flight; one more: SERVFAIL at once */
+#define SC_DNS_MAX_TCP 16     /* connections from the sandbox at once */
+
+typedef struct sc_dns_setup {
+    const lz_resolved_config *cfg; /* host lists and DNS mode */
+    uint8_t resolvers[LZ_RESOLVERS_MAX][4];
+    size_t n_resolvers;
+    uint16_t upstream_port; /* 53 (another only in unit tests) */
+    int udp_fd, tcp_fd;     /* bound on ROUTER_ADDR:53 in the router's namespace */
+    int keeper_fd;          /* SOCK_SEQPACKET to the keeper, -1: none (nothing learned) */
+} sc_dns_setup;
+
+/* The loop; returns the process's exit status when a listening socket
+ * fails (it never returns otherwise). */
+int sc_dns_run(const sc_dns_setup *setup);
+
+/* Start lz-dns (the caller is the supervisor, before `runsc create`): read
+ * the upstream resolvers (cfg's, else the IPv4 nameservers of this
+ * machine's /etc/resolv.conf: none usable fails the start), make its
+ * sockets in the router's namespace, fork it. keeper_fd is handed to it
+ * (the caller closes its copy). */
+int sc_dns_start(const lz_resolved_config *cfg, const char *router_netns, int keeper_fd,
+                 pid_t *ret_pid, lz_error **err);
+
+/* The upstream resolvers of a resolv.conf text (bounded: the first
+ * `len` bytes; IPv4 nameservers only, 0.0.0.0 skipped, at most
+ * LZ_RESOLVERS_MAX). Returns how many. */
+size_t sc_dns_parse_resolv_conf(const char *text, size_t len, uint8_t out[][4]);
 
 #endif

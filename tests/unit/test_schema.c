@@ -368,7 +368,7 @@ static const schema_case corpus[] = {
     REFUSE("empty document", "", "schema", 0),
     REFUSE("whitespace and comments only", "\n  \n# nothing\n", "schema", 0),
     REFUSE("schema: missing", PROF, "schema", 0),
-    REFUSE("schema: wrong version", "schema = \"lazaret-trusted-host-config-v2\"\n" PROF, "schema",
+    REFUSE("schema: wrong version", "schema = \"lazaret-trusted-host-config-v3\"\n" PROF, "schema",
            1),
     REFUSE("schema: wrong case", "schema = \"Lazaret-trusted-host-config-v1\"\n" PROF, "schema", 1),
     REFUSE("schema: trailing space", "schema = \"lazaret-trusted-host-config-v1 \"\n" PROF,

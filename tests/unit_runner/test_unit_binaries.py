@@ -5,7 +5,7 @@ one `pytest tests/` (scripts/check.sh) covers every layer (docs/testing.md):
   - every cmocka binary build-asan/tests/unit/test_* is one pytest test; it
     fails with the names of the failing cmocka cases;
   - every libFuzzer binary build-asan/tests/fuzz/fuzz_* gets a smoke run over
-    a copy of its seed corpus tests/fuzz/corpus/<binary name>/ (default 10 s,
+    a copy of its seed corpus tests/fuzz/corpus/<binary name>/ (default 5 s,
     env LAZARET_FUZZ_SECONDS); scripts/fuzz.sh is the long run;
   - every tests/unit/test_*.c and tests/fuzz/fuzz_*.c has its binary: a
     source missing from its meson.build list, or a build directory configured
@@ -28,7 +28,7 @@ BUILD = Path(os.environ.get("LAZARET_ASAN_BUILD", REPO / "build-asan")).resolve(
 UNIT_DIR = BUILD / "tests" / "unit"
 FUZZ_DIR = BUILD / "tests" / "fuzz"
 CORPUS_DIR = REPO / "tests" / "fuzz" / "corpus"
-FUZZ_SECONDS = int(os.environ.get("LAZARET_FUZZ_SECONDS", "10"))
+FUZZ_SECONDS = int(os.environ.get("LAZARET_FUZZ_SECONDS", "5"))
 UNIT_TIMEOUT = 300
 TAP_PLAN = re.compile(r"^1\.\.(\d+)\s*$", re.M)
 TAP_NOT_OK = re.compile(r"^not ok \d+ - (.*)$", re.M)
