@@ -12,8 +12,8 @@
 #include <fcntl.h>
 #include <linux/rtnetlink.h>
 #include <poll.h>
-#include <sched.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -324,45 +324,28 @@ int lz_namecheck_run(int listen_fd, int keeper_fd, int route_fd, const lz_resolv
 
 typedef struct namecheck_job {
     const lz_resolved_config *cfg;
-    int router_ns, keeper_fd;
+    int listen_fd, keeper_fd;
 } namecheck_job;
 
-/* The listening socket, made in the router's namespace (a socket keeps the
- * namespace it was created in) while the process returns to its own. */
-static int listen_in_router(int router_ns, lz_error **err)
+/* sc_socket_maker, in the router's namespace: the listening socket the
+ * router's redirect sends to. */
+static int make_listener(void *arg, int *fds, char *why, size_t why_len)
 {
-    int own = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
-    if (own < 0)
-        return lz_error_set(err, errno, "cannot open /proc/self/ns/net");
-    if (setns(router_ns, CLONE_NEWNET) < 0) {
-        close(own);
-        return lz_error_set(err, errno, "cannot enter the router's network namespace");
-    }
+    (void) arg;
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(NAMECHECK_PORT) };
-    int one = 1, saved = 0;
+    int one = 1;
     if (fd < 0 || inet_pton(AF_INET, ROUTER_ADDR, &a.sin_addr) != 1 ||
         setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
         bind(fd, (struct sockaddr *) &a, sizeof(a)) < 0 || listen(fd, 128) < 0) {
-        saved = errno;
+        snprintf(why, why_len, "cannot listen on %s:%d in the router's namespace: %s", ROUTER_ADDR,
+                 NAMECHECK_PORT, strerror(errno));
         if (fd >= 0)
             close(fd);
-        fd = -1;
+        return -1;
     }
-    /* Back, whatever happened: the outgoing connections must leave from the
-     * supervisor's namespace, never from the router's. */
-    if (setns(own, CLONE_NEWNET) < 0) {
-        saved = errno;
-        if (fd >= 0)
-            close(fd);
-        close(own);
-        return lz_error_set(err, saved, "cannot return to the supervisor's network namespace");
-    }
-    close(own);
-    if (fd < 0)
-        return lz_error_set(err, saved, "cannot listen on %s:%d in the router's namespace",
-                            ROUTER_ADDR, NAMECHECK_PORT);
-    return fd;
+    fds[0] = fd;
+    return 0;
 }
 
 static int namecheck_child(void *arg, int channel, lz_error **err)
@@ -371,15 +354,13 @@ static int namecheck_child(void *arg, int channel, lz_error **err)
     int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
     for (int i = 0; i < 3; i++)
         dup2(devnull, i);
-    int listen_fd = listen_in_router(j->router_ns, err);
-    if (listen_fd < 0)
-        return -1;
+    /* In this process's namespace, the supervisor's: the host's routes. */
     int route_fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
     if (route_fd < 0)
         return lz_error_set(err, errno, "cannot open a routing socket");
     /* A fork without exec: close the rest (the supervisor channel, runsc's
      * descriptors, other children's). */
-    const int keep[] = { 0, 1, 2, channel, listen_fd, route_fd, j->keeper_fd };
+    const int keep[] = { 0, 1, 2, channel, j->listen_fd, route_fd, j->keeper_fd };
     if (lz_close_fds_except(keep, LZ_ARRAY_SIZE(keep)) < 0)
         return lz_error_set(err, errno, "cannot close inherited descriptors");
     sigset_t none;
@@ -387,29 +368,32 @@ static int namecheck_child(void *arg, int channel, lz_error **err)
     sigprocmask(SIG_SETMASK, &none, NULL);
     if (lz_relay_confine(2 * LZ_NAMECHECK_MAX_CONNS + 16) < 0)
         return lz_error_set(err, errno, "cannot confine itself (capabilities, seccomp)");
-    /* Ready only once it listens and is confined: the sandbox never meets a
-     * redirect with nothing behind it. */
+    /* Ready only once confined: the sandbox never meets an unconfined name
+     * check. */
     if (lz_fork_ready(channel) < 0)
         _exit(1);
     close(channel);
-    _exit(lz_namecheck_run(listen_fd, j->keeper_fd, route_fd, j->cfg));
+    _exit(lz_namecheck_run(j->listen_fd, j->keeper_fd, route_fd, j->cfg));
 }
 
 int sc_namecheck_start(const lz_resolved_config *cfg, const char *router_netns, int keeper_fd,
                        pid_t *ret_pid, lz_error **err)
 {
-    int ns = open(router_netns, O_RDONLY | O_CLOEXEC);
-    if (ns < 0)
-        return lz_error_set(err, errno, "name check: cannot open %s", router_netns);
-    namecheck_job j = { .cfg = cfg, .router_ns = ns, .keeper_fd = keeper_fd };
+    /* The listening socket is made in the router's namespace (a socket
+     * keeps the one it was created in); the process lives in the caller's,
+     * so that its connections leave from there. */
+    int listen_fd;
+    if (sc_sockets_in_netns(router_netns, make_listener, NULL, &listen_fd, 1, err) < 0)
+        return -1; /* "network sidecar: cannot listen on ..." */
+    namecheck_job j = { .cfg = cfg, .listen_fd = listen_fd, .keeper_fd = keeper_fd };
     lz_fork_options opt = { .what = "the name check",
                             .pdeathsig = SIGKILL,
                             .name = "lz-namecheck" };
     lz_child child;
     int r = lz_fork_call(namecheck_child, &j, &opt, &child, err);
-    close(ns);
+    close(listen_fd);
     if (r < 0)
-        return -1;
+        return lz_error_prefix(err, "network sidecar");
     *ret_pid = lz_child_release(&child); /* the supervisor's reaper collects it by pid */
     return 0;
 }

@@ -225,10 +225,8 @@ int lz_network_setup(const lz_resolved_config *cfg, const char *gen_dir, int gen
                     : 0;
         close(net.namecheck_keeper_fd);
         net.namecheck_keeper_fd = -1;
-        if (r < 0) {
-            lz_error_prefix(err, "network sidecar");
+        if (r < 0)
             goto fail;
-        }
     }
     mnl_socket_close(events);
     mnl_socket_close(dumps);

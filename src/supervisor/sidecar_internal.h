@@ -118,6 +118,15 @@ struct mnl_socket *sc_nl_socket(unsigned groups);
 /* ---- netns.c ----------------------------------------------------------- */
 
 int sc_in_netns(const char *netns, bool create, ns_fn fn, void *arg, lz_error **err);
+/* Sockets made in the namespace pinned at netns, by a child that joined it,
+ * and handed back (SCM_RIGHTS; at most 4): a socket keeps the namespace it
+ * was created in, while the caller stays in its own, which it could not
+ * enter again (the supervisor's network namespace belongs to the initial
+ * user namespace, over which it has no capability). make fills fds[0..n)
+ * or says why it failed. */
+typedef int (*sc_socket_maker)(void *arg, int *fds, char *why, size_t why_len);
+int sc_sockets_in_netns(const char *netns, sc_socket_maker make, void *arg, int *fds, size_t n,
+                        lz_error **err);
 /* ns_fn steps: in the router's namespace (router_args), in the sandbox's,
  * and the router's routes (policy_args). */
 int sc_router_links(void *arg, char *why, size_t why_len);

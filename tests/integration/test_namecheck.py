@@ -241,7 +241,8 @@ def test_the_name_on_the_connection(rig, lab, test_images):
     _config_v2(rig, test_images)
     token = f"t{int(time.time() * 1000) % 10**9}"
     since = len(servers.lines())
-    r = rig.run("deb", ["python3", "-c", PROBES_PY, N.HOST_A, ALLOWED, OTHER, token])
+    rig.lz.write(rig.ws / "probes.py", PROBES_PY, mode=0o644)  # longer than an argument may be
+    r = rig.run("deb", ["python3", "/workspace/probes.py", N.HOST_A, ALLOWED, OTHER, token])
     assert r.returncode == 0, f"probes: exit {r.returncode}\n{r.stdout}\n{r.stderr}"
     got = {}
     for line in r.stdout.splitlines():
