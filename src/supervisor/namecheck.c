@@ -66,6 +66,8 @@ lz_namecheck_verdict lz_namecheck_decide(const lz_host_list *allow, const lz_hos
         return refuse(why, SC_NAME_WHY_INVALID);
     case LZ_HELLO_NAME:
         break;
+    default:
+        return refuse(why, SC_NAME_WHY_INVALID);
     }
     if (!lz_host_name_canonical(raw, raw_len, name)) {
         name[0] = '\0'; /* not a host name: nothing of it goes to the log */
@@ -238,6 +240,9 @@ static void conn_hello(nc_conn *c, bool readable, int keeper_fd, const lz_resolv
         return;
     case LZ_NAMECHECK_PASS:
         break;
+    default:
+        conn_reset(c);
+        return;
     }
     /* From the supervisor's namespace (this process's), as slirp4netns's
      * connections leave; the bytes read so far go first. */
