@@ -470,6 +470,8 @@ const char *lz_hello_result_text(lz_hello_result r)
         return "encrypted ClientHello (ECH): the name is hidden";
     case LZ_HELLO_INVALID:
         return "not a TLS ClientHello or HTTP/1.x request, or over a bound";
+    default:
+        break;
     }
     return "unknown result";
 }

@@ -164,7 +164,8 @@ static lz_dns_query query_for(const char *text, uint16_t id)
     memset(&q, 0, sizeof(q));
     q.id = id;
     q.rd = true;
-    snprintf(q.name, sizeof(q.name), "%s", text);
+    assert_true(strlen(text) < sizeof(q.name));
+    memcpy(q.name, text, strlen(text) + 1);
     q.qtype = LZ_DNS_TYPE_A;
     q.qclass = LZ_DNS_CLASS_IN;
     return q;
