@@ -438,6 +438,7 @@ void generation_start(coord *c)
         .log_path = log_path,
         .workspace_mounts = c->git.mounts,
         .n_workspace_mounts = c->git.n_mounts,
+        .denial_logs_fd = c->logs_fd,
     };
     /* Intent first: a supervisor or sandbox the Domain Store does not know
      * of could not be found by recovery, so neither is created then. */

@@ -203,6 +203,12 @@ static int nflog_config(struct mnl_socket *s, uint32_t seq, uint8_t cmd, bool mo
         struct nfulnl_msg_config_mode m = { .copy_range = htonl(SC_KEEPER_COPY_RANGE),
                                             .copy_mode = NFULNL_COPY_PACKET };
         mnl_attr_put(h, NFULA_CFG_MODE, sizeof(m), &m);
+        /* Each packet at once, not batched until a buffer fills or a
+         * second passes: the name of an address is looked up when the
+         * packet arrives, and a keeper ended with the Domain would lose
+         * what waited in the kernel. */
+        mnl_attr_put_u32(h, NFULA_CFG_QTHRESH, htonl(1));
+        mnl_attr_put_u32(h, NFULA_CFG_TIMEOUT, htonl(0));
     } else {
         struct nfulnl_msg_config_cmd c = { .command = cmd };
         mnl_attr_put(h, NFULA_CFG_CMD, sizeof(c), &c);

@@ -55,7 +55,8 @@ void sup_prepare(sup *s)
     if (lz_mkdir_at(s->gen_fd, "runsc", 0700, err) < 0)
         return;
     /* SR-5: the network policy is in force before the sandbox exists. */
-    if (lz_network_setup(s->sc->cfg, s->sc->generation_dir, s->gen_fd, -1, &s->net, err) < 0)
+    if (lz_network_setup(s->sc->cfg, s->sc->generation_dir, s->gen_fd, s->sc->denial_logs_fd,
+                         &s->net, err) < 0)
         return;
     lz_timing_mark("supervisor: network sidecar ready");
     if (lz_state_anchor_mount(s->sc->cfg, s->sc->image->rootfs_label, &s->sc->image->user,

@@ -160,7 +160,7 @@ static int drop_inherited_fds(const spawn_ctx *c)
 {
     const lz_resolved_config *cfg = c->sc->cfg;
     size_t n_cfg = lz_resolved_config_fds(cfg, NULL, 0);
-    int *keep = lz_xcalloc(6 + n_cfg, sizeof(int));
+    int *keep = lz_xcalloc(7 + n_cfg, sizeof(int));
     size_t n = 0;
     keep[n++] = STDIN_FILENO;
     keep[n++] = STDOUT_FILENO;
@@ -168,6 +168,7 @@ static int drop_inherited_fds(const spawn_ctx *c)
     keep[n++] = c->sock;
     keep[n++] = c->pid_pipe;
     keep[n++] = c->sc->image->bundle.ancestor_fd;
+    keep[n++] = c->sc->denial_logs_fd; /* the Network Sidecar's keeper writes there */
     n += lz_resolved_config_fds(cfg, keep + n, n_cfg);
     int r = lz_close_fds_except(keep, n);
     free(keep);

@@ -48,6 +48,7 @@ typedef struct lz_supervisor_config {
     const char *log_path;                       /* runsc log file, or NULL */
     const lz_workspace_mount *workspace_mounts; /* Git Sentry mounts inside /workspace */
     size_t n_workspace_mounts;
+    int denial_logs_fd; /* <Domain Root>/logs (O_PATH) for the denial log, or -1 */
 } lz_supervisor_config;
 
 typedef struct lz_supervisor_handle {

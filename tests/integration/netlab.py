@@ -54,7 +54,9 @@ PRIVATE = "10.200.0.1"
 HOST6 = "2001:db8:77::7"              # the test host's IPv6 address
 HOST_PREFIXES = ["198.18.7.0/24", "203.0.113.0/24", PRIVATE_PREFIX]
 NS_ADDRS = [HOST_A, HOST_B, NEITHER, DNS_SERVER, PRIVATE]
-EXTRA_ADDRS = [UPSTREAM_DNS]          # on NS too, without the per-address servers
+# Addresses of names learned in test_learned.py (a test serves on them).
+LEARN_ADDRS = ["198.18.7.21", "198.18.7.22", "198.18.7.23"]
+EXTRA_ADDRS = [UPSTREAM_DNS] + LEARN_ADDRS  # on NS too, without the per-address servers
 
 TCP_PORT = 7070
 UDP_PORT = 7071

@@ -331,6 +331,7 @@ int main(int argc, char **argv)
         .log_path = log_path,
         .workspace_mounts = NULL,
         .n_workspace_mounts = 0,
+        .denial_logs_fd = -1,
     };
     lz_supervisor_handle h;
     if (lz_supervisor_spawn(&sc, &h, &err) < 0)
