@@ -253,6 +253,10 @@ static int sockets_child(void *arg, char *why, size_t why_len)
                         .msg_control = u.buf,
                         .msg_controllen = CMSG_SPACE(sizeof(int) * j->n) };
     struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
+    if (!cm) { /* cannot be: the control buffer has room for one header */
+        snprintf(why, why_len, "cannot hand over the sockets: no room for them");
+        return -1;
+    }
     cm->cmsg_level = SOL_SOCKET;
     cm->cmsg_type = SCM_RIGHTS;
     cm->cmsg_len = CMSG_LEN(sizeof(int) * j->n);
