@@ -67,7 +67,7 @@ def bench(args):
     os.chmod(root, 0o755)
     user = L.User(L.BENCH_USER, root / "home", root / "run")
     net = sleeper = None
-    with L.tun_usable():
+    with L.M.tun_usable():  # the tests' machine-wide bookkeeping
         try:
             net = N.TestNet.create()
             srv = net.serve([("dnsx", N.UPSTREAM_DNS, 53, TABLE)], lifetime=3600)
