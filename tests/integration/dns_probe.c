@@ -85,8 +85,8 @@ static void report(const uint8_t *r, size_t n, long ms)
         if (at + 10 > n)
             break;
         unsigned type = (unsigned) (r[at] << 8 | r[at + 1]);
-        unsigned long t = (unsigned long) r[at + 4] << 24 | r[at + 5] << 16 | r[at + 6] << 8 |
-                          r[at + 7];
+        unsigned long t =
+            (unsigned long) r[at + 4] << 24 | r[at + 5] << 16 | r[at + 6] << 8 | r[at + 7];
         unsigned rdlen = (unsigned) (r[at + 8] << 8 | r[at + 9]);
         at += 10;
         if (type == 1 && rdlen == 4 && at + 4 <= n) {
