@@ -168,7 +168,7 @@ static const int dns_allowed[] = {
 #endif
 };
 
-static int dns_confine(void)
+int sc_dns_confine(void)
 {
     struct rlimit nofile = { 3 + 8 + SC_DNS_MAX_TCP + SC_DNS_MAX_PENDING,
                              3 + 8 + SC_DNS_MAX_TCP + SC_DNS_MAX_PENDING };
@@ -232,7 +232,7 @@ static int dns_child(void *arg, int channel, lz_error **err)
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
     signal(SIGPIPE, SIG_IGN);
-    if (dns_confine() < 0)
+    if (sc_dns_confine() < 0)
         _exit(1);
     (void) err;
     _exit(sc_dns_run(s));

@@ -315,6 +315,12 @@ int sc_dns_run(const sc_dns_setup *setup);
 int sc_dns_start(const lz_resolved_config *cfg, const char *router_netns, int keeper_fd,
                  pid_t *ret_pid, lz_error **err);
 
+/* lz-dns's confinement (after its descriptors are the only ones left): no
+ * capability in any set, no new privileges, at most 91 descriptors, and a
+ * seccomp allowlist of what the loop calls (socket for AF_INET only; no
+ * open, exec, bind, kill, descriptor passing). */
+int sc_dns_confine(void);
+
 /* The upstream resolvers of a resolv.conf text (bounded: the first
  * `len` bytes; IPv4 nameservers only, 0.0.0.0 skipped, at most
  * LZ_RESOLVERS_MAX). Returns how many. */

@@ -20,7 +20,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <linux/capability.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -590,6 +593,60 @@ static void test_parse_resolv_conf(void **state)
     assert_int_equal(sc_dns_parse_resolv_conf("nameserver 192.0.2.53", 13, out), 0);
 }
 
+/* After sc_dns_confine: no file opened, no process signalled, nothing
+ * bound, no AF_UNIX or netlink socket, no capability; UDP sockets still
+ * connect and send (its upstream queries). Control: before it, the same
+ * calls succeed. */
+static void test_confinement(void **state)
+{
+    (void) state;
+    uint16_t port;
+    int target = udp_lo(0, &port);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        int code = 0;
+        int f = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        int u = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        if (f < 0 || u < 0)
+            _exit(100); /* control */
+        close(f);
+        close(u);
+        if (sc_dns_confine() < 0)
+            _exit(101);
+        if (open("/dev/null", O_RDONLY | O_CLOEXEC) >= 0 || errno != EPERM)
+            code |= 1;
+        if (kill(getppid(), 0) == 0 || errno != EPERM)
+            code |= 2;
+        if (socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0) >= 0 || errno != EPERM)
+            code |= 4;
+        if (socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, 0) >= 0 || errno != EPERM)
+            code |= 8;
+        int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        struct sockaddr_in a = { .sin_family = AF_INET,
+                                 .sin_port = htons(port),
+                                 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+        if (s < 0 || connect(s, (struct sockaddr *) &a, sizeof(a)) < 0 || send(s, "x", 1, 0) != 1)
+            code |= 16;
+        struct sockaddr_in any = { .sin_family = AF_INET };
+        int b = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        if (b >= 0 && bind(b, (struct sockaddr *) &any, sizeof(any)) == 0)
+            code |= 32;
+        struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, 0 };
+        struct __user_cap_data_struct d[2];
+        if (syscall(SYS_capget, &h, d) == 0 || errno != EPERM)
+            code |= 64;
+        _exit(code);
+    }
+    int st;
+    waitpid(pid, &st, 0);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
+    char byte;
+    assert_int_equal(recv(target, &byte, 1, MSG_DONTWAIT), 1); /* its datagram came */
+    close(target);
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -597,7 +654,7 @@ int main(void)
         cmocka_unit_test(test_parse_resolv_conf),     cmocka_unit_test(test_unlisted_never_leaves),
         cmocka_unit_test(test_allowed_learned_first), cmocka_unit_test(test_chain_and_types),
         cmocka_unit_test(test_forward_mode),          cmocka_unit_test(test_tcp_clients),
-        cmocka_unit_test(test_bounds_and_failure),
+        cmocka_unit_test(test_bounds_and_failure),    cmocka_unit_test(test_confinement),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
