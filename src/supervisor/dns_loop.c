@@ -105,7 +105,7 @@ static void log_name(const lz_dns_query *q, const char *canon, char out[LZ_HOST_
 {
     const char *src = canon && canon[0] ? canon : q->name;
     size_t i = 0;
-    for (; src[i] && i < LZ_HOST_NAME_MAX; i++) {
+    for (; i < LZ_HOST_NAME_MAX && src[i]; i++) {
         char c = src[i];
         if (c >= 'A' && c <= 'Z')
             c = (char) (c - 'A' + 'a');

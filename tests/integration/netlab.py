@@ -16,7 +16,8 @@ lives on this machine.
 
 Inside one test process the TestNet is shared: a create() while one exists
 returns it (counted), and only the last close() tears it down, so that
-several test files of one pytest session can each ask for it.
+several test files of one pytest session can each ask for it (each stops
+the servers it started: a shared TestNet keeps them until the last close).
 
 Only one TestNet exists on the machine at a time: create() holds an
 exclusive lock on /run/lazaret-tests/network.lock until close(), so that
