@@ -16,7 +16,7 @@ One Domain, held for the whole test, runs three sessions:
   2. ~10 s later: one name asked again (renewal);
   3. SC_LEARN_TTL_MIN + 1 s after session 1: the element of the name asked
      once has expired (rejected, while it worked in session 1), the renewed
-     one still works.
+     one still works, and a connection opened before the expiry goes on.
 Then the denial log holds each rejected connection, with the name when the
 keeper knew it, and the refused query.
 """
@@ -70,7 +70,8 @@ def lab(_root):
     try:
         srv = net.serve([("dnsx", N.UPSTREAM_DNS, 53, TABLE)] +
                         [("tcp", a, N.TCP_PORT, None)
-                         for a in [N.HOST_A, N.HOST_B, N.NEITHER, N.PRIVATE] + N.LEARN_ADDRS])
+                         for a in [N.HOST_A, N.HOST_B, N.NEITHER, N.PRIVATE] + N.LEARN_ADDRS] +
+                        [("sink", GONE, N.SINK_PORT, None)])
         # Controls: the test hosts answer from the host's namespace.
         assert N.dns_query(N.UPSTREAM_DNS, 53, "gone.example.test") == GONE
         for a in [N.HOST_A, GONE, RENEW]:
@@ -157,6 +158,11 @@ tcp denied {DENIED_ADDR} {port}
 tcp open {N.HOST_B} {port}
 ''')
     t1 = time.monotonic()
+    # A connection opened while the element lives, written to again after it
+    # expired: it outlives the element (the sink answers with the byte count
+    # after the client's end of stream; a rejected second write resets it).
+    long = rig.start("learned", sh(f"{{ echo first; sleep {TTL_MIN + 6}; echo second; }} | "
+                                   f"busybox nc -w {TTL_MIN + 20} {GONE} {N.SINK_PORT}"))
     # Before its name was asked, the address is rejected at once; after, it is
     # reached (the control of the same address).
     assert refused_at_once(s1, "early"), s1["early"]
@@ -186,6 +192,8 @@ tcp open {N.HOST_B} {port}
     s3 = session(rig, f"tcp gone {GONE} {port}\ntcp renew {RENEW} {port}\n")
     assert refused_at_once(s3, "gone"), s3["gone"]
     assert reached(s3, "renew", RENEW), s3["renew"]
+    lr = long.finish()
+    assert "lzsink 13" in lr.stdout, f"the connection did not outlive its element: {lr}"
     rig.release(holder)
 
     # The denial log: each rejected connection, with the name when known.
