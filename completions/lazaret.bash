@@ -19,7 +19,7 @@ _lazaret()
     local cur prev words cword
     _init_completion || return
 
-    local commands="run stop status state config export doctor help version"
+    local commands="run stop status log state config export doctor help version"
     local i cmd="" sub=""
     for ((i = 1; i < cword; i++)); do
         case ${words[i]} in
@@ -60,6 +60,9 @@ _lazaret()
             COMPREPLY=($(compgen -W "--profile --workspace --help" -- "$cur")) ;;
         status)
             COMPREPLY=($(compgen -W "--json --help" -- "$cur")) ;;
+        log)
+            COMPREPLY=($(compgen -W "--profile --workspace --denied --json --follow --help" \
+                -- "$cur")) ;;
         state)
             case $sub in
                 "") COMPREPLY=($(compgen -W "list inspect verify reset fix-ownership --help" -- "$cur")) ;;

@@ -53,6 +53,44 @@ static json_t *prefixes_json(const lz_ipv4_prefix_list *l)
     return a;
 }
 
+static json_t *hosts_json(const lz_host_list *l)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; i < l->count; i++) {
+        char buf[LZ_HOST_NAME_MAX + 3];
+        lz_host_pattern_format(&l->items[i], buf);
+        json_array_append_new(a, json_string(buf));
+    }
+    return a;
+}
+
+static json_t *resolvers_json(const lz_resolved_config *c)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; i < c->n_resolvers; i++) {
+        char buf[16];
+        snprintf(buf, sizeof(buf), "%u.%u.%u.%u", c->resolvers[i][0], c->resolvers[i][1],
+                 c->resolvers[i][2], c->resolvers[i][3]);
+        json_array_append_new(a, json_string(buf));
+    }
+    return a;
+}
+
+/* What the DNS mode in force means, in one line (docs/configuration.md
+ * "The DNS mode"). */
+static const char *dns_mode_meaning(const lz_resolved_config *c)
+{
+    if (c->dns_mode == LZ_DNS_STRICT)
+        return "strict: names no allow_hosts pattern covers are answered NXDOMAIN here and never "
+               "leave this machine";
+    if (c->schema_version < 2)
+        return "forward: names not denied are asked upstream (a made-up name leaves this "
+               "machine); add allow_hosts or dns = \"strict\" (schema "
+               "\"" LZ_CONFIG_SCHEMA_ID_V2 "\") to keep them here";
+    return "forward: names not denied are asked upstream (a made-up name leaves this machine); "
+           "add allow_hosts or dns = \"strict\" to keep them here";
+}
+
 /* True when one of the profile's persistent directories is dir or
  * contains it. */
 static bool persists(const lz_resolved_config *c, const char *dir)
@@ -136,6 +174,18 @@ static int print_json(const lz_resolved_config *c)
                         json_pack("{s:o, s:o}", "allow", prefixes_json(&c->allow), "deny",
                                   prefixes_json(&c->deny)));
 
+    /* Schema v2 only: a v1 file's JSON keeps exactly its v1 keys. */
+    if (c->schema_version >= 2) {
+        json_object_set_new(o, "hosts",
+                            json_pack("{s:o, s:o}", "allow", hosts_json(&c->allow_hosts), "deny",
+                                      hosts_json(&c->deny_hosts)));
+        json_object_set_new(o, "dns",
+                            json_pack("{s:s, s:b, s:o}", "mode",
+                                      c->dns_mode == LZ_DNS_STRICT ? "strict" : "forward",
+                                      "explicit", c->dns_mode_explicit, "resolvers",
+                                      resolvers_json(c)));
+    }
+
     json_t *rules = json_array();
     for (size_t i = 0; i < c->n_rules; i++) {
         const lz_resolved_rule *r = &c->rules[i];
@@ -211,6 +261,28 @@ static void print_text(const lz_resolved_config *c)
         char buf[LZ_IPV4_PREFIX_BUFSZ];
         lz_ipv4_prefix_format(&c->deny.items[i], buf);
         printf("  deny  %s\n", buf);
+    }
+    if (c->schema_version >= 2) {
+        printf("host rules (the most specific pattern wins; a deny of either kind wins over an "
+               "allow of the other):%s\n",
+               c->allow_hosts.count || c->deny_hosts.count ? "" : " (none)");
+        const lz_host_list *lists[2] = { &c->allow_hosts, &c->deny_hosts };
+        for (int k = 0; k < 2; k++)
+            for (size_t i = 0; i < lists[k]->count; i++) {
+                char buf[LZ_HOST_NAME_MAX + 3];
+                lz_host_pattern_format(&lists[k]->items[i], buf);
+                printf("  %s %s\n", k == 0 ? "allow" : "deny ", buf);
+            }
+    }
+    printf("dns:                       %s\n", dns_mode_meaning(c));
+    if (c->schema_version >= 2) {
+        printf("resolvers:                ");
+        if (!c->n_resolvers)
+            printf(" the host's resolv.conf nameservers");
+        for (size_t i = 0; i < c->n_resolvers; i++)
+            printf(" %u.%u.%u.%u", c->resolvers[i][0], c->resolvers[i][1], c->resolvers[i][2],
+                   c->resolvers[i][3]);
+        printf("\n");
     }
     printf("escalation:                %s\n", c->escalation_enabled ? "enabled" : "disabled");
     for (size_t i = 0; i < c->n_rules; i++) {

@@ -5,7 +5,10 @@
  * The running Domains of this user: for each Domain runtime directory whose
  * lock is held by a coordinator, the status that coordinator publishes
  * (status.json: profile, workspace, generation, state, sessions, and the
- * DerivedNetworkPolicy in force). Reads only; never takes a lock.
+ * DerivedNetworkPolicy in force), and the Domain's denials (the count and
+ * the last DENIALS_SHOWN records of its denial log, store/denials.h: read
+ * from its storage Domain Root through descriptors; their text is the
+ * sandbox's, escaped by the reader). Reads only; never takes a lock.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -21,14 +24,20 @@
 #include "common/options.h"
 #include "common/text.h"
 #include "common/util.h"
+#include "config/resolve.h"
 #include "config/source.h"
+#include "store/denials.h"
 #include "store/domain_root.h"
+
+#define DENIALS_SHOWN 3
 
 const char lz_usage_status[] =
     "Usage: lazaret status [--json]\n"
     "\n"
     "Show the running Domains of your user: profile, workspace, generation,\n"
-    "state, sessions, pending host escalation requests, and the network policy in force.\n"
+    "state, sessions, pending host escalation requests, the network policy in force,\n"
+    "and the denials of its Network Sidecar (how many, and the last 3; all of them:\n"
+    "'lazaret log').\n"
     "\n"
     "Options:\n"
     "  --json  print one JSON array\n";
@@ -84,6 +93,79 @@ static void print_text(json_t *d)
     json_array_foreach(json_object_get(pol, "prefix_rules"), i, r)
         printf("    %-5s %s\n", json_string_value(json_object_get(r, "action")),
                json_string_value(json_object_get(r, "network")));
+    /* The lines were escaped when read (lz_denial_line_text). */
+    json_t *den = json_object_get(d, "denials");
+    if (json_is_string(json_object_get(den, "error"))) {
+        printf("  denials:     cannot be read: %s\n",
+               json_string_value(json_object_get(den, "error")));
+    } else if (den) {
+        json_int_t n = json_integer_value(json_object_get(den, "total"));
+        const char *ws = json_string_value(json_object_get(d, "workspace"));
+        _cleanup_free_ char *qws = lz_text_shell_quote(ws ? ws : "");
+        _cleanup_free_ char *how =
+            lz_xasprintf(" (all of them: lazaret log --profile %s --workspace %s)",
+                         json_string_value(json_object_get(d, "profile"))
+                             ? json_string_value(json_object_get(d, "profile"))
+                             : "PROFILE",
+                         qws);
+        _cleanup_free_ char *safe = lz_text_printable(how);
+        printf("  denials:     %lld%s\n", (long long) n, n ? safe : "");
+        json_array_foreach(json_object_get(den, "last"), i, r)
+            printf("    %s\n", json_string_value(r));
+    }
+}
+
+/* d["denials"]: the total and the last records of the Domain's denial log
+ * in its storage Domain Root (<storage>/domains/<id>/logs), or the error. */
+static void add_denials(json_t *d, int domains_fd)
+{
+    const char *id = json_string_value(json_object_get(d, "domain_id"));
+    /* No Storage Root to read (the configuration cannot be read now):
+     * nothing is said about denials rather than something wrong. */
+    if (!id || !lz_domain_id_valid(id) || domains_fd < 0)
+        return;
+    json_t *o = json_object();
+    lz_error *err = NULL;
+    lz_denial_summary sum = { 0 };
+    _cleanup_close_ int droot =
+        openat(domains_fd, id, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    _cleanup_close_ int logs = -1;
+    if (droot < 0) {
+        lz_error_set(&err, errno, "cannot open its Domain Root in the Storage Root");
+    } else {
+        logs = openat(droot, LZ_DROOT_LOGS, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (logs < 0 && errno != ENOENT)
+            lz_error_set(&err, errno, "cannot open its logs directory");
+        else if (logs >= 0 && lz_denial_summary_read(logs, DENIALS_SHOWN, &sum, &err) < 0)
+            lz_error_prefix(&err, "its denial log");
+    }
+    if (err) {
+        _cleanup_free_ char *msg = lz_xasprintf("%s%s%s", err->message, err->errnum ? ": " : "",
+                                                err->errnum ? strerror(err->errnum) : "");
+        json_object_set_new(o, "error", json_string(msg));
+        lz_error_free(err);
+    } else {
+        json_object_set_new(o, "total", json_integer((json_int_t) sum.total));
+        json_t *last = json_array();
+        for (size_t i = 0; i < sum.n_last; i++)
+            json_array_append_new(last, json_string(sum.last[i]));
+        json_object_set_new(o, "last", last);
+    }
+    lz_denial_summary_clear(&sum);
+    json_object_set_new(d, "denials", o);
+}
+
+/* The Storage Root's domains directory, or -1 when there is none to read
+ * (status still shows what the coordinators publish). */
+static int open_domains(const lz_global_options *g)
+{
+    lz_error *err = NULL;
+    _cleanup_free_ char *storage = lz_storage_root_choose(g->config_path, &err);
+    lz_error_free(err);
+    if (!storage)
+        return -1;
+    _cleanup_free_ char *domains = lz_xasprintf("%s/domains", storage);
+    return open(domains, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 }
 
 json_t *lz_cli_running_domains(char **ret_root)
@@ -128,7 +210,6 @@ json_t *lz_cli_running_domains(char **ret_root)
 
 int lz_cmd_status(int argc, char **argv, const lz_global_options *g)
 {
-    (void) g;
     static const lz_option options[] = { { "json", 0, NULL, 0 } };
     bool as_json = false;
     int r = lz_cli_parse_flags("status", options, LZ_ARRAY_SIZE(options), argc, argv, 1, &as_json);
@@ -138,6 +219,12 @@ int lz_cmd_status(int argc, char **argv, const lz_global_options *g)
     json_t *all = lz_cli_running_domains(&root);
     if (!all)
         return LZ_EXIT_FAILURE;
+    if (json_array_size(all) > 0) {
+        _cleanup_close_ int domains = open_domains(g);
+        size_t i;
+        json_t *v;
+        json_array_foreach(all, i, v) add_denials(v, domains);
+    }
     if (as_json) {
         json_dumpf(all, stdout, JSON_INDENT(2) | JSON_ENSURE_ASCII);
         fputc('\n', stdout);

@@ -30,6 +30,8 @@ static const lz_command commands[] = {
       lz_cmd_doctor, LZ_EXIT_FAILURE },
     { "export", "write the profile for another engine: export kubernetes PROFILE", lz_usage_export,
       lz_cmd_export, LZ_EXIT_FAILURE },
+    { "log", "show the Domain's log: the DNS queries and connections it denied", lz_usage_log,
+      lz_cmd_log, LZ_EXIT_FAILURE },
 };
 
 static void print_main_usage(FILE *out)

@@ -107,6 +107,10 @@ bool lz_host_pattern_parse(const char *s, lz_host_pattern *ret, const char **why
                    "lowercased)";
             return false;
         }
+    if (strcmp(s, "*") == 0 || strcmp(s, "*.") == 0) {
+        *why = "a wildcard alone would match every name: write a parent, e.g. \"*.example.com\"";
+        return false;
+    }
     if (s[n - 1] == '.' && n > 1) {
         *why = "a trailing dot: write the name without it (\"example.com\", not "
                "\"example.com.\")";
@@ -114,10 +118,6 @@ bool lz_host_pattern_parse(const char *s, lz_host_pattern *ret, const char **why
     }
     bool wildcard = false;
     const char *name = s;
-    if (strcmp(s, "*") == 0 || strcmp(s, "*.") == 0) {
-        *why = "a wildcard alone would match every name: write a parent, e.g. \"*.example.com\"";
-        return false;
-    }
     if (strncmp(s, "*.", 2) == 0) {
         wildcard = true;
         name = s + 2;

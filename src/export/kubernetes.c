@@ -496,6 +496,44 @@ static json_t *ip_block_json(const lz_ip_block *blk)
     return json_pack("{s:o}", "ipBlock", ipb);
 }
 
+/* The host rules and the DNS mode of configuration v2 (docs/kubernetes.md
+ * "Host rules"). A NetworkPolicy speaks addresses only, and an FQDN policy
+ * is a CNI's own resource (Cilium's toFQDNs, Calico's domains), so none is
+ * written: each rule is reported not mappable, and --strict refuses until
+ * it is accepted. Nothing here widens the policy: names allowed locally are
+ * unreachable in the cluster unless a prefix rule allows their addresses. */
+static void report_host_rules(builder *b)
+{
+    const lz_resolved_config *c = b->cfg;
+    if (c->allow_hosts.count)
+        report(b, "allow_hosts", LZ_MAP_NOT_MAPPABLE, true,
+               "%zu host pattern%s: a NetworkPolicy has no host names, and no FQDN policy of a "
+               "particular CNI is written; the pod reaches these names only where a prefix rule "
+               "allows their addresses, and then without the name check on the connection "
+               "(locally the TLS SNI or HTTP Host must be allowed too): add the addresses the "
+               "agent needs as allow_egress prefixes, then --accept allow_hosts",
+               c->allow_hosts.count, c->allow_hosts.count == 1 ? "" : "s");
+    if (c->deny_hosts.count)
+        report(b, "deny_hosts", LZ_MAP_NOT_MAPPABLE, true,
+               "%zu host pattern%s: a NetworkPolicy has no host names, so a denied name is "
+               "reachable wherever an allowed prefix holds its address (locally it is refused "
+               "at resolution and on the connection): deny its addresses with deny_egress "
+               "prefixes, then --accept deny_hosts",
+               c->deny_hosts.count, c->deny_hosts.count == 1 ? "" : "s");
+    if (c->dns_mode != LZ_DNS_STRICT)
+        return;
+    if (b->o->no_cluster_dns)
+        report(b, "dns", LZ_MAP_APPROXIMATED, false,
+               "strict: with --no-cluster-dns the pod has no resolver at all, so no name leaves "
+               "the cluster, but the allowed ones do not resolve either");
+    else
+        report(b, "dns", LZ_MAP_NOT_MAPPABLE, true,
+               "strict: the cluster's kube-dns asks upstream for every name, so a made-up name "
+               "leaves the cluster (locally names no allow_hosts pattern covers are answered "
+               "here and never leave the machine); --no-cluster-dns drops DNS altogether, or "
+               "--accept dns");
+}
+
 /* One NetworkPolicy selecting exactly the Sandbox's pod (its instance
  * label): no ingress at all, DNS to the cluster's resolver (the one path a
  * local Domain always has, docs/network.md), and the flattened egress. */
@@ -544,6 +582,7 @@ static json_t *network_policy(builder *b)
                       "are not excepted (locally the host's addresses always are): deny the "
                       "nodes' ranges in the profile, then --accept network. "
                     : "");
+    report_host_rules(b);
     return json_pack("{s:s, s:s, s:o, s:o}", "apiVersion", "networking.k8s.io/v1", "kind",
                      "NetworkPolicy", "metadata", metadata(b, name), "spec", spec);
 }

@@ -87,22 +87,8 @@ void lz_ip_blocks_clear(lz_ip_blocks *b)
 bool lz_netpolicy_lazaret_allows(const lz_ipv4_prefix_list *allow, const lz_ipv4_prefix_list *deny,
                                  const uint8_t addr[4])
 {
-    for (size_t i = 0; i < LZ_IPV4_NEVER_ROUTED_COUNT; i++)
-        if (holds(&lz_ipv4_never_routed[i].prefix, addr))
-            return false;
-    int best = -1;
-    bool allowed = false;
-    for (size_t i = 0; i < allow->count; i++)
-        if (holds(&allow->items[i], addr) && allow->items[i].len > best) {
-            best = allow->items[i].len;
-            allowed = true;
-        }
-    for (size_t i = 0; i < deny->count; i++)
-        if (holds(&deny->items[i], addr) && deny->items[i].len > best) {
-            best = deny->items[i].len;
-            allowed = false;
-        }
-    return allowed;
+    /* The one decision the router and the keeper use. */
+    return lz_ipv4_policy_decide(allow, deny, addr, NULL, NULL) == LZ_PREFIX_ALLOWED;
 }
 
 bool lz_ip_blocks_allow(const lz_ip_blocks *b, const uint8_t addr[4])

@@ -609,6 +609,8 @@ const char *lz_dns_error_text(lz_dns_error e)
         return "more records than allowed";
     case LZ_DNS_E_TRUNCATED:
         return "response truncated (TC): ask again over TCP";
+    default:
+        break;
     }
     return "unknown DNS decoding error";
 }

@@ -13,7 +13,9 @@
  * most LZ_DNS_MAX_POINTERS are followed per name; every count field is
  * checked against the bytes that remain. Decoders never read outside
  * [buf, buf + len), never allocate, and are fuzzed (tests/fuzz/fuzz_dns.c).
- * libc only (linked into the protocol library).
+ * libc only (linked into the protocol library). Every decision in detail
+ * (what is believed, the text form, truncation): dns.c's first comment and
+ * docs/dns-decoder.md.
  */
 #ifndef LAZARET_PROTOCOL_DNS_H
 #define LAZARET_PROTOCOL_DNS_H

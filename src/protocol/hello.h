@@ -5,7 +5,8 @@
  * docs/network.md "The name on the connection"): the server_name of a TLS
  * ClientHello, and the Host header of an HTTP/1.x request. Bounded,
  * allocation-free decoders of untrusted bytes, fuzzed
- * (tests/fuzz/fuzz_hello.c). libc only.
+ * (tests/fuzz/fuzz_hello.c). libc only. The exact rules (what is refused
+ * and why): hello.c's first comment and docs/dns-decoder.md.
  */
 #ifndef LAZARET_PROTOCOL_HELLO_H
 #define LAZARET_PROTOCOL_HELLO_H

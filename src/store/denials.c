@@ -92,6 +92,7 @@ static const char *kind_name(lz_denial_kind k)
     case LZ_DENIAL_NAME:
         return "name";
     case LZ_DENIAL_OTHER:
+    default:
         break;
     }
     return "other";
@@ -208,12 +209,12 @@ static void format_time(int64_t ms, char buf[32])
 {
     time_t s = (time_t) (ms / 1000);
     struct tm tm;
-    if (ms < 0 || !gmtime_r(&s, &tm)) {
+    size_t n = ms >= 0 && gmtime_r(&s, &tm) ? strftime(buf, 24, "%Y-%m-%dT%H:%M:%S", &tm) : 0;
+    if (n == 0) {
         snprintf(buf, 32, "1970-01-01T00:00:00.000Z");
         return;
     }
-    snprintf(buf, 32, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1,
-             tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int) (ms % 1000));
+    snprintf(buf + n, 32 - n, ".%03dZ", (int) (ms % 1000));
 }
 
 /* A text field as a JSON string: cut at FIELD_MAX bytes (on a UTF-8

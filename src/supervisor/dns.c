@@ -8,10 +8,10 @@
  * runs under a seccomp allowlist. Its loop is dns_loop.c.
  *
  * The sockets are made by a short-lived child that joined the router's
- * namespace and hands them back over a socketpair (SCM_RIGHTS): a socket
- * stays in the namespace it was created in. The process itself cannot
- * setns back: the supervisor's network namespace belongs to the initial
- * user namespace, over which the supervisor has no capability.
+ * namespace and hands them back (sc_sockets_in_netns): a socket stays in
+ * the namespace it was created in. The process itself cannot setns back:
+ * the supervisor's network namespace belongs to the initial user
+ * namespace, over which the supervisor has no capability.
  */
 #include "supervisor/sidecar_internal.h"
 
@@ -110,10 +110,6 @@ static int host_resolvers(sc_dns_setup *s, lz_error **err)
 
 /* ---- the listening sockets, made in the router's namespace ------------- */
 
-typedef struct sockets_job {
-    int channel; /* our end of the socketpair the sockets go back over */
-} sockets_job;
-
 static int bound_socket(int type, const struct sockaddr_in *at)
 {
     int fd = socket(AF_INET, type | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
@@ -130,73 +126,21 @@ static int bound_socket(int type, const struct sockaddr_in *at)
     return fd;
 }
 
-/* ns_fn: in the router's namespace. */
-static int make_sockets(void *arg, char *why, size_t why_len)
+/* sc_socket_maker, in the router's namespace: UDP and TCP on
+ * ROUTER_ADDR:53. */
+static int make_sockets(void *arg, int *fds, char *why, size_t why_len)
 {
-    const sockets_job *j = arg;
+    (void) arg;
     struct sockaddr_in at = { .sin_family = AF_INET, .sin_port = htons(53) };
     if (inet_pton(AF_INET, ROUTER_ADDR, &at.sin_addr) != 1)
         return -1;
-    int fds[2] = { bound_socket(SOCK_DGRAM, &at), bound_socket(SOCK_STREAM, &at) };
-    if (fds[0] < 0 || fds[1] < 0) {
+    fds[0] = bound_socket(SOCK_DGRAM, &at);
+    fds[1] = fds[0] >= 0 ? bound_socket(SOCK_STREAM, &at) : -1;
+    if (fds[1] < 0) {
         snprintf(why, why_len, "cannot listen on %s:53 in the router's namespace: %s", ROUTER_ADDR,
                  strerror(errno));
         return -1;
     }
-    union {
-        char buf[CMSG_SPACE(sizeof(fds))];
-        struct cmsghdr align;
-    } u;
-    memset(&u, 0, sizeof(u));
-    char byte = 'S';
-    struct iovec iov = { &byte, 1 };
-    struct msghdr m = {
-        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof(u.buf)
-    };
-    struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
-    cm->cmsg_level = SOL_SOCKET;
-    cm->cmsg_type = SCM_RIGHTS;
-    cm->cmsg_len = CMSG_LEN(sizeof(fds));
-    memcpy(CMSG_DATA(cm), fds, sizeof(fds));
-    if (sendmsg(j->channel, &m, MSG_NOSIGNAL) != 1) {
-        snprintf(why, why_len, "cannot hand over the DNS sockets: %s", strerror(errno));
-        return -1;
-    }
-    return 0;
-}
-
-static int router_sockets(const char *router_netns, int *udp, int *tcp, lz_error **err)
-{
-    int sp[2];
-    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0)
-        return lz_error_set(err, errno, "network sidecar: cannot create a socketpair");
-    sockets_job j = { sp[1] };
-    int r = sc_in_netns(router_netns, false, make_sockets, &j, err);
-    close(sp[1]);
-    if (r < 0) {
-        close(sp[0]);
-        return -1;
-    }
-    int fds[2];
-    union {
-        char buf[CMSG_SPACE(sizeof(fds))];
-        struct cmsghdr align;
-    } u;
-    char byte;
-    struct iovec iov = { &byte, 1 };
-    struct msghdr m = {
-        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof(u.buf)
-    };
-    ssize_t n = recvmsg(sp[0], &m, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
-    close(sp[0]);
-    struct cmsghdr *cm = n == 1 ? CMSG_FIRSTHDR(&m) : NULL;
-    if (!cm || cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS ||
-        cm->cmsg_len != CMSG_LEN(sizeof(fds)) || (m.msg_flags & MSG_CTRUNC))
-        return lz_error_set(err, EPROTO,
-                            "network sidecar: the DNS responder's sockets did not arrive");
-    memcpy(fds, CMSG_DATA(cm), sizeof(fds));
-    *udp = fds[0];
-    *tcp = fds[1];
     return 0;
 }
 
@@ -306,8 +250,11 @@ int sc_dns_start(const lz_resolved_config *cfg, const char *router_netns, int ke
     } else if (host_resolvers(&s, err) < 0) {
         return -1;
     }
-    if (router_sockets(router_netns, &s.udp_fd, &s.tcp_fd, err) < 0)
+    int fds[2];
+    if (sc_sockets_in_netns(router_netns, make_sockets, NULL, fds, 2, err) < 0)
         return -1;
+    s.udp_fd = fds[0];
+    s.tcp_fd = fds[1];
     /* Its own name (ps, tests); killed with the supervisor. */
     lz_fork_options opt = { .what = "the DNS responder", .pdeathsig = SIGKILL, .name = "lz-dns" };
     lz_child child;

@@ -64,7 +64,12 @@ static const int fw_allowed[] = {
 
 int lz_forward_confine(void)
 {
-    struct rlimit nofile = { 2 * LZ_FORWARD_MAX_CONNS + 16, 2 * LZ_FORWARD_MAX_CONNS + 16 };
+    return lz_relay_confine(2 * LZ_FORWARD_MAX_CONNS + 16);
+}
+
+int lz_relay_confine(unsigned max_fds)
+{
+    struct rlimit nofile = { max_fds, max_fds };
     if (setrlimit(RLIMIT_NOFILE, &nofile) < 0 || prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
         return -1;
     /* Every capability of the user namespace (the forwarder is its root):
@@ -106,53 +111,61 @@ int lz_forward_confine(void)
     return 0;
 }
 
-/* ---- the relay --------------------------------------------------------- */
+/* ---- one relayed connection ------------------------------------------- */
 
-/* One direction: bytes read from `from` waiting to be written to `to`. */
-typedef struct fw_dir {
-    char *buf;
-    size_t off, len;
-    bool eof;  /* `from` said end of stream */
-    bool shut; /* passed on: shutdown(to, SHUT_WR) */
-} fw_dir;
-
-typedef struct fw_conn {
-    int h, g; /* host side (accepted), sandbox side (connected) */
-    bool connecting;
-    int64_t deadline; /* connecting: the connect deadline; after the host side's
-                       * end: when the connection is cut unless bytes move */
-    fw_dir hg, gh;    /* host -> sandbox, sandbox -> host */
-} fw_conn;
-
-static int64_t now_ms(void)
+int64_t lz_relay_now_ms(void)
 {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (int64_t) t.tv_sec * 1000 + t.tv_nsec / 1000000;
 }
 
-/* Cut a connection. An abortive close (RST) on the side that is still open
- * when the other failed, so the peer sees an error, not a clean end. */
-static void conn_end(fw_conn *c, bool abort)
+int lz_relay_init(lz_relay *r, int a, int b, bool connecting, int64_t now, const void *first,
+                  size_t first_len)
+{
+    *r = (lz_relay){ .a = -1, .b = -1 };
+    if (first_len > LZ_FORWARD_BUF)
+        return -1;
+    char *b1 = malloc(LZ_FORWARD_BUF), *b2 = malloc(LZ_FORWARD_BUF);
+    if (!b1 || !b2) {
+        free(b1);
+        free(b2);
+        return -1;
+    }
+    if (first_len)
+        memcpy(b1, first, first_len);
+    *r = (lz_relay){ .a = a,
+                     .b = b,
+                     .connecting = connecting,
+                     .deadline = now + LZ_FORWARD_CONNECT_MS,
+                     .ab = { .buf = b1, .len = first_len },
+                     .ba = { .buf = b2 } };
+    return 0;
+}
+
+void lz_relay_end(lz_relay *r, bool abort)
 {
     if (abort) {
+        /* An abortive close (RST) on the side that is still open when the
+         * other failed, so the peer sees an error, not a clean end. */
         struct linger l = { 1, 0 };
-        setsockopt(c->h, SOL_SOCKET, SO_LINGER, &l, sizeof(l));
-        if (c->g >= 0)
-            setsockopt(c->g, SOL_SOCKET, SO_LINGER, &l, sizeof(l));
+        if (r->a >= 0)
+            setsockopt(r->a, SOL_SOCKET, SO_LINGER, &l, sizeof(l));
+        if (r->b >= 0)
+            setsockopt(r->b, SOL_SOCKET, SO_LINGER, &l, sizeof(l));
     }
-    close(c->h);
-    if (c->g >= 0)
-        close(c->g);
-    free(c->hg.buf);
-    free(c->gh.buf);
-    memset(c, 0, sizeof(*c));
-    c->h = c->g = -1;
+    if (r->a >= 0)
+        close(r->a);
+    if (r->b >= 0)
+        close(r->b);
+    free(r->ab.buf);
+    free(r->ba.buf);
+    *r = (lz_relay){ .a = -1, .b = -1 };
 }
 
 /* Move what can be moved in one direction. -1: the connection failed;
  * *moved is set when bytes were read or written. */
-static int dir_pump(fw_dir *d, int from, int to, bool readable, bool *moved)
+static int dir_pump(lz_relay_dir *d, int from, int to, bool readable, bool *moved)
 {
     if (readable && !d->eof && d->len < LZ_FORWARD_BUF) {
         /* Compact first so the free room is one piece. */
@@ -192,73 +205,127 @@ static int dir_pump(fw_dir *d, int from, int to, bool readable, bool *moved)
     return 0;
 }
 
-static void conn_accept(fw_conn *c, int listen_fd, const struct sockaddr_in *target)
+static void lower_wait(int64_t *wait, int64_t deadline, int64_t now)
+{
+    int64_t left = deadline > now ? deadline - now : 0;
+    if (*wait < 0 || left < *wait)
+        *wait = left;
+}
+
+void lz_relay_events(const lz_relay *r, int64_t now, short *ea, short *eb, int64_t *wait)
+{
+    *ea = *eb = 0;
+    if (r->connecting) {
+        *eb = POLLOUT;
+        lower_wait(wait, r->deadline, now);
+        return;
+    }
+    if (r->ab.eof)
+        lower_wait(wait, r->deadline, now);
+    /* Read a side only while its direction has room (flow control); write
+     * it only while something waits for it. */
+    if (!r->ab.eof && r->ab.len < LZ_FORWARD_BUF)
+        *ea |= POLLIN;
+    if (r->ba.len)
+        *ea |= POLLOUT;
+    if (!r->ba.eof && r->ba.len < LZ_FORWARD_BUF)
+        *eb |= POLLIN;
+    if (r->ab.len)
+        *eb |= POLLOUT;
+}
+
+bool lz_relay_step(lz_relay *r, short ra, short rb, int64_t now)
+{
+    if (r->connecting) {
+        if (rb) {
+            int soerr = 0;
+            socklen_t sl = sizeof(soerr);
+            if (getsockopt(r->b, SOL_SOCKET, SO_ERROR, &soerr, &sl) < 0 || soerr) {
+                lz_relay_end(r, true); /* nothing listens there: side a is reset */
+                return false;
+            }
+            r->connecting = false;
+            /* Bytes queued for b before the connect (lz_relay_init's first)
+             * leave now rather than one poll round later. */
+            rb = POLLOUT;
+        } else {
+            if (now >= r->deadline) {
+                lz_relay_end(r, true);
+                return false;
+            }
+            return true;
+        }
+    }
+    /* An error (a reset) on either side cuts the connection. */
+    if ((ra | rb) & (POLLERR | POLLNVAL)) {
+        lz_relay_end(r, true);
+        return false;
+    }
+    bool a_in = ra & (POLLIN | POLLHUP), b_in = rb & (POLLIN | POLLHUP);
+    bool a_ended = r->ab.eof, moved = false;
+    if (dir_pump(&r->ab, r->a, r->b, a_in, &moved) < 0 ||
+        dir_pump(&r->ba, r->b, r->a, b_in, &moved) < 0) {
+        lz_relay_end(r, true);
+        return false;
+    }
+    /* Side a ended: the linger clock starts, and restarts whenever bytes
+     * move. */
+    if (r->ab.eof && (!a_ended || moved))
+        r->deadline = now + LZ_FORWARD_LINGER_MS;
+    else if (r->ab.eof && now >= r->deadline) {
+        lz_relay_end(r, true);
+        return false;
+    }
+    /* Both directions ended and were passed on: done. */
+    if (r->ab.shut && r->ba.shut) {
+        lz_relay_end(r, false);
+        return false;
+    }
+    return true;
+}
+
+/* ---- the --publish forwarder ------------------------------------------ */
+
+static void conn_accept(lz_relay *c, int listen_fd, const struct sockaddr_in *target)
 {
     int h = accept4(listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (h < 0)
         return;
     int g = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    char *b1 = malloc(LZ_FORWARD_BUF), *b2 = malloc(LZ_FORWARD_BUF);
     int r = g >= 0 ? connect(g, (const struct sockaddr *) target, sizeof(*target)) : -1;
-    if (g < 0 || !b1 || !b2 || (r < 0 && errno != EINPROGRESS)) {
+    if (g < 0 || (r < 0 && errno != EINPROGRESS) ||
+        lz_relay_init(c, h, g, r < 0, lz_relay_now_ms(), NULL, 0) < 0) {
         struct linger l = { 1, 0 };
         setsockopt(h, SOL_SOCKET, SO_LINGER, &l, sizeof(l));
         close(h);
         if (g >= 0)
             close(g);
-        free(b1);
-        free(b2);
-        return;
     }
-    *c = (fw_conn){ .h = h,
-                    .g = g,
-                    .connecting = r < 0,
-                    .deadline = now_ms() + LZ_FORWARD_CONNECT_MS,
-                    .hg = { .buf = b1 },
-                    .gh = { .buf = b2 } };
 }
 
 int lz_forward_run(int listen_fd, const struct sockaddr_in *target)
 {
-    static fw_conn conns[LZ_FORWARD_MAX_CONNS];
+    /* Side a: the host client (accepted); side b: the sandbox (connected). */
+    static lz_relay conns[LZ_FORWARD_MAX_CONNS];
     for (size_t i = 0; i < LZ_FORWARD_MAX_CONNS; i++)
-        conns[i].h = conns[i].g = -1;
+        conns[i].a = conns[i].b = -1;
     static struct pollfd p[1 + 2 * LZ_FORWARD_MAX_CONNS];
     for (;;) {
         size_t n = 0, used = 0;
-        int64_t now = now_ms(), wait = -1;
+        int64_t now = lz_relay_now_ms(), wait = -1;
         p[n++] = (struct pollfd){ .fd = listen_fd, .events = POLLIN };
         for (size_t i = 0; i < LZ_FORWARD_MAX_CONNS; i++) {
-            fw_conn *c = &conns[i];
-            if (c->h < 0)
+            lz_relay *c = &conns[i];
+            if (c->a < 0)
                 continue;
             used++;
-            short he = 0, ge = 0;
-            if (c->connecting) {
-                ge = POLLOUT;
-                int64_t left = c->deadline > now ? c->deadline - now : 0;
-                wait = wait < 0 || left < wait ? left : wait;
-            } else {
-                if (c->hg.eof) {
-                    int64_t left = c->deadline > now ? c->deadline - now : 0;
-                    wait = wait < 0 || left < wait ? left : wait;
-                }
-                /* Read a side only while its direction has room (flow
-                 * control); write it only while something waits for it. */
-                if (!c->hg.eof && c->hg.len < LZ_FORWARD_BUF)
-                    he |= POLLIN;
-                if (c->gh.len)
-                    he |= POLLOUT;
-                if (!c->gh.eof && c->gh.len < LZ_FORWARD_BUF)
-                    ge |= POLLIN;
-                if (c->hg.len)
-                    ge |= POLLOUT;
-            }
+            short ea, eb;
+            lz_relay_events(c, now, &ea, &eb, &wait);
             /* A side with nothing to do is not polled at all: a hung-up
              * socket reports POLLHUP whatever it is asked, and would spin
              * the loop while the other side (the sandbox) refuses to read. */
-            p[n++] = (struct pollfd){ .fd = he ? c->h : -1, .events = he };
-            p[n++] = (struct pollfd){ .fd = ge ? c->g : -1, .events = ge };
+            p[n++] = (struct pollfd){ .fd = ea ? c->a : -1, .events = ea };
+            p[n++] = (struct pollfd){ .fd = eb ? c->b : -1, .events = eb };
         }
         /* Full: further connections wait in the listen backlog. */
         if (used == LZ_FORWARD_MAX_CONNS)
@@ -272,55 +339,18 @@ int lz_forward_run(int listen_fd, const struct sockaddr_in *target)
         }
         if (p[0].revents & (POLLERR | POLLNVAL))
             return 1;
-        now = now_ms();
+        now = lz_relay_now_ms();
         size_t k = 1;
         for (size_t i = 0; i < LZ_FORWARD_MAX_CONNS; i++) {
-            fw_conn *c = &conns[i];
-            if (c->h < 0)
+            lz_relay *c = &conns[i];
+            if (c->a < 0)
                 continue;
-            short hr = p[k].revents, gr = p[k + 1].revents;
+            lz_relay_step(c, p[k].revents, p[k + 1].revents, now);
             k += 2;
-            if (c->connecting) {
-                if (gr) {
-                    int soerr = 0;
-                    socklen_t sl = sizeof(soerr);
-                    if (getsockopt(c->g, SOL_SOCKET, SO_ERROR, &soerr, &sl) < 0 || soerr) {
-                        conn_end(c, true); /* nothing listens there: the host side is reset */
-                        continue;
-                    }
-                    c->connecting = false;
-                } else if (now >= c->deadline) {
-                    conn_end(c, true);
-                }
-                continue;
-            }
-            /* An error (a reset) on either side cuts the connection. */
-            if ((hr | gr) & (POLLERR | POLLNVAL)) {
-                conn_end(c, true);
-                continue;
-            }
-            bool h_in = hr & (POLLIN | POLLHUP), g_in = gr & (POLLIN | POLLHUP);
-            bool host_ended = c->hg.eof, moved = false;
-            if (dir_pump(&c->hg, c->h, c->g, h_in, &moved) < 0 ||
-                dir_pump(&c->gh, c->g, c->h, g_in, &moved) < 0) {
-                conn_end(c, true);
-                continue;
-            }
-            /* The host side ended: the linger clock starts, and restarts
-             * whenever bytes move. */
-            if (c->hg.eof && (!host_ended || moved))
-                c->deadline = now + LZ_FORWARD_LINGER_MS;
-            else if (c->hg.eof && now >= c->deadline) {
-                conn_end(c, true);
-                continue;
-            }
-            /* Both directions ended and were passed on: done. */
-            if (c->hg.shut && c->gh.shut)
-                conn_end(c, false);
         }
         if (p[0].fd >= 0 && (p[0].revents & POLLIN)) {
             for (size_t i = 0; i < LZ_FORWARD_MAX_CONNS; i++)
-                if (conns[i].h < 0) {
+                if (conns[i].a < 0) {
                     conn_accept(&conns[i], listen_fd, target);
                     break;
                 }

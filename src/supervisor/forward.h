@@ -22,6 +22,9 @@
 #define LAZARET_SUPERVISOR_FORWARD_H
 
 #include <netinet/in.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 
 #define LZ_FORWARD_MAX_CONNS 64
 #define LZ_FORWARD_BUF 65536
@@ -40,9 +43,59 @@
  * nftables output chain lets those reach the sandbox's address only. */
 int lz_forward_confine(void);
 
+/* The same confinement for another relay of this kind (lz-namecheck), with
+ * its own descriptor bound. */
+int lz_relay_confine(unsigned max_fds);
+
 /* Relay until the listening socket fails. Returns the exit status for the
  * forwarder process (1: the listener failed). Single-threaded; SIGPIPE is
  * never raised (MSG_NOSIGNAL). */
 int lz_forward_run(int listen_fd, const struct sockaddr_in *target);
+
+/* ---- one relayed connection (the forwarder's and lz-namecheck's) --------
+ *
+ * Two non-blocking TCP sockets: a, the side that began (the accepted
+ * client), and b, the side the relay connected to. The bounds above apply
+ * to each: LZ_FORWARD_BUF per direction (flow control), LZ_FORWARD_CONNECT_MS
+ * for b's connect, LZ_FORWARD_LINGER_MS without progress once a ended, a
+ * half-close passed on, a reset on one side passed to the other. The
+ * caller owns the poll loop: it asks lz_relay_events what to poll for,
+ * and hands the results to lz_relay_step. */
+typedef struct lz_relay_dir {
+    char *buf;
+    size_t off, len;
+    bool eof;  /* the reading side said end of stream */
+    bool shut; /* passed on: shutdown(writing side, SHUT_WR) */
+} lz_relay_dir;
+
+typedef struct lz_relay {
+    int a, b; /* -1: the slot is free */
+    bool connecting;
+    int64_t deadline; /* connecting: the connect deadline; after a's end:
+                       * when the connection is cut unless bytes move */
+    lz_relay_dir ab, ba;
+} lz_relay;
+
+int64_t lz_relay_now_ms(void);
+
+/* Take a and b (closed by lz_relay_end from then on); b's connect is still
+ * in progress when connecting. first[0..first_len) (at most LZ_FORWARD_BUF)
+ * is queued towards b, as if read from a. -1 (nothing taken) when out of
+ * memory. */
+int lz_relay_init(lz_relay *r, int a, int b, bool connecting, int64_t now, const void *first,
+                  size_t first_len);
+
+/* What to poll for on a and b (0: do not poll that side: a hung-up socket
+ * reports POLLHUP whatever it is asked); lowers *wait (-1: none yet) to
+ * the connection's deadline. */
+void lz_relay_events(const lz_relay *r, int64_t now, short *ea, short *eb, int64_t *wait);
+
+/* After the poll: move bytes, pass on ends and resets, enforce the
+ * deadlines. False when the connection ended (both sockets closed, the slot
+ * free). */
+bool lz_relay_step(lz_relay *r, short ra, short rb, int64_t now);
+
+/* Close both sides (abort: with a reset) and free the slot. */
+void lz_relay_end(lz_relay *r, bool abort);
 
 #endif

@@ -360,6 +360,9 @@ static const char *name_why(uint8_t why)
         return "name check: no SNI / Host";
     case SC_NAME_WHY_ENCRYPTED:
         return "name check: encrypted ClientHello";
+    case SC_NAME_WHY_ADDRESS:
+        return "name check: an address the host rules may not open (a prefix rule or this "
+               "host's own)";
     default:
         return "name check: not TLS / HTTP, too large or too slow";
     }

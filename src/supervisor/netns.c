@@ -222,3 +222,83 @@ int sc_router_policy(void *arg, char *why, size_t why_len)
     sc_nl_close(&n);
     return 0;
 }
+
+/* ---- sockets made in another namespace --------------------------------- */
+
+#define SOCKETS_MAX 4
+
+typedef struct sockets_job {
+    sc_socket_maker make;
+    void *arg;
+    size_t n;
+    int channel; /* the child's end of the socketpair they go back over */
+} sockets_job;
+
+/* ns_fn: in the namespace; make the sockets, hand them over. */
+static int sockets_child(void *arg, char *why, size_t why_len)
+{
+    const sockets_job *j = arg;
+    int fds[SOCKETS_MAX];
+    if (j->make(j->arg, fds, why, why_len) < 0)
+        return -1;
+    union {
+        char buf[CMSG_SPACE(sizeof(int) * SOCKETS_MAX)];
+        struct cmsghdr align;
+    } u;
+    memset(&u, 0, sizeof(u));
+    char byte = 'S';
+    struct iovec iov = { &byte, 1 };
+    struct msghdr m = { .msg_iov = &iov,
+                        .msg_iovlen = 1,
+                        .msg_control = u.buf,
+                        .msg_controllen = CMSG_SPACE(sizeof(int) * j->n) };
+    struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
+    if (!cm) { /* cannot be: the control buffer has room for one header */
+        snprintf(why, why_len, "cannot hand over the sockets: no room for them");
+        return -1;
+    }
+    cm->cmsg_level = SOL_SOCKET;
+    cm->cmsg_type = SCM_RIGHTS;
+    cm->cmsg_len = CMSG_LEN(sizeof(int) * j->n);
+    memcpy(CMSG_DATA(cm), fds, sizeof(int) * j->n);
+    if (sendmsg(j->channel, &m, MSG_NOSIGNAL) != 1) {
+        snprintf(why, why_len, "cannot hand over the sockets: %s", strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+int sc_sockets_in_netns(const char *netns, sc_socket_maker make, void *arg, int *fds, size_t n,
+                        lz_error **err)
+{
+    if (n == 0 || n > SOCKETS_MAX)
+        return lz_error_set(err, EINVAL, "network sidecar: %zu sockets asked for", n);
+    int sp[2];
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0)
+        return lz_error_set(err, errno, "network sidecar: cannot create a socketpair");
+    sockets_job j = { .make = make, .arg = arg, .n = n, .channel = sp[1] };
+    int r = sc_in_netns(netns, false, sockets_child, &j, err);
+    close(sp[1]);
+    if (r < 0) {
+        close(sp[0]);
+        return -1;
+    }
+    union {
+        char buf[CMSG_SPACE(sizeof(int) * SOCKETS_MAX)];
+        struct cmsghdr align;
+    } u;
+    char byte;
+    struct iovec iov = { &byte, 1 };
+    struct msghdr m = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof(u.buf)
+    };
+    ssize_t got = recvmsg(sp[0], &m, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+    close(sp[0]);
+    struct cmsghdr *cm = got == 1 ? CMSG_FIRSTHDR(&m) : NULL;
+    if (!cm || cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS ||
+        cm->cmsg_len != CMSG_LEN(sizeof(int) * n) || (m.msg_flags & MSG_CTRUNC))
+        return lz_error_set(err, EPROTO, "network sidecar: the sockets made in %s did not arrive",
+                            netns);
+    memcpy(fds, CMSG_DATA(cm), sizeof(int) * n);
+    return 0;
+}

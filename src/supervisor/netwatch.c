@@ -182,6 +182,13 @@ int sc_watch_start(const sc_watch_args *a, pid_t *ret_pid, lz_error **err)
 
 bool lz_network_child_exited(lz_network *net, pid_t pid)
 {
+    /* A name check that ended fails closed by itself (nothing listens
+     * behind the redirect: connections are reset); its pid is forgotten so
+     * that the teardown never signals a recycled one. */
+    if (pid > 0 && pid == net->namecheck_pid) {
+        net->namecheck_pid = 0;
+        return true;
+    }
     if (pid <= 0 || pid != net->watch_pid)
         return false;
     net->watch_pid = 0;

@@ -215,6 +215,19 @@ int lz_network_setup(const lz_resolved_config *cfg, const char *gen_dir, int gen
         if (r < 0)
             goto fail;
     }
+    /* Before the sandbox exists, like the routes: a learned address is never
+     * reachable on ports 80 and 443 without the check behind the redirect.
+     * With no allowed name nothing is learned and nothing redirected. */
+    {
+        int r = cfg->allow_hosts.count
+                    ? sc_namecheck_start(cfg, net.router_netns, net.namecheck_keeper_fd,
+                                         &net.namecheck_pid, err)
+                    : 0;
+        close(net.namecheck_keeper_fd);
+        net.namecheck_keeper_fd = -1;
+        if (r < 0)
+            goto fail;
+    }
     mnl_socket_close(events);
     mnl_socket_close(dumps);
     net.host_local_count = host_local.count;
@@ -321,6 +334,10 @@ bool lz_network_dns_exited(lz_network *net, pid_t pid, int status)
 
 void lz_network_clear(lz_network *net)
 {
+    if (net->namecheck_pid > 0) {
+        kill(net->namecheck_pid, SIGKILL);
+        waitpid(net->namecheck_pid, NULL, 0);
+    }
     if (net->dns_keeper_fd > 0)
         close(net->dns_keeper_fd);
     if (net->namecheck_keeper_fd > 0)

@@ -62,6 +62,9 @@ typedef struct lz_network {
     /* The DNS responder (lz-dns): the sandbox's only resolver. When it
      * ends the sandbox has no DNS (its sockets went with it). */
     pid_t dns_pid;
+    /* The name check on connections to learned addresses (lz-namecheck);
+     * 0 when the configuration has no allow_hosts (nothing is learned). */
+    pid_t namecheck_pid;
     size_t host_local_count; /* host-local prefixes found at start */
     char *policy_text;       /* DerivedNetworkPolicy, human-readable, for the log/store */
 } lz_network;

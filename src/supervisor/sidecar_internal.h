@@ -19,6 +19,8 @@
  *   dns_loop.c  the DNS responder's event loop (lz-dns)
  *   dns.c       the DNS responder's start: its upstream resolvers, its
  *               sockets made in the router's namespace, its confinement
+ *   namecheck.c the name check on the connection (lz-namecheck,
+ *               namecheck.h); calls only forward.c's relay
  *   sidecar.c   setup in order, slirp4netns, --publish forwarders, clear
  */
 #ifndef LAZARET_SUPERVISOR_SIDECAR_INTERNAL_H
@@ -116,6 +118,15 @@ struct mnl_socket *sc_nl_socket(unsigned groups);
 /* ---- netns.c ----------------------------------------------------------- */
 
 int sc_in_netns(const char *netns, bool create, ns_fn fn, void *arg, lz_error **err);
+/* Sockets made in the namespace pinned at netns, by a child that joined it,
+ * and handed back (SCM_RIGHTS; at most 4): a socket keeps the namespace it
+ * was created in, while the caller stays in its own, which it could not
+ * enter again (the supervisor's network namespace belongs to the initial
+ * user namespace, over which it has no capability). make fills fds[0..n)
+ * or says why it failed. */
+typedef int (*sc_socket_maker)(void *arg, int *fds, char *why, size_t why_len);
+int sc_sockets_in_netns(const char *netns, sc_socket_maker make, void *arg, int *fds, size_t n,
+                        lz_error **err);
 /* ns_fn steps: in the router's namespace (router_args), in the sandbox's,
  * and the router's routes (policy_args). */
 int sc_router_links(void *arg, char *why, size_t why_len);
@@ -136,6 +147,15 @@ char *sc_build_ruleset(const lz_ipv4_prefix_list *host_local, const sc_ruleset_o
 /* ns_fn step (nft_args): load the ruleset file into the router. */
 int sc_router_nft(void *arg, char *why, size_t why_len);
 int sc_nft_add_host_local(const char *nft, const lz_ipv4_prefix *items, size_t count);
+
+/* ---- namecheck.c ------------------------------------------------------- */
+
+/* Fork lz-namecheck (namecheck.h): it listens on ROUTER_ADDR:NAMECHECK_PORT
+ * in the router's namespace, lives in the caller's, and reports each
+ * refused connection to keeper_fd (SC_NAME_DENIED; -1: not reported).
+ * Returns once it listens and is confined. */
+int sc_namecheck_start(const lz_resolved_config *cfg, const char *router_netns, int keeper_fd,
+                       pid_t *ret_pid, lz_error **err);
 
 /* ---- the DNS responder (lz-dns) and the set keeper ---------------------
  *
@@ -172,6 +192,8 @@ enum {
     SC_NAME_WHY_NO_NAME,         /* no SNI / no Host header */
     SC_NAME_WHY_ENCRYPTED,       /* an encrypted ClientHello */
     SC_NAME_WHY_INVALID,         /* not TLS / HTTP, or over a bound, or too slow */
+    SC_NAME_WHY_ADDRESS,         /* the destination is not one the host rules may open (the
+                                  * prefix policy decides it, or it is this host's own) */
 };
 
 /* Addresses admitted only through a host rule: the router's nftables set

@@ -109,8 +109,54 @@ static bool fuzz_toml(const char *buf, size_t len)
     return true;
 }
 
+/* A decoded host list: every pattern round-trips through its text, is a
+ * canonical wire name itself (what the DNS responder compares against),
+ * and the list is sorted without duplicates. */
+static void check_hosts(const lz_host_decls *d, unsigned version)
+{
+    if (version == 1)
+        CHECK(d->list.count == 0 && d->count == 0);
+    CHECK(d->list.count <= d->count);
+    for (size_t i = 0; i < d->list.count; i++) {
+        const lz_host_pattern *p = &d->list.items[i];
+        char text[LZ_HOST_NAME_MAX + 3], canon[LZ_HOST_NAME_MAX + 1];
+        lz_host_pattern_format(p, text);
+        CHECK(strlen(text) <= LZ_HOST_NAME_MAX);
+        lz_host_pattern again = { 0 };
+        const char *why = NULL;
+        CHECK(lz_host_pattern_parse(text, &again, &why));
+        CHECK(strcmp(again.name, p->name) == 0 && again.wildcard == p->wildcard);
+        lz_host_pattern_clear(&again);
+        CHECK(lz_host_name_canonical(p->name, strlen(p->name), canon));
+        CHECK(strcmp(canon, p->name) == 0);
+        CHECK(lz_host_list_contains(&d->list, p));
+        if (i > 0) {
+            int c = strcmp(d->list.items[i - 1].name, p->name);
+            CHECK(c < 0 || (c == 0 && !d->list.items[i - 1].wildcard && p->wildcard));
+        }
+    }
+}
+
+/* No pattern is both allowed and denied once [network]'s lists are merged
+ * with the profile's. */
+static void check_no_contradiction(const lz_config_doc *doc, const lz_profile_decl *pr)
+{
+    const lz_host_list *allow[2] = { &doc->default_allow_hosts.list, &pr->allow_hosts.list };
+    const lz_host_list *deny[2] = { &doc->default_deny_hosts.list, &pr->deny_hosts.list };
+    for (int a = 0; a < 2; a++)
+        for (size_t i = 0; i < allow[a]->count; i++)
+            for (int d = 0; d < 2; d++)
+                CHECK(!lz_host_list_contains(deny[d], &allow[a]->items[i]));
+}
+
 static void check_doc(const lz_config_doc *doc)
 {
+    CHECK(doc->schema_version == 1 || doc->schema_version == 2);
+    CHECK(doc->n_resolvers <= LZ_CONFIG_RESOLVERS_MAX);
+    if (doc->schema_version == 1)
+        CHECK(doc->n_resolvers == 0 && doc->default_dns == LZ_DNS_DECL_UNSET);
+    check_hosts(&doc->default_allow_hosts, doc->schema_version);
+    check_hosts(&doc->default_deny_hosts, doc->schema_version);
     CHECK(doc->label && strcmp(doc->label, "fuzz.toml") == 0);
     CHECK(doc->n_profiles >= 1 && doc->profiles != NULL);
     for (size_t i = 0; i < doc->n_profiles; i++) {
@@ -120,6 +166,11 @@ static void check_doc(const lz_config_doc *doc)
         if (i > 0)
             CHECK(strcmp(doc->profiles[i - 1].name, p->name) < 0);
         CHECK(lz_config_doc_profile(doc, p->name) == p);
+        check_hosts(&p->allow_hosts, doc->schema_version);
+        check_hosts(&p->deny_hosts, doc->schema_version);
+        check_no_contradiction(doc, p);
+        if (doc->schema_version == 1)
+            CHECK(p->dns == LZ_DNS_DECL_UNSET);
         for (size_t k = 0; k < p->n_persistent_dirs; k++)
             CHECK(cstring_ok(p->persistent_dirs[k]));
         for (size_t k = 0; k < p->n_env; k++)

@@ -12,6 +12,10 @@
  *       COUNT queries for PREFIX-i (UDP, 64 outstanding at most, 2 s for
  *       the stragglers); prints "sent S answered A nxdomain X servfail F
  *       ms=M"
+ *   dns_probe lat SERVER NAME COUNT
+ *       COUNT queries for NAME (type A, UDP) one after the other; prints
+ *       "LAT US RCODE AN" per query (US: microseconds from send to answer)
+ *       (bench/network/dns.py)
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -137,7 +141,14 @@ static int query(const char *server, const char *name, uint16_t type, int tcp)
         printf("error send:%s ms=%ld\n", strerror(errno), now_ms() - t0);
         return 0;
     }
-    n = recv(fd, r, sizeof(r), 0);
+    /* Woken by the answer or by an ICMP error (gVisor reports the error
+     * to a waiting poll, then to recv). */
+    struct pollfd p = { fd, POLLIN, 0 };
+    if (poll(&p, 1, 3000) != 1) {
+        printf("error timeout ms=%ld\n", now_ms() - t0);
+        return 0;
+    }
+    n = recv(fd, r, sizeof(r), MSG_DONTWAIT);
     if (n < 0) {
         printf("error recv:%s ms=%ld\n", strerror(errno), now_ms() - t0);
         return 0;
@@ -181,13 +192,47 @@ static int flood(const char *server, long count, const char *prefix)
     return 0;
 }
 
+static int latency(const char *server, const char *name, long count)
+{
+    struct sockaddr_in to = { .sin_family = AF_INET, .sin_port = htons(53) };
+    inet_pton(AF_INET, server, &to.sin_addr);
+    int fd = socket(AF_INET, SOCK_DGRAM, 0);
+    struct timeval tv = { 5, 0 };
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    if (connect(fd, (struct sockaddr *) &to, sizeof(to)) < 0)
+        return 1;
+    for (long i = 0; i < count; i++) {
+        uint8_t q[600], r[1500];
+        size_t ql = build(q, (uint16_t) (i + 1), name, 1);
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        if (send(fd, q, ql, 0) < 0)
+            return 1;
+        ssize_t n;
+        do
+            n = recv(fd, r, sizeof(r), 0);
+        while (n >= 2 && (r[0] << 8 | r[1]) != (int) (i + 1)); /* a late answer to a lost one */
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        if (n < 12) {
+            printf("LOST\n");
+            continue;
+        }
+        long us = (t1.tv_sec - t0.tv_sec) * 1000000L + (t1.tv_nsec - t0.tv_nsec) / 1000L;
+        printf("LAT %ld %u %u\n", us, r[3] & 0xf, (unsigned) (r[6] << 8 | r[7]));
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (argc >= 5 && strcmp(argv[1], "q") == 0)
         return query(argv[2], argv[3], (uint16_t) atoi(argv[4]), argc > 5);
+    if (argc == 5 && strcmp(argv[1], "lat") == 0)
+        return latency(argv[2], argv[3], atol(argv[4]));
     if (argc == 5 && strcmp(argv[1], "flood") == 0)
         return flood(argv[2], atol(argv[3]), argv[4]);
-    fprintf(stderr, "usage: dns_probe q SERVER NAME TYPE [tcp] | flood SERVER COUNT PREFIX\n");
+    fprintf(stderr, "usage: dns_probe q SERVER NAME TYPE [tcp] | flood SERVER COUNT PREFIX | "
+                    "lat SERVER NAME COUNT\n");
     return 2;
 }

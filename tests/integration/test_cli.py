@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-COMMANDS = ["run", "status", "state", "config", "stop", "doctor", "export"]
+COMMANDS = ["run", "status", "state", "config", "stop", "doctor", "export", "log"]
 
 
 def project_version(repo_root):
@@ -104,7 +104,8 @@ def test_state_commands_without_a_domain_say_which_and_how(lz, write_profiles, s
 
 
 @pytest.mark.parametrize("cmd,status", [("config", 1), ("doctor", 1), ("run", 125),
-                                        ("status", 1), ("state", 1), ("stop", 1)])
+                                        ("status", 1), ("state", 1), ("stop", 1),
+                                        ("log", 1)])
 def test_root_is_refused(lz, cmd, status):
     args = [cmd, "check", "default"] if cmd == "config" else [cmd]
     p = lz.run(args, as_root=True)

@@ -286,7 +286,7 @@ def _schema_case_table():
     # Presence: schema, profiles, required fields.
     c += [
         _case("schema-missing", _set(("schema",), None), ["schema"]),
-        _case("schema-wrong-id", _set(("schema",), "lazaret-trusted-host-config-v2"),
+        _case("schema-wrong-id", _set(("schema",), "lazaret-trusted-host-config-v3"),
               ["schema"], "schema = "),
         _case("schema-id-case", _set(("schema",), SCHEMA_ID.upper()), ["schema"], "schema = "),
         _case("profiles-missing", _set(("profiles",), None), ["profiles"]),
@@ -1611,3 +1611,155 @@ def test_default_workspace_is_cwd(ctx):
     assert got["workspace"] == ref["workspace"]
     assert got["domain_id"] == ref["domain_id"]
     assert got["configuration_fingerprint"] == ref["configuration_fingerprint"]
+
+
+# ============================================ d. configuration v2 (issue 25)
+
+SCHEMA_V2 = "lazaret-trusted-host-config-v2"
+README = Path(__file__).resolve().parent.parent.parent / "README.md"
+
+V2_TEXT = f'''schema = "{SCHEMA_V2}"
+
+[network]
+default_deny_hosts = ["*.telemetry.example.net"]
+resolvers = ["203.0.113.53", "127.0.0.53"]
+
+[profiles.p]
+image = "docker.io/library/debian:trixie"
+allow_hosts = ["registry.npmjs.org", "api.anthropic.com", "*.example.com"]
+deny_hosts = ["ads.example.com"]
+
+[profiles.fwd]
+image = "docker.io/library/debian:trixie"
+allow_hosts = ["api.anthropic.com"]
+dns = "forward"
+
+[profiles.none]
+image = "docker.io/library/debian:trixie"
+'''
+
+STRICT_LINE = ("dns:                       strict: names no allow_hosts pattern covers are "
+               "answered NXDOMAIN here and never leave this machine")
+FORWARD_LINE = ("dns:                       forward: names not denied are asked upstream (a "
+                "made-up name leaves this machine); add allow_hosts or dns = \"strict\" to keep "
+                "them here")
+
+
+def test_v2_shows_host_rules_mode_and_resolvers(ctx):
+    ctx.config_text(V2_TEXT)
+    res = ctx.check("p", json_out=False)
+    assert res.returncode == 0, res.stderr
+    out = res.stdout
+    # The effective rules: the profile's and [network]'s, allow then deny.
+    block = re.search(r"^host rules \(.*\):\n((?:  .*\n)+)", out, re.M)
+    assert block, out
+    assert block.group(1).splitlines() == [
+        "  allow api.anthropic.com", "  allow *.example.com", "  allow registry.npmjs.org",
+        "  deny  ads.example.com", "  deny  *.telemetry.example.net"], out
+    assert STRICT_LINE + "\n" in out, out
+    assert "resolvers:                 203.0.113.53 127.0.0.53\n" in out, out
+    got = json.loads(ctx.check("p").stdout)
+    assert got["hosts"] == {"allow": ["api.anthropic.com", "*.example.com", "registry.npmjs.org"],
+                            "deny": ["ads.example.com", "*.telemetry.example.net"]}
+    assert got["dns"] == {"mode": "strict", "explicit": False,
+                          "resolvers": ["203.0.113.53", "127.0.0.53"]}
+
+    # An explicit forward, and a profile without host rules (forward by
+    # default); the resolvers apply to every profile.
+    res = ctx.check("fwd", json_out=False)
+    assert res.returncode == 0 and FORWARD_LINE + "\n" in res.stdout, res.stdout
+    got = json.loads(ctx.check("fwd").stdout)
+    assert got["dns"]["mode"] == "forward" and got["dns"]["explicit"] is True
+    res = ctx.check("none", json_out=False)
+    assert FORWARD_LINE + "\n" in res.stdout, res.stdout
+    assert re.search(r"^  deny  \*\.telemetry\.example\.net$", res.stdout, re.M), res.stdout
+
+    # Without [network] resolvers: the host's own.
+    ctx.config_text(V2_TEXT.replace('resolvers = ["203.0.113.53", "127.0.0.53"]\n', ""))
+    res = ctx.check("p", json_out=False)
+    assert "resolvers:                 the host's resolv.conf nameservers\n" in res.stdout, \
+        res.stdout
+
+
+def test_v1_output_gains_only_the_dns_line(ctx):
+    ctx.config_text(schema_base())
+    res = ctx.check("p", json_out=False)
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.splitlines()
+    dns = [ln for ln in lines if ln.startswith("dns:")]
+    assert dns == [FORWARD_LINE.replace('dns = "strict" to keep them here',
+                                        f'dns = "strict" (schema "{SCHEMA_V2}") to keep them '
+                                        'here')], res.stdout
+    # Nothing else of v2 in a v1 file's output, text or JSON.
+    assert not any(ln.startswith(("host rules", "resolvers:")) for ln in lines), res.stdout
+    got = json.loads(ctx.check("p").stdout)
+    assert "hosts" not in got and "dns" not in got
+
+
+def test_v2_contradiction_refused_with_position(ctx):
+    text = V2_TEXT.replace('default_deny_hosts = ["*.telemetry.example.net"]',
+                           'default_deny_hosts = ["*.telemetry.example.net", "registry.npmjs.org"]')
+    ctx.config_text(text)
+    res = ctx.check("p", json_out=False)
+    err = ctx.refused(res, ["profiles.p.allow_hosts[0]"], line=9)
+    # FILE:LINE:COL of the allowed pattern, where it is denied, and a fix.
+    assert f"{os.path.realpath(ctx.config)}:9:16: profiles.p.allow_hosts[0]: " \
+        "'registry.npmjs.org' is both allowed and denied for profile 'p' (denied by " \
+        "network.default_deny_hosts[1] at line 4, column 50)" in err, err
+    assert "fix: remove it from one of the two lists" in err, err
+    # Control: the same file without the contradiction is valid.
+    ctx.config_text(V2_TEXT)
+    assert ctx.check("p", json_out=False).returncode == 0
+
+
+@pytest.mark.parametrize("value,needle,fix", [
+    ('"Api.Anthropic.com"', "uppercase", 'write "api.anthropic.com"'),
+    ('"api.anthropic.com."', "trailing dot", 'write "api.anthropic.com" (no trailing dot)'),
+    ('"bücher.example"', "non-ASCII", "xn--"),
+    ('"203.0.113.7"', "IPv4 address", 'allow_egress = ["203.0.113.7/32"]'),
+    ('"localhost"', "single label", "at least two labels"),
+    ('"a.*.example.com"', "whole first label", '"*.example.com"'),
+])
+def test_v2_bad_pattern_refused_with_position(ctx, value, needle, fix):
+    text = V2_TEXT.replace('"registry.npmjs.org", ', f"{value}, ", 1)
+    ctx.config_text(text)
+    err = ctx.refused(ctx.check("p", json_out=False), ["profiles.p.allow_hosts[0]"], line=9)
+    assert f"{os.path.realpath(ctx.config)}:9:16: profiles.p.allow_hosts[0]: " in err, err
+    assert needle in err and fix in err, err
+
+
+def test_v1_refuses_the_v2_keys(ctx):
+    d = base()
+    P(d)["allow_hosts"] = ["api.anthropic.com"]
+    ctx.config_text(emit(d))
+    err = ctx.refused(ctx.check("p", json_out=False), ["profiles.p.allow_hosts"])
+    assert "unknown field 'allow_hosts'" in err and SCHEMA_V2 in err, err
+
+
+def readme_toml_example() -> str:
+    """The README's configuration example: the ```toml block that has the
+    schema line (there must be exactly one)."""
+    blocks = re.findall(r"^```toml\n(.*?)^```$", README.read_text(), re.M | re.S)
+    examples = [b for b in blocks if re.search(r"^schema = ", b, re.M)]
+    assert len(examples) == 1, f"{len(examples)} README toml blocks with a schema line"
+    return examples[0]
+
+
+def test_readme_example_parses(ctx):
+    """The README's own example is a valid configuration, loaded exactly as
+    `lazaret run` loads it (a user once found it did not parse)."""
+    text = readme_toml_example()
+    assert SCHEMA_V2 in text and "allow_hosts" in text
+    ctx.config_text(text)
+    headers = re.findall(r"^\[profiles\.([A-Za-z0-9._-]+)\]$", text, re.M)
+    # [profiles.NAME.escalation] and the like are tables of a profile.
+    profiles = [h for h in headers if not any(h.startswith(o + ".") for o in headers)]
+    assert profiles, text
+    for name in profiles:
+        res = ctx.check(name, json_out=False, env={"ANTHROPIC_API_KEY": "not-a-real-key"})
+        assert res.returncode == 0, f"README profile {name}:\n{res.stderr}"
+        assert "host rules" in res.stdout and STRICT_LINE in res.stdout, res.stdout
+    # Control: the check would catch a broken example.
+    ctx.config_text(text.replace("allow_hosts = [", "allow_hosts = [\"Bad..name\", ", 1))
+    res = ctx.check(profiles[0], json_out=False, env={"ANTHROPIC_API_KEY": "not-a-real-key"})
+    assert res.returncode == 1, res.stdout

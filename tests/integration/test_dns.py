@@ -24,7 +24,7 @@ import time
 import pytest
 
 import netlab as N
-from conftest import ok, profiles_toml, sh
+from conftest import domain_processes, ok, profiles_toml, sh
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROUTER = "169.254.77.1"
@@ -75,7 +75,7 @@ def dns_probe(tmp_path_factory):
     return out
 
 
-def setup(rig, test_images, dns_probe):
+def prepare(rig, test_images, dns_probe):
     dst = rig.ws / "dns_probe"
     shutil.copy(dns_probe, dst)
     os.chown(dst, rig.lz.user.uid, rig.lz.user.gid)
@@ -109,7 +109,7 @@ def probes(rig, profile, queries) -> dict:
                         "addrs": [a for a in m.group(3).split(",") if a],
                         "ttl": int(m.group(4)), "ms": int(m.group(6)), "error": None}
         else:
-            e = re.match(r"error (\S+) ms=(\d+)", rest)
+            e = re.match(r"error (.+?) ms=(\d+)", rest)
             out[key] = {"error": e.group(1) if e else rest, "ms": int(e.group(2)) if e else -1,
                         "rcode": None, "addrs": []}
     print("\n".join(f"{k}: {v}" for k, v in out.items()))
@@ -124,7 +124,7 @@ def asked(upstream, name: str, since: int = 0) -> list:
 
 
 def test_strict_mode(rig, upstream, test_images, dns_probe):
-    setup(rig, test_images, dns_probe)
+    prepare(rig, test_images, dns_probe)
     made_up = f"m{secrets.token_hex(6)}.nowhere.test"
     direct = f"d{secrets.token_hex(6)}.lzdns.test"
     holder = rig.hold("strict")
@@ -191,8 +191,10 @@ def test_strict_mode(rig, upstream, test_images, dns_probe):
     assert fr.returncode == 0, fr.stderr
     m = re.search(r"sent (\d+) answered (\d+) nxdomain (\d+) servfail (\d+) ms=(\d+)", fr.stdout)
     assert m, fr.stdout
-    assert int(m.group(1)) == 3000 and int(m.group(2)) == 3000 and int(m.group(3)) == 3000, \
-        fr.stdout
+    sent, answered, nxdomain = int(m.group(1)), int(m.group(2)), int(m.group(3))
+    # UDP: a few datagrams of a burst may be lost on the way (gVisor's
+    # netstack); every answer that came is the refusal, none a SERVFAIL.
+    assert sent == 3000 and answered >= 0.95 * sent and nxdomain == answered, fr.stdout
     assert other < 10, f"another session took {other:.1f} s during the flood"
     assert not [x for x in upstream.lines()[since:] if "flood.test" in x]
     print(f"flood: {fr.stdout.strip()}; another session meanwhile: {other:.2f} s")
@@ -202,9 +204,10 @@ def test_strict_mode(rig, upstream, test_images, dns_probe):
 def test_forward_mode_controls(rig, upstream, test_images, dns_probe):
     """The same queries under dns = "forward" do leave: the refusals above
     are the strict mode's, not an upstream that ignores them."""
-    setup(rig, test_images, dns_probe)
+    prepare(rig, test_images, dns_probe)
     made_up = f"m{secrets.token_hex(6)}.nowhere.test"
     direct = f"d{secrets.token_hex(6)}.lzdns.test"
+    holder = rig.hold("fwd")
     since = len(upstream.lines())
     r = probes(rig, "fwd", {
         "made_up": (ROUTER, made_up, T_A, False),
@@ -224,3 +227,22 @@ def test_forward_mode_controls(rig, upstream, test_images, dns_probe):
     # A prefix rule that covers the resolver lets the sandbox ask it directly.
     assert r["direct"]["rcode"] == 3, r["direct"]  # the upstream's own NXDOMAIN
     assert asked(upstream, direct, since)
+
+    # lz-dns killed: the sandbox has no DNS (refused at once, nothing else
+    # answers there), the supervisor says so, the Domain goes on.
+    dns = domain_processes(rig.lz.root, comm="lz-dns")
+    assert len(dns) == 1, dns
+    os.kill(dns[0].pid, 9)
+    deadline = time.monotonic() + 10
+    while domain_processes(rig.lz.root, comm="lz-dns") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    since = len(upstream.lines())
+    r = probes(rig, "fwd", {"udp": (ROUTER, "free.lzdns.test", T_A, False),
+                            "tcp": (ROUTER, "free.lzdns.test", T_A, True)})
+    for k in ("udp", "tcp"):
+        assert r[k]["rcode"] is None and 0 <= r[k]["ms"] < QUICK_MS, (k, r[k])
+    assert not asked(upstream, "free.lzdns.test", since)
+    logs = "".join(p.read_text(errors="replace")
+                   for p in rig.lz.root.rglob("logs/*.log"))
+    assert "lz-dns ended" in logs, "the supervisor did not report lz-dns's end"
+    rig.release(holder)

@@ -564,3 +564,89 @@ def test_the_secret_command_carries_values_only_through_a_file(lz):
     assert SECRET not in lz.path("argv").read_text()
     assert lz.path("envfile").read_text() == \
         f"ANTHROPIC_API_KEY={SECRET}\nGH_TOKEN={SECRET}\n"
+
+
+# ---- (f) host rules of configuration v2 (issue 25) ---------------------------------------
+
+HOST_PROFILES = {
+    "hosts": {"image": PINNED, "allow_hosts": ["api.anthropic.com", "registry.npmjs.org"],
+              "deny_hosts": ["ads.anthropic.com"], "allow_egress": ["198.51.100.0/24"]},
+    "deny-only": {"image": PINNED, "deny_hosts": ["*.telemetry.example.net"],
+                  "allow_egress": ["198.51.100.0/24"]},
+    "plain": {"image": PINNED, "allow_egress": ["198.51.100.0/24"]},
+}
+
+
+def write_v2_config(lz, profiles):
+    text = profiles_toml(profiles)
+    assert text.count('schema = "lazaret-trusted-host-config-v1"') == 1
+    lz.write(lz.config_path, text.replace("config-v1", "config-v2", 1))
+
+
+def policy_of(proc):
+    (policy,) = [d for d in documents(proc.stdout) if d["kind"] == "NetworkPolicy"]
+    spec = dict(policy["spec"])
+    spec.pop("podSelector")  # the instance label differs between profiles
+    return spec
+
+
+def test_host_rules_are_reported_not_mappable(lz):
+    """Host rules and strict DNS have no NetworkPolicy form: each is reported
+    not mappable [security] (stderr), the policy is the prefix rules' alone,
+    and --strict refuses until each is accepted by name."""
+    write_v2_config(lz, HOST_PROFILES)
+    proc = export(lz, "hosts", "--report", "json")
+    fields = {f["field"]: f for f in json.loads(proc.stderr)["fields"]}
+    for name in ("allow_hosts", "deny_hosts", "dns"):
+        assert fields[name]["status"] == "not-mappable", fields[name]
+        assert fields[name]["security_relevant"] is True, fields[name]
+    assert "2 host patterns" in fields["allow_hosts"]["reason"]
+    assert "allow_egress" in fields["allow_hosts"]["reason"]
+    assert "strict" in fields["dns"]["reason"] and "leaves the cluster" in fields["dns"]["reason"]
+    text = export(lz, "hosts").stderr
+    for name in ("allow_hosts", "deny_hosts", "dns"):
+        assert re.search(rf"^  not-mappable {name} \[security\]: ", text, re.M), text
+    # No FQDN policy, nothing widened: the same policy as the profile with
+    # the same prefixes and no host rules; no name appears in the objects.
+    assert policy_of(export(lz, "hosts")) == policy_of(export(lz, "plain"))
+    out = export(lz, "hosts").stdout
+    assert "anthropic" not in out and "npmjs" not in out
+    for d in documents(out):
+        assert k8s_schema.errors(d) == []
+
+    # A profile with deny_hosts only forwards DNS (as locally): no dns entry.
+    fields = {f["field"]: f for f in
+              json.loads(export(lz, "deny-only", "--report", "json").stderr)["fields"]}
+    assert fields["deny_hosts"]["status"] == "not-mappable"
+    assert "allow_hosts" not in fields and "dns" not in fields
+    # Control: a profile without host rules has none of these fields.
+    fields = {f["field"] for f in
+              json.loads(export(lz, "plain", "--report", "json").stderr)["fields"]}
+    assert not fields & {"allow_hosts", "deny_hosts", "dns"}
+    # Without the cluster's DNS no name leaves: strict is approximated, and
+    # not a weakening.
+    fields = {f["field"]: f for f in json.loads(
+        export(lz, "hosts", "--no-cluster-dns", "--report", "json").stderr)["fields"]}
+    assert fields["dns"]["status"] == "approximated"
+    assert fields["dns"]["security_relevant"] is False
+
+
+def test_strict_refuses_host_rules_until_accepted(lz):
+    write_v2_config(lz, HOST_PROFILES)
+    out = lz.path("hosts.yaml")
+    fixed = ("--run-as-user", "1000", "--accept", "git", "--accept", "limits.processes",
+             "--accept", "network")
+    # Control: the same options pass for the profile without host rules.
+    export(lz, "plain", "--strict", *fixed, "-o", lz.path("plain.yaml"))
+    proc = export(lz, "hosts", "--strict", *fixed, "-o", out, check=False)
+    assert proc.returncode == 1, proc.stderr
+    assert "--strict: nothing written: 3 security-relevant fields are" in proc.stderr
+    assert not out.exists()
+    proc = export(lz, "hosts", "--strict", *fixed, "--accept", "allow_hosts", "--accept",
+                  "deny_hosts", "-o", out, check=False)
+    assert proc.returncode == 1 and "1 security-relevant field is" in proc.stderr
+    assert re.search(r"^  not-mappable allow_hosts \[security, accepted\]: ", proc.stderr, re.M)
+    assert not out.exists()
+    export(lz, "hosts", "--strict", *fixed, "--accept", "allow_hosts", "--accept", "deny_hosts",
+           "--accept", "dns", "-o", out)
+    assert out.exists()

@@ -83,6 +83,34 @@ static size_t count_lines(const char *s)
     return n;
 }
 
+/* The flags (fdinfo, octal) that all of our descriptors whose path ends in
+ * suffix have (and-ed); -1 when none. */
+static long flags_of_fds_to(const char *suffix)
+{
+    long all = -1;
+    DIR *d = opendir("/proc/self/fd");
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        char link[300], target[512] = "", info[300];
+        snprintf(link, sizeof link, "/proc/self/fd/%s", e->d_name);
+        ssize_t n = readlink(link, target, sizeof target - 1);
+        size_t ls = strlen(suffix);
+        if (n < (ssize_t) ls || strcmp(target + n - ls, suffix) != 0)
+            continue;
+        snprintf(info, sizeof info, "/proc/self/fdinfo/%s", e->d_name);
+        FILE *f = fopen(info, "re");
+        char line[128];
+        while (f && fgets(line, sizeof line, f))
+            if (strncmp(line, "flags:", 6) == 0)
+                all = all < 0 ? strtol(line + 6, NULL, 8) : all & strtol(line + 6, NULL, 8);
+        if (f)
+            fclose(f);
+    }
+    if (d)
+        closedir(d);
+    return all;
+}
+
 static lz_denial_log *open_log(size_t cap)
 {
     lz_denial_log *log = NULL;
@@ -124,6 +152,17 @@ static void test_format(void **state)
     t.time_ms = 1700000001000;
     t.name = "api.example";
     lz_denial_log_record(log, &t);
+    /* The writer's descriptors: close-on-exec, appending. */
+    long flags = flags_of_fds_to("/" LZ_DENIALS_FILE);
+    assert_true(flags > 0);
+    assert_true((flags & O_CLOEXEC) && (flags & O_APPEND));
+    long dflags = flags_of_fds_to(dir);
+    assert_true(dflags > 0 && (dflags & O_CLOEXEC));
+    /* Control: a descriptor without the flag is seen. */
+    int plain = openat(dir_fd, LZ_DENIALS_FILE, O_RDONLY);
+    assert_true(plain >= 0);
+    assert_false(flags_of_fds_to("/" LZ_DENIALS_FILE) & O_CLOEXEC);
+    close(plain);
     lz_denial o = { .kind = LZ_DENIAL_OTHER,
                     .time_ms = 1700000002005,
                     .has_addr = true,
@@ -176,7 +215,7 @@ static void test_time_now(void **state)
     _cleanup_free_ char *s = slurp(LZ_DENIALS_FILE);
     struct tm tm;
     gmtime_r(&before, &tm);
-    char year[8];
+    char year[16];
     snprintf(year, sizeof year, "%04d-", tm.tm_year + 1900);
     assert_memory_equal(s, "{\"time\":\"", 9);
     assert_memory_equal(s + 9, year, 5);

@@ -149,13 +149,10 @@ static void put_byte(uint8_t *buf, size_t *n, uint8_t v)
     put(buf, n, &v, 1);
 }
 
-static void test_fingerprint_preimage_by_hand(void **state)
+/* The fields of v1 after its separator, for sample(). */
+static void put_v1_fields(uint8_t *pre, size_t *np)
 {
-    (void) state;
-    uint8_t pre[2048];
-    size_t n = 0;
-    put(pre, &n, "lazaret-configuration-fingerprint-v1", 36);
-    put_byte(pre, &n, 0);
+    size_t n = *np;
     put_bytes(pre, &n, "claude");
     put_bytes(pre, &n, "/home/a/.local/share/lazaret");
     put_bytes(pre, &n, "/run/user/1000/lazaret");
@@ -212,6 +209,17 @@ static void test_fingerprint_preimage_by_hand(void **state)
     put_u32(pre, &n, 4 + 9);
     put_bytes(pre, &n, "--oneline");
     put_byte(pre, &n, 1);
+    *np = n;
+}
+
+static void test_fingerprint_preimage_by_hand(void **state)
+{
+    (void) state;
+    uint8_t pre[2048];
+    size_t n = 0;
+    put(pre, &n, "lazaret-configuration-fingerprint-v1", 36);
+    put_byte(pre, &n, 0);
+    put_v1_fields(pre, &n);
 
     uint8_t d[32];
     unsigned int dl = 0;
@@ -369,6 +377,164 @@ static void test_fingerprint_every_field_counts(void **state)
     }
 }
 
+/* ---- ConfigurationFingerprintV2 (schema v2, issue 25) ------------------ */
+
+static void add_host(lz_host_list *l, const char *text)
+{
+    lz_host_pattern p = { 0 };
+    const char *why;
+    assert_true(lz_host_pattern_parse(text, &p, &why));
+    lz_host_list_add(l, &p);
+    lz_host_pattern_clear(&p);
+}
+
+static lz_resolved_config *sample_v2(void)
+{
+    lz_resolved_config *c = sample();
+    c->schema_version = 2;
+    add_host(&c->allow_hosts, "api.anthropic.com");
+    add_host(&c->allow_hosts, "*.example.com");
+    add_host(&c->deny_hosts, "bad.example.com");
+    c->dns_mode = LZ_DNS_STRICT;
+    c->n_resolvers = 2;
+    memcpy(c->resolvers[0], (uint8_t[]){ 203, 0, 113, 53 }, 4);
+    memcpy(c->resolvers[1], (uint8_t[]){ 192, 0, 2, 53 }, 4);
+    return c;
+}
+
+static char *fingerprint_v2_hex(const lz_resolved_config *c)
+{
+    uint8_t d[32];
+    static char h[65];
+    assert_int_equal(lz_configuration_fingerprint_v2(c, d, NULL), 0);
+    hex(d, h);
+    return h;
+}
+
+static const char sample_fingerprint_v2[] =
+    "d41f9396f331d30a6c864a0f897a28cd9f2ae4b963af9ace6a303b2110f76422";
+
+static void test_fingerprint_v2_vector(void **state)
+{
+    (void) state;
+    lz_resolved_config *c = sample_v2();
+    assert_string_equal(fingerprint_v2_hex(c), sample_fingerprint_v2);
+    /* The v1 digest of the same configuration ignores the v2 fields: a v1
+     * file (which cannot have them) keeps its v1 digest. */
+    assert_string_equal(fingerprint_hex(c), sample_fingerprint);
+    lz_resolved_config_free(c);
+}
+
+static void test_fingerprint_v2_preimage_by_hand(void **state)
+{
+    (void) state;
+    uint8_t pre[2048];
+    size_t n = 0;
+    put(pre, &n, "lazaret-configuration-fingerprint-v2", 36);
+    put_byte(pre, &n, 0);
+    put_v1_fields(pre, &n);
+    /* allow_hosts: bytes("*.example.com") (length 13) sorts before
+     * bytes("api.anthropic.com") (17). */
+    put_u32(pre, &n, 2);
+    put_u32(pre, &n, 4 + 13);
+    put_bytes(pre, &n, "*.example.com");
+    put_u32(pre, &n, 4 + 17);
+    put_bytes(pre, &n, "api.anthropic.com");
+    /* deny_hosts */
+    put_u32(pre, &n, 1);
+    put_u32(pre, &n, 4 + 15);
+    put_bytes(pre, &n, "bad.example.com");
+    /* the DNS mode */
+    put_bytes(pre, &n, "strict");
+    /* resolvers in declared order, each bytes(4 address bytes) */
+    put_u32(pre, &n, 2);
+    put_u32(pre, &n, 8);
+    put_u32(pre, &n, 4);
+    put(pre, &n, "\xcb\x00\x71\x35", 4);
+    put_u32(pre, &n, 8);
+    put_u32(pre, &n, 4);
+    put(pre, &n, "\xc0\x00\x02\x35", 4);
+
+    uint8_t d[32];
+    unsigned int dl = 0;
+    assert_int_equal(EVP_Digest(pre, n, d, &dl, EVP_sha256(), NULL), 1);
+    char h[65];
+    hex(d, h);
+    assert_string_equal(h, sample_fingerprint_v2);
+}
+
+static void m2_allow_host(lz_resolved_config *c)
+{
+    add_host(&c->allow_hosts, "registry.npmjs.org");
+}
+static void m2_wildcard(lz_resolved_config *c)
+{
+    /* "*.example.com" -> "example.com" */
+    size_t changed = 0;
+    for (size_t i = 0; i < c->allow_hosts.count; i++)
+        if (c->allow_hosts.items[i].wildcard) {
+            c->allow_hosts.items[i].wildcard = false;
+            changed++;
+        }
+    assert_int_equal(changed, 1);
+}
+static void m2_deny_host(lz_resolved_config *c)
+{
+    lz_host_list_clear(&c->deny_hosts);
+}
+static void m2_dns(lz_resolved_config *c)
+{
+    c->dns_mode = LZ_DNS_FORWARD;
+}
+static void m2_resolver_order(lz_resolved_config *c)
+{
+    uint8_t t[4];
+    memcpy(t, c->resolvers[0], 4);
+    memcpy(c->resolvers[0], c->resolvers[1], 4);
+    memcpy(c->resolvers[1], t, 4);
+}
+static void m2_resolver_count(lz_resolved_config *c)
+{
+    c->n_resolvers = 1;
+}
+static void m2_v1_field(lz_resolved_config *c)
+{
+    c->isolate_gitignored = false;
+}
+/* A host moved from one list to the other: the lists are framed apart. */
+static void m2_host_moved(lz_resolved_config *c)
+{
+    lz_host_list_clear(&c->deny_hosts);
+    add_host(&c->allow_hosts, "bad.example.com");
+}
+
+static void test_fingerprint_v2_every_field_counts(void **state)
+{
+    (void) state;
+    const mutation ms[] = {
+        m2_allow_host,     m2_wildcard,       m2_deny_host, m2_dns,
+        m2_resolver_order, m2_resolver_count, m2_v1_field,  m2_host_moved,
+    };
+    for (size_t i = 0; i < sizeof(ms) / sizeof(ms[0]); i++) {
+        lz_resolved_config *c = sample_v2();
+        ms[i](c);
+        if (strcmp(fingerprint_v2_hex(c), sample_fingerprint_v2) == 0)
+            fail_msg("v2 mutation %zu did not change the fingerprint", i);
+        lz_resolved_config_free(c);
+    }
+    /* Whether the mode was written or defaulted does not count: the same
+     * effective mode is the same configuration. */
+    lz_resolved_config *c = sample_v2();
+    c->dns_mode_explicit = !c->dns_mode_explicit;
+    assert_string_equal(fingerprint_v2_hex(c), sample_fingerprint_v2);
+    lz_resolved_config_free(c);
+    /* The v2 separator alone separates a v2 configuration without v2 keys
+     * from the v1 one. */
+    c = sample();
+    assert_string_not_equal(fingerprint_v2_hex(c), sample_fingerprint);
+    lz_resolved_config_free(c);
+}
+
 static void test_frame_primitives(void **state)
 {
     (void) state;
@@ -417,6 +583,9 @@ int main(void)
         cmocka_unit_test(test_fingerprint_ignores_env_values),
         cmocka_unit_test(test_fingerprint_every_field_counts),
         cmocka_unit_test(test_frame_primitives),
+        cmocka_unit_test(test_fingerprint_v2_vector),
+        cmocka_unit_test(test_fingerprint_v2_preimage_by_hand),
+        cmocka_unit_test(test_fingerprint_v2_every_field_counts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -164,7 +164,8 @@ static lz_dns_query query_for(const char *text, uint16_t id)
     memset(&q, 0, sizeof(q));
     q.id = id;
     q.rd = true;
-    snprintf(q.name, sizeof(q.name), "%s", text);
+    assert_true(strlen(text) < sizeof(q.name));
+    memcpy(q.name, text, strlen(text) + 1);
     q.qtype = LZ_DNS_TYPE_A;
     q.qclass = LZ_DNS_CLASS_IN;
     return q;
@@ -809,6 +810,42 @@ static void test_response_pointers(void **state)
     rr_fixed(&M, LZ_DNS_TYPE_A, LZ_DNS_CLASS_IN, 60, 4);
     a_rdata(&M, 1, 2, 3, 4);
     name(&M, "a.example");
+    assert_int_equal(decode_response(&M, &q), LZ_DNS_E_NAME);
+    /* a second hop that points forward: the owner is a pointer to a
+     * pointer (in a TXT record's RDATA) to a name after both; the control
+     * is the same second hop pointing back to the question */
+    for (int forward = 1; forward >= 0; forward--) {
+        header(&M, 4, 0x8180, 1, 2, 0, 0);
+        question(&M, "a.example", LZ_DNS_TYPE_A);
+        ptr(&M, QNAME_AT);
+        rr_fixed(&M, LZ_DNS_TYPE_TXT, LZ_DNS_CLASS_IN, 60, 2);
+        size_t hop = M.n;
+        size_t later = hop + 2 + 2 + 10 + 4; /* just after the A record */
+        ptr(&M, forward ? later : QNAME_AT);
+        ptr(&M, hop);
+        rr_fixed(&M, LZ_DNS_TYPE_A, LZ_DNS_CLASS_IN, 60, 4);
+        a_rdata(&M, 1, 2, 3, 4);
+        assert_int_equal(M.n, later);
+        name(&M, "a.example"); /* trailing bytes, tolerated */
+        if (forward) {
+            assert_int_equal(decode_response(&M, &q), LZ_DNS_E_NAME);
+        } else {
+            assert_int_equal(decode_response(&M, &q), LZ_DNS_OK);
+            assert_int_equal(ANS.n_addrs, 1);
+        }
+    }
+    /* a loop through a later hop: "x" + pointer to the "x" label itself,
+     * reached through a first pointer (refused at the second pointer, not
+     * after 16 rounds) */
+    header(&M, 4, 0x8180, 1, 2, 0, 0);
+    question(&M, "a.example", LZ_DNS_TYPE_A);
+    ptr(&M, QNAME_AT);
+    rr_fixed(&M, LZ_DNS_TYPE_TXT, LZ_DNS_CLASS_IN, 60, 4);
+    size_t x = labels(&M, "x");
+    ptr(&M, x);
+    ptr(&M, x);
+    rr_fixed(&M, LZ_DNS_TYPE_A, LZ_DNS_CLASS_IN, 60, 4);
+    a_rdata(&M, 1, 2, 3, 4);
     assert_int_equal(decode_response(&M, &q), LZ_DNS_E_NAME);
     /* a pointer into the header (bytes 4..: 00 01 00 01 ... read as
      * labels) */

@@ -57,7 +57,7 @@ static struct {
     lz_resolved_config cfg;
     bool up_silent;  /* the upstream never answers */
     int keeper_mode; /* 0: admit all, 1: admit the first only, 2: none, 3: silent */
-    char up_log[256][256];
+    char up_log[256][320];
     size_t n_up_log;
     sc_dns_msg denied[64];
     size_t n_denied;
@@ -170,8 +170,8 @@ static size_t up_answer(const uint8_t *msg, size_t len, bool over_tcp, uint8_t *
     lz_dns_query q;
     assert_int_equal(lz_dns_query_decode(msg, len, &q), LZ_DNS_OK);
     assert_true(T.n_up_log < 256);
-    snprintf(T.up_log[T.n_up_log++], 256, "%s %s %s", over_tcp ? "tcp" : "udp", q.name,
-             lz_dns_type_name(q.qtype));
+    snprintf(T.up_log[T.n_up_log++], sizeof(T.up_log[0]), "%s %s %s", over_tcp ? "tcp" : "udp",
+             q.name, lz_dns_type_name(q.qtype));
     char lower[LZ_HOST_NAME_MAX + 1];
     assert_true(lz_host_name_canonical(q.name, strlen(q.name), lower));
     const up_entry *e = NULL;
@@ -312,9 +312,9 @@ static result decode(const char *name, uint16_t qtype, uint16_t id, const uint8_
     lz_dns_query q;
     memset(&q, 0, sizeof(q));
     snprintf(q.name, sizeof(q.name), "%s", name);
-    size_t nl = strlen(q.name);
-    if (nl && q.name[nl - 1] == '.')
-        q.name[nl - 1] = '\0'; /* the echoed question, in text form */
+    size_t name_len = strlen(q.name);
+    if (name_len && q.name[name_len - 1] == '.')
+        q.name[name_len - 1] = '\0'; /* the echoed question, in text form */
     q.id = id;
     q.qtype = qtype;
     q.qclass = LZ_DNS_CLASS_IN;

@@ -2,7 +2,9 @@
  *
  * Unit tests of src/config/network.c: the v1 IPv4 prefix language (strict
  * parsing, host-bit clearing, formatting, ordering, sorted deduplicated
- * lists, the RFC 1918 set).
+ * lists, the RFC 1918 set), bare addresses, and the prefix verdict
+ * (lz_ipv4_policy_decide; test_netpolicy.c also checks it against the
+ * Kubernetes flattening on random policies).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -347,6 +349,126 @@ static void test_never_routed(void **state)
     }
 }
 
+/* ---- bare addresses ---------------------------------------------------- */
+
+static void test_addr_parse(void **state)
+{
+    (void) state;
+    uint8_t a[4] = { 9, 9, 9, 9 };
+    assert_true(lz_ipv4_addr_parse("203.0.113.53", a));
+    assert_memory_equal(a, ((uint8_t[]){ 203, 0, 113, 53 }), 4);
+    assert_true(lz_ipv4_addr_parse("0.0.0.0", a));
+    assert_true(lz_ipv4_addr_parse("255.255.255.255", a));
+    assert_memory_equal(a, ((uint8_t[]){ 255, 255, 255, 255 }), 4);
+    static const char *const bad[] = {
+        "",         "1.2.3",    "1.2.3.4.5",  "1.2.3.4/32", "01.2.3.4", "1.2.3.256",
+        "1.2.3.4 ", " 1.2.3.4", "1.2.3.4:53", "0x1.2.3.4",  "1..3.4",   "::1",
+        "1.2.3.-4", "1.2.3.+4", "1.2.3.4.",   "1234.2.3.4", "a.b.c.d",  NULL,
+    };
+    for (const char *const *b = bad; *b; b++) {
+        uint8_t keep[4] = { 7, 7, 7, 7 };
+        if (lz_ipv4_addr_parse(*b, keep))
+            fail_msg("'%s' accepted", *b);
+        assert_memory_equal(keep, ((uint8_t[]){ 7, 7, 7, 7 }), 4); /* untouched */
+    }
+}
+
+/* ---- the prefix verdict ----------------------------------------------- */
+
+static lz_ipv4_prefix pfx(const char *s)
+{
+    lz_ipv4_prefix p;
+    if (!lz_ipv4_prefix_parse(s, &p))
+        fail_msg("bad prefix %s", s);
+    return p;
+}
+
+static void decide_expect(const lz_ipv4_prefix_list *allow, const lz_ipv4_prefix_list *deny,
+                          const char *addr, lz_prefix_verdict want, const char *rule)
+{
+    uint8_t a[4];
+    assert_true(lz_ipv4_addr_parse(addr, a));
+    const lz_ipv4_prefix *by = (const lz_ipv4_prefix *) (uintptr_t) 1;
+    const lz_ipv4_reserved *nr = (const lz_ipv4_reserved *) (uintptr_t) 1;
+    lz_prefix_verdict v = lz_ipv4_policy_decide(allow, deny, a, &by, &nr);
+    if (v != want)
+        fail_msg("%s: verdict %d, want %d", addr, v, want);
+    assert_int_equal(lz_ipv4_policy_decide(allow, deny, a, NULL, NULL), want);
+    if (want == LZ_PREFIX_NEVER_ROUTED) {
+        assert_null(by);
+        assert_non_null(nr);
+        char buf[32];
+        lz_ipv4_prefix_format(&nr->prefix, buf);
+        assert_string_equal(buf, rule);
+        return;
+    }
+    assert_null(nr);
+    if (!rule) {
+        assert_null(by);
+        return;
+    }
+    assert_non_null(by);
+    char buf[32];
+    lz_ipv4_prefix_format(by, buf);
+    if (strcmp(buf, rule) != 0)
+        fail_msg("%s: decided by %s, want %s", addr, buf, rule);
+}
+
+static void test_policy_decide(void **state)
+{
+    (void) state;
+    lz_ipv4_prefix_list allow = { 0 }, deny = { 0 };
+    const char *allows[] = { "0.0.0.0/0", "10.1.0.0/16", "198.18.7.0/24", "127.0.0.0/8" };
+    const char *denies[] = { "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "10.1.2.0/24",
+                             "198.18.0.0/15" };
+    for (size_t i = 0; i < 4; i++) {
+        lz_ipv4_prefix p = pfx(allows[i]);
+        lz_ipv4_list_add(&allow, &p);
+    }
+    for (size_t i = 0; i < 5; i++) {
+        lz_ipv4_prefix p = pfx(denies[i]);
+        lz_ipv4_list_add(&deny, &p);
+    }
+    decide_expect(&allow, &deny, "203.0.113.9", LZ_PREFIX_ALLOWED, "0.0.0.0/0");
+    decide_expect(&allow, &deny, "10.9.9.9", LZ_PREFIX_DENIED, "10.0.0.0/8");
+    decide_expect(&allow, &deny, "10.1.9.9", LZ_PREFIX_ALLOWED, "10.1.0.0/16");
+    decide_expect(&allow, &deny, "10.1.2.3", LZ_PREFIX_DENIED, "10.1.2.0/24");
+    decide_expect(&allow, &deny, "198.18.7.1", LZ_PREFIX_ALLOWED, "198.18.7.0/24");
+    decide_expect(&allow, &deny, "198.19.0.1", LZ_PREFIX_DENIED, "198.18.0.0/15");
+    /* Never-routed ranges override even an allow that names them. */
+    decide_expect(&allow, &deny, "127.0.0.1", LZ_PREFIX_NEVER_ROUTED, "127.0.0.0/8");
+    decide_expect(&allow, &deny, "169.254.77.1", LZ_PREFIX_NEVER_ROUTED, "169.254.0.0/16");
+    decide_expect(&allow, &deny, "100.96.0.3", LZ_PREFIX_NEVER_ROUTED, "100.96.0.0/24");
+    decide_expect(&allow, &deny, "0.0.0.0", LZ_PREFIX_NEVER_ROUTED, "0.0.0.0/8");
+    decide_expect(&allow, &deny, "255.255.255.255", LZ_PREFIX_NEVER_ROUTED, "240.0.0.0/4");
+    decide_expect(&allow, &deny, "224.0.0.251", LZ_PREFIX_NEVER_ROUTED, "224.0.0.0/4");
+
+    /* Without allow-everything: the default deny (no rule). */
+    lz_ipv4_prefix everything = pfx("0.0.0.0/0");
+    lz_ipv4_prefix_list narrow = { 0 };
+    for (size_t i = 0; i < allow.count; i++)
+        if (lz_ipv4_prefix_cmp(&allow.items[i], &everything) != 0)
+            lz_ipv4_list_add(&narrow, &allow.items[i]);
+    decide_expect(&narrow, &deny, "203.0.113.9", LZ_PREFIX_DEFAULT, NULL);
+    decide_expect(&narrow, &deny, "10.1.9.9", LZ_PREFIX_ALLOWED, "10.1.0.0/16");
+    decide_expect(NULL, NULL, "203.0.113.9", LZ_PREFIX_DEFAULT, NULL);
+    decide_expect(NULL, &deny, "192.168.1.1", LZ_PREFIX_DENIED, "192.168.0.0/16");
+
+    /* The same prefix in both (refused at load): deny wins the tie. */
+    lz_ipv4_prefix t = pfx("203.0.113.0/24");
+    lz_ipv4_prefix_list ta = { 0 }, td = { 0 };
+    lz_ipv4_list_add(&ta, &t);
+    lz_ipv4_list_add(&td, &t);
+    decide_expect(&ta, &td, "203.0.113.1", LZ_PREFIX_DENIED, "203.0.113.0/24");
+    decide_expect(&ta, NULL, "203.0.113.1", LZ_PREFIX_ALLOWED, "203.0.113.0/24"); /* control */
+
+    lz_ipv4_list_clear(&allow);
+    lz_ipv4_list_clear(&deny);
+    lz_ipv4_list_clear(&narrow);
+    lz_ipv4_list_clear(&ta);
+    lz_ipv4_list_clear(&td);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -359,6 +481,8 @@ int main(void)
         cmocka_unit_test(test_rfc1918),
         cmocka_unit_test(test_within_and_covers),
         cmocka_unit_test(test_never_routed),
+        cmocka_unit_test(test_addr_parse),
+        cmocka_unit_test(test_policy_decide),
     };
     return cmocka_run_group_tests_name("network", tests, NULL, NULL);
 }

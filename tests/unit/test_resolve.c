@@ -2,7 +2,8 @@
  *
  * Resolution of the selected profile (spec 3.2) against a real temporary
  * file tree: roots, overlaps, volumes, layout, auto-approval executables,
- * environment references.
+ * environment references, and configuration v2's effective host rules,
+ * DNS mode and resolvers (v1 files resolving exactly as before).
  */
 #include <fcntl.h>
 #include <setjmp.h>
@@ -609,6 +610,156 @@ static void test_workspace(void **state)
     free(ln), free(file);
 }
 
+/* ---- configuration v2 (issue 25) ---------------------------------------- */
+
+#define HEADER2 "schema = \"lazaret-trusted-host-config-v2\"\n"
+
+static void assert_list(const lz_host_list *l, const char *const *want)
+{
+    size_t n = 0;
+    for (; want[n]; n++) {
+        assert_true(n < l->count);
+        char buf[LZ_HOST_NAME_MAX + 3];
+        lz_host_pattern_format(&l->items[n], buf);
+        assert_string_equal(buf, want[n]);
+    }
+    assert_int_equal(l->count, n);
+}
+
+static lz_resolved_config *must_load(fixture *f, const char *text, const char *profile)
+{
+    lz_resolved_config *cfg = NULL;
+    char *m = load(f, text, profile, NULL, &cfg);
+    if (m)
+        fail_msg("%s\n%s", m, text);
+    return cfg;
+}
+
+static void test_v2_effective_hosts_and_mode(void **state)
+{
+    fixture *f = *state;
+    const char *text = HEADER2 "[network]\n"
+                               "default_allow_hosts = [\"github.com\"]\n"
+                               "default_deny_hosts = [\"*.telemetry.example\"]\n"
+                               "resolvers = [\"203.0.113.53\", \"127.0.0.53\"]\n"
+                               "[profiles.p]\nimage = \"a\"\n"
+                               "allow_hosts = [\"api.anthropic.com\", \"github.com\"]\n"
+                               "deny_hosts = [\"ads.example.com\"]\n"
+                               "[profiles.bare]\nimage = \"a\"\n"
+                               "[profiles.fwd]\nimage = \"a\"\ndns = \"forward\"\n";
+    lz_resolved_config *cfg = must_load(f, text, "p");
+    assert_int_equal(cfg->schema_version, 2);
+    /* Effective = [network]'s ∪ the profile's, sorted, deduplicated. */
+    assert_list(&cfg->allow_hosts, (const char *[]){ "api.anthropic.com", "github.com", NULL });
+    assert_list(&cfg->deny_hosts,
+                (const char *[]){ "ads.example.com", "*.telemetry.example", NULL });
+    /* Strict by default: some allow_hosts pattern exists. */
+    assert_int_equal(cfg->dns_mode, LZ_DNS_STRICT);
+    assert_false(cfg->dns_mode_explicit);
+    assert_int_equal(cfg->n_resolvers, 2);
+    assert_memory_equal(cfg->resolvers[0], ((uint8_t[]){ 203, 0, 113, 53 }), 4);
+    assert_memory_equal(cfg->resolvers[1], ((uint8_t[]){ 127, 0, 0, 53 }), 4);
+    /* The v2 fingerprint; the Domain ID is the v1 one (profile + workspace). */
+    uint8_t d[32], id[32];
+    assert_int_equal(lz_configuration_fingerprint_v2(cfg, d, NULL), 0);
+    assert_memory_equal(d, cfg->fingerprint, 32);
+    assert_int_equal(lz_domain_id_v1("p", f->ws, id, NULL), 0);
+    assert_memory_equal(id, cfg->domain_id, 32);
+    lz_resolved_config_free(cfg);
+
+    /* [network]'s allow alone still makes the mode strict. */
+    cfg = must_load(f, text, "bare");
+    assert_list(&cfg->allow_hosts, (const char *[]){ "github.com", NULL });
+    assert_int_equal(cfg->dns_mode, LZ_DNS_STRICT);
+    lz_resolved_config_free(cfg);
+
+    /* An explicit forward wins over the default. */
+    cfg = must_load(f, text, "fwd");
+    assert_int_equal(cfg->dns_mode, LZ_DNS_FORWARD);
+    assert_true(cfg->dns_mode_explicit);
+    lz_resolved_config_free(cfg);
+}
+
+static void test_v2_mode_defaults(void **state)
+{
+    fixture *f = *state;
+    /* No allow_hosts anywhere: forward, as every v1 profile. */
+    lz_resolved_config *cfg = must_load(f, HEADER2 "[profiles.p]\nimage = \"a\"\n", "p");
+    assert_int_equal(cfg->dns_mode, LZ_DNS_FORWARD);
+    assert_false(cfg->dns_mode_explicit);
+    assert_int_equal(cfg->n_resolvers, 0);
+    lz_resolved_config_free(cfg);
+    /* Only deny_hosts: still forward. */
+    cfg = must_load(f, HEADER2 "[profiles.p]\nimage = \"a\"\ndeny_hosts = [\"x.example\"]\n", "p");
+    assert_int_equal(cfg->dns_mode, LZ_DNS_FORWARD);
+    lz_resolved_config_free(cfg);
+    /* default_dns applies to every profile that has no dns key... */
+    const char *text = HEADER2 "[network]\ndefault_dns = \"strict\"\n"
+                               "[profiles.p]\nimage = \"a\"\n"
+                               "[profiles.q]\nimage = \"a\"\ndns = \"forward\"\n"
+                               "allow_hosts = [\"x.example\"]\n";
+    cfg = must_load(f, text, "p");
+    assert_int_equal(cfg->dns_mode, LZ_DNS_STRICT); /* strict with nothing allowed */
+    assert_true(cfg->dns_mode_explicit);
+    assert_int_equal(cfg->allow_hosts.count, 0);
+    lz_resolved_config_free(cfg);
+    /* ...and the profile's own key wins over it. */
+    cfg = must_load(f, text, "q");
+    assert_int_equal(cfg->dns_mode, LZ_DNS_FORWARD);
+    assert_true(cfg->dns_mode_explicit);
+    lz_resolved_config_free(cfg);
+}
+
+static void test_v1_resolves_as_before(void **state)
+{
+    fixture *f = *state;
+    const char *v1 = HEADER "[profiles.p]\nimage = \"a\"\nallow_egress = [\"192.0.2.0/24\"]\n";
+    const char *v2 = HEADER2 "[profiles.p]\nimage = \"a\"\nallow_egress = [\"192.0.2.0/24\"]\n";
+    lz_resolved_config *a = must_load(f, v1, "p");
+    assert_int_equal(a->schema_version, 1);
+    assert_int_equal(a->allow_hosts.count, 0);
+    assert_int_equal(a->deny_hosts.count, 0);
+    assert_int_equal(a->dns_mode, LZ_DNS_FORWARD);
+    assert_false(a->dns_mode_explicit);
+    assert_int_equal(a->n_resolvers, 0);
+    /* A v1 file's fingerprint is ConfigurationFingerprintV1. */
+    uint8_t d[32];
+    assert_int_equal(lz_configuration_fingerprint_v1(a, d, NULL), 0);
+    assert_memory_equal(d, a->fingerprint, 32);
+    /* The same settings written as v2: same Domain, another fingerprint
+     * (the v2 framing has its own separator). */
+    lz_resolved_config *b = must_load(f, v2, "p");
+    assert_memory_equal(a->domain_id, b->domain_id, 32);
+    assert_memory_not_equal(a->fingerprint, b->fingerprint, 32);
+    lz_resolved_config_free(a);
+    lz_resolved_config_free(b);
+    /* The new keys are unknown to v1 (refused as before v2 existed). */
+    refused(f, HEADER "[profiles.p]\nimage = \"a\"\nallow_hosts = [\"x.example\"]\n",
+            "unknown field 'allow_hosts'");
+}
+
+static void test_v2_refusals_carry_positions(void **state)
+{
+    fixture *f = *state;
+    char *want = lz_xasprintf("%s:4:16: profiles.p.allow_hosts[0]: 'x.example' is both allowed "
+                              "and denied",
+                              f->cfg);
+    refused(f,
+            HEADER2 "[network]\ndefault_deny_hosts = [\"x.example\"]\n"
+                    "[profiles.p]\nimage = \"a\"\n"
+                    "allow_hosts = [\"x.example\"]\n",
+            "network.default_deny_hosts[0] at line 3");
+    refused(f,
+            HEADER2 "[profiles.p]\nimage = \"a\"\n"
+                    "allow_hosts = [\"x.example\"]\ndeny_hosts = [\"x.example\"]\n",
+            want);
+    free(want);
+    refused(f, HEADER2 "[profiles.p]\nimage = \"a\"\nallow_hosts = [\"X.example\"]\n",
+            "write \"x.example\"");
+    refused(f, HEADER2 "[network]\nresolvers = [\"224.0.0.1\"]\n[profiles.p]\nimage = \"a\"\n",
+            "multicast");
+}
+
 int main(void)
 {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
@@ -624,6 +775,10 @@ int main(void)
         T(test_auto_approval_executables),
         T(test_environment),
         T(test_workspace),
+        T(test_v2_effective_hosts_and_mode),
+        T(test_v2_mode_defaults),
+        T(test_v1_resolves_as_before),
+        T(test_v2_refusals_carry_positions),
     };
     umask(022);
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0
  *
  * Unit tests of src/config/schema.c (lz_config_doc_parse): a table-driven
- * corpus of v1 configuration documents. Each refusing case names the exact
+ * corpus of v1 and v2 configuration documents. Each refusing case names the exact
  * dotted key path the diagnostic must carry and, when given, its line; each
  * accepting case may check the decoded values. Every rule the decoder
  * implements has an accepting and a refusing case. A few further tests cover
@@ -53,6 +53,14 @@ typedef struct schema_case {
 #define PV(x) P("persistent_dirs = [\"/root\"]\n" x)
 /* Lines 4-5: an enabled escalation table; rules start on line 6. */
 #define PE(x) P("[profiles.claude.escalation]\nenabled = true\n" x)
+
+/* Schema v2 (issue 25): line 1, then the same profile lines. */
+#define LABEL63 "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+#define LABEL64 LABEL63 "a"
+/* With three LABEL63s, their dots and ".com": a name of 253. */
+#define X57 "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+#define HEAD2 "schema = \"lazaret-trusted-host-config-v2\"\n"
+#define P2(x) HEAD2 PROF x
 
 /* ---- helpers for checks ----------------------------------------------- */
 
@@ -295,6 +303,63 @@ static void check_escalation_enabled_no_rules(const lz_config_doc *doc)
 }
 
 /* ---- the corpus ------------------------------------------------------- */
+
+static void assert_hosts(const lz_host_list *l, const char *const *want)
+{
+    size_t n = 0;
+    for (; want[n]; n++) {
+        assert_true(n < l->count);
+        char buf[LZ_HOST_NAME_MAX + 3];
+        lz_host_pattern_format(&l->items[n], buf);
+        assert_string_equal(buf, want[n]);
+    }
+    assert_int_equal(l->count, n);
+}
+
+static void check_v1_has_no_v2(const lz_config_doc *doc)
+{
+    assert_int_equal(doc->schema_version, 1);
+    assert_int_equal(doc->default_allow_hosts.count, 0);
+    assert_int_equal(doc->default_deny_hosts.count, 0);
+    assert_int_equal(doc->default_dns, LZ_DNS_DECL_UNSET);
+    assert_int_equal(doc->n_resolvers, 0);
+    const lz_profile_decl *p = profile(doc, "claude");
+    assert_int_equal(p->allow_hosts.count, 0);
+    assert_int_equal(p->deny_hosts.count, 0);
+    assert_int_equal(p->dns, LZ_DNS_DECL_UNSET);
+}
+
+static void check_v2_minimal(const lz_config_doc *doc)
+{
+    assert_int_equal(doc->schema_version, 2);
+    check_defaults(doc);
+    assert_int_equal(doc->n_resolvers, 0);
+    assert_int_equal(profile(doc, "claude")->dns, LZ_DNS_DECL_UNSET);
+}
+
+static void check_v2_full(const lz_config_doc *doc)
+{
+    assert_int_equal(doc->schema_version, 2);
+    const lz_profile_decl *p = profile(doc, "claude");
+    /* Sorted by name, exact before wildcard, duplicates dropped. */
+    assert_hosts(&p->allow_hosts.list, (const char *[]){ "api.anthropic.com", "*.example.com",
+                                                         "registry.npmjs.org", NULL });
+    /* The declarations keep the declared order and positions. */
+    assert_int_equal(p->allow_hosts.count, 4);
+    assert_string_equal(p->allow_hosts.items[0].pattern.name, "registry.npmjs.org");
+    assert_int_equal(p->allow_hosts.items[0].pos.line, 4);
+    assert_int_equal(p->allow_hosts.items[3].index, 3);
+    assert_hosts(&p->deny_hosts.list, (const char *[]){ "bad.example.com", NULL });
+    assert_int_equal(p->dns, LZ_DNS_DECL_FORWARD);
+    assert_int_equal(p->dns_pos.line, 6);
+    assert_hosts(&doc->default_allow_hosts.list, (const char *[]){ "github.com", NULL });
+    assert_hosts(&doc->default_deny_hosts.list,
+                 (const char *[]){ "*.telemetry.example.net", NULL });
+    assert_int_equal(doc->default_dns, LZ_DNS_DECL_STRICT);
+    assert_int_equal(doc->n_resolvers, 2);
+    assert_memory_equal(doc->resolvers[0], ((uint8_t[]){ 203, 0, 113, 53 }), 4);
+    assert_memory_equal(doc->resolvers[1], ((uint8_t[]){ 127, 0, 0, 53 }), 4);
+}
 
 static const schema_case corpus[] = {
     /* -- accepted documents -------------------------------------------- */
@@ -1012,6 +1077,129 @@ static const schema_case corpus[] = {
               "= true },\n"
               "{ executable = \"/bin/e\", args = [\"a\", \"b\"], allow_extra_args = true }]\n"),
            "profiles.claude.escalation.auto_approve[1]", 7),
+    /* -- schema v2: host rules, DNS mode, resolvers (issue 25) --------- */
+    ACCEPT("v2: minimal document", P2(""), check_v2_minimal),
+    ACCEPT("v1: no v2 field is set", P(""), check_v1_has_no_v2),
+    ACCEPT("v2: every new key",
+           P2("allow_hosts = [\"registry.npmjs.org\", \"*.example.com\", \"api.anthropic.com\",\n"
+              "\"registry.npmjs.org\"]\n"
+              "dns = \"forward\"\n"
+              "deny_hosts = [\"bad.example.com\"]\n"
+              "[network]\n"
+              "default_allow_hosts = [\"github.com\"]\n"
+              "default_deny_hosts = [\"*.telemetry.example.net\"]\n"
+              "default_dns = \"strict\"\n"
+              "resolvers = [\"203.0.113.53\", \"127.0.0.53\"]\n"),
+           check_v2_full),
+    ACCEPT("v2: empty host lists", P2("allow_hosts = []\ndeny_hosts = []\n"), NULL),
+    ACCEPT("v2: strict without allow_hosts", P2("dns = \"strict\"\n"), NULL),
+    ACCEPT("v2: an exact deny inside an allowed wildcard",
+           P2("allow_hosts = [\"*.example.com\"]\ndeny_hosts = [\"ads.example.com\"]\n"), NULL),
+    ACCEPT("v2: a wildcard and its parent are different patterns",
+           P2("allow_hosts = [\"example.com\"]\ndeny_hosts = [\"*.example.com\"]\n"), NULL),
+    ACCEPT("v2: three resolvers",
+           P2("[network]\nresolvers = [\"192.0.2.1\", \"192.0.2.2\", \"192.0.2.3\"]\n"), NULL),
+    REFUSE("v1: allow_hosts is unknown", P("allow_hosts = [\"a.example\"]\n"),
+           "profiles.claude.allow_hosts", 4),
+    REFUSE("v1: deny_hosts is unknown", P("deny_hosts = [\"a.example\"]\n"),
+           "profiles.claude.deny_hosts", 4),
+    REFUSE("v1: dns is unknown", P("dns = \"strict\"\n"), "profiles.claude.dns", 4),
+    REFUSE("v1: network.resolvers is unknown", P("[network]\nresolvers = [\"192.0.2.1\"]\n"),
+           "network.resolvers", 5),
+    REFUSE("v1: network.default_allow_hosts is unknown",
+           P("[network]\ndefault_allow_hosts = [\"a.example\"]\n"), "network.default_allow_hosts",
+           5),
+    REFUSE("v1: network.default_deny_hosts is unknown",
+           P("[network]\ndefault_deny_hosts = [\"a.example\"]\n"), "network.default_deny_hosts", 5),
+    REFUSE("v1: network.default_dns is unknown", P("[network]\ndefault_dns = \"strict\"\n"),
+           "network.default_dns", 5),
+    REFUSE("v2: resolvers in a profile", P2("resolvers = [\"192.0.2.1\"]\n"),
+           "profiles.claude.resolvers", 4),
+    REFUSE("v2: allow_hosts not an array", P2("allow_hosts = \"a.example\"\n"),
+           "profiles.claude.allow_hosts", 4),
+    REFUSE("v2: allow_hosts item not a string", P2("allow_hosts = [\"a.example\", 3]\n"),
+           "profiles.claude.allow_hosts[1]", 4),
+    REFUSE("v2: uppercase", P2("allow_hosts = [\"Api.example.com\"]\n"),
+           "profiles.claude.allow_hosts[0]", 4),
+    REFUSE("v2: trailing dot", P2("allow_hosts = [\"api.example.com.\"]\n"),
+           "profiles.claude.allow_hosts[0]", 4),
+    REFUSE("v2: non-ASCII", P2("allow_hosts = [\"b\u00fccher.example\"]\n"),
+           "profiles.claude.allow_hosts[0]", 4),
+    REFUSE("v2: IPv4 literal", P2("deny_hosts = [\"a.example\", \"192.0.2.1\"]\n"),
+           "profiles.claude.deny_hosts[1]", 4),
+    REFUSE("v2: single label", P2("allow_hosts = [\"localhost\"]\n"),
+           "profiles.claude.allow_hosts[0]", 4),
+    REFUSE("v2: wildcard over a TLD", P2("allow_hosts = [\"*.com\"]\n"),
+           "profiles.claude.allow_hosts[0]", 4),
+    REFUSE("v2: wildcard alone", P2("allow_hosts = [\"*\"]\n"), "profiles.claude.allow_hosts[0]",
+           4),
+    REFUSE("v2: misplaced wildcard", P2("allow_hosts = [\"a.*.example.com\"]\n"),
+           "profiles.claude.allow_hosts[0]", 4),
+    REFUSE("v2: partial wildcard label", P2("allow_hosts = [\"*api.example.com\"]\n"),
+           "profiles.claude.allow_hosts[0]", 4),
+    REFUSE("v2: underscore", P2("allow_hosts = [\"_x.example.com\"]\n"),
+           "profiles.claude.allow_hosts[0]", 4),
+    REFUSE("v2: URL instead of a name", P2("allow_hosts = [\"https://api.example.com/\"]\n"),
+           "profiles.claude.allow_hosts[0]", 4),
+    REFUSE("v2: label of 64", P2("allow_hosts = [\"" LABEL64 ".example.com\"]\n"),
+           "profiles.claude.allow_hosts[0]", 4),
+    ACCEPT("v2: label of 63", P2("allow_hosts = [\"" LABEL63 ".example.com\"]\n"), NULL),
+    REFUSE("v2: name of 254",
+           P2("allow_hosts = [\"" LABEL63 "." LABEL63 "." LABEL63 "." X57 "x"
+              ".com\"]\n"),
+           "profiles.claude.allow_hosts[0]", 4),
+    ACCEPT("v2: name of 253",
+           P2("allow_hosts = [\"" LABEL63 "." LABEL63 "." LABEL63 "." X57 ".com\"]\n"), NULL),
+    REFUSE("v2: bad pattern in network defaults",
+           P2("[network]\ndefault_deny_hosts = [\"ok.example\", \"Bad.example\"]\n"),
+           "network.default_deny_hosts[1]", 5),
+    REFUSE("v2: dns misspelt", P2("dns = \"STRICT\"\n"), "profiles.claude.dns", 4),
+    REFUSE("v2: dns not a string", P2("dns = true\n"), "profiles.claude.dns", 4),
+    REFUSE("v2: default_dns misspelt", P2("[network]\ndefault_dns = \"off\"\n"),
+           "network.default_dns", 5),
+    REFUSE("v2: resolvers not an array", P2("[network]\nresolvers = \"192.0.2.1\"\n"),
+           "network.resolvers", 5),
+    REFUSE("v2: resolvers empty", P2("[network]\nresolvers = []\n"), "network.resolvers", 5),
+    REFUSE("v2: resolver with a prefix length", P2("[network]\nresolvers = [\"192.0.2.1/32\"]\n"),
+           "network.resolvers[0]", 5),
+    REFUSE("v2: resolver with a port", P2("[network]\nresolvers = [\"192.0.2.1:53\"]\n"),
+           "network.resolvers[0]", 5),
+    REFUSE("v2: IPv6 resolver", P2("[network]\nresolvers = [\"::1\"]\n"), "network.resolvers[0]",
+           5),
+    REFUSE("v2: resolver by name", P2("[network]\nresolvers = [\"dns.example.com\"]\n"),
+           "network.resolvers[0]", 5),
+    REFUSE("v2: resolver with a leading zero", P2("[network]\nresolvers = [\"192.0.2.01\"]\n"),
+           "network.resolvers[0]", 5),
+    REFUSE("v2: four resolvers",
+           P2("[network]\nresolvers = [\"192.0.2.1\", \"192.0.2.2\", \"192.0.2.3\",\n"
+              "\"192.0.2.4\"]\n"),
+           "network.resolvers[3]", 6),
+    REFUSE("v2: resolver 0.0.0.0", P2("[network]\nresolvers = [\"0.0.0.0\"]\n"),
+           "network.resolvers[0]", 5),
+    REFUSE("v2: resolver broadcast", P2("[network]\nresolvers = [\"255.255.255.255\"]\n"),
+           "network.resolvers[0]", 5),
+    REFUSE("v2: resolver multicast", P2("[network]\nresolvers = [\"224.0.0.251\"]\n"),
+           "network.resolvers[0]", 5),
+    REFUSE("v2: resolver repeated", P2("[network]\nresolvers = [\"192.0.2.1\", \"192.0.2.1\"]\n"),
+           "network.resolvers[1]", 5),
+    REFUSE("v2: resolver not a string", P2("[network]\nresolvers = [53]\n"), "network.resolvers[0]",
+           5),
+    REFUSE("v2: same pattern allowed and denied",
+           P2("allow_hosts = [\"x.example\", \"a.example\"]\ndeny_hosts = [\"a.example\"]\n"),
+           "profiles.claude.allow_hosts[1]", 4),
+    REFUSE("v2: same wildcard allowed and denied",
+           P2("deny_hosts = [\"*.example.com\"]\nallow_hosts = [\"*.example.com\"]\n"),
+           "profiles.claude.allow_hosts[0]", 5),
+    REFUSE("v2: profile allow against a network deny",
+           P2("allow_hosts = [\"a.example\"]\n[network]\ndefault_deny_hosts = [\"a.example\"]\n"),
+           "profiles.claude.allow_hosts[0]", 4),
+    REFUSE("v2: network allow against a profile deny",
+           P2("deny_hosts = [\"a.example\"]\n[network]\ndefault_allow_hosts = [\"a.example\"]\n"),
+           "network.default_allow_hosts[0]", 6),
+    REFUSE("v2: network allow against a network deny",
+           P2("[network]\ndefault_allow_hosts = [\"a.example\"]\n"
+              "default_deny_hosts = [\"a.example\"]\n"),
+           "network.default_allow_hosts[0]", 5),
 };
 
 /* ---- the corpus runner ------------------------------------------------ */
@@ -1238,9 +1426,69 @@ static void test_error_hint_and_null_err(void **state)
     lz_error_free(err);
 }
 
+/* The diagnostics of v2: FILE:LINE:COL, the refused value, and a fix that
+ * fits the value. */
+static void expect_diag(const char *text, const char *msg_part, const char *hint_part)
+{
+    lz_config_doc *doc = NULL;
+    lz_error *err = NULL;
+    if (lz_config_doc_parse(text, strlen(text), LABEL, &doc, &err) != -1)
+        fail_msg("accepted: %s", text);
+    assert_non_null(err);
+    if (!strstr(err->message, msg_part))
+        fail_msg("message '%s' lacks '%s'", err->message, msg_part);
+    if (!err->hint || !strstr(err->hint, hint_part))
+        fail_msg("hint '%s' lacks '%s'", err->hint ? err->hint : "(none)", hint_part);
+    lz_error_free(err);
+}
+
+static void test_v2_diagnostics(void **state)
+{
+    (void) state;
+    expect_diag(P2("allow_hosts = [\"Api.Example.com.\"]\n"),
+                LABEL ":4:16: profiles.claude.allow_hosts[0]: 'Api.Example.com.' is not a host "
+                      "pattern: uppercase",
+                "write \"api.example.com\"");
+    expect_diag(P2("allow_hosts = [\"a.example\", \"api.example.com.\"]\n"),
+                LABEL ":4:29: profiles.claude.allow_hosts[1]",
+                "write \"api.example.com\" (no "
+                "trailing dot)");
+    expect_diag(P2("allow_hosts = [\"b\u00fccher.example\"]\n"), "non-ASCII", "xn--");
+    expect_diag(P2("allow_hosts = [\"192.0.2.1\"]\n"), "IPv4 address",
+                "allow_egress = [\"192.0.2.1/32\"]");
+    expect_diag(P2("deny_hosts = [\"192.0.2.1\"]\n"), "IPv4 address",
+                "deny_egress = [\"192.0.2.1/32\"]");
+    expect_diag(P2("allow_hosts = [\"" LABEL63 "." LABEL63 "." LABEL63 "." X57 "x.com\"]\n"),
+                "longer than 253", "at least two labels");
+    expect_diag(P2("allow_hosts = [\"localhost\"]\n"), "single label", "at least two labels");
+    expect_diag(P2("allow_hosts = [\"a.*.example.com\"]\n"), "whole first label",
+                "\"*.example.com\"");
+    expect_diag(P2("allow_hosts = [\"" LABEL64 ".example.com\"]\n"), "longer than 63",
+                "at least two labels");
+    expect_diag(P2("allow_hosts = [\"a.example\"]\ndeny_hosts = [\"a.example\"]\n"),
+                LABEL ":4:16: profiles.claude.allow_hosts[0]: 'a.example' is both allowed and "
+                      "denied for profile 'claude' (denied by profiles.claude.deny_hosts[0] at "
+                      "line 5, column 15)",
+                "more specific pattern");
+    expect_diag(P2("[network]\nresolvers = [\"192.0.2.1\", \"192.0.2.2\", \"192.0.2.3\", "
+                   "\"192.0.2.4\"]\n"),
+                LABEL ":5:53: network.resolvers[3]: more than 3 resolvers", "at most three");
+    expect_diag(P2("[network]\nresolvers = [\"0.0.0.0\"]\n"), "this network", "unicast");
+    expect_diag(P2("[network]\nresolvers = [\"1.2.3.4/32\"]\n"), "not an IPv4 address",
+                "no prefix length");
+    expect_diag(P2("dns = \"off\"\n"), "expected \"strict\" or \"forward\", found 'off'",
+                "never leave the machine");
+    /* A v1 file: the new keys are unknown, and the hint says which schema
+     * has them; a v2 file's unknown key gets the ordinary hint. */
+    expect_diag(P("allow_hosts = [\"a.example\"]\n"), "unknown field 'allow_hosts'",
+                "needs schema = \"lazaret-trusted-host-config-v2\"");
+    expect_diag(P2("resolvers = [\"192.0.2.1\"]\n"), "unknown field 'resolvers'", "remove");
+}
+
 int main(void)
 {
     static const struct CMUnitTest extra[] = {
+        cmocka_unit_test(test_v2_diagnostics),
         cmocka_unit_test(test_profile_lookup_exact),
         cmocka_unit_test(test_size_limit),
         cmocka_unit_test(test_raw_nul_refused),

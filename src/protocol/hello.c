@@ -1,0 +1,477 @@
+/* SPDX-License-Identifier: Apache-2.0
+ *
+ * The name on a connection: the TLS ClientHello's server_name and the HTTP
+ * request's Host (contract: hello.h; decisions: docs/dns-decoder.md "The
+ * name on the connection").
+ *
+ * Both decoders read a stream's first bytes as they arrive and answer
+ * LZ_HELLO_NEED_MORE only while what came so far can still become a valid
+ * message: every field present is checked as soon as it is there, so a
+ * client cannot hold the name check open with bytes that are already
+ * wrong. A final answer (name, no name, encrypted) is given only once the
+ * whole ClientHello or header block is in, so that a later byte cannot
+ * turn an accepted message into a refused one. Nothing is allocated; the
+ * handshake is gathered into a buffer on the stack of LZ_HELLO_MAX bytes.
+ *
+ * TLS: records of content type 22 (legacy version 3.x, length 1..2^14)
+ * concatenated until the ClientHello (handshake type 1, at most
+ * LZ_HELLO_MAX bytes with its 4-byte header) is complete; what follows it
+ * (ChangeCipherSpec, early data) is not read. Inside: legacy_version 3.x,
+ * random, session id (<= 32), cipher suites (even, >= 2), compression
+ * methods (>= 1), then either nothing (a TLS 1.2 hello without
+ * extensions) or an extensions block that ends exactly where the
+ * ClientHello ends. server_name: a non-empty list of host_name entries
+ * (type 0; any other name type is refused), 1..255 bytes, no NUL; a second
+ * host_name, a second server_name or a second encrypted_client_hello
+ * extension is refused. encrypted_client_hello (0xfe0d) gives
+ * LZ_HELLO_ENCRYPTED even when an outer server_name is present: the outer
+ * name is the ECH provider's public name, not the one the client talks to.
+ *
+ * HTTP: "METHOD SP origin-form SP HTTP/1.0|1.1 CRLF" (origin-form: starts
+ * with '/'; absolute-form, authority-form and asterisk-form are refused),
+ * header lines "name: value CRLF" (name a token right before ':', value
+ * visible bytes, SP, HTAB, obs-text), an empty line ends the block, which
+ * must end within LZ_HELLO_MAX bytes. CRLF only (a bare LF is refused),
+ * obs-fold refused, exactly one Host (case-insensitive name); its value,
+ * without surrounding whitespace, is "host" or "host:port" with 1..5 port
+ * digits; an IPv6 literal ("[...]"), an empty host, a host with '@', '/',
+ * '\\', '[', ']', '?', '#' or whitespace is refused.
+ */
+#include "protocol/hello.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+#define TLS_RECORD_HEADER 5
+#define TLS_RECORD_MAX 16384
+#define TLS_CONTENT_HANDSHAKE 22
+#define TLS_HANDSHAKE_CLIENT_HELLO 1
+#define TLS_EXT_SERVER_NAME 0x0000
+#define TLS_EXT_ECH 0xfe0d
+#define TLS_SNI_HOST_NAME 0
+
+/* A parsing step: go on, or stop with this result. */
+typedef enum step { STEP_GO, STEP_MORE, STEP_BAD } step;
+
+static lz_hello_result step_result(step s)
+{
+    return s == STEP_MORE ? LZ_HELLO_NEED_MORE : LZ_HELLO_INVALID;
+}
+
+/* ---- TLS ---------------------------------------------------------------- */
+
+/* A cursor over the gathered handshake: bytes [0, avail) are here, the
+ * ClientHello ends at end (avail may be less while it is arriving). */
+typedef struct cursor {
+    const uint8_t *p;
+    size_t pos, avail;
+} cursor;
+
+/* Take n bytes that must lie before limit (the end of the enclosing
+ * length-delimited block): past limit the message is wrong, past avail it
+ * is not all here yet. */
+static step take(cursor *c, size_t n, size_t limit, size_t *at)
+{
+    if (n > limit - c->pos)
+        return STEP_BAD;
+    if (n > c->avail - c->pos)
+        return STEP_MORE;
+    *at = c->pos;
+    c->pos += n;
+    return STEP_GO;
+}
+
+static step take8(cursor *c, size_t limit, size_t *v)
+{
+    size_t at = 0;
+    step s = take(c, 1, limit, &at);
+    if (s == STEP_GO)
+        *v = c->p[at];
+    return s;
+}
+
+static step take16(cursor *c, size_t limit, size_t *v)
+{
+    size_t at = 0;
+    step s = take(c, 2, limit, &at);
+    if (s == STEP_GO)
+        *v = ((size_t) c->p[at] << 8) | c->p[at + 1];
+    return s;
+}
+
+#define TRY(expr)                                                                                  \
+    do {                                                                                           \
+        step s_ = (expr);                                                                          \
+        if (s_ != STEP_GO)                                                                         \
+            return s_;                                                                             \
+    } while (0)
+
+typedef struct hello_found {
+    bool sni_seen, ech;
+    size_t name_at, name_len; /* name_len 0: no host_name */
+} hello_found;
+
+static step server_name_parse(cursor *c, size_t ext_end, hello_found *f)
+{
+    size_t list_len = 0;
+    TRY(take16(c, ext_end, &list_len));
+    if (list_len == 0 || list_len != ext_end - c->pos)
+        return STEP_BAD;
+    while (c->pos < ext_end) {
+        size_t type = 0, len = 0, at = 0;
+        TRY(take8(c, ext_end, &type));
+        if (type != TLS_SNI_HOST_NAME)
+            return STEP_BAD;
+        TRY(take16(c, ext_end, &len));
+        if (len == 0 || len > LZ_HELLO_NAME_MAX || f->name_len)
+            return STEP_BAD;
+        TRY(take(c, len, ext_end, &at));
+        if (memchr(c->p + at, '\0', len))
+            return STEP_BAD;
+        f->name_at = at;
+        f->name_len = len;
+    }
+    return STEP_GO;
+}
+
+/* The ClientHello's body, from legacy_version to the end at end. */
+static step client_hello_parse(cursor *c, size_t end, hello_found *f)
+{
+    size_t at = 0, n = 0;
+    TRY(take(c, 2, end, &at)); /* legacy_version */
+    if (c->p[at] != 3)
+        return STEP_BAD;
+    TRY(take(c, 32, end, &at)); /* random */
+    TRY(take8(c, end, &n));     /* legacy_session_id */
+    if (n > 32)
+        return STEP_BAD;
+    TRY(take(c, n, end, &at));
+    TRY(take16(c, end, &n)); /* cipher_suites */
+    if (n < 2 || n % 2)
+        return STEP_BAD;
+    TRY(take(c, n, end, &at));
+    TRY(take8(c, end, &n)); /* legacy_compression_methods */
+    if (n < 1)
+        return STEP_BAD;
+    TRY(take(c, n, end, &at));
+    if (c->pos == end) /* no extensions at all (TLS 1.2 allows it) */
+        return STEP_GO;
+    size_t ext_total = 0;
+    TRY(take16(c, end, &ext_total));
+    if (ext_total != end - c->pos)
+        return STEP_BAD;
+    while (c->pos < end) {
+        size_t type = 0, len = 0;
+        TRY(take16(c, end, &type));
+        TRY(take16(c, end, &len));
+        if (len > end - c->pos)
+            return STEP_BAD;
+        size_t ext_end = c->pos + len;
+        if (type == TLS_EXT_SERVER_NAME) {
+            if (f->sni_seen)
+                return STEP_BAD;
+            f->sni_seen = true;
+            TRY(server_name_parse(c, ext_end, f));
+        } else if (type == TLS_EXT_ECH) {
+            if (f->ech)
+                return STEP_BAD;
+            f->ech = true;
+            TRY(take(c, len, ext_end, &at));
+        } else {
+            TRY(take(c, len, ext_end, &at));
+        }
+    }
+    return STEP_GO;
+}
+
+/* Gather the handshake bytes of the records in buf into hs; *need gets
+ * the ClientHello's length with its header once known (0 before). */
+static step records_gather(const uint8_t *buf, size_t len, uint8_t *hs, size_t *have, size_t *need)
+{
+    size_t off = 0;
+    *have = 0;
+    *need = 0;
+    while (*need == 0 || *have < *need) {
+        if (off == len)
+            return STEP_MORE;
+        if (buf[off] != TLS_CONTENT_HANDSHAKE)
+            return STEP_BAD;
+        if (len - off >= 2 && buf[off + 1] != 3)
+            return STEP_BAD;
+        if (len - off < TLS_RECORD_HEADER)
+            return STEP_MORE;
+        size_t rec = ((size_t) buf[off + 3] << 8) | buf[off + 4];
+        if (rec == 0 || rec > TLS_RECORD_MAX)
+            return STEP_BAD;
+        size_t frag = len - off - TLS_RECORD_HEADER;
+        if (frag > rec)
+            frag = rec;
+        size_t copy = frag < LZ_HELLO_MAX - *have ? frag : LZ_HELLO_MAX - *have;
+        memcpy(hs + *have, buf + off + TLS_RECORD_HEADER, copy);
+        *have += copy;
+        if (*have >= 1 && hs[0] != TLS_HANDSHAKE_CLIENT_HELLO)
+            return STEP_BAD;
+        if (*need == 0 && *have >= 4) {
+            *need = 4 + (((size_t) hs[1] << 16) | ((size_t) hs[2] << 8) | hs[3]);
+            if (*need > LZ_HELLO_MAX)
+                return STEP_BAD;
+        }
+        if (frag < rec)
+            return (*need && *have >= *need) ? STEP_GO : STEP_MORE;
+        off += TLS_RECORD_HEADER + rec;
+    }
+    return STEP_GO;
+}
+
+lz_hello_result lz_tls_client_hello_name(const unsigned char *buf, size_t len,
+                                         char name[static LZ_HELLO_NAME_MAX], size_t *name_len)
+{
+    uint8_t hs[LZ_HELLO_MAX];
+    size_t have = 0, need = 0;
+    *name_len = 0;
+    step s = records_gather(buf, len, hs, &have, &need);
+    if (s == STEP_BAD)
+        return LZ_HELLO_INVALID;
+    hello_found f = { 0 };
+    if (need) {
+        cursor c = { .p = hs, .pos = 4, .avail = have < need ? have : need };
+        s = client_hello_parse(&c, need, &f);
+    }
+    if (s != STEP_GO) {
+        /* a prefix that cannot grow any more is refused */
+        if (s == STEP_MORE && len >= LZ_HELLO_MAX)
+            return LZ_HELLO_INVALID;
+        return step_result(s);
+    }
+    if (f.ech)
+        return LZ_HELLO_ENCRYPTED;
+    if (!f.name_len)
+        return LZ_HELLO_NO_NAME;
+    memcpy(name, hs + f.name_at, f.name_len);
+    *name_len = f.name_len;
+    return LZ_HELLO_NAME;
+}
+
+/* ---- HTTP --------------------------------------------------------------- */
+
+static bool is_tchar(uint8_t c)
+{
+    if ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'))
+        return true;
+    return c && strchr("!#$%&'*+-.^_`|~", c) != NULL;
+}
+
+static bool is_field_vchar(uint8_t c)
+{
+    return (c >= 0x21 && c <= 0x7e) || c >= 0x80 || c == ' ' || c == '\t';
+}
+
+static uint8_t lower(uint8_t c)
+{
+    return (c >= 'A' && c <= 'Z') ? (uint8_t) (c - 'A' + 'a') : c;
+}
+
+/* The request line in [p, p + n) (without its CRLF; complete when
+ * complete is true, else a prefix of one). */
+static step request_line_check(const uint8_t *p, size_t n, bool complete)
+{
+    size_t i = 0;
+    while (i < n && is_tchar(p[i]))
+        i++;
+    if (i == n)
+        return complete ? STEP_BAD : STEP_MORE;
+    if (i == 0 || p[i] != ' ')
+        return STEP_BAD;
+    i++;
+    /* origin-form only: an absolute URI's authority would compete with
+     * Host, authority-form (CONNECT) and "*" name no path */
+    if (i == n)
+        return complete ? STEP_BAD : STEP_MORE;
+    if (p[i] != '/')
+        return STEP_BAD;
+    while (i < n && p[i] >= 0x21 && p[i] <= 0x7e)
+        i++;
+    if (i == n)
+        return complete ? STEP_BAD : STEP_MORE;
+    if (p[i] != ' ')
+        return STEP_BAD;
+    i++;
+    static const char version[] = "HTTP/1.";
+    size_t rest = n - i;
+    size_t cmp = rest < 7 ? rest : 7;
+    if (memcmp(p + i, version, cmp) != 0)
+        return STEP_BAD;
+    if (rest < 8)
+        return complete ? STEP_BAD : STEP_MORE;
+    if (p[i + 7] != '0' && p[i + 7] != '1')
+        return STEP_BAD;
+    if (rest > 8)
+        return STEP_BAD;
+    return complete ? STEP_GO : STEP_MORE;
+}
+
+/* A Host value (surrounding whitespace already removed): "host" or
+ * "host:port"; when complete is false, a prefix of one. *host_len gets the
+ * host's length. */
+static step host_value_check(const uint8_t *v, size_t n, bool complete, size_t *host_len)
+{
+    if (n == 0)
+        return complete ? STEP_BAD : STEP_GO;
+    if (v[0] == '[') /* an IPv6 literal: no name */
+        return STEP_BAD;
+    size_t h = 0;
+    while (h < n && v[h] != ':') {
+        /* URI delimiters cannot be part of a name: a host with them
+         * would read differently to a proxy or a server */
+        if (v[h] <= 0x20 || v[h] >= 0x7f || strchr("@/\\[]?#", v[h]))
+            return STEP_BAD;
+        h++;
+    }
+    if ((h == 0 && n > 0) || h > LZ_HELLO_NAME_MAX)
+        return STEP_BAD;
+    if (h < n) {
+        size_t digits = n - h - 1;
+        if ((complete && digits < 1) || digits > 5)
+            return STEP_BAD;
+        for (size_t i = h + 1; i < n; i++)
+            if (v[i] < '0' || v[i] > '9')
+                return STEP_BAD;
+    }
+    *host_len = h;
+    return STEP_GO;
+}
+
+static bool is_ows(uint8_t c)
+{
+    return c == ' ' || c == '\t';
+}
+
+typedef struct http_found {
+    size_t hosts;
+    size_t host_at, host_len;
+} http_found;
+
+/* One header line [p + at, p + at + n) without its CRLF (a prefix when
+ * complete is false). */
+static step header_line_check(const uint8_t *p, size_t at, size_t n, bool complete, http_found *f)
+{
+    const uint8_t *l = p + at;
+    if (l[0] == ' ' || l[0] == '\t') /* obs-fold */
+        return STEP_BAD;
+    size_t i = 0;
+    while (i < n && is_tchar(l[i]))
+        i++;
+    if (i == n)
+        return complete ? STEP_BAD : STEP_MORE;
+    if (i == 0 || l[i] != ':') /* includes whitespace before ':' */
+        return STEP_BAD;
+    bool is_host = i == 4 && lower(l[0]) == 'h' && lower(l[1]) == 'o' && lower(l[2]) == 's' &&
+                   lower(l[3]) == 't';
+    size_t v = i + 1;
+    for (size_t j = v; j < n; j++)
+        if (!is_field_vchar(l[j]))
+            return STEP_BAD;
+    if (!is_host)
+        return complete ? STEP_GO : STEP_MORE;
+    if (f->hosts == 1)
+        return STEP_BAD; /* a second Host */
+    size_t e = n;
+    while (v < e && is_ows(l[v]))
+        v++;
+    if (complete) {
+        while (e > v && is_ows(l[e - 1]))
+            e--;
+    } else {
+        /* whitespace so far may still be the trailing OWS: only if
+         * nothing else follows it */
+        size_t w = v;
+        while (w < e && !is_ows(l[w]))
+            w++;
+        for (size_t j = w; j < e; j++)
+            if (!is_ows(l[j]))
+                return STEP_BAD;
+        e = w;
+    }
+    size_t host_len = 0;
+    TRY(host_value_check(l + v, e - v, complete, &host_len));
+    if (!complete)
+        return STEP_MORE;
+    f->hosts = 1;
+    f->host_at = at + v;
+    f->host_len = host_len;
+    return STEP_GO;
+}
+
+static step http_parse(const uint8_t *p, size_t len, http_found *f)
+{
+    size_t line = 0;
+    bool first = true;
+    for (;;) {
+        const uint8_t *lf = line < len ? memchr(p + line, '\n', len - line) : NULL;
+        size_t n = (lf ? (size_t) (lf - p) : len) - line;
+        bool complete = lf != NULL;
+        /* the line's CR: only right before its LF */
+        const uint8_t *cr = n ? memchr(p + line, '\r', n) : NULL;
+        if (complete) {
+            if (!cr || cr != lf - 1)
+                return STEP_BAD; /* a bare LF, or a CR inside the line */
+            n--;
+        } else if (cr && cr != p + len - 1) {
+            return STEP_BAD;
+        } else if (cr) {
+            n--;
+        }
+        if (first) {
+            TRY(request_line_check(p + line, n, complete));
+            first = false;
+        } else if (n == 0 && complete) {
+            return STEP_GO; /* the empty line: end of the header block */
+        } else if (n == 0) {
+            return STEP_MORE;
+        } else {
+            TRY(header_line_check(p, line, n, complete, f));
+        }
+        if (!complete)
+            return STEP_MORE;
+        line = (size_t) (lf - p) + 1;
+    }
+}
+
+lz_hello_result lz_http_request_host(const unsigned char *buf, size_t len,
+                                     char name[static LZ_HELLO_NAME_MAX], size_t *name_len)
+{
+    *name_len = 0;
+    /* the header block must end within LZ_HELLO_MAX bytes */
+    size_t look = len < LZ_HELLO_MAX ? len : LZ_HELLO_MAX;
+    http_found f = { 0 };
+    step s = http_parse(buf, look, &f);
+    if (s == STEP_MORE && len >= LZ_HELLO_MAX)
+        return LZ_HELLO_INVALID;
+    if (s != STEP_GO)
+        return step_result(s);
+    if (!f.hosts)
+        return LZ_HELLO_NO_NAME;
+    memcpy(name, buf + f.host_at, f.host_len);
+    *name_len = f.host_len;
+    return LZ_HELLO_NAME;
+}
+
+const char *lz_hello_result_text(lz_hello_result r)
+{
+    switch (r) {
+    case LZ_HELLO_NEED_MORE:
+        return "incomplete (more bytes needed)";
+    case LZ_HELLO_NAME:
+        return "name found";
+    case LZ_HELLO_NO_NAME:
+        return "no name (no server_name in the TLS ClientHello, no Host header)";
+    case LZ_HELLO_ENCRYPTED:
+        return "encrypted ClientHello (ECH): the name is hidden";
+    case LZ_HELLO_INVALID:
+        return "not a TLS ClientHello or HTTP/1.x request, or over a bound";
+    default:
+        break;
+    }
+    return "unknown result";
+}

@@ -1,0 +1,404 @@
+/* SPDX-License-Identifier: Apache-2.0
+ *
+ * lz-namecheck (namecheck.h): the decision on a connection's first bytes,
+ * the destination's re-check, the relay loop, and its start in a child of
+ * the supervisor whose listening socket is made in the router's namespace.
+ */
+#include "supervisor/namecheck.h"
+#include "supervisor/sidecar_internal.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/rtnetlink.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/fork.h"
+#include "common/util.h"
+#include "protocol/hello.h"
+#include "supervisor/forward.h"
+
+/* <linux/netfilter_ipv4.h> clashes with <netinet/in.h>: the one constant. */
+#ifndef SO_ORIGINAL_DST
+#define SO_ORIGINAL_DST 80
+#endif
+
+/* ---- the decision ------------------------------------------------------ */
+
+static lz_namecheck_verdict refuse(int *why, int w)
+{
+    *why = w;
+    return LZ_NAMECHECK_REFUSE;
+}
+
+lz_namecheck_verdict lz_namecheck_decide(const lz_host_list *allow, const lz_host_list *deny,
+                                         uint16_t port, const unsigned char *buf, size_t len,
+                                         bool complete, char name[static LZ_HOST_NAME_MAX + 1],
+                                         int *why)
+{
+    name[0] = '\0';
+    *why = 0;
+    char raw[LZ_HELLO_NAME_MAX];
+    size_t raw_len = 0;
+    lz_hello_result r;
+    if (port == 443)
+        r = lz_tls_client_hello_name(buf, len, raw, &raw_len);
+    else if (port == 80)
+        r = lz_http_request_host(buf, len, raw, &raw_len);
+    else
+        return refuse(why, SC_NAME_WHY_INVALID); /* the router redirects no other port */
+    switch (r) {
+    case LZ_HELLO_NEED_MORE:
+        return complete || len >= LZ_HELLO_MAX ? refuse(why, SC_NAME_WHY_INVALID)
+                                               : LZ_NAMECHECK_MORE;
+    case LZ_HELLO_NO_NAME:
+        return refuse(why, SC_NAME_WHY_NO_NAME);
+    case LZ_HELLO_ENCRYPTED:
+        return refuse(why, SC_NAME_WHY_ENCRYPTED);
+    case LZ_HELLO_INVALID:
+        return refuse(why, SC_NAME_WHY_INVALID);
+    case LZ_HELLO_NAME:
+        break;
+    default:
+        return refuse(why, SC_NAME_WHY_INVALID);
+    }
+    if (!lz_host_name_canonical(raw, raw_len, name)) {
+        name[0] = '\0'; /* not a host name: nothing of it goes to the log */
+        return refuse(why, SC_NAME_WHY_INVALID);
+    }
+    if (lz_host_decide(allow, deny, name, NULL) != LZ_HOST_ALLOWED)
+        return refuse(why, SC_NAME_WHY_NOT_ALLOWED);
+    return LZ_NAMECHECK_PASS;
+}
+
+/* ---- the destination --------------------------------------------------- */
+
+/* The type of the route the namespace of route_fd has for addr, or -1.
+ * RTM_GETROUTE answers synchronously: the reply is queued before sendto
+ * returns. */
+static int route_type(int route_fd, const struct in_addr *addr)
+{
+    static uint32_t seq;
+    struct {
+        struct nlmsghdr h;
+        struct rtmsg r;
+        struct rtattr a;
+        struct in_addr dst;
+    } q = { 0 };
+    q.h.nlmsg_len = sizeof(q);
+    q.h.nlmsg_type = RTM_GETROUTE;
+    q.h.nlmsg_flags = NLM_F_REQUEST;
+    q.h.nlmsg_seq = ++seq;
+    q.r.rtm_family = AF_INET;
+    q.r.rtm_dst_len = 32;
+    q.a.rta_len = RTA_LENGTH(sizeof(q.dst));
+    q.a.rta_type = RTA_DST;
+    q.dst = *addr;
+    struct sockaddr_nl kernel = { .nl_family = AF_NETLINK };
+    if (sendto(route_fd, &q, sizeof(q), 0, (struct sockaddr *) &kernel, sizeof(kernel)) < 0)
+        return -1;
+    /* Aligned for the netlink headers read out of it. */
+    static uint32_t buf[2048];
+    for (;;) {
+        ssize_t n = recv(route_fd, buf, sizeof(buf), MSG_DONTWAIT);
+        if (n < 0)
+            return -1;
+        for (struct nlmsghdr *h = (struct nlmsghdr *) buf; NLMSG_OK(h, (size_t) n);
+             h = NLMSG_NEXT(h, n)) {
+            if (h->nlmsg_seq != seq)
+                continue; /* the answer to an earlier question that gave up */
+            if (h->nlmsg_type != RTM_NEWROUTE || h->nlmsg_len < NLMSG_LENGTH(sizeof(struct rtmsg)))
+                return -1; /* NLMSG_ERROR: no route at all */
+            return ((struct rtmsg *) NLMSG_DATA(h))->rtm_type;
+        }
+    }
+}
+
+bool lz_namecheck_destination_ok(const lz_resolved_config *cfg, int route_fd,
+                                 const struct sockaddr_in *dst)
+{
+    if (dst->sin_family != AF_INET)
+        return false;
+    uint8_t a[4];
+    memcpy(a, &dst->sin_addr, 4);
+    if (lz_ipv4_policy_decide(&cfg->allow, &cfg->deny, a, NULL, NULL) != LZ_PREFIX_DEFAULT)
+        return false;
+    /* This host's own addresses are never reachable (docs/network.md "Never
+     * reachable"): the router's host_local set cannot see this connection
+     * (it is made here, not forwarded), so the kernel's own answer is asked
+     * for each one — including addresses added since the start. */
+    return route_type(route_fd, &dst->sin_addr) == RTN_UNICAST;
+}
+
+/* ---- the relay --------------------------------------------------------- */
+
+typedef struct nc_conn {
+    int fd; /* the sandbox's connection; -1: the slot is free */
+    struct sockaddr_in dst;
+    int64_t deadline;
+    unsigned char *hello;
+    size_t len;
+    bool relaying; /* from here on, relay owns fd */
+    lz_relay relay;
+} nc_conn;
+
+static void report(int keeper_fd, const struct sockaddr_in *dst, const char *name, int why)
+{
+    if (keeper_fd < 0)
+        return;
+    sc_dns_msg m;
+    memset(&m, 0, sizeof(m));
+    m.type = SC_NAME_DENIED;
+    m.why = (uint8_t) why;
+    m.n_addrs = 1;
+    m.port = ntohs(dst->sin_port);
+    memcpy(m.addrs[0], &dst->sin_addr, 4);
+    strncpy(m.name, name, sizeof(m.name) - 1);
+    /* Never blocks: a keeper that does not keep up loses records, the
+     * relay goes on. */
+    lz_best_effort(send(keeper_fd, &m, sizeof(m), MSG_DONTWAIT | MSG_NOSIGNAL));
+}
+
+/* Reset the sandbox's connection (SO_LINGER 0: a RST, not a clean end: the
+ * client fails at once instead of taking an empty answer for one). */
+static void conn_reset(nc_conn *c)
+{
+    struct linger l = { 1, 0 };
+    setsockopt(c->fd, SOL_SOCKET, SO_LINGER, &l, sizeof(l));
+    close(c->fd);
+    free(c->hello);
+    *c = (nc_conn){ .fd = -1 };
+}
+
+static void conn_refuse(nc_conn *c, int keeper_fd, const char *name, int why)
+{
+    report(keeper_fd, &c->dst, name, why);
+    conn_reset(c);
+}
+
+static void conn_accept(nc_conn *c, int listen_fd, int keeper_fd, int route_fd,
+                        const lz_resolved_config *cfg, int64_t now)
+{
+    int fd = accept4(listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0)
+        return;
+    *c = (nc_conn){ .fd = fd, .deadline = now + LZ_NAMECHECK_HELLO_MS };
+    socklen_t l = sizeof(c->dst);
+    /* Where the sandbox meant to go, before the router's redirect. A
+     * connection that was not redirected has no such address (or has this
+     * listener's own, which the policy never admits). */
+    if (getsockopt(fd, SOL_IP, SO_ORIGINAL_DST, &c->dst, &l) < 0 || l != sizeof(c->dst)) {
+        conn_reset(c);
+        return;
+    }
+    /* The address is checked before a byte is read: one the policy does not
+     * leave to the host rules, or this host's own, is refused whatever the
+     * name. */
+    if (!lz_namecheck_destination_ok(cfg, route_fd, &c->dst)) {
+        conn_refuse(c, keeper_fd, "", SC_NAME_WHY_ADDRESS);
+        return;
+    }
+    c->hello = malloc(LZ_HELLO_MAX);
+    if (!c->hello)
+        conn_reset(c);
+}
+
+/* Read what the client sent and decide once it said enough. */
+static void conn_hello(nc_conn *c, bool readable, int keeper_fd, const lz_resolved_config *cfg,
+                       int64_t now)
+{
+    bool complete = false;
+    if (readable) {
+        ssize_t n = recv(c->fd, c->hello + c->len, LZ_HELLO_MAX - c->len, 0);
+        if (n > 0)
+            c->len += (size_t) n;
+        else if (n == 0)
+            complete = true;
+        else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+            conn_reset(c);
+            return;
+        }
+    }
+    if (now >= c->deadline)
+        complete = true;
+    char name[LZ_HOST_NAME_MAX + 1];
+    int why;
+    uint16_t port = ntohs(c->dst.sin_port);
+    switch (lz_namecheck_decide(&cfg->allow_hosts, &cfg->deny_hosts, port, c->hello, c->len,
+                                complete, name, &why)) {
+    case LZ_NAMECHECK_MORE:
+        return;
+    case LZ_NAMECHECK_REFUSE:
+        conn_refuse(c, keeper_fd, name, why);
+        return;
+    case LZ_NAMECHECK_PASS:
+        break;
+    default:
+        conn_reset(c);
+        return;
+    }
+    /* From the supervisor's namespace (this process's), as slirp4netns's
+     * connections leave; the bytes read so far go first. */
+    int up = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    int r = up >= 0 ? connect(up, (const struct sockaddr *) &c->dst, sizeof(c->dst)) : -1;
+    if (up < 0 || (r < 0 && errno != EINPROGRESS) ||
+        lz_relay_init(&c->relay, c->fd, up, r < 0, now, c->hello, c->len) < 0) {
+        if (up >= 0)
+            close(up);
+        conn_reset(c);
+        return;
+    }
+    free(c->hello);
+    c->hello = NULL;
+    c->relaying = true;
+}
+
+int lz_namecheck_run(int listen_fd, int keeper_fd, int route_fd, const lz_resolved_config *cfg)
+{
+    static nc_conn conns[LZ_NAMECHECK_MAX_CONNS];
+    for (size_t i = 0; i < LZ_NAMECHECK_MAX_CONNS; i++)
+        conns[i] = (nc_conn){ .fd = -1 };
+    static struct pollfd p[1 + 2 * LZ_NAMECHECK_MAX_CONNS];
+    for (;;) {
+        size_t n = 0, used = 0;
+        int64_t now = lz_relay_now_ms(), wait = -1;
+        p[n++] = (struct pollfd){ .fd = listen_fd, .events = POLLIN };
+        for (size_t i = 0; i < LZ_NAMECHECK_MAX_CONNS; i++) {
+            nc_conn *c = &conns[i];
+            if (c->fd < 0)
+                continue;
+            used++;
+            short ea = 0, eb = 0;
+            if (c->relaying) {
+                lz_relay_events(&c->relay, now, &ea, &eb, &wait);
+            } else {
+                ea = POLLIN;
+                int64_t left = c->deadline > now ? c->deadline - now : 0;
+                wait = wait < 0 || left < wait ? left : wait;
+            }
+            p[n++] = (struct pollfd){ .fd = ea ? c->fd : -1, .events = ea };
+            p[n++] = (struct pollfd){ .fd = eb ? c->relay.b : -1, .events = eb };
+        }
+        /* Full: further connections wait in the listen backlog. */
+        if (used == LZ_NAMECHECK_MAX_CONNS)
+            p[0].fd = -1;
+        struct timespec ts = { wait / 1000, (wait % 1000) * 1000000 };
+        int r = ppoll(p, n, wait < 0 ? NULL : &ts, NULL);
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            return 1;
+        }
+        if (p[0].revents & (POLLERR | POLLNVAL))
+            return 1;
+        now = lz_relay_now_ms();
+        size_t k = 1;
+        for (size_t i = 0; i < LZ_NAMECHECK_MAX_CONNS; i++) {
+            nc_conn *c = &conns[i];
+            if (c->fd < 0)
+                continue;
+            short ra = p[k].revents, rb = p[k + 1].revents;
+            k += 2;
+            if (c->relaying) {
+                if (!lz_relay_step(&c->relay, ra, rb, now))
+                    *c = (nc_conn){ .fd = -1 }; /* the relay closed both sides */
+            } else if (ra & (POLLERR | POLLNVAL)) {
+                conn_reset(c);
+            } else {
+                conn_hello(c, ra & (POLLIN | POLLHUP), keeper_fd, cfg, now);
+            }
+        }
+        if (p[0].fd >= 0 && (p[0].revents & POLLIN)) {
+            for (size_t i = 0; i < LZ_NAMECHECK_MAX_CONNS; i++)
+                if (conns[i].fd < 0) {
+                    conn_accept(&conns[i], listen_fd, keeper_fd, route_fd, cfg, now);
+                    break;
+                }
+        }
+    }
+}
+
+/* ---- the process ------------------------------------------------------- */
+
+typedef struct namecheck_job {
+    const lz_resolved_config *cfg;
+    int listen_fd, keeper_fd;
+} namecheck_job;
+
+/* sc_socket_maker, in the router's namespace: the listening socket the
+ * router's redirect sends to. */
+static int make_listener(void *arg, int *fds, char *why, size_t why_len)
+{
+    (void) arg;
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(NAMECHECK_PORT) };
+    int one = 1;
+    if (fd < 0 || inet_pton(AF_INET, ROUTER_ADDR, &a.sin_addr) != 1 ||
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
+        bind(fd, (struct sockaddr *) &a, sizeof(a)) < 0 || listen(fd, 128) < 0) {
+        snprintf(why, why_len, "cannot listen on %s:%d in the router's namespace: %s", ROUTER_ADDR,
+                 NAMECHECK_PORT, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    fds[0] = fd;
+    return 0;
+}
+
+static int namecheck_child(void *arg, int channel, lz_error **err)
+{
+    const namecheck_job *j = arg;
+    int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+    for (int i = 0; i < 3; i++)
+        dup2(devnull, i);
+    /* In this process's namespace, the supervisor's: the host's routes. */
+    int route_fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
+    if (route_fd < 0)
+        return lz_error_set(err, errno, "cannot open a routing socket");
+    /* A fork without exec: close the rest (the supervisor channel, runsc's
+     * descriptors, other children's). */
+    const int keep[] = { 0, 1, 2, channel, j->listen_fd, route_fd, j->keeper_fd };
+    if (lz_close_fds_except(keep, LZ_ARRAY_SIZE(keep)) < 0)
+        return lz_error_set(err, errno, "cannot close inherited descriptors");
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    if (lz_relay_confine(2 * LZ_NAMECHECK_MAX_CONNS + 16) < 0)
+        return lz_error_set(err, errno, "cannot confine itself (capabilities, seccomp)");
+    /* Ready only once confined: the sandbox never meets an unconfined name
+     * check. */
+    if (lz_fork_ready(channel) < 0)
+        _exit(1);
+    close(channel);
+    _exit(lz_namecheck_run(j->listen_fd, j->keeper_fd, route_fd, j->cfg));
+}
+
+int sc_namecheck_start(const lz_resolved_config *cfg, const char *router_netns, int keeper_fd,
+                       pid_t *ret_pid, lz_error **err)
+{
+    /* The listening socket is made in the router's namespace (a socket
+     * keeps the one it was created in); the process lives in the caller's,
+     * so that its connections leave from there. */
+    int listen_fd;
+    if (sc_sockets_in_netns(router_netns, make_listener, NULL, &listen_fd, 1, err) < 0)
+        return -1; /* "network sidecar: cannot listen on ..." */
+    namecheck_job j = { .cfg = cfg, .listen_fd = listen_fd, .keeper_fd = keeper_fd };
+    lz_fork_options opt = { .what = "the name check",
+                            .pdeathsig = SIGKILL,
+                            .name = "lz-namecheck" };
+    lz_child child;
+    int r = lz_fork_call(namecheck_child, &j, &opt, &child, err);
+    close(listen_fd);
+    if (r < 0)
+        return lz_error_prefix(err, "network sidecar");
+    *ret_pid = lz_child_release(&child); /* the supervisor's reaper collects it by pid */
+    return 0;
+}

@@ -1,0 +1,128 @@
+/* SPDX-License-Identifier: Apache-2.0
+ *
+ * libFuzzer target for the name on a connection (src/protocol/hello.c):
+ * the first bytes a sandboxed client sends on a TCP connection to port 443
+ * or 80. Every input goes to both decoders, as a heap copy of exactly its
+ * length (a read past it is an AddressSanitizer report), whole and cut at
+ * a few points (as the name check sees it arrive over several reads).
+ *
+ * Invariants checked (a violation aborts, which libFuzzer records as a
+ * crash):
+ *  - *name_len is 0 unless LZ_HELLO_NAME, and 1..LZ_HELLO_NAME_MAX with
+ *    it; the decoder writes nothing past name_len (the rest of name keeps
+ *    its fill);
+ *  - a name holds no NUL; an HTTP name is one of the input's runs of
+ *    bytes, ends where a ':' or whitespace or the line end follows, and
+ *    has no whitespace, '@', '/', '\\', '[', ']', '?', '#' or ':';
+ *  - later bytes never change an answer: for a prefix p of the input,
+ *    NEED_MORE(full) implies NEED_MORE(p); INVALID(p) implies
+ *    INVALID(full); a final answer for p (name, no name, encrypted) is the
+ *    full input's answer, with the same name.
+ *
+ * Run: build-dir/tests/fuzz/fuzz_hello -dict=tests/fuzz/fuzz_hello.dict
+ *          -max_total_time=180 NEW_CORPUS_DIR tests/fuzz/corpus/fuzz_hello
+ */
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "protocol/hello.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+#define FUZZ_NAME "fuzz_hello"
+#include "fuzz_check.h"
+
+#define FILL 0xa5
+
+typedef lz_hello_result (*decoder)(const unsigned char *, size_t, char[static LZ_HELLO_NAME_MAX],
+                                   size_t *);
+
+typedef struct outcome {
+    lz_hello_result r;
+    char name[LZ_HELLO_NAME_MAX];
+    size_t len;
+} outcome;
+
+static outcome run(decoder d, const uint8_t *buf, size_t len)
+{
+    outcome o;
+    memset(o.name, FILL, sizeof(o.name));
+    o.len = 999;
+    o.r = d(buf, len, o.name, &o.len);
+    CHECK(o.r >= LZ_HELLO_NEED_MORE && o.r <= LZ_HELLO_INVALID);
+    CHECK(lz_hello_result_text(o.r) != NULL);
+    if (o.r != LZ_HELLO_NAME) {
+        CHECK(o.len == 0);
+        for (size_t i = 0; i < sizeof(o.name); i++)
+            CHECK((uint8_t) o.name[i] == FILL);
+        return o;
+    }
+    CHECK(o.len >= 1 && o.len <= LZ_HELLO_NAME_MAX);
+    CHECK(memchr(o.name, '\0', o.len) == NULL);
+    for (size_t i = o.len; i < sizeof(o.name); i++)
+        CHECK((uint8_t) o.name[i] == FILL);
+    return o;
+}
+
+static void check_http_name(const outcome *o, const uint8_t *buf, size_t len)
+{
+    if (o->r != LZ_HELLO_NAME)
+        return;
+    for (size_t i = 0; i < o->len; i++) {
+        unsigned char c = (unsigned char) o->name[i];
+        CHECK(c > 0x20 && c < 0x7f && !strchr("@/\\[]?#:", c));
+    }
+    bool found = false;
+    for (size_t at = 0; at + o->len < len && !found; at++)
+        found = memcmp(buf + at, o->name, o->len) == 0 &&
+                (buf[at + o->len] == ':' || buf[at + o->len] == ' ' || buf[at + o->len] == '\t' ||
+                 buf[at + o->len] == '\r');
+    CHECK(found);
+}
+
+/* The answer for a prefix agrees with the whole input's. */
+static void check_prefix(const outcome *full, const outcome *part)
+{
+    if (full->r == LZ_HELLO_NEED_MORE)
+        CHECK(part->r == LZ_HELLO_NEED_MORE);
+    if (part->r == LZ_HELLO_INVALID)
+        CHECK(full->r == LZ_HELLO_INVALID);
+    if (part->r == LZ_HELLO_NAME || part->r == LZ_HELLO_NO_NAME || part->r == LZ_HELLO_ENCRYPTED) {
+        CHECK(full->r == part->r);
+        CHECK(full->len == part->len && memcmp(full->name, part->name, part->len) == 0);
+    }
+}
+
+static void fuzz_one(decoder d, const uint8_t *buf, size_t size, bool http)
+{
+    outcome full = run(d, buf, size);
+    if (http)
+        check_http_name(&full, buf, size);
+    if (size == 0)
+        return;
+    /* a few cuts: the last byte missing, the middle, and one chosen by
+     * the input's first byte */
+    size_t cuts[3] = { size - 1, size / 2, (size_t) buf[0] * 61 % size };
+    for (size_t i = 0; i < 3; i++) {
+        outcome part = run(d, buf, cuts[i]);
+        check_prefix(&full, &part);
+    }
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    /* A little past the bound, so that the bound itself is exercised. */
+    if (size > LZ_HELLO_MAX + 64)
+        return -1;
+    uint8_t *copy = malloc(size ? size : 1);
+    CHECK(copy != NULL);
+    memcpy(copy, data, size);
+    fuzz_one(lz_tls_client_hello_name, copy, size, false);
+    fuzz_one(lz_http_request_host, copy, size, true);
+    free(copy);
+    return 0;
+}

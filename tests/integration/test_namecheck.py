@@ -1,0 +1,290 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The name on the connection (issue 25, item 3; docs/network.md "The name
+on the connection"; src/supervisor/namecheck.c): a connection to port 443 or
+80 of an address learned for an allowed name reaches it only when its TLS
+server_name or HTTP Host is allowed.
+
+Every destination is on this machine (tests/integration/netlab.py): one test
+address, netlab.HOST_A, carries a TLS server that presents a certificate for
+two names (an SNI callback picks it) and a plain HTTP server; the Domain's
+upstream resolver is the test nameserver (`[network] resolvers`), which
+answers both names with HOST_A. allow_hosts lists one of them. One sandbox
+session (the Debian image: python3) runs every probe and prints one JSON
+line per probe; the servers log every connection they accept, so a refusal
+is checked from both sides: the client was reset, and the server never saw
+the connection. Every refusal has its control: the same client code, the
+same address, with the allowed name.
+"""
+
+import json
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+import netlab as N
+from conftest import profiles_toml, sh
+
+ALLOWED = "allowed.test"
+OTHER = "other.test"          # same address, not allowed
+HELLO_BOUND_S = 10            # LZ_NAMECHECK_HELLO_MS
+
+# In the test host's namespace: TLS on HOST_A:443 (certificate chosen by
+# SNI among certs{name: (cert, key)}; no SNI gets the first), HTTP on
+# HOST_A:80. Logs "accept PORT PEER", "sni NAME", "line NAME TEXT", "http
+# HOST"; a TLS client's line is answered "lztls NAME TEXT".
+SERVERS_PY = r'''
+import json, socket, ssl, sys, threading
+cfg = json.loads(sys.argv[1])
+logf = open(cfg["log"], "a", buffering=1)
+lock = threading.Lock()
+def log(*parts):
+    with lock:
+        logf.write(" ".join(str(p) for p in parts) + "\n")
+ctxs = {}
+for name, (cert, key) in cfg["certs"].items():
+    c = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    c.load_cert_chain(cert, key)
+    ctxs[name] = c
+first = ctxs[next(iter(cfg["certs"]))]
+def on_sni(sock, name, ctx):
+    log("sni", name)
+    sock.lz_sni = name
+    if name in ctxs:
+        sock.context = ctxs[name]
+first.sni_callback = on_sni
+def tls_conn(c):
+    try:
+        c.settimeout(20)
+        s = first.wrap_socket(c, server_side=True)
+        name = getattr(s, "lz_sni", None) or "-"
+        line = s.makefile("rb").readline().decode().strip()
+        log("line", name, line)
+        s.sendall(f"lztls {name} {line}\n".encode())
+        s.close()
+    except Exception as e:
+        log("tlserror", type(e).__name__)
+        c.close()
+def http_conn(c):
+    try:
+        c.settimeout(20)
+        data = b""
+        while b"\r\n\r\n" not in data:
+            chunk = c.recv(4096)
+            if not chunk:
+                break
+            data += chunk
+        host = "-"
+        for l in data.split(b"\r\n")[1:]:
+            if l.lower().startswith(b"host:"):
+                host = l[5:].strip().decode()
+        log("http", host)
+        c.sendall(b"HTTP/1.0 200 OK\r\nContent-Length: 8\r\n\r\nlzhttp!\n")
+        c.close()
+    except Exception as e:
+        log("httperror", type(e).__name__)
+def serve(port, handler):
+    l = socket.socket()
+    l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    l.bind((cfg["addr"], port))
+    l.listen(64)
+    def loop():
+        while True:
+            c, peer = l.accept()
+            log("accept", port, peer[0])
+            threading.Thread(target=handler, args=(c,), daemon=True).start()
+    threading.Thread(target=loop, daemon=True).start()
+serve(443, tls_conn)
+serve(80, http_conn)
+print("READY", flush=True)
+sys.stdin.read()
+'''
+
+# Inside the sandbox. Prints one JSON line per probe: {"probe", "ok", "got",
+# "error", "s"}.
+PROBES_PY = r'''
+import json, socket, ssl, struct, sys, threading, time
+ADDR = sys.argv[1]
+ALLOWED, OTHER, TOKEN = sys.argv[2], sys.argv[3], sys.argv[4]
+out_lock = threading.Lock()
+def report(probe, ok, got="", error="", s=0.0):
+    with out_lock:
+        print(json.dumps({"probe": probe, "ok": ok, "got": got, "error": error,
+                          "s": round(s, 2)}), flush=True)
+def tls(probe, sni):
+    t0 = time.monotonic()
+    try:
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+        with socket.create_connection((ADDR, 443), timeout=15) as raw:
+            with ctx.wrap_socket(raw, server_hostname=sni) as s:
+                s.sendall(f"{probe}-{TOKEN}\n".encode())
+                got = s.makefile("rb").readline().decode().strip()
+        report(probe, True, got, s=time.monotonic() - t0)
+    except Exception as e:
+        report(probe, False, error=type(e).__name__ + ": " + str(e), s=time.monotonic() - t0)
+def raw(probe, port, pieces, pause=0.05):
+    """Send pieces (each its own TCP segment), then read what comes back."""
+    t0 = time.monotonic()
+    try:
+        with socket.create_connection((ADDR, port), timeout=15) as s:
+            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            for p in pieces:
+                s.sendall(p)
+                time.sleep(pause)
+            got = s.recv(65536)
+        report(probe, bool(got), got[:24].hex(), s=time.monotonic() - t0)
+    except Exception as e:
+        report(probe, False, error=type(e).__name__ + ": " + str(e), s=time.monotonic() - t0)
+def hello(sni, ech=False, pad=0):
+    ext = b""
+    if sni:
+        n = sni.encode()
+        ext += struct.pack("!HHHBH", 0, len(n) + 5, len(n) + 3, 0, len(n)) + n
+    ext += struct.pack("!HHBH", 0x2b, 3, 2, 0x0304)
+    ext += struct.pack("!HHH", 0x0a, 4, 2) + struct.pack("!H", 0x1d)
+    ext += struct.pack("!HHH", 0x0d, 4, 2) + struct.pack("!H", 0x0804)
+    share = bytes(range(32))
+    ext += struct.pack("!HHHHH", 0x33, len(share) + 4 + 2, len(share) + 4, 0x1d, len(share))
+    ext += share
+    if ech:
+        body = b"\0" + struct.pack("!HH", 1, 1) + b"\x42" + struct.pack("!H", 32) + \
+            b"\x33" * 32 + struct.pack("!H", 16) + b"\x44" * 16
+        ext += struct.pack("!HH", 0xfe0d, len(body)) + body
+    if pad:
+        ext += struct.pack("!HH", 0x15, pad) + b"\0" * pad
+    body = b"\x03\x03" + b"\x5a" * 32 + b"\x20" + b"\x11" * 32 + \
+        struct.pack("!H", 2) + b"\x13\x01" + b"\x01\x00" + struct.pack("!H", len(ext)) + ext
+    return b"\x01" + len(body).to_bytes(3, "big") + body
+def records(hs, size):
+    return [b"\x16\x03\x01" + struct.pack("!H", len(hs[i:i + size])) + hs[i:i + size]
+            for i in range(0, len(hs), size)]
+def slow():
+    t0 = time.monotonic()
+    try:
+        with socket.create_connection((ADDR, 443), timeout=30) as s:
+            got = s.recv(1)
+        report("slow", False, got.hex(), "ended" if not got else "", time.monotonic() - t0)
+    except Exception as e:
+        report("slow", False, error=type(e).__name__, s=time.monotonic() - t0)
+
+# The name is resolved first: the sidecar's resolver learns its address.
+addrs = sorted({a[4][0] for a in socket.getaddrinfo(ALLOWED, 443, socket.AF_INET)})
+report("resolve", addrs == [ADDR], " ".join(addrs))
+t = threading.Thread(target=slow)
+t.start()
+tls("tls-allowed", ALLOWED)
+tls("tls-other", OTHER)
+tls("tls-nosni", None)
+tls("tls-allowed-again", ALLOWED)
+raw("ech", 443, [b"".join(records(hello(ALLOWED, ech=True), 16384))])
+raw("ech-control", 443, [b"".join(records(hello(ALLOWED), 16384))])
+# A hello of about 3 KiB over four records, sent in pieces that cut records.
+blob = b"".join(records(hello(ALLOWED, pad=2600), 800))
+raw("fragmented", 443, [blob[i:i + 500] for i in range(0, len(blob), 500)])
+blob = b"".join(records(hello(OTHER, pad=2600), 800))
+raw("fragmented-other", 443, [blob[i:i + 500] for i in range(0, len(blob), 500)])
+for probe, host in (("http-allowed", ALLOWED), ("http-other", OTHER)):
+    raw(probe, 80, [f"GET /{TOKEN} HTTP/1.1\r\nHost: {host}\r\n\r\n".encode()])
+t.join()
+'''
+
+
+def _cert(dirpath: Path, name: str):
+    cert, key = dirpath / f"{name}.pem", dirpath / f"{name}.key"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                    "ec_paramgen_curve:P-256", "-nodes", "-days", "2", "-subj", f"/CN={name}",
+                    "-addext", f"subjectAltName=DNS:{name}", "-keyout", str(key), "-out",
+                    str(cert)], check=True, capture_output=True)
+    return str(cert), str(key)
+
+
+@pytest.fixture(scope="module")
+def lab(_root):
+    net = N.TestNet.create()
+    try:
+        certs = {n: _cert(net.dir, n) for n in (ALLOWED, OTHER)}
+        dns = net.serve([("dns", N.DNS_SERVER, 53, {ALLOWED: N.HOST_A, OTHER: N.HOST_A})])
+        log = net.dir / "tls-http.log"
+        log.touch()
+        proc = subprocess.Popen(
+            ["ip", "netns", "exec", N.NS, "/usr/bin/python3", "-c", SERVERS_PY,
+             json.dumps({"addr": N.HOST_A, "certs": certs, "log": str(log)})],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        line = proc.stdout.readline()
+        assert line.startswith("READY"), f"TLS/HTTP server: {line!r} {proc.stderr.read()}"
+        net.servers.append(N.Server(proc, log, []))
+        # Controls from the host: both names are served at the one address,
+        # the nameserver answers both.
+        assert N.dns_query(N.DNS_SERVER, 53, ALLOWED) == N.HOST_A
+        assert N.dns_query(N.DNS_SERVER, 53, OTHER) == N.HOST_A
+        yield net, dns, net.servers[-1]
+    finally:
+        net.close()
+
+
+def _config_v2(rig, test_images) -> None:
+    text = profiles_toml({"deb": {"image": test_images.debian, "allow_hosts": [ALLOWED]}},
+                         network={"resolvers": [N.DNS_SERVER]})
+    text = text.replace('"lazaret-trusted-host-config-v1"', '"lazaret-trusted-host-config-v2"')
+    rig.lz.write(rig.lz.config_path, text)
+
+
+def test_the_name_on_the_connection(rig, lab, test_images):
+    """One session: the allowed name passes end to end; another name, no
+    name and an ECH-marked hello to the same address are reset and never
+    reach the server; a fragmented hello passes; HTTP Host likewise; a client
+    that sends nothing is cut after the bound."""
+    net, dns, servers = lab
+    _config_v2(rig, test_images)
+    token = f"t{int(time.time() * 1000) % 10**9}"
+    since = len(servers.lines())
+    rig.lz.write(rig.ws / "probes.py", PROBES_PY, mode=0o644)  # longer than an argument may be
+    r = rig.run("deb", ["python3", "/workspace/probes.py", N.HOST_A, ALLOWED, OTHER, token])
+    assert r.returncode == 0, f"probes: exit {r.returncode}\n{r.stdout}\n{r.stderr}"
+    got = {}
+    for line in r.stdout.splitlines():
+        if line.startswith("{"):
+            p = json.loads(line)
+            got[p["probe"]] = p
+    print(json.dumps(got, indent=1))
+    seen = servers.lines()[since:]
+    print("\n".join(seen))
+    lines = [line.split() for line in seen]
+
+    assert got["resolve"]["ok"], got["resolve"]
+    # Controls: the same client, the same address, the allowed name.
+    for probe in ("tls-allowed", "tls-allowed-again"):
+        assert got[probe]["ok"] and got[probe]["got"] == f"lztls {ALLOWED} {probe}-{token}", \
+            got[probe]
+        assert ["line", ALLOWED, f"{probe}-{token}"] in lines
+    # Refused: reset at once, nothing reached the server.
+    for probe in ("tls-other", "tls-nosni"):
+        assert not got[probe]["ok"] and "ConnectionResetError" in got[probe]["error"], got[probe]
+        assert got[probe]["s"] < 2, got[probe]
+    assert ["sni", OTHER] not in lines, "the server saw the refused name"
+    assert not any(line[0] == "line" and line[1] in (OTHER, "-") for line in lines)
+    # ECH: reset; control: the same hello without the extension reaches the
+    # server (which answers the crafted hello with a TLS alert or handshake).
+    assert not got["ech"]["ok"] and "ConnectionResetError" in got["ech"]["error"], got["ech"]
+    assert got["ech-control"]["ok"] and got["ech-control"]["got"][:2] in ("15", "16"), \
+        got["ech-control"]
+    assert got["fragmented"]["ok"] and got["fragmented"]["got"][:2] in ("15", "16"), \
+        got["fragmented"]
+    assert not got["fragmented-other"]["ok"], got["fragmented-other"]
+    # HTTP: the allowed Host is answered, the other reset, never served.
+    assert got["http-allowed"]["ok"] and bytes.fromhex(got["http-allowed"]["got"]).startswith(
+        b"HTTP/1.0 200"), got["http-allowed"]
+    assert not got["http-other"]["ok"] and "ConnectionResetError" in got["http-other"]["error"]
+    assert ["http", ALLOWED] in lines and ["http", OTHER] not in lines
+    # Accepted connections: the two TLS controls, ech-control, fragmented,
+    # http-allowed; none of the refused ones, nor the slow client.
+    accepts = [line for line in lines if line[0] == "accept"]
+    assert len([a for a in accepts if a[1] == "443"]) == 4, accepts
+    assert len([a for a in accepts if a[1] == "80"]) == 1, accepts
+    # The slow client: reset after the bound, not before.
+    slow = got["slow"]
+    assert slow["error"] == "ConnectionResetError", slow
+    assert HELLO_BOUND_S - 0.5 <= slow["s"] < HELLO_BOUND_S + 3, slow

@@ -1,0 +1,618 @@
+/* SPDX-License-Identifier: Apache-2.0
+ *
+ * The name check (src/supervisor/namecheck.h): the decision on crafted
+ * first bytes, the destination's re-check, and the relay itself, confined
+ * as lz-namecheck is, in a network namespace of the test's own where an
+ * nftables `redirect` plays the router's part: clients that connect to
+ * 203.0.113.9 (from source ports 20000-20999) are redirected to the name
+ * check, and the name check's own connections to that address reach the
+ * test's servers on the namespace's loopback (dnat).
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sched.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <linux/rtnetlink.h>
+
+#include "supervisor/forward.h"
+#include "supervisor/namecheck.h"
+#include "supervisor/sidecar_internal.h"
+
+/* ---- crafted first bytes ----------------------------------------------- */
+
+typedef struct bytes {
+    unsigned char b[4096];
+    size_t n;
+} bytes;
+
+static void put8(bytes *o, unsigned v)
+{
+    o->b[o->n++] = (unsigned char) v;
+}
+
+static void put16(bytes *o, size_t v)
+{
+    put8(o, (unsigned) (v >> 8) & 0xff);
+    put8(o, (unsigned) v & 0xff);
+}
+
+static void put(bytes *o, const void *p, size_t n)
+{
+    memcpy(o->b + o->n, p, n);
+    o->n += n;
+}
+
+/* A ClientHello as a TLS 1.3 client sends it: server_name when sni is not
+ * NULL, an (outer) encrypted_client_hello extension when ech, a key share
+ * padded to pad bytes (post-quantum shares make hellos span several
+ * segments), cut into handshake records of at most rec_max bytes each. */
+static bytes client_hello(const char *sni, bool ech, size_t pad, size_t rec_max)
+{
+    bytes h = { .n = 0 };
+    put8(&h, 1); /* client_hello */
+    put8(&h, 0);
+    put16(&h, 0); /* length, below */
+    put16(&h, 0x0303);
+    for (int i = 0; i < 32; i++)
+        put8(&h, 0x5a);
+    put8(&h, 0); /* legacy_session_id */
+    put16(&h, 2);
+    put16(&h, 0x1301);
+    put8(&h, 1);
+    put8(&h, 0);
+    size_t ext_at = h.n;
+    put16(&h, 0);
+    if (sni) {
+        size_t l = strlen(sni);
+        put16(&h, 0x0000);
+        put16(&h, l + 5);
+        put16(&h, l + 3);
+        put8(&h, 0); /* host_name */
+        put16(&h, l);
+        put(&h, sni, l);
+    }
+    put16(&h, 0x002b); /* supported_versions: TLS 1.3 */
+    put16(&h, 3);
+    put8(&h, 2);
+    put16(&h, 0x0304);
+    if (ech) {
+        put16(&h, 0xfe0d); /* encrypted_client_hello, outer */
+        put16(&h, 1 + 4 + 1 + 2 + 32 + 2 + 16);
+        put8(&h, 0);
+        put16(&h, 0x0001);
+        put16(&h, 0x0001);
+        put8(&h, 0x42);
+        put16(&h, 32);
+        for (int i = 0; i < 32; i++)
+            put8(&h, 0x33);
+        put16(&h, 16);
+        for (int i = 0; i < 16; i++)
+            put8(&h, 0x44);
+    }
+    if (pad) {
+        put16(&h, 0x0033); /* key_share: one opaque share of pad bytes */
+        put16(&h, pad + 6);
+        put16(&h, pad + 4);
+        put16(&h, 0x11ec);
+        put16(&h, pad);
+        for (size_t i = 0; i < pad; i++)
+            put8(&h, 0x77);
+    }
+    size_t ext_len = h.n - ext_at - 2;
+    h.b[ext_at] = (unsigned char) (ext_len >> 8);
+    h.b[ext_at + 1] = (unsigned char) ext_len;
+    size_t body = h.n - 4;
+    h.b[1] = (unsigned char) (body >> 16);
+    h.b[2] = (unsigned char) (body >> 8);
+    h.b[3] = (unsigned char) body;
+    bytes out = { .n = 0 };
+    for (size_t off = 0; off < h.n;) {
+        size_t take = h.n - off < rec_max ? h.n - off : rec_max;
+        put8(&out, 22); /* handshake */
+        put16(&out, 0x0301);
+        put16(&out, take);
+        put(&out, h.b + off, take);
+        off += take;
+    }
+    return out;
+}
+
+static bytes http_request(const char *host)
+{
+    bytes o = { .n = 0 };
+    o.n = (size_t) snprintf((char *) o.b, sizeof(o.b),
+                            "GET / HTTP/1.1\r\nHost: %s\r\nUser-Agent: t\r\n\r\n", host);
+    return o;
+}
+
+/* ---- the configuration ------------------------------------------------- */
+
+static lz_resolved_config cfg;
+
+static void add_pattern(lz_host_list *l, const char *s)
+{
+    lz_host_pattern p;
+    const char *why = NULL;
+    assert_true(lz_host_pattern_parse(s, &p, &why));
+    lz_host_list_add(l, &p);
+    lz_host_pattern_clear(&p);
+}
+
+static void cfg_init(void)
+{
+    memset(&cfg, 0, sizeof(cfg));
+    add_pattern(&cfg.allow_hosts, "api.allowed.test");
+    add_pattern(&cfg.allow_hosts, "*.wild.test");
+    add_pattern(&cfg.deny_hosts, "bad.wild.test");
+}
+
+/* ---- the decision ------------------------------------------------------ */
+
+static lz_namecheck_verdict decide(uint16_t port, const bytes *b, bool complete, char *name,
+                                   int *why)
+{
+    return lz_namecheck_decide(&cfg.allow_hosts, &cfg.deny_hosts, port, b->b, b->n, complete, name,
+                               why);
+}
+
+static void test_decide_tls(void **state)
+{
+    (void) state;
+    char name[LZ_HOST_NAME_MAX + 1];
+    int why;
+    bytes ok = client_hello("api.allowed.test", false, 0, 16384);
+    assert_int_equal(decide(443, &ok, false, name, &why), LZ_NAMECHECK_PASS);
+    assert_string_equal(name, "api.allowed.test");
+    /* Canonical form: case and one trailing dot do not matter. */
+    bytes upper = client_hello("API.Allowed.Test.", false, 0, 16384);
+    assert_int_equal(decide(443, &upper, false, name, &why), LZ_NAMECHECK_PASS);
+    assert_string_equal(name, "api.allowed.test");
+    bytes wild = client_hello("x.wild.test", false, 0, 16384);
+    assert_int_equal(decide(443, &wild, false, name, &why), LZ_NAMECHECK_PASS);
+
+    bytes other = client_hello("evil.test", false, 0, 16384);
+    assert_int_equal(decide(443, &other, false, name, &why), LZ_NAMECHECK_REFUSE);
+    assert_int_equal(why, SC_NAME_WHY_NOT_ALLOWED);
+    assert_string_equal(name, "evil.test");
+    /* The parent of a wildcard, and a denied name below an allowed one. */
+    bytes parent = client_hello("wild.test", false, 0, 16384);
+    assert_int_equal(decide(443, &parent, false, name, &why), LZ_NAMECHECK_REFUSE);
+    bytes denied = client_hello("bad.wild.test", false, 0, 16384);
+    assert_int_equal(decide(443, &denied, false, name, &why), LZ_NAMECHECK_REFUSE);
+    assert_int_equal(why, SC_NAME_WHY_NOT_ALLOWED);
+
+    bytes none = client_hello(NULL, false, 0, 16384);
+    assert_int_equal(decide(443, &none, false, name, &why), LZ_NAMECHECK_REFUSE);
+    assert_int_equal(why, SC_NAME_WHY_NO_NAME);
+    /* ECH: the outer name is allowed, the real one is hidden. */
+    bytes ech = client_hello("api.allowed.test", true, 0, 16384);
+    assert_int_equal(decide(443, &ech, false, name, &why), LZ_NAMECHECK_REFUSE);
+    assert_int_equal(why, SC_NAME_WHY_ENCRYPTED);
+    /* Not a host name of the grammar: nothing of it reaches the log. */
+    bytes under = client_hello("a_b.allowed.test", false, 0, 16384);
+    assert_int_equal(decide(443, &under, false, name, &why), LZ_NAMECHECK_REFUSE);
+    assert_int_equal(why, SC_NAME_WHY_INVALID);
+    assert_string_equal(name, "");
+}
+
+static void test_decide_prefixes_and_bounds(void **state)
+{
+    (void) state;
+    char name[LZ_HOST_NAME_MAX + 1];
+    int why;
+    /* A hello over several records, seen a piece at a time: more until the
+     * name is there; cut off for good, invalid. */
+    bytes frag = client_hello("api.allowed.test", false, 3000, 700);
+    bytes part = frag;
+    part.n = 20;
+    assert_int_equal(decide(443, &part, false, name, &why), LZ_NAMECHECK_MORE);
+    assert_int_equal(decide(443, &part, true, name, &why), LZ_NAMECHECK_REFUSE);
+    assert_int_equal(why, SC_NAME_WHY_INVALID);
+    assert_int_equal(decide(443, &frag, false, name, &why), LZ_NAMECHECK_PASS);
+
+    bytes junk = { .n = 0 };
+    put(&junk, "SSH-2.0-OpenSSH_9.6\r\n", 21);
+    assert_int_equal(decide(443, &junk, false, name, &why), LZ_NAMECHECK_REFUSE);
+    assert_int_equal(why, SC_NAME_WHY_INVALID);
+    /* Only 80 and 443 are redirected: anything else is refused. */
+    bytes ok = client_hello("api.allowed.test", false, 0, 16384);
+    assert_int_equal(decide(8443, &ok, false, name, &why), LZ_NAMECHECK_REFUSE);
+    assert_int_equal(why, SC_NAME_WHY_INVALID);
+    /* TLS bytes to port 80 and HTTP to 443 are what they are: invalid. */
+    assert_int_equal(decide(80, &ok, false, name, &why), LZ_NAMECHECK_REFUSE);
+    bytes req = http_request("api.allowed.test");
+    assert_int_equal(decide(443, &req, false, name, &why), LZ_NAMECHECK_REFUSE);
+}
+
+static void test_decide_http(void **state)
+{
+    (void) state;
+    char name[LZ_HOST_NAME_MAX + 1];
+    int why;
+    bytes ok = http_request("api.allowed.test");
+    assert_int_equal(decide(80, &ok, false, name, &why), LZ_NAMECHECK_PASS);
+    assert_string_equal(name, "api.allowed.test");
+    bytes port = http_request("api.allowed.test:80");
+    assert_int_equal(decide(80, &port, false, name, &why), LZ_NAMECHECK_PASS);
+    bytes other = http_request("evil.test");
+    assert_int_equal(decide(80, &other, false, name, &why), LZ_NAMECHECK_REFUSE);
+    assert_int_equal(why, SC_NAME_WHY_NOT_ALLOWED);
+    bytes none = { .n = 0 };
+    put(&none, "GET / HTTP/1.0\r\n\r\n", 18);
+    assert_int_equal(decide(80, &none, false, name, &why), LZ_NAMECHECK_REFUSE);
+    assert_int_equal(why, SC_NAME_WHY_NO_NAME);
+    bytes half = ok;
+    half.n = 20;
+    assert_int_equal(decide(80, &half, false, name, &why), LZ_NAMECHECK_MORE);
+}
+
+/* ---- a network namespace of the test's own ------------------------------ */
+
+#define TEST_ADDR "203.0.113.9"
+#define NC_PORT 4443
+#define SERVER_TLS_PORT 5443
+#define SERVER_HTTP_PORT 5080
+
+static bool write_proc(const char *path, const char *s)
+{
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    bool ok = write(fd, s, strlen(s)) == (ssize_t) strlen(s);
+    close(fd);
+    return ok;
+}
+
+static bool enter_net_namespace(void)
+{
+    if (geteuid() == 0)
+        return unshare(CLONE_NEWNET) == 0;
+    uid_t uid = getuid();
+    gid_t gid = getgid();
+    if (unshare(CLONE_NEWUSER | CLONE_NEWNET) < 0)
+        return false;
+    char map[64];
+    snprintf(map, sizeof(map), "0 %u 1\n", (unsigned) uid);
+    if (!write_proc("/proc/self/uid_map", map))
+        return false;
+    (void) write_proc("/proc/self/setgroups", "deny\n");
+    snprintf(map, sizeof(map), "0 %u 1\n", (unsigned) gid);
+    return write_proc("/proc/self/gid_map", map);
+}
+
+static const char ruleset[] =
+    "table ip lztest {\n"
+    "  chain out {\n"
+    "    type nat hook output priority -100; policy accept;\n"
+    /* The sandbox's connections: to the name check (the router's redirect). */
+    "    ip daddr " TEST_ADDR " tcp sport 20000-20999 redirect to :4443\n"
+    /* The name check's own: to the test's servers. */
+    "    ip daddr " TEST_ADDR " tcp dport 443 dnat to 127.0.0.1:5443\n"
+    "    ip daddr " TEST_ADDR " tcp dport 80 dnat to 127.0.0.1:5080\n"
+    "  }\n"
+    "}\n";
+
+/* lo up, a unicast route to 203.0.113.0/24 (as the host has to the
+ * internet), 198.18.7.1 local, and the ruleset. */
+static bool namespace_setup(void)
+{
+    nl n;
+    if (sc_nl_open(&n) < 0)
+        return false;
+    const uint8_t net[4] = { 203, 0, 113, 0 };
+    bool ok = sc_link_up(&n, 1) == 0 &&
+              sc_route_set(&n, RTM_NEWROUTE, RTN_UNICAST, net, 24, NULL, 1) == 0 &&
+              sc_addr_add(&n, 1, "198.18.7.1", 32) == 0;
+    sc_nl_close(&n);
+    if (!ok)
+        return false;
+    int in[2];
+    if (pipe2(in, O_CLOEXEC) < 0)
+        return false;
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(in[0], 0);
+        execl("/usr/sbin/nft", "nft", "-f", "-", (char *) NULL);
+        _exit(127);
+    }
+    close(in[0]);
+    ok = write(in[1], ruleset, strlen(ruleset)) == (ssize_t) strlen(ruleset);
+    close(in[1]);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    return ok && WIFEXITED(st) && WEXITSTATUS(st) == 0;
+}
+
+static int route_socket(void)
+{
+    int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
+    assert_true(fd >= 0);
+    return fd;
+}
+
+static struct sockaddr_in sin_of(const char *addr, uint16_t port)
+{
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port) };
+    assert_int_equal(inet_pton(AF_INET, addr, &a.sin_addr), 1);
+    return a;
+}
+
+static void test_destination(void **state)
+{
+    (void) state;
+    int rt = route_socket();
+    struct sockaddr_in a = sin_of(TEST_ADDR, 443);
+    assert_true(lz_namecheck_destination_ok(&cfg, rt, &a));
+    /* This host's own address, loopback, no route at all. */
+    a = sin_of("198.18.7.1", 443);
+    assert_false(lz_namecheck_destination_ok(&cfg, rt, &a));
+    a = sin_of("127.0.0.1", 443);
+    assert_false(lz_namecheck_destination_ok(&cfg, rt, &a));
+    a = sin_of("198.51.100.1", 443);
+    assert_false(lz_namecheck_destination_ok(&cfg, rt, &a));
+    /* A prefix rule decides the address: not the host rules' to open. */
+    lz_resolved_config c = cfg;
+    memset(&c.deny, 0, sizeof(c.deny));
+    const uint8_t p[4] = { 203, 0, 113, 0 };
+    lz_ipv4_prefix pre = lz_ipv4_prefix_make(p, 24);
+    lz_ipv4_list_add(&c.deny, &pre);
+    a = sin_of(TEST_ADDR, 443);
+    assert_false(lz_namecheck_destination_ok(&c, rt, &a));
+    lz_ipv4_list_clear(&c.deny);
+    memset(&c.allow, 0, sizeof(c.allow));
+    lz_ipv4_list_add(&c.allow, &pre);
+    assert_false(lz_namecheck_destination_ok(&c, rt, &a));
+    lz_ipv4_list_clear(&c.allow);
+    close(rt);
+}
+
+/* ---- the relay --------------------------------------------------------- */
+
+static int listen_on(uint16_t port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    assert_true(fd >= 0);
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    struct sockaddr_in a = sin_of("127.0.0.1", port);
+    assert_int_equal(bind(fd, (struct sockaddr *) &a, sizeof(a)), 0);
+    assert_int_equal(listen(fd, 128), 0);
+    return fd;
+}
+
+static pid_t namecheck_pid;
+static int keeper[2] = { -1, -1 };
+static int tls_server = -1, http_server = -1;
+static uint16_t next_sport = 20000;
+
+/* lz-namecheck as sidecar.c starts it, but for the namespace: listening,
+ * confined (the seccomp allowlist must hold for everything it does). */
+static void start_namecheck(void)
+{
+    assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, keeper), 0);
+    int l = listen_on(NC_PORT);
+    fcntl(l, F_SETFL, fcntl(l, F_GETFL) | O_NONBLOCK);
+    int rt = route_socket();
+    namecheck_pid = fork();
+    assert_true(namecheck_pid >= 0);
+    if (namecheck_pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (lz_relay_confine(2 * LZ_NAMECHECK_MAX_CONNS + 16) < 0)
+            _exit(2);
+        _exit(lz_namecheck_run(l, keeper[1], rt, &cfg));
+    }
+    close(l);
+    close(rt);
+    close(keeper[1]);
+    tls_server = listen_on(SERVER_TLS_PORT);
+    http_server = listen_on(SERVER_HTTP_PORT);
+}
+
+/* A connection from the sandbox: from a source port the redirect takes. */
+static int sandbox_connect(uint16_t port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    assert_true(fd >= 0);
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    struct sockaddr_in src = sin_of("0.0.0.0", next_sport++);
+    assert_int_equal(bind(fd, (struct sockaddr *) &src, sizeof(src)), 0);
+    struct sockaddr_in dst = sin_of(TEST_ADDR, port);
+    assert_int_equal(connect(fd, (struct sockaddr *) &dst, sizeof(dst)), 0);
+    struct timeval tv = { 15, 0 };
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    return fd;
+}
+
+static int accept_within(int l, int ms)
+{
+    struct pollfd p = { .fd = l, .events = POLLIN };
+    if (poll(&p, 1, ms) != 1)
+        return -1;
+    int s = accept4(l, NULL, NULL, SOCK_CLOEXEC);
+    struct timeval tv = { 5, 0 };
+    setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    return s;
+}
+
+static size_t read_exactly(int fd, unsigned char *buf, size_t n)
+{
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = read(fd, buf + got, n - got);
+        if (r <= 0)
+            break;
+        got += (size_t) r;
+    }
+    return got;
+}
+
+/* The client was reset: its read fails with ECONNRESET. */
+static void assert_reset(int fd)
+{
+    char c;
+    ssize_t r = read(fd, &c, 1);
+    assert_int_equal(r, -1);
+    assert_int_equal(errno, ECONNRESET);
+}
+
+static void assert_denial(int why, const char *name, uint16_t port)
+{
+    struct pollfd p = { .fd = keeper[0], .events = POLLIN };
+    assert_int_equal(poll(&p, 1, 5000), 1);
+    sc_dns_msg m;
+    assert_int_equal(recv(keeper[0], &m, sizeof(m), 0), (ssize_t) sizeof(m));
+    assert_int_equal(m.type, SC_NAME_DENIED);
+    assert_int_equal(m.why, why);
+    assert_string_equal(m.name, name);
+    assert_int_equal(m.port, port);
+    assert_int_equal(m.n_addrs, 1);
+    char a[INET_ADDRSTRLEN];
+    inet_ntop(AF_INET, m.addrs[0], a, sizeof(a));
+    if (why != SC_NAME_WHY_ADDRESS)
+        assert_string_equal(a, TEST_ADDR);
+}
+
+/* The allowed name passes end to end: the server gets exactly the bytes
+ * the client sent (a hello over several records and TCP segments), the
+ * answer comes back, half-closes pass both ways. The control of every
+ * refusal below: the same client, the same address, only the name differs. */
+static void pass_tls(const char *sni, size_t pad, size_t rec_max)
+{
+    bytes h = client_hello(sni, false, pad, rec_max);
+    int c = sandbox_connect(443);
+    /* In three pieces, each after a pause: several segments. */
+    size_t third = h.n / 3;
+    for (int i = 0; i < 3; i++) {
+        size_t from = third * (size_t) i, to = i == 2 ? h.n : third * (size_t) (i + 1);
+        assert_int_equal(write(c, h.b + from, to - from), (ssize_t) (to - from));
+        usleep(20000);
+    }
+    int s = accept_within(tls_server, 5000);
+    assert_true(s >= 0);
+    unsigned char got[sizeof(h.b)];
+    assert_int_equal(read_exactly(s, got, h.n), h.n);
+    assert_memory_equal(got, h.b, h.n);
+    assert_int_equal(write(s, "server hello", 12), 12);
+    assert_int_equal(read_exactly(c, got, 12), 12);
+    assert_memory_equal(got, "server hello", 12);
+    shutdown(c, SHUT_WR);
+    assert_int_equal(read(s, got, 1), 0);
+    assert_int_equal(write(s, "late", 4), 4);
+    shutdown(s, SHUT_WR);
+    assert_int_equal(read_exactly(c, got, 8), 4);
+    close(s);
+    close(c);
+}
+
+/* Refused: the client is reset, the server never sees a connection, the
+ * keeper gets the denial. */
+static void refused(uint16_t port, const bytes *first, int why, const char *name)
+{
+    int c = sandbox_connect(port);
+    assert_int_equal(write(c, first->b, first->n), (ssize_t) first->n);
+    assert_reset(c);
+    close(c);
+    assert_denial(why, name, port);
+    assert_int_equal(accept_within(port == 443 ? tls_server : http_server, 200), -1);
+}
+
+static void test_relay(void **state)
+{
+    (void) state;
+    start_namecheck();
+    /* A client that never says a name, first: cut after the bound while the
+     * rest runs. */
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int slow = sandbox_connect(443);
+
+    pass_tls("api.allowed.test", 0, 16384);
+    /* A post-quantum-sized hello, over five records. */
+    pass_tls("x.wild.test", 2400, 600);
+
+    bytes evil = client_hello("evil.test", false, 0, 16384);
+    refused(443, &evil, SC_NAME_WHY_NOT_ALLOWED, "evil.test");
+    bytes none = client_hello(NULL, false, 0, 16384);
+    refused(443, &none, SC_NAME_WHY_NO_NAME, "");
+    bytes ech = client_hello("api.allowed.test", true, 0, 16384);
+    refused(443, &ech, SC_NAME_WHY_ENCRYPTED, "");
+
+    /* HTTP: allowed Host passes, another is refused. */
+    bytes req = http_request("api.allowed.test");
+    int c = sandbox_connect(80);
+    assert_int_equal(write(c, req.b, req.n), (ssize_t) req.n);
+    int s = accept_within(http_server, 5000);
+    assert_true(s >= 0);
+    unsigned char got[sizeof(req.b)];
+    assert_int_equal(read_exactly(s, got, req.n), req.n);
+    assert_memory_equal(got, req.b, req.n);
+    close(s);
+    close(c);
+    bytes bad = http_request("evil.test");
+    refused(80, &bad, SC_NAME_WHY_NOT_ALLOWED, "evil.test");
+
+    /* Straight to the name check's port, not redirected: its own address is
+     * never a destination. */
+    int direct = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in nc = sin_of("127.0.0.1", NC_PORT);
+    assert_int_equal(connect(direct, (struct sockaddr *) &nc, sizeof(nc)), 0);
+    assert_reset(direct);
+    close(direct);
+    assert_denial(SC_NAME_WHY_ADDRESS, "", NC_PORT);
+
+    assert_reset(slow);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double waited = (double) (t1.tv_sec - t0.tv_sec) + (double) (t1.tv_nsec - t0.tv_nsec) / 1e9;
+    print_message("# slow client cut after %.2f s\n", waited);
+    assert_true(waited >= LZ_NAMECHECK_HELLO_MS / 1000.0 - 0.1);
+    assert_true(waited < LZ_NAMECHECK_HELLO_MS / 1000.0 + 3);
+    close(slow);
+    assert_denial(SC_NAME_WHY_INVALID, "", 443);
+
+    /* Still alive and confined after all of it. */
+    assert_int_equal(waitpid(namecheck_pid, NULL, WNOHANG), 0);
+    kill(namecheck_pid, SIGKILL);
+    waitpid(namecheck_pid, NULL, 0);
+}
+
+int main(void)
+{
+    signal(SIGPIPE, SIG_IGN);
+    cfg_init();
+    const struct CMUnitTest pure[] = {
+        cmocka_unit_test(test_decide_tls),
+        cmocka_unit_test(test_decide_prefixes_and_bounds),
+        cmocka_unit_test(test_decide_http),
+    };
+    int failed = cmocka_run_group_tests_name("namecheck_decide", pure, NULL, NULL);
+    if (!enter_net_namespace() || !namespace_setup()) {
+        printf("# SKIP namecheck_relay: no network namespace with nftables available\n");
+        return failed;
+    }
+    const struct CMUnitTest relay[] = {
+        cmocka_unit_test(test_destination),
+        cmocka_unit_test(test_relay),
+    };
+    return failed + cmocka_run_group_tests_name("namecheck_relay", relay, NULL, NULL);
+}
