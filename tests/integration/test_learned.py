@@ -60,6 +60,10 @@ tcp() {
     t0=$(ms); o=$(echo "$1" | busybox nc -w 3 "$2" "$3" 2>&1); rc=$?
     echo "T $1 rc=$rc ms=$(( $(ms) - t0 )) $(echo $o)"
 }
+udp() {
+    t0=$(ms); o=$(busybox nslookup -type=a -timeout=1 -retry=1 "$1.lzt" "$2" 2>&1)
+    echo "U $1 ms=$(( $(ms) - t0 )) $(echo $o)"
+}
 q() { echo "Q $1 $(/workspace/dns_probe q ''' + ROUTER + r''' "$2" 1)"; }
 '''
 
@@ -71,7 +75,9 @@ def lab(_root):
         srv = net.serve([("dnsx", N.UPSTREAM_DNS, 53, TABLE)] +
                         [("tcp", a, N.TCP_PORT, None)
                          for a in [N.HOST_A, N.HOST_B, N.NEITHER, N.PRIVATE] + N.LEARN_ADDRS] +
-                        [("sink", GONE, N.SINK_PORT, None)])
+                        [("sink", GONE, N.SINK_PORT, None),
+                         ("dns", RENEW, 443, {"*": RENEW}),
+                         ("dns", RENEW, N.UDP_PORT, {"*": RENEW})])
         # Controls: the test hosts answer from the host's namespace.
         assert N.dns_query(N.UPSTREAM_DNS, 53, "gone.example.test") == GONE
         for a in [N.HOST_A, GONE, RENEW]:
@@ -156,6 +162,8 @@ tcp gone {GONE} {port}
 tcp ten {N.PRIVATE} {port}
 tcp denied {DENIED_ADDR} {port}
 tcp open {N.HOST_B} {port}
+udp quic {RENEW}:443
+udp udp {RENEW}:{N.UDP_PORT}
 ''')
     t1 = time.monotonic()
     # A connection opened while the element lives, written to again after it
@@ -178,6 +186,11 @@ tcp open {N.HOST_B} {port}
     assert s1["q:ten"]["addrs"] == [] and s1["q:denied"]["addrs"] == [], (s1["q:ten"], s1["q:denied"])
     assert refused_at_once(s1, "ten") and refused_at_once(s1, "denied")
     assert s1["q:open"]["addrs"] == [N.HOST_B] and reached(s1, "open", N.HOST_B), (s1["q:open"], s1["open"])
+    # QUIC (UDP 443) to a learned address is rejected; UDP to another port of
+    # it passes (control).
+    heard = [line for line in lab.lines() if line.startswith(f"dns {RENEW}:")]
+    assert not [x for x in heard if x.startswith(f"dns {RENEW}:443 ")], heard
+    assert [x for x in heard if x.startswith(f"dns {RENEW}:{N.UDP_PORT} ")], heard
     # A name no rule allows: NXDOMAIN (strict mode).
     assert s1["q:nope"]["rcode"] == 3, s1["q:nope"]
 
@@ -210,3 +223,5 @@ tcp open {N.HOST_B} {port}
     assert find(GONE, "gone.example.test"), "the expired address is not logged with its name"
     assert find(N.PRIVATE, "ten.example.test") and find(DENIED_ADDR, "denied.example.test")
     assert [d for d in log if "nope.example.test" in json.dumps(d)], "the refused query"
+    assert [d for d in log if d.get("addr") == RENEW and d.get("port") == 443 and
+            "QUIC" in (d.get("rule") or "")], "the QUIC datagram"
