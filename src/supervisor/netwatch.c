@@ -15,6 +15,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/fork.h"
@@ -76,7 +77,10 @@ static bool peer_message(sc_keeper *k, int fd, bool dns, const lz_ipv4_prefix_li
     if (dns && m.type == SC_DNS_LEARN) {
         sc_dns_msg out;
         sc_keeper_learn(k, known, &m, &out);
-        return send(fd, &out, sizeof(out), MSG_NOSIGNAL) == (ssize_t) sizeof(out);
+        /* Never blocks: an lz-dns that does not read its answers loses
+         * them (it answers SERVFAIL), the watcher goes on. */
+        ssize_t w = send(fd, &out, sizeof(out), MSG_NOSIGNAL | MSG_DONTWAIT);
+        return w == (ssize_t) sizeof(out) || (w < 0 && (errno == EAGAIN || errno == EINTR));
     }
     if ((dns && m.type == SC_DNS_DENIED) || (!dns && m.type == SC_NAME_DENIED))
         sc_keeper_denied(k, &m);
@@ -92,6 +96,7 @@ static bool peer_message(sc_keeper *k, int fd, bool dns, const lz_ipv4_prefix_li
 static _Noreturn void watch_main(const sc_watch_args *a, sc_keeper *k, lz_ipv4_prefix_list known)
 {
     int dns = a->dns_fd, namecheck = a->namecheck_fd;
+    time_t last_tick = 0;
     for (;;) {
         struct pollfd p[4] = {
             { .fd = mnl_socket_get_fd(a->events), .events = POLLIN },
@@ -99,12 +104,16 @@ static _Noreturn void watch_main(const sc_watch_args *a, sc_keeper *k, lz_ipv4_p
             { .fd = dns, .events = POLLIN },
             { .fd = namecheck, .events = POLLIN },
         };
-        /* About once a second: the denial log's count of what it dropped. */
         int r = poll(p, LZ_ARRAY_SIZE(p), 1000);
         if (r < 0 && errno != EINTR)
             watch_fail_closed(a->nft, a->slirp);
-        if (k->log)
+        /* About once a second: the denial log's count of what it dropped. */
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if (k->log && now.tv_sec != last_tick) {
+            last_tick = now.tv_sec;
             lz_denial_log_tick(k->log);
+        }
         if (r <= 0)
             continue;
         if (p[0].revents)

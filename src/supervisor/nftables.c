@@ -55,11 +55,17 @@ static const char learned_set[] = "  set " LEARNED_SET " {\n"
                                   "    type ipv4_addr; flags timeout;\n"
                                   "  }\n";
 
+/* The connection remembers it was opened to a learned address (its
+ * conntrack mark), and each of its packets gets the routing mark from
+ * there: a connection outlives its address's element, while a new one to
+ * the expired address is rejected. */
 static const char learned_mark[] =
     "  chain mark_learned {\n"
     "    type filter hook prerouting priority mangle; policy accept;\n" FROM_SANDBOX
-    "ip daddr @" LEARNED_SET " meta mark set " LZ_STRINGIFY(LEARNED_MARK) "\n"
-                                                                          "  }\n";
+    "ct state new ip daddr @" LEARNED_SET
+    " ct mark set " LZ_STRINGIFY(LEARNED_MARK) "\n" FROM_SANDBOX "ct mark " LZ_STRINGIFY(
+        LEARNED_MARK) " meta mark set " LZ_STRINGIFY(LEARNED_MARK) "\n"
+                                                                   "  }\n";
 
 static const char learned_redirect[] =
     FROM_SANDBOX "ip daddr @" LEARNED_SET " ip daddr != @host_local ip daddr != @never_routed "

@@ -6,7 +6,7 @@ A profile with `allow_hosts` and no prefix rule of its own: lz-dns asks the
 fake upstream (netlab's dnsx on UPSTREAM_DNS, `[network] resolvers`), the
 keeper puts the answer's admitted addresses into the router's `learned` set
 with a timeout, and only then may the sandbox reach them. TCP probes go to
-port TCP_PORT (not 80/443: the name check is test_namecheck.py's).
+ports of their own (not 80/443: the name check is test_namecheck.py's).
 
 One Domain, held for the whole test, runs three sessions:
   1. before any query: the answer's address and an address outside every
@@ -16,7 +16,7 @@ One Domain, held for the whole test, runs three sessions:
   2. ~10 s later: one name asked again (renewal);
   3. SC_LEARN_TTL_MIN + 1 s after session 1: the element of the name asked
      once has expired (rejected, while it worked in session 1), the renewed
-     one still works.
+     one still works, and a connection opened before the expiry goes on.
 Then the denial log holds each rejected connection, with the name when the
 keeper knew it, and the refused query.
 """
@@ -39,6 +39,7 @@ TTL_MIN = 30  # SC_LEARN_TTL_MIN (src/supervisor/sidecar_internal.h)
 QUICK_MS = 1000
 
 RENEW, GONE, DENIED_ADDR = N.LEARN_ADDRS
+TCP_ADDRS = [N.HOST_A, N.HOST_B, N.NEITHER, N.PRIVATE] + N.LEARN_ADDRS
 TABLE = {
     "api.example.test": {"a": [N.HOST_A], "ttl": 300},
     "renew.example.test": {"a": [RENEW], "ttl": 1},  # bounded up to TTL_MIN
@@ -60,6 +61,10 @@ tcp() {
     t0=$(ms); o=$(echo "$1" | busybox nc -w 3 "$2" "$3" 2>&1); rc=$?
     echo "T $1 rc=$rc ms=$(( $(ms) - t0 )) $(echo $o)"
 }
+udp() {
+    t0=$(ms); o=$(busybox nslookup -type=a -timeout=1 -retry=1 "$1.lzt" "$2" 2>&1)
+    echo "U $1 ms=$(( $(ms) - t0 )) $(echo $o)"
+}
 q() { echo "Q $1 $(/workspace/dns_probe q ''' + ROUTER + r''' "$2" 1)"; }
 '''
 
@@ -69,13 +74,17 @@ def lab(_root):
     net = N.TestNet.create()
     try:
         srv = net.serve([("dnsx", N.UPSTREAM_DNS, 53, TABLE)] +
-                        [("tcp", a, N.TCP_PORT, None)
-                         for a in [N.HOST_A, N.HOST_B, N.NEITHER, N.PRIVATE] + N.LEARN_ADDRS])
+                        # Ports of their own: test_network.py's session-wide
+                        # servers hold TCP_PORT on the shared addresses.
+                        [("tcp", a, 0, None) for a in TCP_ADDRS] +
+                        [("sink", GONE, N.SINK_PORT, None),
+                         ("dns", RENEW, 443, {"*": RENEW}),
+                         ("dns", RENEW, N.UDP_PORT, {"*": RENEW})])
         # Controls: the test hosts answer from the host's namespace.
         assert N.dns_query(N.UPSTREAM_DNS, 53, "gone.example.test") == GONE
         for a in [N.HOST_A, GONE, RENEW]:
-            assert N.tcp_echo(a, N.TCP_PORT, "control") == \
-                f"lzecho tcp {a}:{N.TCP_PORT} control\n", a
+            p = srv.port("tcp", a)
+            assert N.tcp_echo(a, p, "control") == f"lzecho tcp {a}:{p} control\n", a
         yield srv
         srv.stop()
     finally:
@@ -110,7 +119,8 @@ def session(rig, script) -> dict:
 
 
 def reached(got, key, addr) -> bool:
-    return got[key]["rc"] == 0 and f"lzecho tcp {addr}:{N.TCP_PORT} {key}" in got[key]["out"]
+    return got[key]["rc"] == 0 and \
+        re.search(rf"lzecho tcp {re.escape(addr)}:\d+ {key}\b", got[key]["out"]) is not None
 
 
 def refused_at_once(got, key) -> bool:
@@ -137,11 +147,11 @@ def test_learned_addresses(rig, lab, test_images, dns_probe):
     text = text.replace('"lazaret-trusted-host-config-v1"', '"lazaret-trusted-host-config-v2"')
     rig.lz.write(rig.lz.config_path, text)
     holder = rig.hold("learned")
-    port = N.TCP_PORT
+    port = {a: lab.port("tcp", a) for a in TCP_ADDRS}
 
     s1 = session(rig, f'''
-tcp early {N.HOST_A} {port}
-tcp outside {N.NEITHER} {port}
+tcp early {N.HOST_A} {port[N.HOST_A]}
+tcp outside {N.NEITHER} {port[N.NEITHER]}
 q api api.example.test
 q renew renew.example.test
 q gone gone.example.test
@@ -149,14 +159,21 @@ q ten ten.example.test
 q denied denied.example.test
 q open open.example.test
 q nope nope.example.test
-tcp api {N.HOST_A} {port}
-tcp renew {RENEW} {port}
-tcp gone {GONE} {port}
-tcp ten {N.PRIVATE} {port}
-tcp denied {DENIED_ADDR} {port}
-tcp open {N.HOST_B} {port}
+tcp api {N.HOST_A} {port[N.HOST_A]}
+tcp renew {RENEW} {port[RENEW]}
+tcp gone {GONE} {port[GONE]}
+tcp ten {N.PRIVATE} {port[N.PRIVATE]}
+tcp denied {DENIED_ADDR} {port[DENIED_ADDR]}
+tcp open {N.HOST_B} {port[N.HOST_B]}
+udp quic {RENEW}:443
+udp udp {RENEW}:{N.UDP_PORT}
 ''')
     t1 = time.monotonic()
+    # A connection opened while the element lives, written to again after it
+    # expired: it outlives the element (the sink answers with the byte count
+    # after the client's end of stream; a rejected second write resets it).
+    long = rig.start("learned", sh(f"{{ echo first; sleep {TTL_MIN + 6}; echo second; }} | "
+                                   f"busybox nc -w {TTL_MIN + 20} {GONE} {N.SINK_PORT}"))
     # Before its name was asked, the address is rejected at once; after, it is
     # reached (the control of the same address).
     assert refused_at_once(s1, "early"), s1["early"]
@@ -172,20 +189,27 @@ tcp open {N.HOST_B} {port}
     assert s1["q:ten"]["addrs"] == [] and s1["q:denied"]["addrs"] == [], (s1["q:ten"], s1["q:denied"])
     assert refused_at_once(s1, "ten") and refused_at_once(s1, "denied")
     assert s1["q:open"]["addrs"] == [N.HOST_B] and reached(s1, "open", N.HOST_B), (s1["q:open"], s1["open"])
+    # QUIC (UDP 443) to a learned address is rejected; UDP to another port of
+    # it passes (control).
+    heard = [line for line in lab.lines() if line.startswith(f"dns {RENEW}:")]
+    assert not [x for x in heard if x.startswith(f"dns {RENEW}:443 ")], heard
+    assert [x for x in heard if x.startswith(f"dns {RENEW}:{N.UDP_PORT} ")], heard
     # A name no rule allows: NXDOMAIN (strict mode).
     assert s1["q:nope"]["rcode"] == 3, s1["q:nope"]
 
     # Renewal, about a third of the way to the first timeout.
     time.sleep(max(0.0, t1 + 10 - time.monotonic()))
-    s2 = session(rig, f"q renew renew.example.test\ntcp renew {RENEW} {port}\n")
+    s2 = session(rig, f"q renew renew.example.test\ntcp renew {RENEW} {port[RENEW]}\n")
     assert s2["q:renew"]["addrs"] == [RENEW] and reached(s2, "renew", RENEW), s2
 
     # Past the first timeout of both: the one asked once is gone, the renewed
     # one still works.
     time.sleep(max(0.0, t1 + TTL_MIN + 1 - time.monotonic()))
-    s3 = session(rig, f"tcp gone {GONE} {port}\ntcp renew {RENEW} {port}\n")
+    s3 = session(rig, f"tcp gone {GONE} {port[GONE]}\ntcp renew {RENEW} {port[RENEW]}\n")
     assert refused_at_once(s3, "gone"), s3["gone"]
     assert reached(s3, "renew", RENEW), s3["renew"]
+    lr = long.finish()
+    assert "lzsink 13" in lr.stdout, f"the connection did not outlive its element: {lr}"
     rig.release(holder)
 
     # The denial log: each rejected connection, with the name when known.
@@ -193,8 +217,8 @@ tcp open {N.HOST_B} {port}
     print("\n".join(json.dumps(d) for d in log))
 
     def find(addr, name=None):
-        return [d for d in log if addr in json.dumps(d) and str(port) in json.dumps(d) and
-                (name is None or name in json.dumps(d))]
+        return [d for d in log if d.get("addr") == addr and d.get("port") == port[addr] and
+                (name is None or d.get("name") == name)]
 
     # Before the query the keeper did not know the address's name.
     assert [d for d in find(N.HOST_A) if d["name"] is None], "the connection before the query"
@@ -202,3 +226,5 @@ tcp open {N.HOST_B} {port}
     assert find(GONE, "gone.example.test"), "the expired address is not logged with its name"
     assert find(N.PRIVATE, "ten.example.test") and find(DENIED_ADDR, "denied.example.test")
     assert [d for d in log if "nope.example.test" in json.dumps(d)], "the refused query"
+    assert [d for d in log if d.get("addr") == RENEW and d.get("port") == 443 and
+            "QUIC" in (d.get("rule") or "")], "the QUIC datagram"
