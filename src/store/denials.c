@@ -288,7 +288,8 @@ static bool same_key(const lz_denial *a, const lz_denial *b)
 {
     return a->kind == b->kind && a->has_addr == b->has_addr &&
            (!a->has_addr || memcmp(a->addr, b->addr, 4) == 0) && a->port == b->port &&
-           a->proto == b->proto && same_str(a->name, b->name) && same_str(a->qtype, b->qtype);
+           a->proto == b->proto && same_str(a->name, b->name) && same_str(a->qtype, b->qtype) &&
+           same_str(a->rule, b->rule); /* another reason is another denial */
 }
 
 /* FNV-1a over the fields that make two records identical. */
@@ -318,6 +319,9 @@ static uint64_t key_hash(const lz_denial *d)
     h = hash_bytes(h, "\0", 1);
     if (d->qtype)
         h = hash_bytes(h, d->qtype, strnlen(d->qtype, FIELD_MAX + 1));
+    h = hash_bytes(h, "\0", 1);
+    if (d->rule)
+        h = hash_bytes(h, d->rule, strnlen(d->rule, FIELD_MAX + 1));
     return h;
 }
 

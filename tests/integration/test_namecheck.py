@@ -288,3 +288,22 @@ def test_the_name_on_the_connection(rig, lab, test_images):
     slow = got["slow"]
     assert slow["error"] == "ConnectionResetError", slow
     assert HELLO_BOUND_S - 0.5 <= slow["s"] < HELLO_BOUND_S + 3, slow
+    # Every refusal is in the Domain's denial log (written by the keeper from
+    # lz-namecheck's SC_NAME_DENIED), with the line that would allow a name.
+    records = []
+    for f in Path(rig.lz.root).rglob("denials*.jsonl"):
+        records += [json.loads(line) for line in f.read_text().splitlines() if line.strip()]
+    names = [r for r in records if r["kind"] == "name"]
+    print("\n".join(json.dumps(r) for r in names))
+    assert all(r["addr"] == N.HOST_A for r in names), names
+
+    def has(port, name, rule_part, allow=None):
+        return any(r["port"] == port and r["name"] == name and rule_part in (r["rule"] or "")
+                   and r["allow"] == allow for r in names)
+    allow_other = f'allow_hosts = ["{OTHER}"]'
+    assert has(443, OTHER, "not in allow_hosts", allow_other), names
+    assert has(80, OTHER, "not in allow_hosts", allow_other), names
+    assert has(443, None, "no SNI"), names
+    assert has(443, None, "encrypted"), names
+    assert has(443, None, "too slow"), names
+    assert not any(r["name"] == ALLOWED for r in names), names
