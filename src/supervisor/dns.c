@@ -247,8 +247,19 @@ int sc_dns_start(const lz_resolved_config *cfg, const char *router_netns, int ke
     if (cfg->n_resolvers) {
         memcpy(s.resolvers, cfg->resolvers, sizeof(s.resolvers));
         s.n_resolvers = cfg->n_resolvers;
-    } else if (host_resolvers(&s, err) < 0) {
-        return -1;
+    } else {
+        /* No nameserver on the host (an offline laptop's resolv.conf, or
+         * none at all) must not stop the sandbox from starting, as it did
+         * not before lz-dns: every name that would be asked upstream is
+         * answered SERVFAIL at once, and the log says why. */
+        lz_error *why = NULL;
+        if (host_resolvers(&s, &why) < 0) {
+            fprintf(stderr,
+                    "lz-supervisor: %s; names the sandbox asks are answered SERVFAIL (%s)\n",
+                    why->message, why->hint ? why->hint : "");
+            lz_error_free(why);
+            s.n_resolvers = 0;
+        }
     }
     int fds[2];
     if (sc_sockets_in_netns(router_netns, make_sockets, NULL, fds, 2, err) < 0)

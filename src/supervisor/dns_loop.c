@@ -485,7 +485,9 @@ static void on_query(dns_ctx *c, const dns_origin *o, const uint8_t *msg, size_t
             p = &c->pend[i];
     if (o->tcp)
         c->conns[o->conn].pending++;
-    if (!p) {
+    /* No slot left, or no resolver to ask (none configured and none in the
+     * host's resolv.conf: an offline machine): SERVFAIL at once. */
+    if (!p || !c->setup->n_resolvers) {
         answer(c, o, &q, cap, LZ_DNS_RCODE_SERVFAIL, NULL, 0);
         return;
     }

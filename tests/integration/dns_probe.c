@@ -192,6 +192,28 @@ static int flood(const char *server, long count, const char *prefix)
     return 0;
 }
 
+/* count TCP connects to ADDR, each to its own port from FIRST on (so no two
+ * denials are identical and none is folded): how many were refused. */
+static int connflood(const char *addr, long count, long first)
+{
+    struct sockaddr_in to = { .sin_family = AF_INET };
+    inet_pton(AF_INET, addr, &to.sin_addr);
+    long t0 = now_ms(), refused = 0, other = 0;
+    for (long i = 0; i < count; i++) {
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        if (fd < 0)
+            return 1;
+        to.sin_port = htons((uint16_t) (first + i % 60000));
+        if (connect(fd, (struct sockaddr *) &to, sizeof(to)) < 0 && errno == ECONNREFUSED)
+            refused++;
+        else
+            other++;
+        close(fd);
+    }
+    printf("connects %ld refused %ld other %ld ms=%ld\n", count, refused, other, now_ms() - t0);
+    return 0;
+}
+
 static int latency(const char *server, const char *name, long count)
 {
     struct sockaddr_in to = { .sin_family = AF_INET, .sin_port = htons(53) };
@@ -232,7 +254,9 @@ int main(int argc, char **argv)
         return latency(argv[2], argv[3], atol(argv[4]));
     if (argc == 5 && strcmp(argv[1], "flood") == 0)
         return flood(argv[2], atol(argv[3]), argv[4]);
+    if (argc == 5 && strcmp(argv[1], "connflood") == 0)
+        return connflood(argv[2], atol(argv[3]), atol(argv[4]));
     fprintf(stderr, "usage: dns_probe q SERVER NAME TYPE [tcp] | flood SERVER COUNT PREFIX | "
-                    "lat SERVER NAME COUNT\n");
+                    "lat SERVER NAME COUNT | connflood ADDR COUNT FIRSTPORT\n");
     return 2;
 }

@@ -108,7 +108,7 @@ static void add_pattern(lz_host_list *l, const char *text)
 
 /* lz-dns with the profile: allow api/big/cdn/alias.example.test, deny
  * *.tracker.test and other.example.test. */
-static void start(lz_dns_mode mode)
+static void start_with(lz_dns_mode mode, size_t n_resolvers)
 {
     memset(&T, 0, sizeof(T));
     T.cfg.dns_mode = mode;
@@ -131,7 +131,7 @@ static void start(lz_dns_mode mode)
         close(pair[0]);
         sc_dns_setup s = { .cfg = &T.cfg,
                            .resolvers = { { 127, 0, 0, 1 } },
-                           .n_resolvers = 1,
+                           .n_resolvers = n_resolvers,
                            .upstream_port = T.port,
                            .udp_fd = dns_udp,
                            .tcp_fd = dns_tcp,
@@ -146,6 +146,11 @@ static void start(lz_dns_mode mode)
                              .sin_port = htons(T.dns_port),
                              .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
     assert_int_equal(connect(T.client_udp, (struct sockaddr *) &a, sizeof(a)), 0);
+}
+
+static void start(lz_dns_mode mode)
+{
+    start_with(mode, 1);
 }
 
 static void stop(void)
@@ -569,6 +574,29 @@ static void test_bounds_and_failure(void **state)
     stop();
 }
 
+/* No resolver at all (an offline machine whose resolv.conf names none): the
+ * responder runs, an allowed name is answered SERVFAIL at once and nothing
+ * is asked; the rules still answer the rest. Control: with the resolver,
+ * the same name resolves. */
+static void test_no_resolver(void **state)
+{
+    (void) state;
+    start_with(LZ_DNS_STRICT, 0);
+    int64_t t0 = now_ms();
+    result r = ask("api.example.test", LZ_DNS_TYPE_A, 1500);
+    assert_int_equal(r.rcode, LZ_DNS_RCODE_SERVFAIL);
+    assert_true(now_ms() - t0 < 1000);
+    assert_false(up_saw("api.example.test"));
+    r = ask("nope.other.test", LZ_DNS_TYPE_A, 1500);
+    assert_int_equal(r.rcode, LZ_DNS_RCODE_NXDOMAIN);
+    stop();
+    start(LZ_DNS_STRICT);
+    r = ask("api.example.test", LZ_DNS_TYPE_A, 3000);
+    assert_int_equal(r.rcode, LZ_DNS_RCODE_NOERROR);
+    assert_true(up_saw("api.example.test"));
+    stop();
+}
+
 static void test_parse_resolv_conf(void **state)
 {
     (void) state;
@@ -655,6 +683,7 @@ int main(void)
         cmocka_unit_test(test_allowed_learned_first), cmocka_unit_test(test_chain_and_types),
         cmocka_unit_test(test_forward_mode),          cmocka_unit_test(test_tcp_clients),
         cmocka_unit_test(test_bounds_and_failure),    cmocka_unit_test(test_confinement),
+        cmocka_unit_test(test_no_resolver),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
