@@ -19,7 +19,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/audit.h>
-#include <linux/capability.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <netinet/in.h>
@@ -28,13 +27,13 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/prctl.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include "common/fork.h"
 #include "common/util.h"
+#include "supervisor/forward.h"
 
 #define RESOLV_CONF "/etc/resolv.conf"
 #define RESOLV_CONF_MAX 65536 /* read at most this much of it */
@@ -170,19 +169,7 @@ static const int dns_allowed[] = {
 
 int sc_dns_confine(void)
 {
-    struct rlimit nofile = { 3 + 8 + SC_DNS_MAX_TCP + SC_DNS_MAX_PENDING,
-                             3 + 8 + SC_DNS_MAX_TCP + SC_DNS_MAX_PENDING };
-    if (setrlimit(RLIMIT_NOFILE, &nofile) < 0 || prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
-        return -1;
-    for (int cap = 0; cap <= 63; cap++)
-        if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
-            return -1;
-    struct __user_cap_header_struct hdr = { _LINUX_CAPABILITY_VERSION_3, 0 };
-    struct __user_cap_data_struct data[2];
-    memset(data, 0, sizeof(data));
-    if (syscall(SYS_capset, &hdr, data) < 0)
-        return -1;
-    if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
+    if (lz_drop_privileges(3 + 8 + SC_DNS_MAX_TCP + SC_DNS_MAX_PENDING) < 0)
         return -1;
 #ifdef DNS_AUDIT_ARCH
     enum { N = LZ_ARRAY_SIZE(dns_allowed) };

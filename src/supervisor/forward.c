@@ -67,12 +67,12 @@ int lz_forward_confine(void)
     return lz_relay_confine(2 * LZ_FORWARD_MAX_CONNS + 16);
 }
 
-int lz_relay_confine(unsigned max_fds)
+int lz_drop_privileges(unsigned max_fds)
 {
     struct rlimit nofile = { max_fds, max_fds };
     if (setrlimit(RLIMIT_NOFILE, &nofile) < 0 || prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
         return -1;
-    /* Every capability of the user namespace (the forwarder is its root):
+    /* Every capability of the user namespace (the process is its root):
      * first the bounding set, then every set of this process. */
     for (int cap = 0; cap <= 63; cap++)
         if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
@@ -83,6 +83,13 @@ int lz_relay_confine(unsigned max_fds)
     if (syscall(SYS_capset, &hdr, data) < 0)
         return -1;
     if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
+        return -1;
+    return 0;
+}
+
+int lz_relay_confine(unsigned max_fds)
+{
+    if (lz_drop_privileges(max_fds) < 0)
         return -1;
 #ifdef FW_AUDIT_ARCH
     enum { N = sizeof(fw_allowed) / sizeof(fw_allowed[0]) };

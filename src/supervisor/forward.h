@@ -47,6 +47,12 @@ int lz_forward_confine(void);
  * its own descriptor bound. */
 int lz_relay_confine(unsigned max_fds);
 
+/* The first half of every confinement of the sidecar's children
+ * (lz-publish, lz-namecheck, lz-dns): at most max_fds descriptors, no new
+ * privileges, and every capability of the user namespace dropped from
+ * every set. Each then installs its own seccomp filter. -1 with errno. */
+int lz_drop_privileges(unsigned max_fds);
+
 /* Relay until the listening socket fails. Returns the exit status for the
  * forwarder process (1: the listener failed). Single-threaded; SIGPIPE is
  * never raised (MSG_NOSIGNAL). */

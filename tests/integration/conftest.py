@@ -177,6 +177,18 @@ def test_user(user_factory) -> LzUser:
 
 
 @pytest.fixture(scope="session")
+def dns_probe(tmp_path_factory) -> Path:
+    """dns_probe.c built static for inside a sandbox: one DNS query, a DNS
+    flood, latencies, a flood of connects (test_dns.py, test_learned.py,
+    test_log.py)."""
+    out = tmp_path_factory.mktemp("dns-probe") / "dns_probe"
+    subprocess.run(["gcc", "-static", "-O1", "-o", str(out),
+                    str(Path(__file__).parent / "dns_probe.c")], check=True, capture_output=True)
+    out.chmod(0o755)
+    return out
+
+
+@pytest.fixture(scope="session")
 def tun_usable(_root):
     """/dev/net/tun usable by the test users for the session (machine.py)."""
     with machine.tun_usable():

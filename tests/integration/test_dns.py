@@ -18,7 +18,6 @@ import os
 import re
 import secrets
 import shutil
-import subprocess
 import time
 
 import pytest
@@ -26,7 +25,6 @@ import pytest
 import netlab as N
 from conftest import domain_processes, ok, profiles_toml, sh
 
-HERE = os.path.dirname(os.path.abspath(__file__))
 ROUTER = "169.254.77.1"
 QUICK_MS = 500
 T_A, T_TXT, T_AAAA = 1, 16, 28
@@ -64,15 +62,6 @@ def upstream(_root):
         srv.stop()
     finally:
         net.close()
-
-
-@pytest.fixture(scope="module")
-def dns_probe(tmp_path_factory):
-    out = tmp_path_factory.mktemp("dns-probe") / "dns_probe"
-    subprocess.run(["gcc", "-static", "-O1", "-o", str(out), os.path.join(HERE, "dns_probe.c")],
-                   check=True, capture_output=True)
-    out.chmod(0o755)
-    return out
 
 
 def prepare(rig, test_images, dns_probe):

@@ -25,7 +25,6 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import time
 
 import pytest
@@ -33,7 +32,6 @@ import pytest
 import netlab as N
 from conftest import ok, profiles_toml, sh
 
-HERE = os.path.dirname(os.path.abspath(__file__))
 ROUTER = "169.254.77.1"
 TTL_MIN = 30  # SC_LEARN_TTL_MIN (src/supervisor/sidecar_internal.h)
 QUICK_MS = 1000
@@ -89,15 +87,6 @@ def lab(_root):
         srv.stop()
     finally:
         net.close()
-
-
-@pytest.fixture(scope="module")
-def dns_probe(tmp_path_factory):
-    out = tmp_path_factory.mktemp("dns-probe") / "dns_probe"
-    subprocess.run(["gcc", "-static", "-O1", "-o", str(out), os.path.join(HERE, "dns_probe.c")],
-                   check=True, capture_output=True)
-    out.chmod(0o755)
-    return out
 
 
 def session(rig, script) -> dict:

@@ -17,7 +17,6 @@ import os
 import re
 import shutil
 import signal
-import subprocess
 import time
 from pathlib import Path
 
@@ -27,7 +26,6 @@ import lzref
 import netlab as N
 from conftest import Session, ok, profiles_toml, sh
 
-HERE = os.path.dirname(os.path.abspath(__file__))
 ROUTER = "169.254.77.1"
 
 ESC = "\x1b"
@@ -216,15 +214,6 @@ def lab(_root):
         srv.stop()
     finally:
         net.close()
-
-
-@pytest.fixture(scope="module")
-def dns_probe(tmp_path_factory):
-    out = tmp_path_factory.mktemp("dns-probe") / "dns_probe"
-    subprocess.run(["gcc", "-static", "-O1", "-o", str(out), os.path.join(HERE, "dns_probe.c")],
-                   check=True, capture_output=True)
-    out.chmod(0o755)
-    return out
 
 
 def test_real_denials_in_log_and_status_not_in_the_session(rig, lab, test_images, dns_probe):
