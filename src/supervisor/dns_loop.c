@@ -262,7 +262,14 @@ static void up_start(dns_ctx *c, dns_pending *p)
         return;
     }
     p->up_id = id;
-    p->qlen = lz_dns_query_encode(&p->q, id, p->qbuf, sizeof(p->qbuf));
+    /* Upstream gets the canonical (lowercase) name, never the case the
+     * sandbox chose: mixed case ("0x20") would carry a bit per letter to
+     * the resolver (attack round a25, S6). The answer still echoes the
+     * question as the client sent it. */
+    lz_dns_query up = p->q;
+    if (p->canon[0])
+        snprintf(up.name, sizeof(up.name), "%s", p->canon);
+    p->qlen = lz_dns_query_encode(&up, id, p->qbuf, sizeof(p->qbuf));
     p->state = ST_UPSTREAM;
     if (!p->qlen) {
         finish(c, p, LZ_DNS_RCODE_SERVFAIL, NULL, 0);

@@ -87,6 +87,16 @@ static const char forward_quic[] =
     FROM_SANDBOX "ip daddr @" LEARNED_SET " udp dport 443" LOG_DENIED("quic") FROM_SANDBOX
     "ip daddr @" LEARNED_SET " udp dport 443 reject with icmp type port-unreachable\n";
 
+/* DNS to a learned address (an allowed host that also answers DNS — the
+ * upstream resolver itself, say): names would leave without lz-dns, also
+ * unlisted ones in strict mode (attack round a25, S3). Port 53 over UDP and
+ * TCP, and DNS over TLS (853). */
+static const char forward_dns_learned[] = FROM_SANDBOX
+    "ip daddr @" LEARNED_SET
+    " meta l4proto { tcp, udp } th dport { 53, 853 }" LOG_DENIED("dns_learned") FROM_SANDBOX
+    "ip daddr @" LEARNED_SET " tcp dport { 53, 853 } reject with tcp reset\n" FROM_SANDBOX
+    "ip daddr @" LEARNED_SET " udp dport { 53, 853 } reject with icmp type port-unreachable\n";
+
 static const char forward_tail[] = FROM_SANDBOX
     "oifname \"" SLIRP_IF "\" accept\n" FROM_SANDBOX LOG_DENIED("policy") REJECT_ALL("") "  }\n";
 
@@ -186,8 +196,10 @@ char *sc_build_ruleset(const lz_ipv4_prefix_list *host_local, const sc_ruleset_o
     PUT("  }\n");
     PUT(forward_head);
     PUT(forward_never_reachable);
-    if (opts->host_rules)
+    if (opts->host_rules) {
         PUT(forward_quic);
+        PUT(forward_dns_learned);
+    }
     PUT(forward_tail);
     PUT(input_head);
     PUT(input_dns);

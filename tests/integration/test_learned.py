@@ -77,7 +77,8 @@ def lab(_root):
                         [("tcp", a, 0, None) for a in TCP_ADDRS] +
                         [("sink", GONE, N.SINK_PORT, None),
                          ("dns", RENEW, 443, {"*": RENEW}),
-                         ("dns", RENEW, N.UDP_PORT, {"*": RENEW})])
+                         ("dns", RENEW, N.UDP_PORT, {"*": RENEW}),
+                         ("dns", RENEW, 53, {"*": RENEW})])
         # Controls: the test hosts answer from the host's namespace.
         assert N.dns_query(N.UPSTREAM_DNS, 53, "gone.example.test") == GONE
         for a in [N.HOST_A, GONE, RENEW]:
@@ -156,6 +157,7 @@ tcp denied {DENIED_ADDR} {port[DENIED_ADDR]}
 tcp open {N.HOST_B} {port[N.HOST_B]}
 udp quic {RENEW}:443
 udp udp {RENEW}:{N.UDP_PORT}
+udp dns53 {RENEW}:53
 ''')
     t1 = time.monotonic()
     # A connection opened while the element lives, written to again after it
@@ -183,6 +185,10 @@ udp udp {RENEW}:{N.UDP_PORT}
     heard = [line for line in lab.lines() if line.startswith(f"dns {RENEW}:")]
     assert not [x for x in heard if x.startswith(f"dns {RENEW}:443 ")], heard
     assert [x for x in heard if x.startswith(f"dns {RENEW}:{N.UDP_PORT} ")], heard
+    # DNS to a learned address (an allowed host that also answers DNS) is
+    # rejected too: names leave only through lz-dns (attack round a25, S3);
+    # the control is the other UDP port just above.
+    assert not [x for x in heard if x.startswith(f"dns {RENEW}:53 ")], heard
     # A name no rule allows: NXDOMAIN (strict mode).
     assert s1["q:nope"]["rcode"] == 3, s1["q:nope"]
 
@@ -217,3 +223,5 @@ udp udp {RENEW}:{N.UDP_PORT}
     assert [d for d in log if "nope.example.test" in json.dumps(d)], "the refused query"
     assert [d for d in log if d.get("addr") == RENEW and d.get("port") == 443 and
             "QUIC" in (d.get("rule") or "")], "the QUIC datagram"
+    assert [d for d in log if d.get("addr") == RENEW and d.get("port") == 53 and
+            "DNS to a learned address" in (d.get("rule") or "")], "the DNS datagram"

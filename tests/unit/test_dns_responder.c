@@ -574,6 +574,20 @@ static void test_bounds_and_failure(void **state)
     stop();
 }
 
+/* The upstream is asked the canonical (lowercase) name, never the case the
+ * sandbox chose (attack round a25, S6: 0x20 case carried a bit per letter);
+ * the answer echoes the question as sent. */
+static void test_upstream_gets_the_canonical_name(void **state)
+{
+    (void) state;
+    start(LZ_DNS_STRICT);
+    result r = ask("aPi.ExAmple.TEST", LZ_DNS_TYPE_A, 3000);
+    assert_int_equal(r.rcode, LZ_DNS_RCODE_NOERROR);
+    assert_true(up_saw("udp api.example.test A"));
+    assert_false(up_saw("aPi"));
+    stop();
+}
+
 /* No resolver at all (an offline machine whose resolv.conf names none): the
  * responder runs, an allowed name is answered SERVFAIL at once and nothing
  * is asked; the rules still answer the rest. Control: with the resolver,
@@ -679,11 +693,16 @@ int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_parse_resolv_conf),     cmocka_unit_test(test_unlisted_never_leaves),
-        cmocka_unit_test(test_allowed_learned_first), cmocka_unit_test(test_chain_and_types),
-        cmocka_unit_test(test_forward_mode),          cmocka_unit_test(test_tcp_clients),
-        cmocka_unit_test(test_bounds_and_failure),    cmocka_unit_test(test_confinement),
+        cmocka_unit_test(test_parse_resolv_conf),
+        cmocka_unit_test(test_unlisted_never_leaves),
+        cmocka_unit_test(test_allowed_learned_first),
+        cmocka_unit_test(test_chain_and_types),
+        cmocka_unit_test(test_forward_mode),
+        cmocka_unit_test(test_tcp_clients),
+        cmocka_unit_test(test_bounds_and_failure),
+        cmocka_unit_test(test_confinement),
         cmocka_unit_test(test_no_resolver),
+        cmocka_unit_test(test_upstream_gets_the_canonical_name),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

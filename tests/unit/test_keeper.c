@@ -294,10 +294,21 @@ static void test_peer_denials(void **state)
                       .addrs = { { 203, 0, 113, 5 } } };
     snprintf(nc.name, sizeof(nc.name), "other.cdn.test");
     sc_keeper_denied(&keeper, &nc);
+    /* A question that is no host name (attack round a25, S4: such refusals
+     * went unrecorded) is recorded in lz-dns's log form; bytes outside that
+     * form are not. */
+    sc_dns_msg nn = { .type = SC_DNS_DENIED, .why = SC_DNS_WHY_NOT_A_NAME, .qtype = 33 };
+    snprintf(nn.name, sizeof(nn.name), "_sip._tcp.x?y.test");
+    sc_keeper_denied(&keeper, &nn);
+    snprintf(nn.name, sizeof(nn.name), "q\"x.test");
+    sc_keeper_denied(&keeper, &nn);
     _cleanup_free_ char *log = read_log();
     assert_non_null(strstr(log, "telemetry.vendor.test"));
     assert_non_null(strstr(log, "allow_hosts = [\\\"telemetry.vendor.test\\\"]"));
     assert_non_null(strstr(log, "deny_hosts \\\"*.evil.example.test\\\""));
+    assert_non_null(strstr(log, "\"name\":\"_sip._tcp.x?y.test\""));
+    assert_non_null(strstr(log, "not a host name"));
+    assert_null(strstr(log, "q\\\"x.test"));
     assert_null(strstr(log, "allow_hosts = [\\\"x.evil.example.test\\\"]"));
     assert_null(strstr(log, "Upper"));
     assert_non_null(strstr(log, "other.cdn.test"));
