@@ -246,27 +246,31 @@ static void test_decide_prefixes_and_bounds(void **state)
 /* A prefix-allowed destination (deny_hosts with an allow prefix): only a
  * name deny_hosts denies is refused; the strict decision (control) refuses
  * every one of the others. */
+static lz_namecheck_verdict pdecide(uint16_t port, const bytes *b, bool complete, char *name,
+                                    int *why)
+{
+    return lz_namecheck_decide(&cfg.allow_hosts, &cfg.deny_hosts, true, port, b->b, b->n, complete,
+                               name, why);
+}
+
 static void test_decide_prefix_allowed(void **state)
 {
     (void) state;
     char name[LZ_HOST_NAME_MAX + 1];
     int why;
-#define PDECIDE(port, b, complete)                                                                 \
-    lz_namecheck_decide(&cfg.allow_hosts, &cfg.deny_hosts, true, port, (b)->b, (b)->n, complete,   \
-                        name, &why)
     bytes denied = client_hello("Bad.Wild.Test.", false, 0, 16384);
-    assert_int_equal(PDECIDE(443, &denied, false), LZ_NAMECHECK_REFUSE);
+    assert_int_equal(pdecide(443, &denied, false, name, &why), LZ_NAMECHECK_REFUSE);
     assert_int_equal(why, SC_NAME_WHY_NOT_ALLOWED);
     assert_string_equal(name, "bad.wild.test");
     bytes denied_http = http_request("bad.wild.test:80");
-    assert_int_equal(PDECIDE(80, &denied_http, false), LZ_NAMECHECK_REFUSE);
+    assert_int_equal(pdecide(80, &denied_http, false, name, &why), LZ_NAMECHECK_REFUSE);
     assert_string_equal(name, "bad.wild.test");
     /* Still read to the name: a prefix of a hello is not decided early. */
     bytes frag = client_hello("bad.wild.test", false, 3000, 700);
     bytes part = frag;
     part.n = 20;
-    assert_int_equal(PDECIDE(443, &part, false), LZ_NAMECHECK_MORE);
-    assert_int_equal(PDECIDE(443, &frag, false), LZ_NAMECHECK_REFUSE);
+    assert_int_equal(pdecide(443, &part, false, name, &why), LZ_NAMECHECK_MORE);
+    assert_int_equal(pdecide(443, &frag, false, name, &why), LZ_NAMECHECK_REFUSE);
 
     /* Pass here, refused by the strict decision (the control). */
     bytes other = client_hello("evil.test", false, 0, 16384);
@@ -285,13 +289,13 @@ static void test_decide_prefix_allowed(void **state)
                  { 443, &junk, false },   { 80, &nohost, false }, { 443, &part, true },
                  { 443, &allowed, false } };
     for (size_t i = 0; i < sizeof(pass) / sizeof(pass[0]); i++) {
-        assert_int_equal(PDECIDE(pass[i].port, pass[i].b, pass[i].complete), LZ_NAMECHECK_PASS);
+        assert_int_equal(pdecide(pass[i].port, pass[i].b, pass[i].complete, name, &why),
+                         LZ_NAMECHECK_PASS);
         assert_int_equal(why, 0);
         lz_namecheck_verdict strict = decide(pass[i].port, pass[i].b, pass[i].complete, name, &why);
         assert_int_equal(strict, i + 1 < sizeof(pass) / sizeof(pass[0]) ? LZ_NAMECHECK_REFUSE
                                                                         : LZ_NAMECHECK_PASS);
     }
-#undef PDECIDE
 }
 
 static void test_decide_http(void **state)
