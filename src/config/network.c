@@ -211,3 +211,61 @@ lz_prefix_verdict lz_ipv4_policy_decide(const lz_ipv4_prefix_list *allow,
     }
     return LZ_PREFIX_DEFAULT;
 }
+
+static uint32_t prefix_first(const lz_ipv4_prefix *p)
+{
+    return (uint32_t) p->addr[0] << 24 | (uint32_t) p->addr[1] << 16 | (uint32_t) p->addr[2] << 8 |
+           p->addr[3];
+}
+
+/* The first address and one past the last, as boundaries. */
+static size_t put_bounds(uint64_t *b, size_t n, const lz_ipv4_prefix *p)
+{
+    uint64_t first = prefix_first(p);
+    b[n++] = first;
+    b[n++] = first + ((uint64_t) 1 << (32 - p->len));
+    return n;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *) a, y = *(const uint64_t *) b;
+    return x < y ? -1 : x > y;
+}
+
+lz_ipv4_range *lz_ipv4_policy_allowed_ranges(const lz_ipv4_prefix_list *allow,
+                                             const lz_ipv4_prefix_list *deny, size_t *count)
+{
+    /* Between two neighbouring boundaries of all the prefixes that take
+     * part in the decision, every address gets the same verdict: deciding
+     * the first one decides the segment. */
+    size_t cap = 2 * (allow->count + deny->count + LZ_IPV4_NEVER_ROUTED_COUNT) + 2, n = 0;
+    uint64_t *b = lz_xcalloc(cap, sizeof(*b));
+    b[n++] = 0;
+    b[n++] = (uint64_t) 1 << 32;
+    for (size_t i = 0; i < allow->count; i++)
+        n = put_bounds(b, n, &allow->items[i]);
+    for (size_t i = 0; i < deny->count; i++)
+        n = put_bounds(b, n, &deny->items[i]);
+    for (size_t i = 0; i < LZ_IPV4_NEVER_ROUTED_COUNT; i++)
+        n = put_bounds(b, n, &lz_ipv4_never_routed[i].prefix);
+    qsort(b, n, sizeof(*b), cmp_u64);
+    lz_ipv4_range *r = lz_xcalloc(n, sizeof(*r));
+    size_t k = 0;
+    for (size_t i = 0; i + 1 < n; i++) {
+        if (b[i] == b[i + 1])
+            continue;
+        uint32_t first = (uint32_t) b[i], last = (uint32_t) (b[i + 1] - 1);
+        const uint8_t a[4] = { (uint8_t) (first >> 24), (uint8_t) (first >> 16),
+                               (uint8_t) (first >> 8), (uint8_t) first };
+        if (lz_ipv4_policy_decide(allow, deny, a, NULL, NULL) != LZ_PREFIX_ALLOWED)
+            continue;
+        if (k && (uint64_t) r[k - 1].last + 1 == first)
+            r[k - 1].last = last; /* adjacent: one range */
+        else
+            r[k++] = (lz_ipv4_range){ first, last };
+    }
+    free(b);
+    *count = k;
+    return r;
+}

@@ -92,4 +92,16 @@ lz_prefix_verdict lz_ipv4_policy_decide(const lz_ipv4_prefix_list *allow,
                                         const lz_ipv4_prefix **rule,
                                         const lz_ipv4_reserved **reserved);
 
+/* An inclusive range of addresses, host byte order. */
+typedef struct lz_ipv4_range {
+    uint32_t first, last;
+} lz_ipv4_range;
+
+/* Every address lz_ipv4_policy_decide says LZ_PREFIX_ALLOWED for, as
+ * sorted, disjoint ranges with a gap between each two (a deny or a
+ * never-routed range inside an allow is carved out: longest prefix wins).
+ * Returns a malloc'd array of *count ranges (never NULL). */
+lz_ipv4_range *lz_ipv4_policy_allowed_ranges(const lz_ipv4_prefix_list *allow,
+                                             const lz_ipv4_prefix_list *deny, size_t *count);
+
 #endif

@@ -38,10 +38,11 @@ static lz_namecheck_verdict refuse(int *why, int w)
     return LZ_NAMECHECK_REFUSE;
 }
 
-lz_namecheck_verdict lz_namecheck_decide(const lz_host_list *allow, const lz_host_list *deny,
-                                         uint16_t port, const unsigned char *buf, size_t len,
-                                         bool complete, char name[static LZ_HOST_NAME_MAX + 1],
-                                         int *why)
+/* A learned address: only an allowed name passes. */
+static lz_namecheck_verdict decide_strict(const lz_host_list *allow, const lz_host_list *deny,
+                                          uint16_t port, const unsigned char *buf, size_t len,
+                                          bool complete, char name[static LZ_HOST_NAME_MAX + 1],
+                                          int *why)
 {
     name[0] = '\0';
     *why = 0;
@@ -75,6 +76,22 @@ lz_namecheck_verdict lz_namecheck_decide(const lz_host_list *allow, const lz_hos
     }
     if (lz_host_decide(allow, deny, name, NULL) != LZ_HOST_ALLOWED)
         return refuse(why, SC_NAME_WHY_NOT_ALLOWED);
+    return LZ_NAMECHECK_PASS;
+}
+
+lz_namecheck_verdict lz_namecheck_decide(const lz_host_list *allow, const lz_host_list *deny,
+                                         bool prefix_allowed, uint16_t port,
+                                         const unsigned char *buf, size_t len, bool complete,
+                                         char name[static LZ_HOST_NAME_MAX + 1], int *why)
+{
+    lz_namecheck_verdict v = decide_strict(allow, deny, port, buf, len, complete, name, why);
+    if (!prefix_allowed || v == LZ_NAMECHECK_MORE)
+        return v;
+    /* A prefix-allowed address: the prefix opens it, only a name deny_hosts
+     * denies is refused; no name, an encrypted one, other bytes pass. */
+    if (name[0] && lz_host_decide(allow, deny, name, NULL) == LZ_HOST_DENIED)
+        return refuse(why, SC_NAME_WHY_NOT_ALLOWED);
+    *why = 0;
     return LZ_NAMECHECK_PASS;
 }
 
@@ -122,13 +139,18 @@ static int route_type(int route_fd, const struct in_addr *addr)
 }
 
 bool lz_namecheck_destination_ok(const lz_resolved_config *cfg, int route_fd,
-                                 const struct sockaddr_in *dst)
+                                 const struct sockaddr_in *dst, bool *prefix_allowed)
 {
+    *prefix_allowed = false;
     if (dst->sin_family != AF_INET)
         return false;
     uint8_t a[4];
     memcpy(a, &dst->sin_addr, 4);
-    if (lz_ipv4_policy_decide(&cfg->allow, &cfg->deny, a, NULL, NULL) != LZ_PREFIX_DEFAULT)
+    lz_prefix_verdict v = lz_ipv4_policy_decide(&cfg->allow, &cfg->deny, a, NULL, NULL);
+    /* ALLOWED only with deny_hosts: the router redirects no other. */
+    if (v == LZ_PREFIX_ALLOWED && cfg->deny_hosts.count)
+        *prefix_allowed = true;
+    else if (v != LZ_PREFIX_DEFAULT)
         return false;
     /* This host's own addresses are never reachable (docs/network.md "Never
      * reachable"): the router's host_local set cannot see this connection
@@ -145,7 +167,8 @@ typedef struct nc_conn {
     int64_t deadline;
     unsigned char *hello;
     size_t len;
-    bool relaying; /* from here on, relay owns fd */
+    bool relaying;       /* from here on, relay owns fd */
+    bool prefix_allowed; /* dst is prefix-allowed: only a denied name is refused */
     lz_relay relay;
 } nc_conn;
 
@@ -201,7 +224,7 @@ static void conn_accept(nc_conn *c, int listen_fd, int keeper_fd, int route_fd,
     /* The address is checked before a byte is read: one the policy does not
      * leave to the host rules, or this host's own, is refused whatever the
      * name. */
-    if (!lz_namecheck_destination_ok(cfg, route_fd, &c->dst)) {
+    if (!lz_namecheck_destination_ok(cfg, route_fd, &c->dst, &c->prefix_allowed)) {
         conn_refuse(c, keeper_fd, "", SC_NAME_WHY_ADDRESS);
         return;
     }
@@ -231,8 +254,8 @@ static void conn_hello(nc_conn *c, bool readable, int keeper_fd, const lz_resolv
     char name[LZ_HOST_NAME_MAX + 1];
     int why;
     uint16_t port = ntohs(c->dst.sin_port);
-    switch (lz_namecheck_decide(&cfg->allow_hosts, &cfg->deny_hosts, port, c->hello, c->len,
-                                complete, name, &why)) {
+    switch (lz_namecheck_decide(&cfg->allow_hosts, &cfg->deny_hosts, c->prefix_allowed, port,
+                                c->hello, c->len, complete, name, &why)) {
     case LZ_NAMECHECK_MORE:
         return;
     case LZ_NAMECHECK_REFUSE:

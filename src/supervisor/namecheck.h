@@ -8,7 +8,10 @@
  * most LZ_HELLO_MAX, within LZ_NAMECHECK_HELLO_MS), takes the name the
  * client says it talks to (TLS server_name, HTTP Host), and relays to the
  * original destination only when the host rules allow that name; any other
- * connection is reset and reported to the keeper (SC_NAME_DENIED).
+ * connection is reset and reported to the keeper (SC_NAME_DENIED). With
+ * deny_hosts, TCP to ports 80 and 443 of the addresses the prefix policy
+ * allows (set `prefix_allowed`) comes here too: there only a denied name
+ * is refused.
  *
  * The process lives in the supervisor's network namespace (its outgoing
  * connections leave from there, as slirp4netns's do); only its listening
@@ -44,20 +47,26 @@ typedef enum lz_namecheck_verdict {
  * refused). complete: no more bytes will come (end of stream, the bound
  * reached, the time up): a prefix is then refused as invalid. name gets the
  * canonical name when there is one ("" otherwise), also on a refusal for
- * the denial log. Pure: no I/O. */
+ * the denial log. prefix_allowed: the destination is one the prefix policy
+ * allows (lz_namecheck_destination_ok): only a name deny_hosts denies is
+ * refused (SC_NAME_WHY_NOT_ALLOWED; the keeper's record names the
+ * deny_hosts pattern), anything else passes once decided — no name, an
+ * encrypted hello, bytes that are not TLS / HTTP. Pure: no I/O. */
 lz_namecheck_verdict lz_namecheck_decide(const lz_host_list *allow, const lz_host_list *deny,
-                                         uint16_t port, const unsigned char *buf, size_t len,
-                                         bool complete, char name[static LZ_HOST_NAME_MAX + 1],
-                                         int *why);
+                                         bool prefix_allowed, uint16_t port,
+                                         const unsigned char *buf, size_t len, bool complete,
+                                         char name[static LZ_HOST_NAME_MAX + 1], int *why);
 
 /* Whether the name check may connect to dst (network byte order address):
  * the prefix policy leaves it to the default (LZ_PREFIX_DEFAULT: neither an
  * allow nor a deny prefix, never a never-routed range; the only addresses
- * the keeper puts into `learned`), and route_fd (a NETLINK_ROUTE socket of
+ * the keeper puts into `learned`) — or, when cfg has deny_hosts, allows it
+ * (LZ_PREFIX_ALLOWED: the router's prefix_allowed set; *prefix_allowed is
+ * then set, for lz_namecheck_decide) — and route_fd (a NETLINK_ROUTE socket of
  * the namespace the connection would leave from) routes it as unicast
  * (never to this host: a local, broadcast or unreachable route refuses). */
 bool lz_namecheck_destination_ok(const lz_resolved_config *cfg, int route_fd,
-                                 const struct sockaddr_in *dst);
+                                 const struct sockaddr_in *dst, bool *prefix_allowed);
 
 /* The relay: accepts on listen_fd (non-blocking, listening), checks, and
  * relays until the listener fails (returns 1). Denials go to keeper_fd (a

@@ -71,6 +71,15 @@ static const char learned_redirect[] =
     FROM_SANDBOX "ip daddr @" LEARNED_SET " ip daddr != @host_local ip daddr != @never_routed "
                  "tcp dport { 80, 443 } redirect to :" LZ_STRINGIFY(NAMECHECK_PORT) "\n";
 
+/* deny_hosts with prefix-allowed addresses: a name deny_hosts refuses is
+ * refused on the connection too, even to an address an allow prefix opens
+ * (docs/network.md "The name on the connection"). Never for a host-local
+ * or never-routed address: those are rejected at once in forward, and the
+ * set holds no never-routed range anyway. */
+static const char prefix_allowed_redirect[] =
+    FROM_SANDBOX "ip daddr @prefix_allowed ip daddr != @host_local ip daddr != @never_routed "
+                 "tcp dport { 80, 443 } redirect to :" LZ_STRINGIFY(NAMECHECK_PORT) "\n";
+
 static const char forward_head[] =
     "  chain forward {\n"
     "    type filter hook forward priority filter; policy drop;\n"
@@ -158,6 +167,23 @@ static size_t put_set(char *s, size_t cap, const char *name,
     return o;
 }
 
+/* An interval set of address ranges (a.b.c.d-e.f.g.h). */
+static size_t put_range_set(char *s, size_t cap, const char *name, const lz_ipv4_range *r,
+                            size_t count)
+{
+    size_t o = (size_t) snprintf(s, cap, "  set %s {\n    type ipv4_addr; flags interval;\n", name);
+    for (size_t i = 0; i < count && o < cap; i++) {
+        uint32_t f = r[i].first, l = r[i].last;
+        o += (size_t) snprintf(s + o, cap - o, "%s%u.%u.%u.%u-%u.%u.%u.%u",
+                               i ? ", " : "    elements = { ", f >> 24, (f >> 16) & 0xff,
+                               (f >> 8) & 0xff, f & 0xff, l >> 24, (l >> 16) & 0xff,
+                               (l >> 8) & 0xff, l & 0xff);
+    }
+    if (o < cap)
+        o += (size_t) snprintf(s + o, cap - o, "%s  }\n", count ? " }\n" : "");
+    return o;
+}
+
 static const lz_ipv4_prefix *never_routed_item(const void *items, size_t i)
 {
     return &((const lz_ipv4_reserved *) items)[i].prefix;
@@ -171,8 +197,9 @@ static const lz_ipv4_prefix *list_item(const void *items, size_t i)
 char *sc_build_ruleset(const lz_ipv4_prefix_list *host_local, const sc_ruleset_opts *opts,
                        size_t *len)
 {
-    size_t cap =
-        8192 + (LZ_IPV4_PREFIX_BUFSZ + 2) * (LZ_IPV4_NEVER_ROUTED_COUNT + host_local->count);
+    size_t cap = 8192 +
+                 (LZ_IPV4_PREFIX_BUFSZ + 2) * (LZ_IPV4_NEVER_ROUTED_COUNT + host_local->count) +
+                 (2 * LZ_IPV4_PREFIX_BUFSZ + 2) * opts->n_prefix_allowed;
     char *s = lz_xmalloc(cap);
     /* The capacity is computed to fit; the clamps only keep a miscount from
      * writing past the buffer (nft then refuses the cut ruleset). */
@@ -185,6 +212,9 @@ char *sc_build_ruleset(const lz_ipv4_prefix_list *host_local, const sc_ruleset_o
                           LZ_IPV4_NEVER_ROUTED_COUNT));
     o = CLAMP(
         o + put_set(s + o, cap - o, "host_local", list_item, host_local->items, host_local->count));
+    if (opts->n_prefix_allowed)
+        o = CLAMP(o + put_range_set(s + o, cap - o, "prefix_allowed", opts->prefix_allowed,
+                                    opts->n_prefix_allowed));
     if (opts->host_rules) {
         PUT(learned_set);
         PUT(learned_mark);
@@ -193,6 +223,8 @@ char *sc_build_ruleset(const lz_ipv4_prefix_list *host_local, const sc_ruleset_o
         "    type nat hook prerouting priority dstnat; policy accept;\n");
     if (opts->host_rules)
         PUT(learned_redirect);
+    if (opts->n_prefix_allowed)
+        PUT(prefix_allowed_redirect);
     PUT("  }\n");
     PUT(forward_head);
     PUT(forward_never_reachable);
@@ -203,7 +235,7 @@ char *sc_build_ruleset(const lz_ipv4_prefix_list *host_local, const sc_ruleset_o
     PUT(forward_tail);
     PUT(input_head);
     PUT(input_dns);
-    if (opts->host_rules)
+    if (opts->host_rules || opts->n_prefix_allowed)
         PUT(input_namecheck);
     PUT(ruleset_tail);
 #undef PUT

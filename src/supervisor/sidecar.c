@@ -60,6 +60,7 @@ int lz_network_setup(const lz_resolved_config *cfg, const char *gen_dir, int gen
 {
     lz_network net = { .dns_keeper_fd = -1, .namecheck_keeper_fd = -1 };
     _cleanup_free_ char *slirp = NULL, *nft = NULL, *rules_path = NULL, *rules = NULL;
+    _cleanup_free_ lz_ipv4_range *prefix_allowed = NULL;
     struct mnl_socket *events = NULL, *dumps = NULL;
     lz_ipv4_prefix_list host_local = { 0 };
     if (lz_spawn_find_program("slirp4netns", LZ_SPAWN_SYSTEM_PATH, &slirp, err) < 0)
@@ -133,7 +134,15 @@ int lz_network_setup(const lz_resolved_config *cfg, const char *gen_dir, int gen
         }
     }
     /* Host rules: names the DNS responder may learn addresses for. */
-    const sc_ruleset_opts ruleset_opts = { .host_rules = cfg->allow_hosts.count > 0 };
+    /* deny_hosts: the names it denies are checked on the connection to
+     * prefix-allowed addresses too (docs/network.md "The name on the
+     * connection"). */
+    size_t n_prefix_allowed = 0;
+    if (cfg->deny_hosts.count)
+        prefix_allowed = lz_ipv4_policy_allowed_ranges(&cfg->allow, &cfg->deny, &n_prefix_allowed);
+    const sc_ruleset_opts ruleset_opts = { .host_rules = cfg->allow_hosts.count > 0,
+                                           .prefix_allowed = prefix_allowed,
+                                           .n_prefix_allowed = n_prefix_allowed };
     /* The ruleset holds no secret: a file in the generation directory. */
     rules_path = lz_xasprintf("%s/netns/nftables.conf", gen_dir);
     {
@@ -219,7 +228,7 @@ int lz_network_setup(const lz_resolved_config *cfg, const char *gen_dir, int gen
      * reachable on ports 80 and 443 without the check behind the redirect.
      * With no allowed name nothing is learned and nothing redirected. */
     {
-        int r = cfg->allow_hosts.count
+        int r = cfg->allow_hosts.count || n_prefix_allowed
                     ? sc_namecheck_start(cfg, net.router_netns, net.namecheck_keeper_fd,
                                          &net.namecheck_pid, err)
                     : 0;

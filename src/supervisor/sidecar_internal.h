@@ -140,6 +140,12 @@ typedef struct sc_ruleset_opts {
      * to the name check and the input accept for it, QUIC to learned
      * addresses rejected. */
     bool host_rules;
+    /* The profile has deny_hosts: TCP to ports 80 and 443 of these ranges
+     * (the addresses the prefix policy allows, lz_ipv4_policy_allowed_ranges)
+     * is redirected to the name check too, which refuses a denied name
+     * there. None: no such set, no such redirect. */
+    const lz_ipv4_range *prefix_allowed;
+    size_t n_prefix_allowed;
 } sc_ruleset_opts;
 
 char *sc_build_ruleset(const lz_ipv4_prefix_list *host_local, const sc_ruleset_opts *opts,

@@ -307,3 +307,84 @@ def test_the_name_on_the_connection(rig, lab, test_images):
     assert has(443, None, "encrypted"), names
     assert has(443, None, "too slow"), names
     assert not any(r["name"] == ALLOWED for r in names), names
+
+
+# deny_hosts and an allow prefix (attack finding S1): the probes of
+# PROBES_PY's functions, to HOST_A inside the allowed prefix, no resolution;
+# and a connection to an address the prefix policy denies (10/8).
+PFX_PROBES_PY = PROBES_PY.split("# The name is resolved first")[0] + r'''
+MODE, DENIED_ADDR = sys.argv[5], sys.argv[6]
+def connect_denied(probe):
+    t0 = time.monotonic()
+    try:
+        socket.create_connection((DENIED_ADDR, 443), timeout=15).close()
+        report(probe, True, s=time.monotonic() - t0)
+    except Exception as e:
+        report(probe, False, error=type(e).__name__, s=time.monotonic() - t0)
+for name in (OTHER, ALLOWED):
+    tls(f"{MODE}-tls-{name}", name)
+    raw(f"{MODE}-http-{name}", 80, [f"GET /{TOKEN} HTTP/1.1\r\nHost: {name}\r\n\r\n".encode()])
+if MODE == "pfx":
+    tls("pfx-tls-nosni", None)
+    connect_denied("pfx-denied-addr")
+'''
+
+
+def test_deny_hosts_inside_an_allowed_prefix(rig, lab, test_images):
+    """deny_hosts holds on the connection to an address an allow prefix
+    opens: SNI and Host other.test to HOST_A are reset and never reach the
+    server; the allowed name and no SNI pass there (the prefix allows the
+    address); an address the prefix policy denies is still refused at once.
+    Control: the same probes under a profile without deny_hosts are not
+    redirected, and the server sees other.test."""
+    net, dns, servers = lab
+    common = {"image": test_images.debian, "allow_egress": [N.ALLOWED_PREFIX],
+              "allow_hosts": [ALLOWED]}
+    text = profiles_toml({"pfx": {**common, "deny_hosts": [OTHER]}, "pfxctl": common},
+                         network={"resolvers": [N.DNS_SERVER]})
+    text = text.replace('"lazaret-trusted-host-config-v1"', '"lazaret-trusted-host-config-v2"')
+    rig.lz.write(rig.lz.config_path, text)
+    rig.lz.write(rig.ws / "probes.py", PFX_PROBES_PY, mode=0o644)
+    token = f"p{int(time.time() * 1000) % 10**9}"
+    got, seen = {}, {}
+    for profile in ("pfx", "pfxctl"):
+        since = len(servers.lines())
+        r = rig.run(profile, ["python3", "/workspace/probes.py", N.HOST_A, ALLOWED, OTHER, token,
+                              profile, N.PRIVATE])
+        assert r.returncode == 0, f"{profile}: exit {r.returncode}\n{r.stdout}\n{r.stderr}"
+        for line in r.stdout.splitlines():
+            if line.startswith("{"):
+                p = json.loads(line)
+                got[p["probe"]] = p
+        seen[profile] = [line.split() for line in servers.lines()[since:]]
+    print(json.dumps(got, indent=1))
+    print(json.dumps(seen))
+
+    # The denied name, TLS and HTTP: reset at once, the server saw nothing.
+    for probe in (f"pfx-tls-{OTHER}", f"pfx-http-{OTHER}"):
+        assert not got[probe]["ok"] and "ConnectionResetError" in got[probe]["error"], got[probe]
+        assert got[probe]["s"] < 2, got[probe]
+    assert ["sni", OTHER] not in seen["pfx"] and ["http", OTHER] not in seen["pfx"], seen["pfx"]
+    # Controls in the same session: the allowed name and no SNI pass.
+    for probe, name in ((f"pfx-tls-{ALLOWED}", ALLOWED), ("pfx-tls-nosni", "-")):
+        assert got[probe]["ok"] and got[probe]["got"] == f"lztls {name} {probe}-{token}", \
+            got[probe]
+    assert got[f"pfx-http-{ALLOWED}"]["ok"], got[f"pfx-http-{ALLOWED}"]
+    assert ["http", ALLOWED] in seen["pfx"], seen["pfx"]
+    # A denied address never reaches the name check: refused at once.
+    denied = got["pfx-denied-addr"]
+    assert not denied["ok"] and denied["error"] == "ConnectionRefusedError", denied
+    assert denied["s"] < 2, denied
+    # Control: without deny_hosts nothing is redirected, other.test is served.
+    for probe in (f"pfxctl-tls-{OTHER}", f"pfxctl-http-{OTHER}"):
+        assert got[probe]["ok"], got[probe]
+    assert ["sni", OTHER] in seen["pfxctl"] and ["http", OTHER] in seen["pfxctl"], seen["pfxctl"]
+    # The denial log names the rule that refused it.
+    records = []
+    for f in Path(rig.lz.root).rglob("denials*.jsonl"):
+        records += [json.loads(line) for line in f.read_text().splitlines() if line.strip()]
+    names = [r for r in records if r["kind"] == "name" and r["name"] == OTHER]
+    print("\n".join(json.dumps(r) for r in names))
+    for port in (443, 80):
+        assert any(r["port"] == port and r["addr"] == N.HOST_A and f'deny_hosts "{OTHER}"'
+                   in (r["rule"] or "") and r["allow"] is None for r in names), names

@@ -102,7 +102,11 @@ static bool namespace_setup(void)
         return false;
     }
     size_t len = 0;
-    const sc_ruleset_opts opts = { .host_rules = true };
+    /* With deny_hosts: the prefix-allowed ranges (test_prefix_allowed). */
+    const lz_ipv4_range ranges[] = { { 0xc6120700u, 0xc612070fu }, { 0xc6120720u, 0xc61207ffu } };
+    const sc_ruleset_opts opts = { .host_rules = true,
+                                   .prefix_allowed = ranges,
+                                   .n_prefix_allowed = 2 };
     lz_ipv4_prefix_list none = { 0 };
     _cleanup_free_ char *rules = sc_build_ruleset(&none, &opts, &len);
     char path[] = "/tmp/lz-test-keeper-rules-XXXXXX";
@@ -141,6 +145,27 @@ static bool namespace_setup(void)
         return false;
     }
     return sc_keeper_open(&keeper, &cfg, denials, why, sizeof(why)) == 0;
+}
+
+/* The prefix-allowed set and its redirect load (nft accepts the ranges);
+ * without prefix-allowed ranges (no deny_hosts) the ruleset has neither. */
+static void test_prefix_allowed(void **state)
+{
+    (void) state;
+    lz_spawn_output out = { 0 };
+    assert_true(nft_run("list set ip lazaret prefix_allowed", &out));
+    assert_non_null(out.data);
+    assert_non_null(strstr(out.data, "198.18.7.0/28"));
+    assert_non_null(strstr(out.data, "198.18.7.32-198.18.7.255"));
+    lz_spawn_output_free(&out);
+    assert_true(nft_run("list chain ip lazaret prerouting", &out));
+    assert_non_null(strstr(out.data, "ip daddr @prefix_allowed"));
+    lz_spawn_output_free(&out);
+    size_t len = 0;
+    const sc_ruleset_opts plain = { .host_rules = true };
+    lz_ipv4_prefix_list none = { 0 };
+    _cleanup_free_ char *rules = sc_build_ruleset(&none, &plain, &len);
+    assert_null(strstr(rules, "prefix_allowed"));
 }
 
 static sc_dns_msg learn(const char *name, const char *const *addrs, size_t n, uint32_t timeout)
@@ -325,7 +350,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_learn_policy), cmocka_unit_test(test_learn_name_checked),
         cmocka_unit_test(test_renewal),      cmocka_unit_test(test_nflog_records),
-        cmocka_unit_test(test_peer_denials),
+        cmocka_unit_test(test_peer_denials), cmocka_unit_test(test_prefix_allowed),
     };
     int failed = cmocka_run_group_tests_name("keeper", tests, NULL, NULL);
     sc_keeper_close(&keeper);

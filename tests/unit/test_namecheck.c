@@ -170,8 +170,8 @@ static void cfg_init(void)
 static lz_namecheck_verdict decide(uint16_t port, const bytes *b, bool complete, char *name,
                                    int *why)
 {
-    return lz_namecheck_decide(&cfg.allow_hosts, &cfg.deny_hosts, port, b->b, b->n, complete, name,
-                               why);
+    return lz_namecheck_decide(&cfg.allow_hosts, &cfg.deny_hosts, false, port, b->b, b->n, complete,
+                               name, why);
 }
 
 static void test_decide_tls(void **state)
@@ -241,6 +241,61 @@ static void test_decide_prefixes_and_bounds(void **state)
     assert_int_equal(decide(80, &ok, false, name, &why), LZ_NAMECHECK_REFUSE);
     bytes req = http_request("api.allowed.test");
     assert_int_equal(decide(443, &req, false, name, &why), LZ_NAMECHECK_REFUSE);
+}
+
+/* A prefix-allowed destination (deny_hosts with an allow prefix): only a
+ * name deny_hosts denies is refused; the strict decision (control) refuses
+ * every one of the others. */
+static lz_namecheck_verdict pdecide(uint16_t port, const bytes *b, bool complete, char *name,
+                                    int *why)
+{
+    return lz_namecheck_decide(&cfg.allow_hosts, &cfg.deny_hosts, true, port, b->b, b->n, complete,
+                               name, why);
+}
+
+static void test_decide_prefix_allowed(void **state)
+{
+    (void) state;
+    char name[LZ_HOST_NAME_MAX + 1];
+    int why;
+    bytes denied = client_hello("Bad.Wild.Test.", false, 0, 16384);
+    assert_int_equal(pdecide(443, &denied, false, name, &why), LZ_NAMECHECK_REFUSE);
+    assert_int_equal(why, SC_NAME_WHY_NOT_ALLOWED);
+    assert_string_equal(name, "bad.wild.test");
+    bytes denied_http = http_request("bad.wild.test:80");
+    assert_int_equal(pdecide(80, &denied_http, false, name, &why), LZ_NAMECHECK_REFUSE);
+    assert_string_equal(name, "bad.wild.test");
+    /* Still read to the name: a prefix of a hello is not decided early. */
+    bytes frag = client_hello("bad.wild.test", false, 3000, 700);
+    bytes part = frag;
+    part.n = 20;
+    assert_int_equal(pdecide(443, &part, false, name, &why), LZ_NAMECHECK_MORE);
+    assert_int_equal(pdecide(443, &frag, false, name, &why), LZ_NAMECHECK_REFUSE);
+
+    /* Pass here, refused by the strict decision (the control). */
+    bytes other = client_hello("evil.test", false, 0, 16384);
+    bytes nosni = client_hello(NULL, false, 0, 16384);
+    bytes ech = client_hello("api.allowed.test", true, 0, 16384);
+    bytes junk = { .n = 0 };
+    put(&junk, "SSH-2.0-OpenSSH_9.6\r\n", 21);
+    bytes nohost = { .n = 0 };
+    put(&nohost, "GET / HTTP/1.0\r\n\r\n", 18);
+    bytes allowed = client_hello("api.allowed.test", false, 0, 16384);
+    const struct {
+        uint16_t port;
+        const bytes *b;
+        bool complete;
+    } pass[] = { { 443, &other, false },  { 443, &nosni, false }, { 443, &ech, false },
+                 { 443, &junk, false },   { 80, &nohost, false }, { 443, &part, true },
+                 { 443, &allowed, false } };
+    for (size_t i = 0; i < sizeof(pass) / sizeof(pass[0]); i++) {
+        assert_int_equal(pdecide(pass[i].port, pass[i].b, pass[i].complete, name, &why),
+                         LZ_NAMECHECK_PASS);
+        assert_int_equal(why, 0);
+        lz_namecheck_verdict strict = decide(pass[i].port, pass[i].b, pass[i].complete, name, &why);
+        assert_int_equal(strict, i + 1 < sizeof(pass) / sizeof(pass[0]) ? LZ_NAMECHECK_REFUSE
+                                                                        : LZ_NAMECHECK_PASS);
+    }
 }
 
 static void test_decide_http(void **state)
@@ -360,15 +415,16 @@ static void test_destination(void **state)
 {
     (void) state;
     int rt = route_socket();
+    bool pa = true;
     struct sockaddr_in a = sin_of(TEST_ADDR, 443);
-    assert_true(lz_namecheck_destination_ok(&cfg, rt, &a));
+    assert_true(lz_namecheck_destination_ok(&cfg, rt, &a, &pa));
     /* This host's own address, loopback, no route at all. */
     a = sin_of("198.18.7.1", 443);
-    assert_false(lz_namecheck_destination_ok(&cfg, rt, &a));
+    assert_false(lz_namecheck_destination_ok(&cfg, rt, &a, &pa));
     a = sin_of("127.0.0.1", 443);
-    assert_false(lz_namecheck_destination_ok(&cfg, rt, &a));
+    assert_false(lz_namecheck_destination_ok(&cfg, rt, &a, &pa));
     a = sin_of("198.51.100.1", 443);
-    assert_false(lz_namecheck_destination_ok(&cfg, rt, &a));
+    assert_false(lz_namecheck_destination_ok(&cfg, rt, &a, &pa));
     /* A prefix rule decides the address: not the host rules' to open. */
     lz_resolved_config c = cfg;
     memset(&c.deny, 0, sizeof(c.deny));
@@ -376,11 +432,26 @@ static void test_destination(void **state)
     lz_ipv4_prefix pre = lz_ipv4_prefix_make(p, 24);
     lz_ipv4_list_add(&c.deny, &pre);
     a = sin_of(TEST_ADDR, 443);
-    assert_false(lz_namecheck_destination_ok(&c, rt, &a));
+    assert_false(lz_namecheck_destination_ok(&c, rt, &a, &pa));
+    assert_false(pa);
     lz_ipv4_list_clear(&c.deny);
     memset(&c.allow, 0, sizeof(c.allow));
     lz_ipv4_list_add(&c.allow, &pre);
-    assert_false(lz_namecheck_destination_ok(&c, rt, &a));
+    /* An allow prefix: only with deny_hosts (the router redirects it then),
+     * marked prefix-allowed; without, refused (control). */
+    assert_true(lz_namecheck_destination_ok(&c, rt, &a, &pa));
+    assert_true(pa);
+    lz_host_list no_deny = { 0 };
+    c.deny_hosts = no_deny;
+    assert_false(lz_namecheck_destination_ok(&c, rt, &a, &pa));
+    assert_false(pa);
+    c.deny_hosts = cfg.deny_hosts;
+    /* Still never this host's own address inside the allowed prefix. */
+    const uint8_t h[4] = { 198, 18, 7, 0 };
+    lz_ipv4_prefix own = lz_ipv4_prefix_make(h, 24);
+    lz_ipv4_list_add(&c.allow, &own);
+    a = sin_of("198.18.7.1", 443);
+    assert_false(lz_namecheck_destination_ok(&c, rt, &a, &pa));
     lz_ipv4_list_clear(&c.allow);
     close(rt);
 }
@@ -604,6 +675,7 @@ int main(void)
         cmocka_unit_test(test_decide_tls),
         cmocka_unit_test(test_decide_prefixes_and_bounds),
         cmocka_unit_test(test_decide_http),
+        cmocka_unit_test(test_decide_prefix_allowed),
     };
     int failed = cmocka_run_group_tests_name("namecheck_decide", pure, NULL, NULL);
     if (!enter_net_namespace() || !namespace_setup()) {

@@ -4,12 +4,15 @@
  * parsing, host-bit clearing, formatting, ordering, sorted deduplicated
  * lists, the RFC 1918 set), bare addresses, and the prefix verdict
  * (lz_ipv4_policy_decide; test_netpolicy.c also checks it against the
- * Kubernetes flattening on random policies).
+ * Kubernetes flattening on random policies), and the allowed ranges the
+ * router's prefix_allowed set is built from (lz_ipv4_policy_allowed_ranges,
+ * checked against lz_ipv4_policy_decide on random policies).
  */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -469,6 +472,133 @@ static void test_policy_decide(void **state)
     lz_ipv4_list_clear(&td);
 }
 
+/* ---- the allowed ranges ------------------------------------------------ */
+
+static uint32_t u32(const uint8_t a[4])
+{
+    return (uint32_t) a[0] << 24 | (uint32_t) a[1] << 16 | (uint32_t) a[2] << 8 | a[3];
+}
+
+static void a4(uint32_t v, uint8_t a[4])
+{
+    a[0] = (uint8_t) (v >> 24);
+    a[1] = (uint8_t) (v >> 16);
+    a[2] = (uint8_t) (v >> 8);
+    a[3] = (uint8_t) v;
+}
+
+static bool in_ranges(const lz_ipv4_range *r, size_t n, uint32_t v)
+{
+    for (size_t i = 0; i < n; i++)
+        if (v >= r[i].first && v <= r[i].last)
+            return true;
+    return false;
+}
+
+/* The ranges are sorted, disjoint and never adjacent, and hold exactly the
+ * addresses lz_ipv4_policy_decide allows: checked at every range's edges
+ * (and one outside), at every policy prefix's edges, and at samples. */
+static void check_ranges(const lz_ipv4_prefix_list *allow, const lz_ipv4_prefix_list *deny,
+                         unsigned *seed)
+{
+    size_t n = 99;
+    lz_ipv4_range *r = lz_ipv4_policy_allowed_ranges(allow, deny, &n);
+    assert_non_null(r);
+    uint32_t probes[4096];
+    size_t np = 0;
+    for (size_t i = 0; i < n; i++) {
+        assert_true(r[i].first <= r[i].last);
+        if (i)
+            assert_true((uint64_t) r[i - 1].last + 1 < r[i].first);
+        probes[np++] = r[i].first;
+        probes[np++] = r[i].last;
+        probes[np++] = r[i].first - 1;
+        probes[np++] = r[i].last + 1;
+    }
+    const lz_ipv4_prefix_list *lists[2] = { allow, deny };
+    for (int l = 0; l < 2; l++)
+        for (size_t i = 0; i < lists[l]->count && np + 4 <= 4096; i++) {
+            uint32_t f = u32(lists[l]->items[i].addr);
+            uint32_t last = f + (uint32_t) (((uint64_t) 1 << (32 - lists[l]->items[i].len)) - 1);
+            probes[np++] = f;
+            probes[np++] = last;
+            probes[np++] = f - 1;
+            probes[np++] = last + 1;
+        }
+    while (np < 4096)
+        probes[np++] = (uint32_t) rand_r(seed) << 16 ^ (uint32_t) rand_r(seed);
+    for (size_t i = 0; i < np; i++) {
+        uint8_t a[4];
+        a4(probes[i], a);
+        bool want = lz_ipv4_policy_decide(allow, deny, a, NULL, NULL) == LZ_PREFIX_ALLOWED;
+        if (in_ranges(r, n, probes[i]) != want)
+            fail_msg("%u.%u.%u.%u: in the ranges %d, allowed %d", a[0], a[1], a[2], a[3], !want,
+                     want);
+    }
+    free(r);
+}
+
+static void test_allowed_ranges(void **state)
+{
+    (void) state;
+    lz_ipv4_prefix_list allow = { 0 }, deny = { 0 };
+    size_t n = 99;
+    /* Nothing allowed: no range. */
+    lz_ipv4_range *r = lz_ipv4_policy_allowed_ranges(&allow, &deny, &n);
+    assert_int_equal(n, 0);
+    free(r);
+    /* One allow prefix with a deny inside: two ranges around the hole. */
+    lz_ipv4_prefix a = pfx("198.18.7.0/24"), d = pfx("198.18.7.16/28");
+    lz_ipv4_list_add(&allow, &a);
+    lz_ipv4_list_add(&deny, &d);
+    r = lz_ipv4_policy_allowed_ranges(&allow, &deny, &n);
+    assert_int_equal(n, 2);
+    uint8_t x[4];
+    a4(r[0].first, x);
+    assert_memory_equal(x, ((uint8_t[]){ 198, 18, 7, 0 }), 4);
+    a4(r[0].last, x);
+    assert_memory_equal(x, ((uint8_t[]){ 198, 18, 7, 15 }), 4);
+    a4(r[1].first, x);
+    assert_memory_equal(x, ((uint8_t[]){ 198, 18, 7, 32 }), 4);
+    a4(r[1].last, x);
+    assert_memory_equal(x, ((uint8_t[]){ 198, 18, 7, 255 }), 4);
+    free(r);
+    /* Everything allowed: the never-routed ranges and RFC 1918 are cut out;
+     * the last address (limited broadcast) is never allowed. */
+    lz_ipv4_prefix all = pfx("0.0.0.0/0");
+    lz_ipv4_list_add(&allow, &all);
+    for (size_t i = 0; i < 3; i++)
+        lz_ipv4_list_add(&deny, &lz_rfc1918_prefixes[i]);
+    r = lz_ipv4_policy_allowed_ranges(&allow, &deny, &n);
+    assert_true(n > 3);
+    a4(r[0].first, x);
+    assert_memory_equal(x, ((uint8_t[]){ 1, 0, 0, 0 }), 4);
+    assert_true(r[n - 1].last < 0xe0000000u);
+    free(r);
+    unsigned seed = 25;
+    check_ranges(&allow, &deny, &seed);
+    lz_ipv4_list_clear(&allow);
+    lz_ipv4_list_clear(&deny);
+
+    /* Random policies: nested, overlapping, adjacent prefixes of every
+     * length, around a few bases so that they meet. */
+    const uint32_t bases[] = { 0x0a000000u, 0xc6120000u, 0x7f000000u, 0x00000000u, 0xdfffff00u };
+    for (int round = 0; round < 300; round++) {
+        size_t na = (size_t) rand_r(&seed) % 8, nd = (size_t) rand_r(&seed) % 8;
+        for (size_t i = 0; i < na + nd; i++) {
+            uint32_t v = bases[(size_t) rand_r(&seed) % 5] ^
+                         ((uint32_t) rand_r(&seed) & (0xffffffffu >> (rand_r(&seed) % 32)));
+            uint8_t ad[4];
+            a4(v, ad);
+            lz_ipv4_prefix p = lz_ipv4_prefix_make(ad, (uint8_t) (rand_r(&seed) % 33));
+            lz_ipv4_list_add(i < na ? &allow : &deny, &p);
+        }
+        check_ranges(&allow, &deny, &seed);
+        lz_ipv4_list_clear(&allow);
+        lz_ipv4_list_clear(&deny);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -483,6 +613,7 @@ int main(void)
         cmocka_unit_test(test_never_routed),
         cmocka_unit_test(test_addr_parse),
         cmocka_unit_test(test_policy_decide),
+        cmocka_unit_test(test_allowed_ranges),
     };
     return cmocka_run_group_tests_name("network", tests, NULL, NULL);
 }
