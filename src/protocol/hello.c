@@ -36,6 +36,13 @@
  * without surrounding whitespace, is "host" or "host:port" with 1..5 port
  * digits; an IPv6 literal ("[...]"), an empty host, a host with '@', '/',
  * '\\', '[', ']', '?', '#' or whitespace is refused.
+ *
+ * HTTP framing (lz_http_request_frame, lz-namecheck's one request per
+ * port-80 connection): the same parse, plus the headers that say where the
+ * body ends, checked as they arrive: one Content-Length, 1*DIGIT with
+ * optional whitespace around it, at most LZ_HTTP_BODY_MAX (checked per
+ * digit, so the value never overflows); a second one (equal or not, any
+ * case) and any Transfer-Encoding are refused at their colon.
  */
 #include "protocol/hello.h"
 
