@@ -17,6 +17,7 @@ same address, with the allowed name.
 """
 
 import json
+import os
 import socket
 import subprocess
 import time
@@ -364,8 +365,12 @@ def test_the_name_on_the_connection(rig, lab, test_images):
     # Every refusal is in the Domain's denial log (written by the keeper from
     # lz-namecheck's SC_NAME_DENIED), with the line that would allow a name.
     records = []
-    for f in Path(rig.lz.root).rglob("denials*.jsonl"):
-        records += [json.loads(line) for line in f.read_text().splitlines() if line.strip()]
+    # os.walk, not rglob: the run directory's mailboxes come and go while it
+    # looks (a vanished directory made rglob fail).
+    for d, _, files in os.walk(rig.lz.root):
+        for f in sorted(x for x in files if x.startswith("denials") and x.endswith(".jsonl")):
+            text = (Path(d) / f).read_text()
+            records += [json.loads(line) for line in text.splitlines() if line.strip()]
     names = [r for r in records if r["kind"] == "name"]
     print("\n".join(json.dumps(r) for r in names))
     assert all(r["addr"] == N.HOST_A for r in names), names
