@@ -511,7 +511,7 @@ lz_hello_result lz_http_request_host(const unsigned char *buf, size_t len,
     /* the header block must end within LZ_HELLO_MAX bytes */
     size_t look = len < LZ_HELLO_MAX ? len : LZ_HELLO_MAX;
     http_found f = { 0 };
-    size_t end;
+    size_t end = 0; /* not needed here: the Host is */
     step s = http_parse(buf, look, &f, &end);
     if (s == STEP_MORE && len >= LZ_HELLO_MAX)
         return LZ_HELLO_INVALID;
