@@ -36,6 +36,13 @@
  * without surrounding whitespace, is "host" or "host:port" with 1..5 port
  * digits; an IPv6 literal ("[...]"), an empty host, a host with '@', '/',
  * '\\', '[', ']', '?', '#' or whitespace is refused.
+ *
+ * HTTP framing (lz_http_request_frame, lz-namecheck's one request per
+ * port-80 connection): the same parse, plus the headers that say where the
+ * body ends, checked as they arrive: one Content-Length, 1*DIGIT with
+ * optional whitespace around it, at most LZ_HTTP_BODY_MAX (checked per
+ * digit, so the value never overflows); a second one (equal or not, any
+ * case) and any Transfer-Encoding are refused at their colon.
  */
 #include "protocol/hello.h"
 
@@ -350,7 +357,62 @@ static bool is_ows(uint8_t c)
 typedef struct http_found {
     size_t hosts;
     size_t host_at, host_len;
+    bool frame;     /* lz_http_request_frame: the body's headers are checked */
+    size_t lengths; /* Content-Length headers seen (complete) */
+    uint64_t body_len;
 } http_found;
+
+static bool name_is(const uint8_t *l, size_t n, const char *want)
+{
+    if (n != strlen(want))
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (lower(l[i]) != (uint8_t) want[i])
+            return false;
+    return true;
+}
+
+/* A Content-Length value [v, v + n) with its surrounding OWS (a prefix
+ * when complete is false): 1*DIGIT, at most LZ_HTTP_BODY_MAX. A list
+ * ("5, 5"), a sign or anything else is refused as soon as it is there. */
+static step length_value_check(const uint8_t *v, size_t n, bool complete, uint64_t *len)
+{
+    size_t i = 0;
+    while (i < n && is_ows(v[i]))
+        i++;
+    size_t digits = 0;
+    uint64_t x = 0;
+    for (; i < n && v[i] >= '0' && v[i] <= '9'; i++, digits++) {
+        x = x * 10 + (uint64_t) (v[i] - '0');
+        if (x > LZ_HTTP_BODY_MAX)
+            return STEP_BAD; /* checked per digit: x never overflows */
+    }
+    for (; i < n; i++)
+        if (!is_ows(v[i]) || digits == 0)
+            return STEP_BAD;
+    if (complete && digits == 0)
+        return STEP_BAD;
+    *len = x;
+    return complete ? STEP_GO : STEP_MORE;
+}
+
+/* The headers that say how long the body is (lz_http_request_frame only):
+ * exactly one Content-Length, no Transfer-Encoding (hello.h). */
+static step body_header_check(const uint8_t *l, size_t name_len, size_t n, bool complete,
+                              http_found *f)
+{
+    if (name_is(l, name_len, "transfer-encoding"))
+        return STEP_BAD; /* a chunked body: refused, not framed */
+    if (!name_is(l, name_len, "content-length"))
+        return STEP_GO;
+    if (f->lengths == 1)
+        return STEP_BAD; /* a second Content-Length, even an equal one */
+    uint64_t len = 0;
+    TRY(length_value_check(l + name_len + 1, n - name_len - 1, complete, &len));
+    f->lengths = 1;
+    f->body_len = len;
+    return STEP_GO;
+}
 
 /* One header line [p + at, p + at + n) without its CRLF (a prefix when
  * complete is false). */
@@ -372,6 +434,8 @@ static step header_line_check(const uint8_t *p, size_t at, size_t n, bool comple
     for (size_t j = v; j < n; j++)
         if (!is_field_vchar(l[j]))
             return STEP_BAD;
+    if (f->frame)
+        TRY(body_header_check(l, i, n, complete, f));
     if (!is_host)
         return complete ? STEP_GO : STEP_MORE;
     if (f->hosts == 1)
@@ -403,7 +467,8 @@ static step header_line_check(const uint8_t *p, size_t at, size_t n, bool comple
     return STEP_GO;
 }
 
-static step http_parse(const uint8_t *p, size_t len, http_found *f)
+/* *end gets the header block's length (with its empty line) on STEP_GO. */
+static step http_parse(const uint8_t *p, size_t len, http_found *f, size_t *end)
 {
     size_t line = 0;
     bool first = true;
@@ -426,6 +491,7 @@ static step http_parse(const uint8_t *p, size_t len, http_found *f)
             TRY(request_line_check(p + line, n, complete));
             first = false;
         } else if (n == 0 && complete) {
+            *end = (size_t) (lf - p) + 1;
             return STEP_GO; /* the empty line: end of the header block */
         } else if (n == 0) {
             return STEP_MORE;
@@ -445,7 +511,8 @@ lz_hello_result lz_http_request_host(const unsigned char *buf, size_t len,
     /* the header block must end within LZ_HELLO_MAX bytes */
     size_t look = len < LZ_HELLO_MAX ? len : LZ_HELLO_MAX;
     http_found f = { 0 };
-    step s = http_parse(buf, look, &f);
+    size_t end = 0; /* not needed here: the Host is */
+    step s = http_parse(buf, look, &f, &end);
     if (s == STEP_MORE && len >= LZ_HELLO_MAX)
         return LZ_HELLO_INVALID;
     if (s != STEP_GO)
@@ -455,6 +522,25 @@ lz_hello_result lz_http_request_host(const unsigned char *buf, size_t len,
     memcpy(name, buf + f.host_at, f.host_len);
     *name_len = f.host_len;
     return LZ_HELLO_NAME;
+}
+
+lz_http_frame_result lz_http_request_frame(const unsigned char *buf, size_t len, size_t *header_len,
+                                           uint64_t *body_len)
+{
+    *header_len = 0;
+    *body_len = 0;
+    /* the same bound as lz_http_request_host's */
+    size_t look = len < LZ_HELLO_MAX ? len : LZ_HELLO_MAX;
+    http_found f = { .frame = true };
+    size_t end = 0;
+    step s = http_parse(buf, look, &f, &end);
+    if (s == STEP_BAD || (s == STEP_MORE && len >= LZ_HELLO_MAX))
+        return LZ_HTTP_FRAME_INVALID;
+    if (s == STEP_MORE)
+        return LZ_HTTP_FRAME_NEED_MORE;
+    *header_len = end;
+    *body_len = f.body_len;
+    return LZ_HTTP_FRAME_OK;
 }
 
 const char *lz_hello_result_text(lz_hello_result r)

@@ -12,6 +12,7 @@
 #define LAZARET_PROTOCOL_HELLO_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* The most a decoder looks at: a ClientHello (with post-quantum key
  * shares it spans several TCP segments and TLS records) or a request's
@@ -44,6 +45,32 @@ lz_hello_result lz_tls_client_hello_name(const unsigned char *buf, size_t len,
  * LZ_HELLO_INVALID (its authority would compete with Host). */
 lz_hello_result lz_http_request_host(const unsigned char *buf, size_t len,
                                      char name[static LZ_HELLO_NAME_MAX], size_t *name_len);
+
+/* The largest request body lz_http_request_frame accepts (2^40 bytes): a
+ * bound, so that header_len + body_len never overflows. */
+#define LZ_HTTP_BODY_MAX ((uint64_t) 1 << 40)
+
+/* The extent of the first HTTP/1.x request in buf[0..len): on
+ * LZ_HTTP_FRAME_OK, *header_len is the header block's length (request line
+ * to the empty line, included) and *body_len the body's, from exactly one
+ * Content-Length (1*DIGIT with optional surrounding whitespace, at most
+ * LZ_HTTP_BODY_MAX); no Content-Length: no body. Refused
+ * (LZ_HTTP_FRAME_INVALID): a second Content-Length (even an equal one), any
+ * other value, any Transfer-Encoding header (a chunked body's end cannot
+ * be found without decoding it: such requests are not relayed), and
+ * everything lz_http_request_host refuses. LZ_HTTP_FRAME_NEED_MORE while the
+ * header block is incomplete. The same parse as lz_http_request_host, so
+ * both agree on where the header block ends. lz-namecheck lets exactly
+ * these bytes through on a port-80 connection (docs/network.md "Reused
+ * connections"). */
+typedef enum lz_http_frame_result {
+    LZ_HTTP_FRAME_NEED_MORE = 0, /* the header block is not all here yet */
+    LZ_HTTP_FRAME_OK,            /* *header_len and *body_len are set */
+    LZ_HTTP_FRAME_INVALID,
+} lz_http_frame_result;
+
+lz_http_frame_result lz_http_request_frame(const unsigned char *buf, size_t len, size_t *header_len,
+                                           uint64_t *body_len);
 
 const char *lz_hello_result_text(lz_hello_result r);
 

@@ -150,6 +150,15 @@ int lz_relay_init(lz_relay *r, int a, int b, bool connecting, int64_t now, const
     return 0;
 }
 
+int lz_relay_limit(lz_relay *r, uint64_t total)
+{
+    if (r->ab.len > total)
+        return -1;
+    r->ab_limited = true;
+    r->ab_left = total - r->ab.len;
+    return 0;
+}
+
 void lz_relay_end(lz_relay *r, bool abort)
 {
     if (abort) {
@@ -170,9 +179,10 @@ void lz_relay_end(lz_relay *r, bool abort)
     *r = (lz_relay){ .a = -1, .b = -1 };
 }
 
-/* Move what can be moved in one direction. -1: the connection failed;
- * *moved is set when bytes were read or written. */
-static int dir_pump(lz_relay_dir *d, int from, int to, bool readable, bool *moved)
+/* Move what can be moved in one direction. -1: the connection failed; -2:
+ * the reading side sent more than *left (NULL: no budget) allows; *moved
+ * is set when bytes were read or written. */
+static int dir_pump(lz_relay_dir *d, int from, int to, bool readable, uint64_t *left, bool *moved)
 {
     if (readable && !d->eof && d->len < LZ_FORWARD_BUF) {
         /* Compact first so the free room is one piece. */
@@ -180,8 +190,17 @@ static int dir_pump(lz_relay_dir *d, int from, int to, bool readable, bool *move
             memmove(d->buf, d->buf + d->off, d->len);
             d->off = 0;
         }
-        ssize_t n = recv(from, d->buf + d->len, LZ_FORWARD_BUF - d->len, 0);
+        size_t room = LZ_FORWARD_BUF - d->len;
+        /* With a budget, one byte more than it allows is asked for: that
+         * byte is the overrun, seen without waiting for more. */
+        if (left && *left < room)
+            room = (size_t) *left + 1;
+        ssize_t n = recv(from, d->buf + d->len, room, 0);
+        if (n > 0 && left && (uint64_t) n > *left)
+            return -2; /* nothing of this read is relayed */
         if (n > 0) {
+            if (left)
+                *left -= (uint64_t) n;
             d->len += (size_t) n;
             *moved = true;
         } else if (n == 0)
@@ -270,9 +289,10 @@ bool lz_relay_step(lz_relay *r, short ra, short rb, int64_t now)
     }
     bool a_in = ra & (POLLIN | POLLHUP), b_in = rb & (POLLIN | POLLHUP);
     bool a_ended = r->ab.eof, moved = false;
-    if (dir_pump(&r->ab, r->a, r->b, a_in, &moved) < 0 ||
-        dir_pump(&r->ba, r->b, r->a, b_in, &moved) < 0) {
+    int ab = dir_pump(&r->ab, r->a, r->b, a_in, r->ab_limited ? &r->ab_left : NULL, &moved);
+    if (ab < 0 || dir_pump(&r->ba, r->b, r->a, b_in, NULL, &moved) < 0) {
         lz_relay_end(r, true);
+        r->ab_overrun = ab == -2;
         return false;
     }
     /* Side a ended: the linger clock starts, and restarts whenever bytes

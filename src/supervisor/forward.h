@@ -80,6 +80,9 @@ typedef struct lz_relay {
     int64_t deadline; /* connecting: the connect deadline; after a's end:
                        * when the connection is cut unless bytes move */
     lz_relay_dir ab, ba;
+    bool ab_limited;  /* lz_relay_limit: a's bytes are counted */
+    uint64_t ab_left; /* how many more a may send */
+    bool ab_overrun;  /* set (after the end) when a sent more: see lz_relay_limit */
 } lz_relay;
 
 int64_t lz_relay_now_ms(void);
@@ -90,6 +93,15 @@ int64_t lz_relay_now_ms(void);
  * memory. */
 int lz_relay_init(lz_relay *r, int a, int b, bool connecting, int64_t now, const void *first,
                   size_t first_len);
+
+/* A budget for the bytes a sends, first[] included (default: none, as for
+ * --publish): a byte beyond it is never relayed; it ends the connection
+ * with a reset on both sides, and lz_relay_step's false comes with
+ * ab_overrun set. Until then nothing changes: b's bytes keep reaching a,
+ * and a's end of stream is passed on as usual. lz-namecheck gives a port-80
+ * connection the extent of its first request (one request per
+ * connection). -1 (nothing changed) when first[] already exceeds it. */
+int lz_relay_limit(lz_relay *r, uint64_t total);
 
 /* What to poll for on a and b (0: do not poll that side: a hung-up socket
  * reports POLLHUP whatever it is asked); lowers *wait (-1: none yet) to

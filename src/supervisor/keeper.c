@@ -379,6 +379,8 @@ static const char *name_why(uint8_t why)
     case SC_NAME_WHY_ADDRESS:
         return "name check: an address the host rules may not open (a prefix rule or this "
                "host's own)";
+    case SC_NAME_WHY_SECOND_REQUEST:
+        return "name check: a second HTTP request on one connection (port 80 allows one)";
     default:
         return "name check: not TLS / HTTP, too large or too slow";
     }

@@ -170,6 +170,7 @@ typedef struct nc_conn {
     bool relaying;       /* from here on, relay owns fd */
     bool prefix_allowed; /* dst is prefix-allowed: only a denied name is refused */
     lz_relay relay;
+    char name[LZ_HOST_NAME_MAX + 1]; /* the admitted name, for a later refusal's record */
 } nc_conn;
 
 static void report(int keeper_fd, const struct sockaddr_in *dst, const char *name, int why)
@@ -267,6 +268,24 @@ static void conn_hello(nc_conn *c, bool readable, int keeper_fd, const lz_resolv
         conn_reset(c);
         return;
     }
+    /* Port 80 of an address only a host rule admits: one request per
+     * connection (docs/network.md "Reused connections"): the Host of a
+     * second request is never read, so no byte beyond the first request's
+     * is relayed. Not for a prefix-allowed address (deny_hosts): the prefix
+     * allows the address whatever the name, and its clients keep their
+     * kept-alive connections and chunked uploads. */
+    bool one_request = port == 80 && !c->prefix_allowed;
+    size_t header_len = 0;
+    uint64_t body_len = 0;
+    if (one_request &&
+        lz_http_request_frame(c->hello, c->len, &header_len, &body_len) != LZ_HTTP_FRAME_OK) {
+        conn_refuse(c, keeper_fd, name, SC_NAME_WHY_INVALID); /* Transfer-Encoding... */
+        return;
+    }
+    if (one_request && c->len > header_len + body_len) {
+        conn_refuse(c, keeper_fd, name, SC_NAME_WHY_SECOND_REQUEST); /* pipelined */
+        return;
+    }
     /* From the supervisor's namespace (this process's), as slirp4netns's
      * connections leave; the bytes read so far go first. */
     int up = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -278,9 +297,12 @@ static void conn_hello(nc_conn *c, bool readable, int keeper_fd, const lz_resolv
         conn_reset(c);
         return;
     }
+    if (one_request)
+        lz_relay_limit(&c->relay, header_len + body_len); /* cannot fail: checked above */
     free(c->hello);
     c->hello = NULL;
     c->relaying = true;
+    memcpy(c->name, name, sizeof(c->name));
 }
 
 int lz_namecheck_run(int listen_fd, int keeper_fd, int route_fd, const lz_resolved_config *cfg)
@@ -330,8 +352,11 @@ int lz_namecheck_run(int listen_fd, int keeper_fd, int route_fd, const lz_resolv
             short ra = p[k].revents, rb = p[k + 1].revents;
             k += 2;
             if (c->relaying) {
-                if (!lz_relay_step(&c->relay, ra, rb, now))
+                if (!lz_relay_step(&c->relay, ra, rb, now)) {
+                    if (c->relay.ab_overrun) /* the next request: both sides were reset */
+                        report(keeper_fd, &c->dst, c->name, SC_NAME_WHY_SECOND_REQUEST);
                     *c = (nc_conn){ .fd = -1 }; /* the relay closed both sides */
+                }
             } else if (ra & (POLLERR | POLLNVAL)) {
                 conn_reset(c);
             } else {

@@ -17,7 +17,13 @@
  *  - later bytes never change an answer: for a prefix p of the input,
  *    NEED_MORE(full) implies NEED_MORE(p); INVALID(p) implies
  *    INVALID(full); a final answer for p (name, no name, encrypted) is the
- *    full input's answer, with the same name.
+ *    full input's answer, with the same name;
+ *  - lz_http_request_frame (one request per port-80 connection): a header
+ *    length only with OK, ending in CRLF CRLF within the input and within
+ *    LZ_HELLO_MAX, a body length at most LZ_HTTP_BODY_MAX; it agrees with
+ *    the host decoder (OK only where that gives a name or no name,
+ *    NEED_MORE only where that says NEED_MORE, INVALID wherever that
+ *    does) and later bytes never change its answer either.
  *
  * Run: build-dir/tests/fuzz/fuzz_hello -dict=tests/fuzz/fuzz_hello.dict
  *          -max_total_time=180 NEW_CORPUS_DIR tests/fuzz/corpus/fuzz_hello
@@ -113,6 +119,54 @@ static void fuzz_one(decoder d, const uint8_t *buf, size_t size, bool http)
     }
 }
 
+typedef struct framing {
+    lz_http_frame_result r;
+    size_t header_len;
+    uint64_t body_len;
+} framing;
+
+static framing frame_run(const uint8_t *buf, size_t len)
+{
+    framing f = { .header_len = 999, .body_len = 999 };
+    f.r = lz_http_request_frame(buf, len, &f.header_len, &f.body_len);
+    CHECK(f.r == LZ_HTTP_FRAME_NEED_MORE || f.r == LZ_HTTP_FRAME_OK ||
+          f.r == LZ_HTTP_FRAME_INVALID);
+    if (f.r != LZ_HTTP_FRAME_OK) {
+        CHECK(f.header_len == 0 && f.body_len == 0);
+        return f;
+    }
+    CHECK(f.header_len >= 4 && f.header_len <= len && f.header_len <= LZ_HELLO_MAX);
+    CHECK(memcmp(buf + f.header_len - 4, "\r\n\r\n", 4) == 0);
+    CHECK(f.body_len <= LZ_HTTP_BODY_MAX);
+    /* the host decoder, on the same bytes */
+    outcome h = run(lz_http_request_host, buf, len);
+    CHECK(h.r == LZ_HELLO_NAME || h.r == LZ_HELLO_NO_NAME);
+    return f;
+}
+
+static void fuzz_frame(const uint8_t *buf, size_t size)
+{
+    framing full = frame_run(buf, size);
+    outcome h = run(lz_http_request_host, buf, size);
+    if (full.r == LZ_HTTP_FRAME_NEED_MORE)
+        CHECK(h.r == LZ_HELLO_NEED_MORE);
+    if (h.r == LZ_HELLO_INVALID)
+        CHECK(full.r == LZ_HTTP_FRAME_INVALID);
+    if (size == 0)
+        return;
+    size_t cuts[3] = { size - 1, size / 2, (size_t) buf[0] * 61 % size };
+    for (size_t i = 0; i < 3; i++) {
+        framing part = frame_run(buf, cuts[i]);
+        if (full.r == LZ_HTTP_FRAME_NEED_MORE)
+            CHECK(part.r == LZ_HTTP_FRAME_NEED_MORE);
+        if (part.r == LZ_HTTP_FRAME_INVALID)
+            CHECK(full.r == LZ_HTTP_FRAME_INVALID);
+        if (part.r == LZ_HTTP_FRAME_OK)
+            CHECK(full.r == LZ_HTTP_FRAME_OK && full.header_len == part.header_len &&
+                  full.body_len == part.body_len);
+    }
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     /* A little past the bound, so that the bound itself is exercised. */
@@ -123,6 +177,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memcpy(copy, data, size);
     fuzz_one(lz_tls_client_hello_name, copy, size, false);
     fuzz_one(lz_http_request_host, copy, size, true);
+    fuzz_frame(copy, size);
     free(copy);
     return 0;
 }

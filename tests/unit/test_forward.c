@@ -2,7 +2,9 @@
  *
  * The --publish forwarder (src/supervisor/forward.h), on loopback: the
  * relay runs in a forked child with a listening socket, towards a target
- * server of the test's; its confinement in another child.
+ * server of the test's; its confinement in another child; one relayed
+ * connection with a client budget (lz_relay_limit: lz-namecheck's one
+ * request per port-80 connection), with the unlimited control.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -176,6 +178,181 @@ static void test_connection_limit(void **state)
     close(target);
 }
 
+/* ---- a client budget (lz_relay_limit, lz-namecheck's port 80) ---------- */
+
+#define NO_LIMIT UINT64_MAX
+
+/* One relayed connection in a child, as lz-namecheck runs it: "abc" was
+ * already read from the client (first), the budget is limit bytes in all
+ * (NO_LIMIT: lz_relay_limit is not called, as for --publish). The child
+ * exits 2 when the relay ended on an overrun, 0 on any other end. */
+static pid_t start_relay(uint16_t target, uint64_t limit, uint16_t *ret_port)
+{
+    int l = listen_lo(ret_port);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid != 0) {
+        close(l);
+        return pid;
+    }
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    int a = accept4(l, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    int b = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    struct sockaddr_in t = { .sin_family = AF_INET,
+                             .sin_port = htons(target),
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    int r = connect(b, (struct sockaddr *) &t, sizeof(t));
+    if (a < 0 || b < 0 || (r < 0 && errno != EINPROGRESS))
+        _exit(1);
+    lz_relay relay;
+    if (lz_relay_init(&relay, a, b, r < 0, lz_relay_now_ms(), "abc", 3) < 0)
+        _exit(1);
+    if (limit != NO_LIMIT && lz_relay_limit(&relay, limit) < 0)
+        _exit(1);
+    for (;;) {
+        int64_t wait = -1;
+        short ea, eb;
+        lz_relay_events(&relay, lz_relay_now_ms(), &ea, &eb, &wait);
+        struct pollfd p[2] = { { .fd = ea ? relay.a : -1, .events = ea },
+                               { .fd = eb ? relay.b : -1, .events = eb } };
+        poll(p, 2, wait < 0 ? -1 : (int) wait);
+        if (!lz_relay_step(&relay, p[0].revents, p[1].revents, lz_relay_now_ms()))
+            _exit(relay.ab_overrun ? 2 : 0);
+    }
+}
+
+static int relay_status(pid_t pid)
+{
+    int st = 0;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st));
+    return WEXITSTATUS(st);
+}
+
+/* Read what comes until the peer's end or reset: the bytes in buf, the
+ * return: 0 for an end of stream, -ECONNRESET for a reset. */
+static ssize_t read_until_end(int fd, char *buf, size_t cap, size_t *got)
+{
+    *got = 0;
+    for (;;) {
+        ssize_t r = read(fd, buf + *got, cap - *got);
+        if (r <= 0)
+            return r < 0 ? -errno : 0;
+        *got += (size_t) r;
+        assert_true(*got < cap);
+    }
+}
+
+/* The client's bytes up to the budget reach the server, whose answer
+ * reaches the client; the client's next byte (a second request) is never
+ * relayed and resets both sides. Control: without a budget the same byte
+ * reaches the server and the connection stays. */
+static void test_budget_cuts_the_next_request(void **state)
+{
+    (void) state;
+    for (int limited = 1; limited >= 0; limited--) {
+        uint16_t tport, rport;
+        int target = listen_lo(&tport);
+        pid_t rl = start_relay(tport, limited ? 8 : NO_LIMIT, &rport);
+        int c = connect_lo(rport);
+        int s = accept4(target, NULL, NULL, SOCK_CLOEXEC);
+        assert_true(s >= 0);
+        struct timeval tv = { 5, 0 };
+        setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+        assert_int_equal(write(c, "defgh", 5), 5);
+        char buf[64];
+        size_t got = 0;
+        while (got < 8) {
+            ssize_t r = read(s, buf + got, sizeof(buf) - got);
+            assert_true(r > 0);
+            got += (size_t) r;
+        }
+        assert_int_equal(got, 8);
+        assert_memory_equal(buf, "abcdefgh", 8);
+        assert_int_equal(write(s, "answer", 6), 6);
+        got = 0;
+        while (got < 6) {
+            ssize_t r = read(c, buf + got, sizeof(buf) - got);
+            assert_true(r > 0);
+            got += (size_t) r;
+        }
+        assert_memory_equal(buf, "answer", 6);
+        assert_int_equal(write(c, "X", 1), 1); /* the next request */
+        if (limited) {
+            assert_int_equal(read_until_end(s, buf, sizeof(buf), &got), -ECONNRESET);
+            assert_int_equal(got, 0);
+            assert_int_equal(read_until_end(c, buf, sizeof(buf), &got), -ECONNRESET);
+            assert_int_equal(relay_status(rl), 2);
+        } else {
+            assert_int_equal(read(s, buf, sizeof(buf)), 1);
+            assert_int_equal(buf[0], 'X');
+            close(c);
+            close(s);
+            assert_int_equal(relay_status(rl), 0);
+        }
+        if (limited) {
+            close(c);
+            close(s);
+        }
+        close(target);
+    }
+}
+
+/* Bytes over the budget in the same read as bytes within it: none of that
+ * read is relayed. The client's half-close once the budget is spent is an
+ * ordinary end: passed on, and the server's answer still comes back. */
+static void test_budget_edges(void **state)
+{
+    (void) state;
+    uint16_t tport, rport;
+    int target = listen_lo(&tport);
+    pid_t rl = start_relay(tport, 5, &rport);
+    int c = connect_lo(rport);
+    int s = accept4(target, NULL, NULL, SOCK_CLOEXEC);
+    struct timeval tv = { 5, 0 };
+    setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    assert_int_equal(write(c,
+                           "de"
+                           "XYZ",
+                           5),
+                     5);
+    char buf[64];
+    size_t got = 0;
+    assert_int_equal(read_until_end(s, buf, sizeof(buf), &got), -ECONNRESET);
+    assert_int_equal(got, 3); /* "abc", queued before, and nothing of "deXYZ" */
+    assert_memory_equal(buf, "abc", 3);
+    assert_int_equal(relay_status(rl), 2);
+    close(c);
+    close(s);
+
+    rl = start_relay(tport, 5, &rport);
+    c = connect_lo(rport);
+    s = accept4(target, NULL, NULL, SOCK_CLOEXEC);
+    setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    assert_int_equal(write(c, "de", 2), 2);
+    shutdown(c, SHUT_WR);
+    assert_int_equal(read_until_end(s, buf, sizeof(buf), &got), 0);
+    assert_int_equal(got, 5);
+    assert_memory_equal(buf, "abcde", 5);
+    assert_int_equal(write(s, "answer", 6), 6);
+    shutdown(s, SHUT_WR);
+    assert_int_equal(read_until_end(c, buf, sizeof(buf), &got), 0);
+    assert_int_equal(got, 6);
+    assert_int_equal(relay_status(rl), 0);
+    close(c);
+    close(s);
+    close(target);
+
+    /* a budget smaller than what was already read is refused */
+    lz_relay r;
+    assert_int_equal(lz_relay_init(&r, -1, -1, false, 0, "abc", 3), 0);
+    assert_int_equal(lz_relay_limit(&r, 2), -1);
+    assert_false(r.ab_limited);
+    assert_int_equal(lz_relay_limit(&r, 3), 0);
+    assert_int_equal(r.ab_left, 0);
+    lz_relay_end(&r, false);
+}
+
 /* A target that writes without end to a client that does not read: the
  * forwarder stops reading it (flow control), so what the target managed to
  * write is bounded by the kernel buffers plus LZ_FORWARD_BUF. Control: the
@@ -285,6 +462,8 @@ int main(void)
         cmocka_unit_test(test_refused_target_resets_the_client),
         cmocka_unit_test(test_connection_limit),
         cmocka_unit_test(test_flow_control),
+        cmocka_unit_test(test_budget_cuts_the_next_request),
+        cmocka_unit_test(test_budget_edges),
         cmocka_unit_test(test_confinement),
     };
     return cmocka_run_group_tests_name("test_forward", tests, NULL, NULL);

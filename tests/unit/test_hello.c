@@ -26,6 +26,13 @@
  *    absolute-form, authority-form, asterisk-form, obs-fold, whitespace
  *    before ':', bare LF, IPv6 literal, bad ports, userinfo; a header
  *    block over the bound refused and the one just within it accepted;
+ *  - HTTP framing (lz_http_request_frame, lz-namecheck's one request per
+ *    port-80 connection): every prefix of a header block NEED_MORE, the
+ *    extent unchanged by what follows (a body, a second request); one
+ *    Content-Length (case, OWS, 0, exactly 2^40); refused at the first
+ *    wrong byte: Transfer-Encoding, a second Content-Length (equal or
+ *    not), a list, a sign, hex, inner space, an empty value, 2^40 + 1, a
+ *    64-bit overflow; a header block over LZ_HELLO_MAX;
  *  - every seed of the fuzzer's corpus is a complete message.
  */
 #include <dirent.h>
@@ -684,6 +691,127 @@ static void test_http_bound(void **state)
     }
 }
 
+/* ---- HTTP framing (lz_http_request_frame) ------------------------------- */
+
+static lz_http_frame_result frame(const char *req, size_t len, size_t *header_len,
+                                  uint64_t *body_len)
+{
+    *header_len = 777;
+    *body_len = 777;
+    lz_http_frame_result r =
+        lz_http_request_frame((const unsigned char *) req, len, header_len, body_len);
+    if (r != LZ_HTTP_FRAME_OK) {
+        assert_int_equal(*header_len, 0);
+        assert_int_equal(*body_len, 0);
+    }
+    return r;
+}
+
+/* Every proper prefix of the header block is NEED_MORE; the whole block,
+ * and the block followed by anything (the body, a second request), give
+ * the same extent. */
+static void expect_frame(const char *head, uint64_t want_body)
+{
+    size_t h = 0, len = strlen(head);
+    uint64_t b = 0;
+    for (size_t i = 0; i < len; i++)
+        if (frame(head, i, &h, &b) != LZ_HTTP_FRAME_NEED_MORE)
+            fail_msg("prefix of %zu bytes of \"%s\" is not NEED_MORE", i, head);
+    assert_int_equal(frame(head, len, &h, &b), LZ_HTTP_FRAME_OK);
+    assert_int_equal(h, len);
+    assert_int_equal(b, want_body);
+    char more[1024];
+    snprintf(more, sizeof(more), "%sGET / HTTP/1.1\r\nHost: other.test\r\n\r\n", head);
+    assert_int_equal(frame(more, strlen(more), &h, &b), LZ_HTTP_FRAME_OK);
+    assert_int_equal(h, len);
+    assert_int_equal(b, want_body);
+}
+
+/* INVALID from byte bad_at on, NEED_MORE before (as expect_invalid). */
+static void expect_frame_invalid(const char *req, size_t bad_at)
+{
+    size_t h = 0, len = strlen(req);
+    uint64_t b = 0;
+    for (size_t i = 0; i <= len; i++) {
+        lz_http_frame_result want = i <= bad_at ? LZ_HTTP_FRAME_NEED_MORE : LZ_HTTP_FRAME_INVALID;
+        if (frame(req, i, &h, &b) != want)
+            fail_msg("\"%s\" cut at %zu: %d, expected %d", req, i, frame(req, i, &h, &b), want);
+    }
+}
+
+static void test_http_frame(void **state)
+{
+    (void) state;
+    /* no body headers: no body (curl's GET) */
+    expect_frame("GET / HTTP/1.1\r\nHost: api.example.test\r\nUser-Agent: curl/7.88.1\r\n"
+                 "Accept: */*\r\n\r\n",
+                 0);
+    expect_frame("GET / HTTP/1.0\r\n\r\n", 0);
+    /* one Content-Length, in any case, with OWS; 0; the bound exactly */
+    expect_frame("POST /up HTTP/1.1\r\nHost: a.test\r\nContent-Length: 5\r\n\r\n", 5);
+    expect_frame("POST /up HTTP/1.1\r\ncontent-LENGTH:\t 123 \t\r\nHost: a.test\r\n\r\n", 123);
+    expect_frame("POST / HTTP/1.1\r\nContent-Length: 0\r\n\r\n", 0);
+    expect_frame("PUT / HTTP/1.1\r\nContent-Length: 0001099511627776\r\n\r\n", (uint64_t) 1 << 40);
+    /* headers named like the body's but longer are other headers */
+    expect_frame("GET / HTTP/1.1\r\nContent-Lengths: x\r\nX-Transfer-Encoding: chunked\r\n\r\n", 0);
+    /* the body is not read: bytes after the header block do not change it */
+    size_t h = 0;
+    uint64_t b = 0;
+    const char *posted = "POST / HTTP/1.1\r\nContent-Length: 3\r\n\r\nabc";
+    assert_int_equal(frame(posted, strlen(posted), &h, &b), LZ_HTTP_FRAME_OK);
+    assert_int_equal(h, strlen(posted) - 3);
+    assert_int_equal(b, 3);
+    /* the host decoder still reads such requests: the extra rules are the
+     * framing decoder's only */
+    char name[LZ_HELLO_NAME_MAX];
+    size_t n = 0;
+    const char *chunked = "POST / HTTP/1.1\r\nHost: a.test\r\nTransfer-Encoding: chunked\r\n\r\n";
+    assert_int_equal(http(chunked, strlen(chunked), name, &n), LZ_HELLO_NAME);
+}
+
+static void test_http_frame_refusals(void **state)
+{
+    (void) state;
+    /* Transfer-Encoding, whatever its value or case: refused at its colon */
+    expect_frame_invalid("POST / HTTP/1.1\r\nHost: a.test\r\nTransfer-Encoding: chunked\r\n\r\n",
+                         48);
+    expect_frame_invalid("POST / HTTP/1.1\r\ntransfer-encoding: identity\r\n\r\n", 34);
+    expect_frame_invalid(
+        "POST / HTTP/1.1\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n", 53);
+    /* two Content-Length, equal or not, in another case: refused at the
+     * second's colon */
+    expect_frame_invalid("POST / HTTP/1.1\r\nContent-Length: 3\r\nContent-Length: 3\r\n\r\n", 50);
+    expect_frame_invalid("POST / HTTP/1.1\r\nContent-Length: 3\r\ncontent-length: 4\r\n\r\n", 50);
+    /* values other than 1*DIGIT: a list, a sign, hex, inner space, empty */
+    expect_frame_invalid("POST / HTTP/1.1\r\nContent-Length: 3, 3\r\n\r\n", 34);
+    expect_frame_invalid("POST / HTTP/1.1\r\nContent-Length: +3\r\n\r\n", 33);
+    expect_frame_invalid("POST / HTTP/1.1\r\nContent-Length: -1\r\n\r\n", 33);
+    expect_frame_invalid("POST / HTTP/1.1\r\nContent-Length: 0x10\r\n\r\n", 34);
+    expect_frame_invalid("POST / HTTP/1.1\r\nContent-Length: 1 2\r\n\r\n", 35);
+    expect_frame_invalid("POST / HTTP/1.1\r\nContent-Length:  \r\n\r\n", 35);
+    /* over the bound: 2^40 + 1, and a number that would overflow 64 bits */
+    expect_frame_invalid("POST / HTTP/1.1\r\nContent-Length: 1099511627777\r\n\r\n", 45);
+    expect_frame_invalid("POST / HTTP/1.1\r\nContent-Length: 99999999999999999999999\r\n\r\n", 45);
+    /* what the host decoder refuses, the framing decoder refuses too */
+    expect_frame_invalid("GET / HTTP/1.1\r\nHost: a.test\r\nHost: a.test\r\n\r\n", 34);
+    expect_frame_invalid("GET / HTTP/1.1\nHost: a.test\r\n\r\n", 14);
+    /* a header block over LZ_HELLO_MAX */
+    static const char head[] = "GET / HTTP/1.1\r\nX-Pad: ";
+    size_t pad = LZ_HELLO_MAX - strlen(head) - 4;
+    memcpy(BIG, head, strlen(head));
+    memset(BIG + strlen(head), 'p', pad);
+    memcpy(BIG + strlen(head) + pad, "\r\n\r\n", 4);
+    size_t h = 0;
+    uint64_t b = 0;
+    assert_int_equal(frame(BIG, LZ_HELLO_MAX, &h, &b), LZ_HTTP_FRAME_OK);
+    assert_int_equal(h, LZ_HELLO_MAX);
+    memset(BIG + strlen(head), 'p', pad + 1);
+    memcpy(BIG + strlen(head) + pad + 1, "\r\n\r\n", 4);
+    assert_int_equal(frame(BIG, LZ_HELLO_MAX - 1, &h, &b), LZ_HTTP_FRAME_NEED_MORE);
+    assert_int_equal(frame(BIG, LZ_HELLO_MAX, &h, &b), LZ_HTTP_FRAME_INVALID);
+    assert_int_equal(frame(BIG, LZ_HELLO_MAX + 4, &h, &b), LZ_HTTP_FRAME_INVALID);
+}
+
 /* Every seed of tests/fuzz/corpus/fuzz_hello is a complete message one of
  * the decoders reads (the fuzzer starts from valid messages). */
 static void test_fuzz_seeds_are_valid(void **state)
@@ -741,6 +869,8 @@ int main(void)
         cmocka_unit_test(test_http_host),
         cmocka_unit_test(test_http_refusals),
         cmocka_unit_test(test_http_bound),
+        cmocka_unit_test(test_http_frame),
+        cmocka_unit_test(test_http_frame_refusals),
         cmocka_unit_test(test_fuzz_seeds_are_valid),
         cmocka_unit_test(test_result_text),
     };

@@ -638,6 +638,16 @@ static void test_relay(void **state)
     unsigned char got[sizeof(req.b)];
     assert_int_equal(read_exactly(s, got, req.n), req.n);
     assert_memory_equal(got, req.b, req.n);
+    /* One request per connection (S2): the answer comes back, the next
+     * request on the connection resets both sides and never reaches the
+     * server. */
+    assert_int_equal(write(s, "answer", 6), 6);
+    assert_int_equal(read_exactly(c, got, 6), 6);
+    bytes again = http_request("evil.test");
+    assert_int_equal(write(c, again.b, again.n), (ssize_t) again.n);
+    assert_reset(c);
+    assert_reset(s);
+    assert_denial(SC_NAME_WHY_SECOND_REQUEST, "api.allowed.test", 80);
     close(s);
     close(c);
     bytes bad = http_request("evil.test");
