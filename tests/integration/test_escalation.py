@@ -199,8 +199,11 @@ def test_rule_executable_changed_after_load_fails(rig, host, change):
 
 # ---- requests the coordinator refuses ------------------------------------------
 
+REQUESTS_PER_SESSION = 25  # 50 until make check neared its 30 minutes: the concurrency is the 16
+
+
 def test_many_sessions_many_concurrent_requests(rig, host):
-    """16 sessions x 50 auto-approved requests, all sessions at once (each
+    """16 sessions x 25 auto-approved requests, all sessions at once (each
     asks one after the other): every request ends Completed with its own
     output and status. Not 800 clients at once: with runsc 2022's ptrace
     platform every guest process has a host stub with one thread per sentry
@@ -212,21 +215,22 @@ def test_many_sessions_many_concurrent_requests(rig, host):
     rig.config({"p": esc_profile([{"executable": "/usr/bin/printf", "args": ["%s\\n"],
                                    "allow_extra_args": True}])})
     holder = rig.hold("p")
-    script = ("i=0; while [ $i -lt 50 ]; do pids=; for j in 0; do "
+    n = REQUESTS_PER_SESSION
+    script = (f"i=0; while [ $i -lt {n} ]; do pids=; for j in 0; do "
               "lazaret-escalate -- /usr/bin/printf '%s\\n' \"$S-$i\" > /tmp/o.$S.$i & "
               "pids=\"$pids $!:$i\"; i=$((i+1)); done; "
               "for p in $pids; do wait ${p%:*}; echo $? > /tmp/rc.$S.${p#*:}; done; done; "
-              "i=0; while [ $i -lt 50 ]; do printf '%s:%s:%s\\n' $i \"$(cat /tmp/rc.$S.$i)\" "
+              f"i=0; while [ $i -lt {n} ]; do printf '%s:%s:%s\\n' $i \"$(cat /tmp/rc.$S.$i)\" "
               "\"$(cat /tmp/o.$S.$i)\"; i=$((i+1)); done")
     sessions = [rig.start("p", ["env", f"S=s{k}", "sh", "-c", script]) for k in range(16)]
     for k, s in enumerate(sessions):
         r = s.finish(timeout=300)
         assert r.returncode == 0, r.stderr
         lines = r.stdout.splitlines()
-        assert lines == [f"{i}:0:s{k}-{i}" for i in range(50)], (k, r.stdout[-2000:], r.stderr)
+        assert lines == [f"{i}:0:s{k}-{i}" for i in range(n)], (k, r.stdout[-2000:], r.stderr)
     rig.release(holder)
     rows = store_rows(rig.lz)
-    assert len(rows) == 50 * len(sessions) and all(r["state"] == "Completed" for r in rows)
+    assert len(rows) == n * len(sessions) and all(r["state"] == "Completed" for r in rows)
 
 
 # ---- the prompt (FR-5, DX-4), in a real terminal --------------------------------
