@@ -403,6 +403,12 @@ static void write_dropped(lz_denial_log *log)
         log->dropped += before;
 }
 
+void lz_denial_log_count(lz_denial_log *log, uint64_t n)
+{
+    if (log)
+        log->dropped += n;
+}
+
 void lz_denial_log_tick(lz_denial_log *log)
 {
     if (!log)

@@ -67,6 +67,11 @@ int lz_denial_log_open(int logs_dirfd, size_t cap_bytes, lz_denial_log **ret, lz
  * loudly: what cannot be written is counted as dropped. */
 void lz_denial_log_record(lz_denial_log *log, const lz_denial *d);
 
+/* Count n denials that happened but cannot be itemised (packets the
+ * kernel's log limit kept back, reports a full queue held back): they are
+ * added to the dropped count, so the totals stay exact. */
+void lz_denial_log_count(lz_denial_log *log, uint64_t n);
+
 /* Write the count of records dropped since the last call, if any, as a
  * record of its own; the sidecar calls it about once a second. */
 void lz_denial_log_tick(lz_denial_log *log);

@@ -83,6 +83,7 @@ typedef struct dns_ctx {
     const sc_dns_setup *setup;
     int udp, listen_fd, keeper;
     uint32_t serial;
+    uint32_t unsent; /* refusals the keeper could not take yet (peer.c) */
     int64_t now;
     dns_pending pend[SC_DNS_MAX_PENDING];
     dns_conn conns[SC_DNS_MAX_TCP];
@@ -116,22 +117,18 @@ static void log_name(const lz_dns_query *q, const char *canon, char out[LZ_HOST_
     out[i] = '\0';
 }
 
-/* A refusal for the denial log. Best effort: a keeper that cannot take it
- * now (its queue full during a flood) loses the record, never the answer;
- * the keeper rate-limits the log anyway. */
+/* A refusal for the denial log. Never blocks: a keeper that cannot take it
+ * now (its queue full during a flood) gets it as a count later, and the
+ * answer goes at once (peer.c). */
 static void tell_denied(dns_ctx *c, const lz_dns_query *q, const char *name, uint8_t why)
 {
-    if (c->keeper < 0)
-        return;
     sc_dns_msg m;
     memset(&m, 0, sizeof(m));
     m.type = SC_DNS_DENIED;
     m.why = why;
     m.qtype = q->qtype;
     log_name(q, name, m.name);
-    lz_best_effort(
-        send(c->keeper, &m, sizeof(m), MSG_DONTWAIT | MSG_NOSIGNAL) == (ssize_t) sizeof(m) ? 0
-                                                                                           : -1);
+    sc_peer_report(c->keeper, &m, &c->unsent);
 }
 
 /* ---- answers to the sandbox -------------------------------------------- */
@@ -695,6 +692,9 @@ int sc_dns_run(const sc_dns_setup *setup)
         }
         if (used == SC_DNS_MAX_TCP)
             pfd[1].fd = -1; /* full: new connections wait in the backlog */
+        /* Refusals not yet reported: tried again within a second. */
+        if (!sc_peer_flush(c->keeper, &c->unsent))
+            wait_for(&wait, c->now + 1000, c->now);
         for (size_t i = 0; i < SC_DNS_MAX_PENDING; i++) {
             dns_pending *p = &c->pend[i];
             short ev = 0;

@@ -173,10 +173,12 @@ typedef struct nc_conn {
     char name[LZ_HOST_NAME_MAX + 1]; /* the admitted name, for a later refusal's record */
 } nc_conn;
 
+/* Refusals the keeper could not take yet (peer.c): this process has one
+ * keeper socket. */
+static uint32_t reports_unsent;
+
 static void report(int keeper_fd, const struct sockaddr_in *dst, const char *name, int why)
 {
-    if (keeper_fd < 0)
-        return;
     sc_dns_msg m;
     memset(&m, 0, sizeof(m));
     m.type = SC_NAME_DENIED;
@@ -185,9 +187,9 @@ static void report(int keeper_fd, const struct sockaddr_in *dst, const char *nam
     m.port = ntohs(dst->sin_port);
     memcpy(m.addrs[0], &dst->sin_addr, 4);
     strncpy(m.name, name, sizeof(m.name) - 1);
-    /* Never blocks: a keeper that does not keep up loses records, the
-     * relay goes on. */
-    lz_best_effort(send(keeper_fd, &m, sizeof(m), MSG_DONTWAIT | MSG_NOSIGNAL));
+    /* Never blocks: a keeper that does not keep up gets a count later,
+     * the relay goes on. */
+    sc_peer_report(keeper_fd, &m, &reports_unsent);
 }
 
 /* Reset the sandbox's connection (SO_LINGER 0: a RST, not a clean end: the
@@ -334,6 +336,9 @@ int lz_namecheck_run(int listen_fd, int keeper_fd, int route_fd, const lz_resolv
         /* Full: further connections wait in the listen backlog. */
         if (used == LZ_NAMECHECK_MAX_CONNS)
             p[0].fd = -1;
+        /* Refusals not yet reported: tried again within a second. */
+        if (!sc_peer_flush(keeper_fd, &reports_unsent))
+            wait = wait < 0 || wait > 1000 ? 1000 : wait;
         struct timespec ts = { wait / 1000, (wait % 1000) * 1000000 };
         int r = ppoll(p, n, wait < 0 ? NULL : &ts, NULL);
         if (r < 0) {

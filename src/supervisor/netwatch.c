@@ -14,6 +14,7 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -93,25 +94,50 @@ static bool peer_message(sc_keeper *k, int fd, bool dns, const lz_ipv4_prefix_li
  * socket belongs to the namespace it was created in). Events queued since
  * the start-up scan are read first, so nothing between the scan and now is
  * missed. */
-static _Noreturn void watch_main(const sc_watch_args *a, sc_keeper *k, lz_ipv4_prefix_list known)
+/* The teardown's SIGTERM (lz_network_clear): what lz-dns and lz-namecheck
+ * (already ended) left in their sockets, the packets still queued and the
+ * last count of the rejected ones go into the log before it is closed; the
+ * teardown waits for that, briefly, then kills. */
+static _Noreturn void keeper_last_words(sc_keeper *k, int dns, int namecheck)
+{
+    sc_dns_msg m;
+    for (int i = 0; dns >= 0 && i < 4096 && recv(dns, &m, sizeof(m), MSG_DONTWAIT) > 0; i++)
+        if (m.type != SC_DNS_LEARN) /* nobody waits for an answer any more */
+            sc_keeper_denied(k, &m);
+    for (int i = 0; namecheck >= 0 && i < 4096 && recv(namecheck, &m, sizeof(m), MSG_DONTWAIT) > 0;
+         i++)
+        sc_keeper_denied(k, &m);
+    lz_best_effort(sc_keeper_count(k));
+    lz_denial_log_close(k->log);
+    _exit(0);
+}
+
+static _Noreturn void watch_main(const sc_watch_args *a, sc_keeper *k, lz_ipv4_prefix_list known,
+                                 int sigterm_fd)
 {
     int dns = a->dns_fd, namecheck = a->namecheck_fd;
     time_t last_tick = 0;
     for (;;) {
-        struct pollfd p[4] = {
+        struct pollfd p[5] = {
             { .fd = mnl_socket_get_fd(a->events), .events = POLLIN },
             { .fd = sc_keeper_nflog_fd(k), .events = POLLIN },
             { .fd = dns, .events = POLLIN },
             { .fd = namecheck, .events = POLLIN },
+            { .fd = sigterm_fd, .events = POLLIN },
         };
         int r = poll(p, LZ_ARRAY_SIZE(p), 1000);
         if (r < 0 && errno != EINTR)
             watch_fail_closed(a->nft, a->slirp);
-        /* About once a second: the denial log's count of what it dropped. */
+        if (r > 0 && p[4].revents)
+            keeper_last_words(k, dns, namecheck);
+        /* About once a second: the rejected packets the log did not bring,
+         * and the denial log's count of what it dropped. A counter that
+         * cannot be read costs exactness, not the network. */
         struct timespec now;
         clock_gettime(CLOCK_MONOTONIC, &now);
         if (k->log && now.tv_sec != last_tick) {
             last_tick = now.tv_sec;
+            lz_best_effort(sc_keeper_count(k));
             lz_denial_log_tick(k->log);
         }
         if (r <= 0)
@@ -143,9 +169,15 @@ static int watch_child(void *arg, int channel, lz_error **err)
     const int keep[] = { 0, 1, 2, channel, ev, du, a->dns_fd, a->namecheck_fd, a->denial_logs_fd };
     if (lz_close_fds_except(keep, LZ_ARRAY_SIZE(keep)) < 0)
         return lz_error_set(err, errno, "cannot close inherited descriptors");
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, NULL);
+    /* SIGTERM only through a descriptor (keeper_last_words); every other
+     * signal as by default. */
+    sigset_t term;
+    sigemptyset(&term);
+    sigaddset(&term, SIGTERM);
+    sigprocmask(SIG_SETMASK, &term, NULL);
+    int sigterm_fd = signalfd(-1, &term, SFD_CLOEXEC | SFD_NONBLOCK);
+    if (sigterm_fd < 0)
+        return lz_error_set(err, errno, "cannot make the keeper's signal descriptor");
     /* The log is the keeper's: a failure to open it loses the records, not
      * the network. */
     lz_denial_log *log = NULL;
@@ -171,7 +203,7 @@ static int watch_child(void *arg, int channel, lz_error **err)
     lz_ipv4_prefix_list copy = { 0 };
     for (size_t i = 0; i < a->known->count; i++)
         lz_ipv4_list_add(&copy, &a->known->items[i]);
-    watch_main(a, &k, copy);
+    watch_main(a, &k, copy, sigterm_fd);
 }
 
 int sc_watch_start(const sc_watch_args *a, pid_t *ret_pid, lz_error **err)

@@ -32,16 +32,22 @@
  * keeper over NFLOG (group DENY_NFLOG_GROUP) with a prefix naming the
  * group, for the denial log. The kernel limits the rate per rule, so a
  * flood of denied packets costs the keeper at most that many wake-ups; the
- * reject after it applies to every packet, logged or not. */
+ * reject after it applies to every packet, logged or not, and counts it in
+ * the named counter REJECTED_COUNTER. The keeper reads that counter once a
+ * second and counts what its log did not bring as denials not itemised, so
+ * totals are exact (attack round a25, S5). The counter is after the log
+ * rule on purpose: a packet is logged before it is counted (keeper.c
+ * sc_keeper_count). */
 #define FROM_SANDBOX "    iifname \"" ROUTER_IF "\" "
 #define LOG_DENIED(what)                                                                           \
     " limit rate 20/second burst 40 packets log group " LZ_STRINGIFY(                              \
         DENY_NFLOG_GROUP) " prefix \"" what "\"\n"
+#define COUNTED "counter name \"" REJECTED_COUNTER "\" "
 #define REJECT_ALL(match)                                                                          \
-    FROM_SANDBOX match                                                                             \
-        "meta l4proto tcp reject with tcp reset\n" FROM_SANDBOX match                              \
-        "meta l4proto udp reject with icmp type port-unreachable\n" FROM_SANDBOX match             \
-        "reject with icmp type admin-prohibited\n"
+    FROM_SANDBOX match "meta l4proto tcp " COUNTED "reject with tcp reset\n" FROM_SANDBOX match    \
+                       "meta l4proto udp " COUNTED                                                 \
+                       "reject with icmp type port-unreachable\n" FROM_SANDBOX match COUNTED       \
+                       "reject with icmp type admin-prohibited\n"
 
 /* The learned set (host rules only): addresses the keeper admitted for an
  * allowed name, each with its own timeout. Their packets are marked in
@@ -94,7 +100,7 @@ static const char forward_never_reachable[] =
  * decrypting, and clients fall back to TCP, where it is. */
 static const char forward_quic[] =
     FROM_SANDBOX "ip daddr @" LEARNED_SET " udp dport 443" LOG_DENIED("quic") FROM_SANDBOX
-    "ip daddr @" LEARNED_SET " udp dport 443 reject with icmp type port-unreachable\n";
+    "ip daddr @" LEARNED_SET " udp dport 443 " COUNTED "reject with icmp type port-unreachable\n";
 
 /* DNS to a learned address (an allowed host that also answers DNS — the
  * upstream resolver itself, say): names would leave without lz-dns, also
@@ -103,8 +109,9 @@ static const char forward_quic[] =
 static const char forward_dns_learned[] = FROM_SANDBOX
     "ip daddr @" LEARNED_SET
     " meta l4proto { tcp, udp } th dport { 53, 853 }" LOG_DENIED("dns_learned") FROM_SANDBOX
-    "ip daddr @" LEARNED_SET " tcp dport { 53, 853 } reject with tcp reset\n" FROM_SANDBOX
-    "ip daddr @" LEARNED_SET " udp dport { 53, 853 } reject with icmp type port-unreachable\n";
+    "ip daddr @" LEARNED_SET " tcp dport { 53, 853 } " COUNTED
+    "reject with tcp reset\n" FROM_SANDBOX "ip daddr @" LEARNED_SET
+    " udp dport { 53, 853 } " COUNTED "reject with icmp type port-unreachable\n";
 
 static const char forward_tail[] = FROM_SANDBOX
     "oifname \"" SLIRP_IF "\" accept\n" FROM_SANDBOX LOG_DENIED("policy") REJECT_ALL("") "  }\n";
@@ -129,23 +136,24 @@ static const char ruleset_tail[] =
      * made (the reply direction of a connection the router originated);
      * a connection the sandbox begins is new, in the original direction,
      * and rejected below. */
-    FROM_SANDBOX "ip saddr " SANDBOX_ADDR " ct direction reply accept\n" REJECT_ALL(
-        "") "  }\n"
-            /* What the router itself sends: only to the sandbox's address (the
-             * forwarder's connections, and the resets and ICMP errors of the
-             * forward chain's rejects, which leave through this hook). Nothing
-             * of the router's own reaches slirp4netns, whatever a subverted
-             * forwarder asks for; forwarded traffic does not pass here. */
-            "  chain output {\n"
-            "    type filter hook output priority filter; policy drop;\n"
-            "    oifname \"lo\" accept\n"
-            "    oifname \"" ROUTER_IF "\" ip daddr " SANDBOX_ADDR " accept\n"
-            "  }\n"
-            "  chain postrouting {\n"
-            "    type nat hook postrouting priority srcnat; policy accept;\n"
-            "    oifname \"" SLIRP_IF "\" masquerade\n"
-            "  }\n"
-            "}\n";
+    FROM_SANDBOX
+    "ip saddr " SANDBOX_ADDR " ct direction reply accept\n" FROM_SANDBOX LOG_DENIED("router")
+        REJECT_ALL("") "  }\n"
+                       /* What the router itself sends: only to the sandbox's address (the
+                        * forwarder's connections, and the resets and ICMP errors of the
+                        * forward chain's rejects, which leave through this hook). Nothing
+                        * of the router's own reaches slirp4netns, whatever a subverted
+                        * forwarder asks for; forwarded traffic does not pass here. */
+                       "  chain output {\n"
+                       "    type filter hook output priority filter; policy drop;\n"
+                       "    oifname \"lo\" accept\n"
+                       "    oifname \"" ROUTER_IF "\" ip daddr " SANDBOX_ADDR " accept\n"
+                       "  }\n"
+                       "  chain postrouting {\n"
+                       "    type nat hook postrouting priority srcnat; policy accept;\n"
+                       "    oifname \"" SLIRP_IF "\" masquerade\n"
+                       "  }\n"
+                       "}\n";
 
 /* An interval set; auto-merge lets overlapping elements (127.0.0.0/8 and
  * 127.0.0.1) and later additions of covered ones be accepted. */
@@ -206,7 +214,8 @@ char *sc_build_ruleset(const lz_ipv4_prefix_list *host_local, const sc_ruleset_o
 #define CLAMP(o) ((o) < cap ? (o) : cap - 1)
 #define PUT(text) (o = CLAMP(o + (size_t) snprintf(s + o, cap - o, "%s", text)))
     size_t o = 0;
-    PUT("table ip lazaret {\n");
+    PUT("table ip lazaret {\n"
+        "  counter " REJECTED_COUNTER " {\n  }\n");
     /* Sets first: the chains below refer to them. */
     o = CLAMP(o + put_set(s + o, cap - o, "never_routed", never_routed_item, lz_ipv4_never_routed,
                           LZ_IPV4_NEVER_ROUTED_COUNT));

@@ -21,10 +21,12 @@
 #include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "common/fork.h"
+#include "common/syscalls.h"
 #include "common/util.h"
 #include "supervisor/forward.h"
 
@@ -356,7 +358,15 @@ void lz_network_clear(lz_network *net)
         waitpid(net->dns_pid, NULL, 0);
     }
     if (net->watch_pid > 0) {
-        kill(net->watch_pid, SIGKILL);
+        /* The keeper's last words first (netwatch.c keeper_last_words: the
+         * log's last records and counts), killed if they take too long. */
+        int pidfd = (int) syscall(SYS_pidfd_open, net->watch_pid, 0);
+        kill(net->watch_pid, SIGTERM);
+        struct pollfd p = { .fd = pidfd, .events = POLLIN };
+        if (pidfd < 0 || poll(&p, 1, LZ_KEEPER_LAST_WORDS_MS) != 1)
+            kill(net->watch_pid, SIGKILL);
+        if (pidfd >= 0)
+            close(pidfd);
         waitpid(net->watch_pid, NULL, 0);
     }
     if (net->slirp.pid > 0) {

@@ -189,7 +189,13 @@ int sc_namecheck_start(const lz_resolved_config *cfg, const char *router_netns, 
 #define SC_LEARN_TTL_MIN 30
 #define SC_LEARN_TTL_MAX 3600
 
-enum { SC_DNS_LEARN = 1, SC_DNS_LEARNED = 2, SC_DNS_DENIED = 3, SC_NAME_DENIED = 4 };
+enum {
+    SC_DNS_LEARN = 1,
+    SC_DNS_LEARNED = 2,
+    SC_DNS_DENIED = 3,
+    SC_NAME_DENIED = 4,
+    SC_PEER_UNSENT = 5, /* only the `unsent` count (sc_peer_flush) */
+};
 
 /* SC_NAME_DENIED: lz-namecheck refused a connection to addrs[0]:port
  * (name: the SNI or Host it carried, "" when none; why: SC_NAME_WHY_*). */
@@ -216,6 +222,12 @@ enum {
 #define LEARNED_RULE_PRIORITY 100
 /* NFLOG group of the forward chain's rejects (read by the keeper). */
 #define DENY_NFLOG_GROUP 77
+/* The router's named counter of every packet from the sandbox it rejects
+ * (the keeper's exact totals). */
+#define REJECTED_COUNTER "rejected"
+/* How long the teardown waits for the keeper's last records (SIGTERM, then
+ * SIGKILL). */
+#define LZ_KEEPER_LAST_WORDS_MS 1000
 
 /* Why lz-dns refused a query (SC_DNS_DENIED). */
 enum {
@@ -237,9 +249,23 @@ typedef struct sc_dns_msg {
     uint32_t serial;    /* LEARN: chosen by lz-dns, echoed in LEARNED */
     uint32_t timeout_s; /* LEARN: already bounded */
     uint32_t admitted;  /* LEARNED: bit i set = addrs[i] admitted */
+    uint32_t unsent;    /* DENIED, NAME_DENIED, PEER_UNSENT: denials the sender could not
+                           report before this message (its queue was full) */
     uint8_t addrs[LZ_DNS_MAX_ADDRS][4];
     char name[LZ_HOST_NAME_MAX + 1]; /* canonical, NUL-terminated */
 } sc_dns_msg;
+
+/* ---- peer.c: lz-dns's and lz-namecheck's reports to the keeper --------
+ *
+ * A report never blocks the sender (a sandbox flooding denials must not
+ * slow its own answers): one that cannot go now is counted in *unsent,
+ * and the count rides on the next report that goes, or on an
+ * SC_PEER_UNSENT that sc_peer_flush sends when the loop is idle. The
+ * keeper adds it to the log's count of denials not itemised, so the
+ * totals stay exact (docs/network.md "Every denial is visible"). */
+void sc_peer_report(int keeper_fd, sc_dns_msg *m, uint32_t *unsent);
+/* Send the count alone if there is one; true when nothing is left to send. */
+bool sc_peer_flush(int keeper_fd, uint32_t *unsent);
 
 /* ---- keeper.c ---------------------------------------------------------- */
 
@@ -262,6 +288,10 @@ typedef struct sc_keeper {
     uint32_t seq;
     sc_keeper_name names[SC_KEEPER_NAMES];
     size_t names_next;
+    /* Exact totals of rejected packets: the kernel counts every one in the
+     * router's `rejected` counter, the keeper counts those its log
+     * brought; the difference is counted as not itemised. */
+    uint64_t packets_itemised, packets_uncounted_reported;
 } sc_keeper;
 
 /* In the router's namespace: the nftables socket and the NFLOG
@@ -277,8 +307,14 @@ int sc_keeper_set_add(sc_keeper *k, uint8_t addrs[][4], size_t n, uint32_t timeo
  * prefixes. */
 void sc_keeper_learn(sc_keeper *k, const lz_ipv4_prefix_list *known, const sc_dns_msg *in,
                      sc_dns_msg *out);
-/* Record an SC_DNS_DENIED or SC_NAME_DENIED. */
+/* Record an SC_DNS_DENIED or SC_NAME_DENIED, and count a peer's unsent
+ * denials (any message type). */
 void sc_keeper_denied(sc_keeper *k, const sc_dns_msg *m);
+/* Read the router's `rejected` counter and count, as denials not
+ * itemised, the rejected packets the kernel's log limit kept from the
+ * keeper (call about once a second; reads the queued log first). -1 when
+ * the counter cannot be read. */
+int sc_keeper_count(sc_keeper *k);
 /* Read the queued logged packets; -1 when the socket failed. */
 int sc_keeper_nflog_read(sc_keeper *k);
 
