@@ -1078,23 +1078,37 @@ def bench(args):
         res["raw_ms"]["teardown_all"] = [round(ms(x), 2) for x in down_all]
         return res, binary
     finally:
-        if sleeper is not None and sleeper.poll() is None:
-            sleeper.send_signal(signal.SIGTERM)
-            try:
-                sleeper.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                sleeper.kill()
-                sleeper.wait()
         if baseline is not None:
             baseline.close()
-        if lz is not None:
-            left = coordinators(user.uid)
-            if left and wait_pids_gone(left, TEARDOWN_TIMEOUT) is None:
-                say(f"warning: lz-coordinator {left} still running")
-        if args.keep:
-            say(f"kept {root}")
-        else:
-            shutil.rmtree(root, ignore_errors=True)
+        end_bench(sleeper, user.uid, root, args.keep)
+
+
+def end_bench(sleeper, uid, root, keep, net=None):
+    """The end of a benchmark run, also after a failure: the session that
+    held the Domain ended (SIGTERM, SIGKILL after 30 s), the Domain's
+    teardown waited for, the test host closed, the working tree removed
+    unless kept."""
+    if sleeper is not None and sleeper.poll() is None:
+        sleeper.send_signal(signal.SIGTERM)
+        try:
+            sleeper.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            sleeper.kill()
+            sleeper.wait()
+    left = coordinators(uid)
+    if left and wait_pids_gone(left, TEARDOWN_TIMEOUT) is None:
+        say(f"warning: lz-coordinator {left} still running")
+    if net is not None:
+        net.close()
+    if keep:
+        say(f"kept {root}")
+    else:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def stats(v):
+    return {"n": len(v), "median": statistics.median(v), "mean": statistics.mean(v),
+            "min": min(v), "max": max(v)}
 
 
 def run_meta(binary) -> dict:

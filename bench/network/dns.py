@@ -23,8 +23,6 @@ import argparse
 import json
 import os
 import pwd
-import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -123,19 +121,7 @@ def bench(args):
                 L.die(f"the upstream was asked for the refused name: {asked[:3]}")
             return res, binary
         finally:
-            if sleeper is not None and sleeper.poll() is None:
-                sleeper.send_signal(signal.SIGTERM)
-                try:
-                    sleeper.wait(timeout=30)
-                except subprocess.TimeoutExpired:
-                    sleeper.kill()
-                    sleeper.wait()
-            left = L.coordinators(user.uid)
-            if left and L.wait_pids_gone(left, L.TEARDOWN_TIMEOUT) is None:
-                L.say(f"warning: lz-coordinator {left} still running")
-            if net is not None:
-                net.close()
-            shutil.rmtree(root, ignore_errors=True)
+            L.end_bench(sleeper, user.uid, root, False, net)
 
 
 def stats(v):

@@ -23,8 +23,6 @@ import json
 import os
 import pwd
 import shutil
-import signal
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -134,7 +132,7 @@ def bench(args):
     L.say(f"working in {root}")
     user = L.User(L.BENCH_USER, root / "home", root / "run")
     net = sleeper = None
-    with L.tun_usable():
+    with L.M.tun_usable():  # the tests' machine-wide bookkeeping
         try:
             L.say("creating the test host (waits while a test session holds it)")
             net = N.TestNet.create()
@@ -221,27 +219,10 @@ def bench(args):
             res["server_connections"] = arrivals
             return res, binary
         finally:
-            if sleeper is not None and sleeper.poll() is None:
-                sleeper.send_signal(signal.SIGTERM)
-                try:
-                    sleeper.wait(timeout=30)
-                except subprocess.TimeoutExpired:
-                    sleeper.kill()
-                    sleeper.wait()
-            left = L.coordinators(user.uid)
-            if left and L.wait_pids_gone(left, L.TEARDOWN_TIMEOUT) is None:
-                L.say(f"warning: lz-coordinator {left} still running")
-            if net is not None:
-                net.close()
-            if args.keep:
-                L.say(f"kept {root}")
-            else:
-                shutil.rmtree(root, ignore_errors=True)
+            L.end_bench(sleeper, user.uid, root, args.keep, net)
 
 
-def stats(v):
-    return {"n": len(v), "median": statistics.median(v), "mean": statistics.mean(v),
-            "min": min(v), "max": max(v)}
+stats = L.stats
 
 
 ROWS = [

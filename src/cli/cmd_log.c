@@ -124,8 +124,7 @@ static int open_target(const lz_global_options *g, const char *profile, const ch
                                     .workspace = ws,
                                     .id = want[0] ? want : NULL };
         /* Several Domains: its message lists them and says to choose. */
-        if (lz_domain_root_choose(dfd, domains, &choice, id, &err) < 0 &&
-            strncmp(err->message, "no Domain has state", 19) == 0) {
+        if (lz_domain_root_choose(dfd, domains, &choice, id, &err) == LZ_DOMAIN_NONE) {
             lz_error_free(lz_error_take(&err));
             none = true;
         }

@@ -203,6 +203,7 @@ int lz_domain_root_choose(int domains_fd, const char *domains_label, const lz_do
             lz_error_set(err, 0, "no Domain has state for the workspace %s", pws);
         lz_error_hint(err, "'lazaret state list' shows every Domain with its ID, profile and "
                            "workspace; name one by an ID prefix or with --profile/--workspace");
+        r = LZ_DOMAIN_NONE;
     } else if (n > 1) {
         _cleanup_free_ char *what =
             choice->id_prefix ? lz_xasprintf("the Domain ID prefix '%s'", choice->id_prefix)

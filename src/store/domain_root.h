@@ -82,9 +82,11 @@ typedef struct lz_domain_choice {
 } lz_domain_choice;
 
 /* The one Domain of domains_fd (<storage root>/domains, domains_label)
- * that choice names: its ID in ret_id. -1 with *err when none or several
- * match (the error lists the candidates with profile and workspace).
+ * that choice names: its ID in ret_id. LZ_DOMAIN_NONE with *err when none
+ * matches, -1 with *err when several match (the error lists the
+ * candidates with profile and workspace) or the directory cannot be read.
  * domains_fd < 0: there is no domains directory (no Domain). */
+#define LZ_DOMAIN_NONE (-2)
 int lz_domain_root_choose(int domains_fd, const char *domains_label, const lz_domain_choice *choice,
                           char ret_id[65], lz_error **err);
 

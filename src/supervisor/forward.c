@@ -127,6 +127,14 @@ int64_t lz_relay_now_ms(void)
     return (int64_t) t.tv_sec * 1000 + t.tv_nsec / 1000000;
 }
 
+int lz_relay_poll(struct pollfd *p, size_t n, int64_t wait)
+{
+    struct timespec ts = { wait / 1000, (wait % 1000) * 1000000 };
+    if (ppoll(p, n, wait < 0 ? NULL : &ts, NULL) < 0)
+        return errno == EINTR ? 0 : -1;
+    return p[0].revents & (POLLERR | POLLNVAL) ? -1 : 1;
+}
+
 int lz_relay_init(lz_relay *r, int a, int b, bool connecting, int64_t now, const void *first,
                   size_t first_len)
 {
@@ -357,15 +365,11 @@ int lz_forward_run(int listen_fd, const struct sockaddr_in *target)
         /* Full: further connections wait in the listen backlog. */
         if (used == LZ_FORWARD_MAX_CONNS)
             p[0].fd = -1;
-        struct timespec ts = { wait / 1000, (wait % 1000) * 1000000 };
-        int r = ppoll(p, n, wait < 0 ? NULL : &ts, NULL);
-        if (r < 0) {
-            if (errno == EINTR)
-                continue;
+        int r = lz_relay_poll(p, n, wait);
+        if (r < 0)
             return 1;
-        }
-        if (p[0].revents & (POLLERR | POLLNVAL))
-            return 1;
+        if (r == 0)
+            continue;
         now = lz_relay_now_ms();
         size_t k = 1;
         for (size_t i = 0; i < LZ_FORWARD_MAX_CONNS; i++) {

@@ -22,6 +22,7 @@
 #define LAZARET_SUPERVISOR_FORWARD_H
 
 #include <netinet/in.h>
+#include <poll.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -86,6 +87,11 @@ typedef struct lz_relay {
 } lz_relay;
 
 int64_t lz_relay_now_ms(void);
+/* One wait of a relay loop whose p[0] is its listening socket: ppoll for
+ * at most wait ms (-1: no limit). 1: read the events; 0: interrupted,
+ * poll again; -1: the loop must end (ppoll failed, or the listening
+ * socket did). */
+int lz_relay_poll(struct pollfd *p, size_t n, int64_t wait);
 
 /* Take a and b (closed by lz_relay_end from then on); b's connect is still
  * in progress when connecting. first[0..first_len) (at most LZ_FORWARD_BUF)

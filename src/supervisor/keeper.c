@@ -344,6 +344,12 @@ void sc_keeper_learn(sc_keeper *k, const lz_ipv4_prefix_list *known, const sc_dn
 
 /* ---- denials ----------------------------------------------------------- */
 
+/* The configuration line that would allow one address. */
+static void allow_egress_line(char *buf, size_t size, const uint8_t addr[4])
+{
+    snprintf(buf, size, "allow_egress = [\"%u.%u.%u.%u/32\"]", addr[0], addr[1], addr[2], addr[3]);
+}
+
 static void record(sc_keeper *k, const lz_denial *d)
 {
     if (k->log)
@@ -421,8 +427,7 @@ void sc_keeper_denied(sc_keeper *k, const sc_dns_msg *m)
         if (m->why == SC_DNS_WHY_ADDRESSES && m->n_addrs) {
             d.has_addr = true;
             memcpy(d.addr, m->addrs[0], 4);
-            snprintf(allow, sizeof(allow), "allow_egress = [\"%u.%u.%u.%u/32\"]", d.addr[0],
-                     d.addr[1], d.addr[2], d.addr[3]);
+            allow_egress_line(allow, sizeof(allow), d.addr);
             d.allow = allow;
         }
     } else {
@@ -485,16 +490,14 @@ static void packet_denied(sc_keeper *k, const char *prefix, const uint8_t *p, si
         lz_ipv4_prefix_format(by, b);
         snprintf(rule, sizeof(rule), "deny prefix %s", b);
         d.rule = rule;
-        snprintf(allow, sizeof(allow), "allow_egress = [\"%u.%u.%u.%u/32\"]", d.addr[0], d.addr[1],
-                 d.addr[2], d.addr[3]);
+        allow_egress_line(allow, sizeof(allow), d.addr);
         d.allow = allow;
     } else {
         d.rule = d.name ? "default deny (not learned, or expired)" : "default deny";
         if (d.name)
             snprintf(allow, sizeof(allow), "allow_hosts = [\"%s\"]", d.name);
         else
-            snprintf(allow, sizeof(allow), "allow_egress = [\"%u.%u.%u.%u/32\"]", d.addr[0],
-                     d.addr[1], d.addr[2], d.addr[3]);
+            allow_egress_line(allow, sizeof(allow), d.addr);
         d.allow = allow;
     }
     k->packets_itemised++;

@@ -339,15 +339,11 @@ int lz_namecheck_run(int listen_fd, int keeper_fd, int route_fd, const lz_resolv
         /* Refusals not yet reported: tried again within a second. */
         if (!sc_peer_flush(keeper_fd, &reports_unsent))
             wait = wait < 0 || wait > 1000 ? 1000 : wait;
-        struct timespec ts = { wait / 1000, (wait % 1000) * 1000000 };
-        int r = ppoll(p, n, wait < 0 ? NULL : &ts, NULL);
-        if (r < 0) {
-            if (errno == EINTR)
-                continue;
+        int r = lz_relay_poll(p, n, wait);
+        if (r < 0)
             return 1;
-        }
-        if (p[0].revents & (POLLERR | POLLNVAL))
-            return 1;
+        if (r == 0)
+            continue;
         now = lz_relay_now_ms();
         size_t k = 1;
         for (size_t i = 0; i < LZ_NAMECHECK_MAX_CONNS; i++) {
