@@ -158,13 +158,44 @@ int lz_relay_init(lz_relay *r, int a, int b, bool connecting, int64_t now, const
     return 0;
 }
 
-int lz_relay_limit(lz_relay *r, uint64_t total)
+int lz_relay_gate(lz_relay *r, uint64_t total)
 {
     if (r->ab.len > total)
         return -1;
-    r->ab_limited = true;
+    r->ab_gated = true;
     r->ab_left = total - r->ab.len;
     return 0;
+}
+
+bool lz_relay_gate_shut(const lz_relay *r)
+{
+    return r->ab_gated && r->ab_left == 0 && !r->ab.eof;
+}
+
+int lz_relay_admit(lz_relay *r, const void *bytes, size_t len, uint64_t total)
+{
+    if (total < len || len > LZ_FORWARD_BUF - r->ab.len)
+        return -1;
+    if (r->ab.off) {
+        memmove(r->ab.buf, r->ab.buf + r->ab.off, r->ab.len);
+        r->ab.off = 0;
+    }
+    memcpy(r->ab.buf + r->ab.len, bytes, len);
+    r->ab.len += len;
+    r->ab_left = total - len;
+    return 0;
+}
+
+void lz_relay_a_ended(lz_relay *r, int64_t now)
+{
+    r->ab.eof = true;
+    r->deadline = now + LZ_FORWARD_LINGER_MS;
+    /* Nothing waits for b: the half-close goes now (the loop may not wake
+     * for b otherwise). With bytes waiting, or b still connecting, the
+     * pump passes it on after them. */
+    if (!r->ab.len && !r->connecting && !r->ab.shut &&
+        (shutdown(r->b, SHUT_WR) == 0 || errno == ENOTCONN))
+        r->ab.shut = true;
 }
 
 void lz_relay_end(lz_relay *r, bool abort)
@@ -187,25 +218,21 @@ void lz_relay_end(lz_relay *r, bool abort)
     *r = (lz_relay){ .a = -1, .b = -1 };
 }
 
-/* Move what can be moved in one direction. -1: the connection failed; -2:
- * the reading side sent more than *left (NULL: no budget) allows; *moved
- * is set when bytes were read or written. */
+/* Move what can be moved in one direction. -1: the connection failed;
+ * *moved is set when bytes were read or written. left (NULL: no gate):
+ * at most that many bytes are read, and it is lowered by what was. */
 static int dir_pump(lz_relay_dir *d, int from, int to, bool readable, uint64_t *left, bool *moved)
 {
-    if (readable && !d->eof && d->len < LZ_FORWARD_BUF) {
+    if (readable && !d->eof && d->len < LZ_FORWARD_BUF && (!left || *left)) {
         /* Compact first so the free room is one piece. */
         if (d->off) {
             memmove(d->buf, d->buf + d->off, d->len);
             d->off = 0;
         }
         size_t room = LZ_FORWARD_BUF - d->len;
-        /* With a budget, one byte more than it allows is asked for: that
-         * byte is the overrun, seen without waiting for more. */
         if (left && *left < room)
-            room = (size_t) *left + 1;
+            room = (size_t) *left;
         ssize_t n = recv(from, d->buf + d->len, room, 0);
-        if (n > 0 && left && (uint64_t) n > *left)
-            return -2; /* nothing of this read is relayed */
         if (n > 0) {
             if (left)
                 *left -= (uint64_t) n;
@@ -258,7 +285,7 @@ void lz_relay_events(const lz_relay *r, int64_t now, short *ea, short *eb, int64
         lower_wait(wait, r->deadline, now);
     /* Read a side only while its direction has room (flow control); write
      * it only while something waits for it. */
-    if (!r->ab.eof && r->ab.len < LZ_FORWARD_BUF)
+    if (!r->ab.eof && r->ab.len < LZ_FORWARD_BUF && !lz_relay_gate_shut(r))
         *ea |= POLLIN;
     if (r->ba.len)
         *ea |= POLLOUT;
@@ -297,10 +324,9 @@ bool lz_relay_step(lz_relay *r, short ra, short rb, int64_t now)
     }
     bool a_in = ra & (POLLIN | POLLHUP), b_in = rb & (POLLIN | POLLHUP);
     bool a_ended = r->ab.eof, moved = false;
-    int ab = dir_pump(&r->ab, r->a, r->b, a_in, r->ab_limited ? &r->ab_left : NULL, &moved);
-    if (ab < 0 || dir_pump(&r->ba, r->b, r->a, b_in, NULL, &moved) < 0) {
+    if (dir_pump(&r->ab, r->a, r->b, a_in, r->ab_gated ? &r->ab_left : NULL, &moved) < 0 ||
+        dir_pump(&r->ba, r->b, r->a, b_in, NULL, &moved) < 0) {
         lz_relay_end(r, true);
-        r->ab_overrun = ab == -2;
         return false;
     }
     /* Side a ended: the linger clock starts, and restarts whenever bytes

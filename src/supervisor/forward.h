@@ -81,9 +81,8 @@ typedef struct lz_relay {
     int64_t deadline; /* connecting: the connect deadline; after a's end:
                        * when the connection is cut unless bytes move */
     lz_relay_dir ab, ba;
-    bool ab_limited;  /* lz_relay_limit: a's bytes are counted */
-    uint64_t ab_left; /* how many more a may send */
-    bool ab_overrun;  /* set (after the end) when a sent more: see lz_relay_limit */
+    bool ab_gated;    /* lz_relay_gate: a's bytes are read only within a budget */
+    uint64_t ab_left; /* how many more the relay may read from a */
 } lz_relay;
 
 int64_t lz_relay_now_ms(void);
@@ -100,14 +99,25 @@ int lz_relay_poll(struct pollfd *p, size_t n, int64_t wait);
 int lz_relay_init(lz_relay *r, int a, int b, bool connecting, int64_t now, const void *first,
                   size_t first_len);
 
-/* A budget for the bytes a sends, first[] included (default: none, as for
- * --publish): a byte beyond it is never relayed; it ends the connection
- * with a reset on both sides, and lz_relay_step's false comes with
- * ab_overrun set. Until then nothing changes: b's bytes keep reaching a,
- * and a's end of stream is passed on as usual. lz-namecheck gives a port-80
- * connection the extent of its first request (one request per
- * connection). -1 (nothing changed) when first[] already exceeds it. */
-int lz_relay_limit(lz_relay *r, uint64_t total);
+/* A gate on what a sends (default: none, as for --publish): the relay
+ * reads at most total bytes from a, first[] included, then stops reading a
+ * (it is not even polled for input) while b's bytes keep reaching a. The
+ * owner then reads a itself, decides on what comes, and either lets it
+ * through with lz_relay_admit or ends the connection; a's end of stream,
+ * read by the owner, is passed on with lz_relay_a_ended. lz-namecheck gates
+ * HTTP connections request by request (docs/network.md "Reused
+ * connections"). -1 (nothing changed) when first[] already exceeds it. */
+int lz_relay_gate(lz_relay *r, uint64_t total);
+/* The gate's budget is spent: the next bytes of a are the owner's. */
+bool lz_relay_gate_shut(const lz_relay *r);
+/* Queue bytes[0..len) the owner read from a towards b, and open the gate
+ * for total bytes in all (the queued ones included: total >= len).
+ * -1 (nothing done) when the buffer towards b has no room for them yet:
+ * try again once b took what waits. */
+int lz_relay_admit(lz_relay *r, const void *bytes, size_t len, uint64_t total);
+/* a's end of stream, read by the owner while the gate was shut: passed on
+ * to b as a half-close, as the relay does with its own reads. */
+void lz_relay_a_ended(lz_relay *r, int64_t now);
 
 /* What to poll for on a and b (0: do not poll that side: a hung-up socket
  * reports POLLHUP whatever it is asked); lowers *wait (-1: none yet) to

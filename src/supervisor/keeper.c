@@ -386,8 +386,6 @@ static const char *name_why(uint8_t why)
     case SC_NAME_WHY_ADDRESS:
         return "name check: an address the host rules may not open (a prefix rule or this "
                "host's own)";
-    case SC_NAME_WHY_SECOND_REQUEST:
-        return "name check: a second HTTP request on one connection (port 80 allows one)";
     default:
         return "name check: not TLS / HTTP, too large or too slow";
     }
@@ -482,7 +480,7 @@ static void packet_denied(sc_keeper *k, const char *prefix, const uint8_t *p, si
     } else if (strcmp(prefix, "host_local") == 0) {
         d.rule = "never routed: an address of this host";
     } else if (strcmp(prefix, "quic") == 0) {
-        d.rule = "QUIC (UDP 443) to a learned address: its name cannot be checked";
+        d.rule = "QUIC (UDP 443) to an address checked by name: the name cannot be read";
     } else if (strcmp(prefix, "dns_learned") == 0) {
         d.rule = "DNS to a learned address: names are asked only through the sidecar";
     } else if (v == LZ_PREFIX_DENIED && by) {

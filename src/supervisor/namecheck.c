@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -38,29 +39,86 @@ static lz_namecheck_verdict refuse(int *why, int w)
     return LZ_NAMECHECK_REFUSE;
 }
 
-/* A learned address: only an allowed name passes. */
-static lz_namecheck_verdict decide_strict(const lz_host_list *allow, const lz_host_list *deny,
-                                          uint16_t port, const unsigned char *buf, size_t len,
-                                          bool complete, char name[static LZ_HOST_NAME_MAX + 1],
-                                          int *why)
+/* What a connection's first bytes are. A prefix-allowed address may
+ * carry any protocol on ports 80 and 443 (ssh to ssh.github.com:443, say):
+ * only TLS and HTTP carry a name, so only they are checked there, whatever
+ * the port. */
+typedef enum nc_kind { NC_UNKNOWN, NC_TLS, NC_HTTP, NC_OTHER } nc_kind;
+
+static bool http_space(unsigned char c)
+{
+    return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\v' || c == '\f';
+}
+
+static bool tchar(unsigned char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           (c && strchr("!#$%&'*+-.^_`|~", c));
+}
+
+/* TLS: a handshake record. HTTP: what a lenient server could take for a
+ * request line, after any leading white space (some skip it): a method
+ * token of any letter case, white space, then a request target — '/',
+ * '*', "http..." in any case, or anything after CONNECT. "SSH-2.0-OpenSSH_9.2p1
+ * Debian..." is no request. UNKNOWN while the bytes so far could still be
+ * either. What is HTTP here is then parsed strictly (lz_http_request_host):
+ * the lenient forms are refused there, never relayed unchecked. */
+static nc_kind sniff(const unsigned char *buf, size_t len)
+{
+    size_t i = 0;
+    while (i < len && http_space(buf[i]))
+        i++;
+    if (i == len)
+        return NC_UNKNOWN;
+    if (i == 0 && buf[0] == 0x16)
+        return NC_TLS;
+    size_t j = i;
+    while (j < len && j - i <= 32 && tchar(buf[j]))
+        j++;
+    if (j - i > 32)
+        return NC_OTHER;
+    if (j == len)
+        return NC_UNKNOWN;
+    if (j == i || (buf[j] != ' ' && buf[j] != '\t'))
+        return NC_OTHER;
+    bool connect = j - i == 7 && strncasecmp((const char *) buf + i, "CONNECT", 7) == 0;
+    size_t k = j;
+    while (k < len && (buf[k] == ' ' || buf[k] == '\t'))
+        k++;
+    if (k == len)
+        return NC_UNKNOWN;
+    if (connect || buf[k] == '/' || buf[k] == '*')
+        return NC_HTTP;
+    size_t n = len - k < 4 ? len - k : 4;
+    if (strncasecmp((const char *) buf + k, "http", n) != 0)
+        return NC_OTHER;
+    return n == 4 ? NC_HTTP : NC_UNKNOWN;
+}
+
+/* The name a TLS ClientHello or an HTTP request carries, decided: on a
+ * learned address only an allowed name passes; on a prefix-allowed one
+ * (deny_hosts) a denied name is refused, no name passes (a server's own
+ * address, as in https://198.51.100.7/), and whatever hides or blurs the
+ * name is refused — an encrypted ClientHello, a name that is no host name,
+ * a message that is not whole within the bounds — since what the server
+ * would make of it is unknown (attack round a25b, F2). */
+static lz_namecheck_verdict decide_name(const lz_host_list *allow, const lz_host_list *deny,
+                                        bool prefix_allowed, bool tls, const unsigned char *buf,
+                                        size_t len, bool complete,
+                                        char name[static LZ_HOST_NAME_MAX + 1], int *why)
 {
     name[0] = '\0';
     *why = 0;
     char raw[LZ_HELLO_NAME_MAX];
     size_t raw_len = 0;
-    lz_hello_result r;
-    if (port == 443)
-        r = lz_tls_client_hello_name(buf, len, raw, &raw_len);
-    else if (port == 80)
-        r = lz_http_request_host(buf, len, raw, &raw_len);
-    else
-        return refuse(why, SC_NAME_WHY_INVALID); /* the router redirects no other port */
+    lz_hello_result r = tls ? lz_tls_client_hello_name(buf, len, raw, &raw_len)
+                            : lz_http_request_host(buf, len, raw, &raw_len);
     switch (r) {
     case LZ_HELLO_NEED_MORE:
         return complete || len >= LZ_HELLO_MAX ? refuse(why, SC_NAME_WHY_INVALID)
                                                : LZ_NAMECHECK_MORE;
     case LZ_HELLO_NO_NAME:
-        return refuse(why, SC_NAME_WHY_NO_NAME);
+        return prefix_allowed ? LZ_NAMECHECK_PASS : refuse(why, SC_NAME_WHY_NO_NAME);
     case LZ_HELLO_ENCRYPTED:
         return refuse(why, SC_NAME_WHY_ENCRYPTED);
     case LZ_HELLO_INVALID:
@@ -74,9 +132,17 @@ static lz_namecheck_verdict decide_strict(const lz_host_list *allow, const lz_ho
         name[0] = '\0'; /* not a host name: nothing of it goes to the log */
         return refuse(why, SC_NAME_WHY_INVALID);
     }
-    if (lz_host_decide(allow, deny, name, NULL) != LZ_HOST_ALLOWED)
-        return refuse(why, SC_NAME_WHY_NOT_ALLOWED);
-    return LZ_NAMECHECK_PASS;
+    lz_host_verdict v = lz_host_decide(allow, deny, name, NULL);
+    if (v == LZ_HOST_ALLOWED || (prefix_allowed && v != LZ_HOST_DENIED))
+        return LZ_NAMECHECK_PASS;
+    return refuse(why, SC_NAME_WHY_NOT_ALLOWED);
+}
+
+/* Whether a connection is HTTP, checked request by request: by its port
+ * on a learned address, by its bytes on a prefix-allowed one. */
+static bool is_http(bool prefix_allowed, uint16_t port, const unsigned char *buf, size_t len)
+{
+    return prefix_allowed ? sniff(buf, len) == NC_HTTP : port == 80;
 }
 
 lz_namecheck_verdict lz_namecheck_decide(const lz_host_list *allow, const lz_host_list *deny,
@@ -84,15 +150,28 @@ lz_namecheck_verdict lz_namecheck_decide(const lz_host_list *allow, const lz_hos
                                          const unsigned char *buf, size_t len, bool complete,
                                          char name[static LZ_HOST_NAME_MAX + 1], int *why)
 {
-    lz_namecheck_verdict v = decide_strict(allow, deny, port, buf, len, complete, name, why);
-    if (!prefix_allowed || v == LZ_NAMECHECK_MORE)
-        return v;
-    /* A prefix-allowed address: the prefix opens it, only a name deny_hosts
-     * denies is refused; no name, an encrypted one, other bytes pass. */
-    if (name[0] && lz_host_decide(allow, deny, name, NULL) == LZ_HOST_DENIED)
-        return refuse(why, SC_NAME_WHY_NOT_ALLOWED);
+    name[0] = '\0';
     *why = 0;
-    return LZ_NAMECHECK_PASS;
+    if (!prefix_allowed) {
+        if (port != 443 && port != 80)
+            return refuse(why, SC_NAME_WHY_INVALID); /* the router redirects no other port */
+        return decide_name(allow, deny, false, port == 443, buf, len, complete, name, why);
+    }
+    switch (sniff(buf, len)) {
+    case NC_TLS:
+        return decide_name(allow, deny, true, true, buf, len, complete, name, why);
+    case NC_HTTP:
+        return decide_name(allow, deny, true, false, buf, len, complete, name, why);
+    case NC_OTHER:
+        return LZ_NAMECHECK_PASS; /* no name to check: the prefix allows the address */
+    case NC_UNKNOWN:
+    default:
+        /* Silence until the end is refused too: relayed unchecked, its
+         * first bytes after the deadline could be a request (a protocol
+         * whose server speaks first does not work here; docs/network.md). */
+        return complete || len >= LZ_HELLO_MAX ? refuse(why, SC_NAME_WHY_INVALID)
+                                               : LZ_NAMECHECK_MORE;
+    }
 }
 
 /* ---- the destination --------------------------------------------------- */
@@ -169,6 +248,8 @@ typedef struct nc_conn {
     size_t len;
     bool relaying;       /* from here on, relay owns fd */
     bool prefix_allowed; /* dst is prefix-allowed: only a denied name is refused */
+    bool http;           /* checked request by request; hello[0..len) holds the next
+                          * request's first bytes while the relay's gate is shut */
     lz_relay relay;
     char name[LZ_HOST_NAME_MAX + 1]; /* the admitted name, for a later refusal's record */
 } nc_conn;
@@ -236,6 +317,21 @@ static void conn_accept(nc_conn *c, int listen_fd, int keeper_fd, int route_fd,
         conn_reset(c);
 }
 
+/* The extent of the HTTP request at the start of c->hello: *extent its
+ * header block and body in all, *take how much of it is here already. False:
+ * a request whose end cannot be found (a Transfer-Encoding, two
+ * Content-Lengths: lz_http_request_frame). */
+static bool request_extent(const nc_conn *c, size_t *take, uint64_t *extent)
+{
+    size_t header_len = 0;
+    uint64_t body_len = 0;
+    if (lz_http_request_frame(c->hello, c->len, &header_len, &body_len) != LZ_HTTP_FRAME_OK)
+        return false;
+    *extent = header_len + body_len;
+    *take = *extent < c->len ? (size_t) *extent : c->len;
+    return true;
+}
+
 /* Read what the client sent and decide once it said enough. */
 static void conn_hello(nc_conn *c, bool readable, int keeper_fd, const lz_resolved_config *cfg,
                        int64_t now)
@@ -270,22 +366,18 @@ static void conn_hello(nc_conn *c, bool readable, int keeper_fd, const lz_resolv
         conn_reset(c);
         return;
     }
-    /* Port 80 of an address only a host rule admits: one request per
-     * connection (docs/network.md "Reused connections"): the Host of a
-     * second request is never read, so no byte beyond the first request's
-     * is relayed. Not for a prefix-allowed address (deny_hosts): the prefix
-     * allows the address whatever the name, and its clients keep their
-     * kept-alive connections and chunked uploads. */
-    bool one_request = port == 80 && !c->prefix_allowed;
-    size_t header_len = 0;
-    uint64_t body_len = 0;
-    if (one_request &&
-        lz_http_request_frame(c->hello, c->len, &header_len, &body_len) != LZ_HTTP_FRAME_OK) {
+    /* HTTP is checked request by request (docs/network.md "Reused
+     * connections"): the relay gets exactly the first request (its header
+     * block and Content-Length body, lz_http_request_frame) and then stops
+     * reading the client; what comes next is the next request, read and
+     * decided here (next_requests) before a byte of it is relayed. Without
+     * this, the Host of a kept-alive or pipelined second request reached
+     * the server unread (attack findings S2, a25b F2). */
+    c->http = is_http(c->prefix_allowed, ntohs(c->dst.sin_port), c->hello, c->len);
+    size_t take = c->len;
+    uint64_t extent = 0;
+    if (c->http && !request_extent(c, &take, &extent)) {
         conn_refuse(c, keeper_fd, name, SC_NAME_WHY_INVALID); /* Transfer-Encoding... */
-        return;
-    }
-    if (one_request && c->len > header_len + body_len) {
-        conn_refuse(c, keeper_fd, name, SC_NAME_WHY_SECOND_REQUEST); /* pipelined */
         return;
     }
     /* From the supervisor's namespace (this process's), as slirp4netns's
@@ -293,18 +385,78 @@ static void conn_hello(nc_conn *c, bool readable, int keeper_fd, const lz_resolv
     int up = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     int r = up >= 0 ? connect(up, (const struct sockaddr *) &c->dst, sizeof(c->dst)) : -1;
     if (up < 0 || (r < 0 && errno != EINPROGRESS) ||
-        lz_relay_init(&c->relay, c->fd, up, r < 0, now, c->hello, c->len) < 0) {
+        lz_relay_init(&c->relay, c->fd, up, r < 0, now, c->hello, take) < 0) {
         if (up >= 0)
             close(up);
         conn_reset(c);
         return;
     }
-    if (one_request)
-        lz_relay_limit(&c->relay, header_len + body_len); /* cannot fail: checked above */
-    free(c->hello);
-    c->hello = NULL;
     c->relaying = true;
     memcpy(c->name, name, sizeof(c->name));
+    if (!c->http) {
+        free(c->hello);
+        c->hello = NULL;
+        c->len = 0;
+        return;
+    }
+    lz_relay_gate(&c->relay, extent); /* cannot fail: take <= extent */
+    /* Bytes behind the first request (pipelined) wait for their turn. */
+    memmove(c->hello, c->hello + take, c->len - take);
+    c->len -= take;
+    c->deadline = now + LZ_NAMECHECK_HELLO_MS;
+}
+
+/* A gated HTTP connection whose relay has sent on all it may: read the
+ * client's next bytes and let each whole request through once its Host is
+ * decided as the first one's was; refuse (reset both ways, record) one
+ * that is not. A request must be whole within LZ_NAMECHECK_HELLO_MS of its
+ * first byte; an idle kept-alive connection may wait as long as it likes.
+ * False when the connection ended. */
+static bool next_requests(nc_conn *c, bool readable, int keeper_fd, const lz_resolved_config *cfg,
+                          int64_t now)
+{
+    bool eof = false;
+    if (readable && c->len < LZ_HELLO_MAX) {
+        ssize_t n = recv(c->fd, c->hello + c->len, LZ_HELLO_MAX - c->len, 0);
+        if (n > 0) {
+            if (c->len == 0)
+                c->deadline = now + LZ_NAMECHECK_HELLO_MS;
+            c->len += (size_t) n;
+        } else if (n == 0) {
+            eof = true;
+        } else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+            lz_relay_end(&c->relay, true);
+            return false;
+        }
+    }
+    while (c->len && lz_relay_gate_shut(&c->relay)) {
+        char name[LZ_HOST_NAME_MAX + 1];
+        int why = 0;
+        bool complete = eof || now >= c->deadline;
+        lz_namecheck_verdict v = decide_name(&cfg->allow_hosts, &cfg->deny_hosts, c->prefix_allowed,
+                                             false, c->hello, c->len, complete, name, &why);
+        if (v == LZ_NAMECHECK_MORE)
+            return true;
+        size_t take = c->len;
+        uint64_t extent = 0;
+        if (v == LZ_NAMECHECK_PASS && !request_extent(c, &take, &extent)) {
+            v = LZ_NAMECHECK_REFUSE;
+            why = SC_NAME_WHY_INVALID;
+        }
+        if (v != LZ_NAMECHECK_PASS) {
+            report(keeper_fd, &c->dst, name, why);
+            lz_relay_end(&c->relay, true);
+            return false;
+        }
+        if (lz_relay_admit(&c->relay, c->hello, take, extent) < 0)
+            return true; /* no room yet: again once the server took what waits */
+        memmove(c->hello, c->hello + take, c->len - take);
+        c->len -= take;
+        c->deadline = now + LZ_NAMECHECK_HELLO_MS;
+    }
+    if (eof && c->len == 0)
+        lz_relay_a_ended(&c->relay, now);
+    return true;
 }
 
 int lz_namecheck_run(int listen_fd, int keeper_fd, int route_fd, const lz_resolved_config *cfg)
@@ -325,6 +477,13 @@ int lz_namecheck_run(int listen_fd, int keeper_fd, int route_fd, const lz_resolv
             short ea = 0, eb = 0;
             if (c->relaying) {
                 lz_relay_events(&c->relay, now, &ea, &eb, &wait);
+                /* The gate shut: the next request's bytes are read here. */
+                if (c->http && lz_relay_gate_shut(&c->relay) && c->len < LZ_HELLO_MAX)
+                    ea |= POLLIN;
+                if (c->http && lz_relay_gate_shut(&c->relay) && c->len) {
+                    int64_t left = c->deadline > now ? c->deadline - now : 0;
+                    wait = wait < 0 || left < wait ? left : wait;
+                }
             } else {
                 ea = POLLIN;
                 int64_t left = c->deadline > now ? c->deadline - now : 0;
@@ -353,10 +512,12 @@ int lz_namecheck_run(int listen_fd, int keeper_fd, int route_fd, const lz_resolv
             short ra = p[k].revents, rb = p[k + 1].revents;
             k += 2;
             if (c->relaying) {
-                if (!lz_relay_step(&c->relay, ra, rb, now)) {
-                    if (c->relay.ab_overrun) /* the next request: both sides were reset */
-                        report(keeper_fd, &c->dst, c->name, SC_NAME_WHY_SECOND_REQUEST);
-                    *c = (nc_conn){ .fd = -1 }; /* the relay closed both sides */
+                bool alive = lz_relay_step(&c->relay, ra, rb, now);
+                if (alive && c->http && lz_relay_gate_shut(&c->relay))
+                    alive = next_requests(c, ra & (POLLIN | POLLHUP), keeper_fd, cfg, now);
+                if (!alive) {
+                    free(c->hello); /* the relay closed both sides */
+                    *c = (nc_conn){ .fd = -1 };
                 }
             } else if (ra & (POLLERR | POLLNVAL)) {
                 conn_reset(c);

@@ -102,6 +102,13 @@ static const char forward_quic[] =
     FROM_SANDBOX "ip daddr @" LEARNED_SET " udp dport 443" LOG_DENIED("quic") FROM_SANDBOX
     "ip daddr @" LEARNED_SET " udp dport 443 " COUNTED "reject with icmp type port-unreachable\n";
 
+/* QUIC to a prefix-allowed address when deny_hosts exist: a denied name's
+ * SNI would travel in a QUIC Initial no rule reads (attack round a25b, F3);
+ * clients fall back to TCP, where the name check reads it. */
+static const char forward_quic_prefix_allowed[] =
+    FROM_SANDBOX "ip daddr @prefix_allowed udp dport 443" LOG_DENIED("quic") FROM_SANDBOX
+    "ip daddr @prefix_allowed udp dport 443 " COUNTED "reject with icmp type port-unreachable\n";
+
 /* DNS to a learned address (an allowed host that also answers DNS — the
  * upstream resolver itself, say): names would leave without lz-dns, also
  * unlisted ones in strict mode (attack round a25, S3). Port 53 over UDP and
@@ -241,6 +248,8 @@ char *sc_build_ruleset(const lz_ipv4_prefix_list *host_local, const sc_ruleset_o
         PUT(forward_quic);
         PUT(forward_dns_learned);
     }
+    if (opts->n_prefix_allowed)
+        PUT(forward_quic_prefix_allowed);
     PUT(forward_tail);
     PUT(input_head);
     PUT(input_dns);

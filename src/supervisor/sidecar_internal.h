@@ -206,8 +206,6 @@ enum {
     SC_NAME_WHY_INVALID,         /* not TLS / HTTP, or over a bound, or too slow */
     SC_NAME_WHY_ADDRESS,         /* the destination is not one the host rules may open (the
                                   * prefix policy decides it, or it is this host's own) */
-    SC_NAME_WHY_SECOND_REQUEST,  /* port 80: bytes after the first request (a reused or
-                                  * pipelined connection; docs/network.md "Reused connections") */
 };
 
 /* Addresses admitted only through a host rule: the router's nftables set

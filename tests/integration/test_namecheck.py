@@ -115,6 +115,14 @@ def serve(port, handler):
     threading.Thread(target=loop, daemon=True).start()
 serve(443, tls_conn)
 serve(80, http_conn)
+# UDP 443 (QUIC's port): every datagram logged, "udp443 PEER".
+u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+u.bind((cfg["addr"], 443))
+def udp_loop():
+    while True:
+        _, peer = u.recvfrom(65536)
+        log("udp443", peer[0])
+threading.Thread(target=udp_loop, daemon=True).start()
 print("READY", flush=True)
 sys.stdin.read()
 '''
@@ -306,7 +314,7 @@ def test_the_name_on_the_connection(rig, lab, test_images):
     """One session: the allowed name passes end to end; another name, no
     name and an ECH-marked hello to the same address are reset and never
     reach the server; a fragmented hello passes; HTTP Host likewise; a second
-    HTTP request on one connection (keep-alive, pipelined) is never served
+    HTTP request on one connection (keep-alive, pipelined) is checked too
     (S2); a client that sends nothing is cut after the bound."""
     net, dns, servers = lab
     _config_v2(rig, test_images)
@@ -354,10 +362,10 @@ def test_the_name_on_the_connection(rig, lab, test_images):
     # http-allowed; none of the refused ones, nor the slow client.
     accepts = [line for line in lines if line[0] == "accept"]
     assert len([a for a in accepts if a[1] == "443"]) == 4, accepts
-    # Port 80: http-allowed, the two keep-alive probes, http-post (and
-    # perhaps the pipelined probe's first request: see below).
-    assert len([a for a in accepts if a[1] == "80"]) in (4, 5), accepts
-    _check_one_request_per_connection(got, lines, servers)
+    # Port 80: http-allowed, the two keep-alive probes, the pipelined one
+    # (its first request passes), http-post.
+    assert len([a for a in accepts if a[1] == "80"]) == 5, accepts
+    _check_request_by_request(got, lines, servers)
     # The slow client: reset after the bound, not before.
     slow = got["slow"]
     assert slow["error"] == "ConnectionResetError", slow
@@ -384,10 +392,9 @@ def test_the_name_on_the_connection(rig, lab, test_images):
     assert has(443, None, "no SNI"), names
     assert has(443, None, "encrypted"), names
     assert has(443, None, "too slow"), names
-    # The allowed name is in the log only for the connections it opened that
-    # broke the one-request rule (below), never with a line that allows it.
+    # The allowed name is in the log only for the chunked request (refused
+    # whole), never with a line that allows it.
     assert all(r["allow"] is None for r in names if r["name"] == ALLOWED), names
-    assert has(80, ALLOWED, "a second HTTP request"), names
     assert has(80, ALLOWED, "not TLS / HTTP"), names  # the chunked request
 
 
@@ -415,26 +422,26 @@ def _reuse_from_host(pipelined: bool) -> bytes:
         return got
 
 
-def _check_one_request_per_connection(got, lines, servers):
-    """S2: port 80 of a host-rule address carries one request per
-    connection; the second one, keep-alive or pipelined, resets the
-    connection and never reaches the server."""
+def _check_request_by_request(got, lines, servers):
+    """S2 and a25b F2: each request on a port-80 connection is checked
+    before a byte of it is relayed: a kept-alive second request for the
+    allowed name is served, one for another name resets the connection
+    after the first answer and never reaches the server; of a pipelined
+    pair, the second is refused on its own."""
     answer = "HTTP/1.0 200 OK"
-    # Keep-alive: the first answer arrives whole, the second request resets.
-    for probe in ("http-keepalive", "http-keepalive-same"):
-        assert got[probe]["got"].startswith(answer) and got[probe]["got"].endswith("lzhttp!\n"), \
-            got[probe]
-        assert not got[probe]["ok"] and "ConnectionResetError" in got[probe]["error"], got[probe]
-        assert ["http", ALLOWED] in lines
+    ka = got["http-keepalive"]
+    assert ka["got"].startswith(answer) and ka["got"].endswith("lzhttp!\n"), ka
+    assert not ka["ok"] and "ConnectionResetError" in ka["error"], ka
+    same = got["http-keepalive-same"]
+    assert same["got"].startswith(answer) and same["ok"], same
     assert not got["http-pipelined"]["ok"], got["http-pipelined"]
     assert "ConnectionResetError" in got["http-pipelined"]["error"], got["http-pipelined"]
     served = [line for line in lines if line[0] == "http"]
-    # Never a second request on one connection: OTHER never, ALLOWED only
-    # once per connection that asked for it (http-allowed, the two
-    # keep-alive probes, http-post; and the pipelined probe's first request
-    # if its two requests came in two segments, as TCP may split them).
+    # OTHER never; ALLOWED for http-allowed, the two keep-alive probes' first
+    # requests and the same-name second one, http-post; and the pipelined
+    # probe's first request if it left before the refusal reset both sides.
     assert ["http", OTHER] not in lines, served
-    assert len([line for line in served if line[1] == ALLOWED]) in (4, 5), served
+    assert len([line for line in served if line[1] == ALLOWED]) in (5, 6), served
     # Control: a POST whose body is larger than the first read and than the
     # relay's buffer is served whole; a chunked one is refused.
     assert got["http-post"]["ok"] and got["http-post"]["got"].startswith(answer), got["http-post"]
@@ -450,11 +457,12 @@ def _check_one_request_per_connection(got, lines, servers):
     assert control.count(["http", OTHER]) == 2, control
 
 
-
 # deny_hosts and an allow prefix (attack finding S1): the probes of
 # PROBES_PY's functions, to HOST_A inside the allowed prefix, no resolution;
 # and a connection to an address the prefix policy denies (10/8).
-PFX_PROBES_PY = PROBES_PY.split("# The name is resolved first")[0] + r'''
+_REUSE_PY = PROBES_PY[PROBES_PY.index("def get(host, path):"):
+                      PROBES_PY.index('reuse("http-keepalive"')]
+PFX_PROBES_PY = PROBES_PY.split("# The name is resolved first")[0] + _REUSE_PY + r'''
 MODE, DENIED_ADDR = sys.argv[5], sys.argv[6]
 def connect_denied(probe):
     t0 = time.monotonic()
@@ -466,6 +474,9 @@ def connect_denied(probe):
 for name in (OTHER, ALLOWED):
     tls(f"{MODE}-tls-{name}", name)
     raw(f"{MODE}-http-{name}", 80, [f"GET /{TOKEN} HTTP/1.1\r\nHost: {name}\r\n\r\n".encode()])
+reuse(f"{MODE}-keepalive-other", get(OTHER, f"{MODE}-keepalive-other-2"), 0.5)
+reuse(f"{MODE}-keepalive-same", get(ALLOWED, f"{MODE}-keepalive-same-2"), 0.5)
+socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b"quic?", (ADDR, 443))
 if MODE == "pfx":
     tls("pfx-tls-nosni", None)
     connect_denied("pfx-denied-addr")
@@ -517,10 +528,22 @@ def test_deny_hosts_inside_an_allowed_prefix(rig, lab, test_images):
     denied = got["pfx-denied-addr"]
     assert not denied["ok"] and denied["error"] == "ConnectionRefusedError", denied
     assert denied["s"] < 2, denied
-    # Control: without deny_hosts nothing is redirected, other.test is served.
-    for probe in (f"pfxctl-tls-{OTHER}", f"pfxctl-http-{OTHER}"):
+    # Request by request (attack round a25b, F2): a kept-alive connection's
+    # second request for the denied name is reset after the first answer;
+    # one for another name is served on the same connection.
+    ka = got["pfx-keepalive-other"]
+    assert ka["got"].startswith("HTTP/1.0 200 OK") and not ka["ok"], ka
+    assert "ConnectionResetError" in ka["error"], ka
+    assert got["pfx-keepalive-same"]["ok"], got["pfx-keepalive-same"]
+    # QUIC (UDP 443) to the prefix-allowed address is rejected with
+    # deny_hosts (its SNI is not read: a25b, F3).
+    assert not [x for x in seen["pfx"] if x[0] == "udp443"], seen["pfx"]
+    # Control: without deny_hosts nothing is redirected, other.test is served
+    # (also as a kept-alive second request), the datagram arrives.
+    for probe in (f"pfxctl-tls-{OTHER}", f"pfxctl-http-{OTHER}", "pfxctl-keepalive-other"):
         assert got[probe]["ok"], got[probe]
     assert ["sni", OTHER] in seen["pfxctl"] and ["http", OTHER] in seen["pfxctl"], seen["pfxctl"]
+    assert [x for x in seen["pfxctl"] if x[0] == "udp443"], seen["pfxctl"]
     # The denial log names the rule that refused it.
     records = []
     for f in Path(rig.lz.root).rglob("denials*.jsonl"):
@@ -530,3 +553,5 @@ def test_deny_hosts_inside_an_allowed_prefix(rig, lab, test_images):
     for port in (443, 80):
         assert any(r["port"] == port and r["addr"] == N.HOST_A and f'deny_hosts "{OTHER}"'
                    in (r["rule"] or "") and r["allow"] is None for r in names), names
+    assert any(r["kind"] == "udp" and r["port"] == 443 and r["addr"] == N.HOST_A and
+               "QUIC" in (r["rule"] or "") for r in records), records

@@ -3,8 +3,8 @@
  * The --publish forwarder (src/supervisor/forward.h), on loopback: the
  * relay runs in a forked child with a listening socket, towards a target
  * server of the test's; its confinement in another child; one relayed
- * connection with a client budget (lz_relay_limit: lz-namecheck's one
- * request per port-80 connection), with the unlimited control.
+ * connection with a gate on the client's bytes (lz_relay_gate: how
+ * lz-namecheck checks HTTP request by request), with the ungated control.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -178,14 +178,17 @@ static void test_connection_limit(void **state)
     close(target);
 }
 
-/* ---- a client budget (lz_relay_limit, lz-namecheck's port 80) ---------- */
+/* ---- a gate on the client's bytes (lz_relay_gate, lz-namecheck's HTTP) -- */
 
-#define NO_LIMIT UINT64_MAX
+#define NO_GATE UINT64_MAX
 
 /* One relayed connection in a child, as lz-namecheck runs it: "abc" was
- * already read from the client (first), the budget is limit bytes in all
- * (NO_LIMIT: lz_relay_limit is not called, as for --publish). The child
- * exits 2 when the relay ended on an overrun, 0 on any other end. */
+ * already read from the client (first), the gate opens for limit bytes in
+ * all (NO_GATE: lz_relay_gate is not called, as for --publish). Once the
+ * gate shuts, the child is the owner: it reads the client's next bytes
+ * and admits those that begin with 'Y' (their length in all), ends the
+ * connection with a reset on bytes that begin with anything else (exit
+ * 2), and passes the client's end on. Exit 0 on any other end. */
 static pid_t start_relay(uint16_t target, uint64_t limit, uint16_t *ret_port)
 {
     int l = listen_lo(ret_port);
@@ -207,17 +210,34 @@ static pid_t start_relay(uint16_t target, uint64_t limit, uint16_t *ret_port)
     lz_relay relay;
     if (lz_relay_init(&relay, a, b, r < 0, lz_relay_now_ms(), "abc", 3) < 0)
         _exit(1);
-    if (limit != NO_LIMIT && lz_relay_limit(&relay, limit) < 0)
+    if (limit != NO_GATE && lz_relay_gate(&relay, limit) < 0)
         _exit(1);
     for (;;) {
         int64_t wait = -1;
         short ea, eb;
         lz_relay_events(&relay, lz_relay_now_ms(), &ea, &eb, &wait);
+        bool owner = lz_relay_gate_shut(&relay);
+        if (owner)
+            ea |= POLLIN;
         struct pollfd p[2] = { { .fd = ea ? relay.a : -1, .events = ea },
                                { .fd = eb ? relay.b : -1, .events = eb } };
         poll(p, 2, wait < 0 ? -1 : (int) wait);
-        if (!lz_relay_step(&relay, p[0].revents, p[1].revents, lz_relay_now_ms()))
-            _exit(relay.ab_overrun ? 2 : 0);
+        int64_t now = lz_relay_now_ms();
+        if (!lz_relay_step(&relay, p[0].revents, p[1].revents, now))
+            _exit(0);
+        if (!owner || !lz_relay_gate_shut(&relay) || !(p[0].revents & (POLLIN | POLLHUP)))
+            continue;
+        char next[64];
+        ssize_t n = recv(relay.a, next, sizeof(next), 0);
+        if (n == 0)
+            lz_relay_a_ended(&relay, now);
+        else if (n > 0 && next[0] == 'Y' &&
+                 lz_relay_admit(&relay, next, (size_t) n, (size_t) n) < 0)
+            _exit(1);
+        else if (n > 0 && next[0] != 'Y') {
+            lz_relay_end(&relay, true);
+            _exit(2);
+        }
     }
 }
 
@@ -243,54 +263,58 @@ static ssize_t read_until_end(int fd, char *buf, size_t cap, size_t *got)
     }
 }
 
-/* The client's bytes up to the budget reach the server, whose answer
- * reaches the client; the client's next byte (a second request) is never
- * relayed and resets both sides. Control: without a budget the same byte
- * reaches the server and the connection stays. */
-static void test_budget_cuts_the_next_request(void **state)
+static void read_exactly(int fd, char *buf, size_t want)
+{
+    size_t got = 0;
+    while (got < want) {
+        ssize_t r = read(fd, buf + got, want - got);
+        assert_true(r > 0);
+        got += (size_t) r;
+    }
+}
+
+/* The client's bytes up to the gate reach the server, whose answer reaches
+ * the client; the client's next bytes are the owner's: admitted ones go on
+ * (the connection stays), refused ones never reach the server and reset
+ * both sides. Control: without a gate the same bytes reach the server. */
+static void test_gate_holds_the_next_request(void **state)
 {
     (void) state;
-    for (int limited = 1; limited >= 0; limited--) {
+    for (int gated = 1; gated >= 0; gated--) {
         uint16_t tport, rport;
         int target = listen_lo(&tport);
-        pid_t rl = start_relay(tport, limited ? 8 : NO_LIMIT, &rport);
+        pid_t rl = start_relay(tport, gated ? 8 : NO_GATE, &rport);
         int c = connect_lo(rport);
         int s = accept4(target, NULL, NULL, SOCK_CLOEXEC);
         assert_true(s >= 0);
         struct timeval tv = { 5, 0 };
         setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+        setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
         assert_int_equal(write(c, "defgh", 5), 5);
         char buf[64];
-        size_t got = 0;
-        while (got < 8) {
-            ssize_t r = read(s, buf + got, sizeof(buf) - got);
-            assert_true(r > 0);
-            got += (size_t) r;
-        }
-        assert_int_equal(got, 8);
+        read_exactly(s, buf, 8);
         assert_memory_equal(buf, "abcdefgh", 8);
         assert_int_equal(write(s, "answer", 6), 6);
-        got = 0;
-        while (got < 6) {
-            ssize_t r = read(c, buf + got, sizeof(buf) - got);
-            assert_true(r > 0);
-            got += (size_t) r;
-        }
+        read_exactly(c, buf, 6);
         assert_memory_equal(buf, "answer", 6);
-        assert_int_equal(write(c, "X", 1), 1); /* the next request */
-        if (limited) {
+        assert_int_equal(write(c, "Y1", 2), 2); /* the next request, admitted */
+        read_exactly(s, buf, 2);
+        assert_memory_equal(buf, "Y1", 2);
+        assert_int_equal(write(c, "X", 1), 1); /* the next one, refused when gated */
+        size_t got = 0;
+        if (gated) {
             assert_int_equal(read_until_end(s, buf, sizeof(buf), &got), -ECONNRESET);
             assert_int_equal(got, 0);
             assert_int_equal(read_until_end(c, buf, sizeof(buf), &got), -ECONNRESET);
             assert_int_equal(relay_status(rl), 2);
         } else {
-            assert_int_equal(read(s, buf, sizeof(buf)), 1);
+            read_exactly(s, buf, 1);
             assert_int_equal(buf[0], 'X');
             close(c);
             close(s);
             assert_int_equal(relay_status(rl), 0);
         }
-        if (limited) {
+        if (gated) {
             close(c);
             close(s);
         }
@@ -298,10 +322,12 @@ static void test_budget_cuts_the_next_request(void **state)
     }
 }
 
-/* Bytes over the budget in the same read as bytes within it: none of that
- * read is relayed. The client's half-close once the budget is spent is an
- * ordinary end: passed on, and the server's answer still comes back. */
-static void test_budget_edges(void **state)
+/* Bytes beyond the gate in the same write as bytes within it: the relay
+ * takes only those within, the rest is the owner's (here refused: the
+ * server got exactly the gate's bytes, then a reset). The client's
+ * half-close once the gate shut is an ordinary end: passed on, and the
+ * server's answer still comes back. */
+static void test_gate_edges(void **state)
 {
     (void) state;
     uint16_t tport, rport;
@@ -319,8 +345,8 @@ static void test_budget_edges(void **state)
     char buf[64];
     size_t got = 0;
     assert_int_equal(read_until_end(s, buf, sizeof(buf), &got), -ECONNRESET);
-    assert_int_equal(got, 3); /* "abc", queued before, and nothing of "deXYZ" */
-    assert_memory_equal(buf, "abc", 3);
+    assert_int_equal(got, 5); /* "abc", queued before, and "de": nothing of "XYZ" */
+    assert_memory_equal(buf, "abcde", 5);
     assert_int_equal(relay_status(rl), 2);
     close(c);
     close(s);
@@ -330,10 +356,10 @@ static void test_budget_edges(void **state)
     s = accept4(target, NULL, NULL, SOCK_CLOEXEC);
     setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
     assert_int_equal(write(c, "de", 2), 2);
+    read_exactly(s, buf, 5);
     shutdown(c, SHUT_WR);
     assert_int_equal(read_until_end(s, buf, sizeof(buf), &got), 0);
-    assert_int_equal(got, 5);
-    assert_memory_equal(buf, "abcde", 5);
+    assert_int_equal(got, 0);
     assert_int_equal(write(s, "answer", 6), 6);
     shutdown(s, SHUT_WR);
     assert_int_equal(read_until_end(c, buf, sizeof(buf), &got), 0);
@@ -343,13 +369,18 @@ static void test_budget_edges(void **state)
     close(s);
     close(target);
 
-    /* a budget smaller than what was already read is refused */
+    /* a gate smaller than what was already read is refused */
     lz_relay r;
     assert_int_equal(lz_relay_init(&r, -1, -1, false, 0, "abc", 3), 0);
-    assert_int_equal(lz_relay_limit(&r, 2), -1);
-    assert_false(r.ab_limited);
-    assert_int_equal(lz_relay_limit(&r, 3), 0);
-    assert_int_equal(r.ab_left, 0);
+    assert_int_equal(lz_relay_gate(&r, 2), -1);
+    assert_false(r.ab_gated);
+    assert_int_equal(lz_relay_gate(&r, 3), 0);
+    assert_true(lz_relay_gate_shut(&r));
+    /* admitted bytes open it again for their extent */
+    assert_int_equal(lz_relay_admit(&r, "Yz", 2, 10), 0);
+    assert_false(lz_relay_gate_shut(&r));
+    assert_int_equal(r.ab_left, 8);
+    assert_int_equal(lz_relay_admit(&r, "Y", 1, 0), -1); /* total below len */
     lz_relay_end(&r, false);
 }
 
@@ -462,8 +493,8 @@ int main(void)
         cmocka_unit_test(test_refused_target_resets_the_client),
         cmocka_unit_test(test_connection_limit),
         cmocka_unit_test(test_flow_control),
-        cmocka_unit_test(test_budget_cuts_the_next_request),
-        cmocka_unit_test(test_budget_edges),
+        cmocka_unit_test(test_gate_holds_the_next_request),
+        cmocka_unit_test(test_gate_edges),
         cmocka_unit_test(test_confinement),
     };
     return cmocka_run_group_tests_name("test_forward", tests, NULL, NULL);

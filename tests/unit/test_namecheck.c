@@ -272,30 +272,80 @@ static void test_decide_prefix_allowed(void **state)
     assert_int_equal(pdecide(443, &part, false, name, &why), LZ_NAMECHECK_MORE);
     assert_int_equal(pdecide(443, &frag, false, name, &why), LZ_NAMECHECK_REFUSE);
 
-    /* Pass here, refused by the strict decision (the control). */
+    /* Pass here, refused by the strict decision (the control): a name that
+     * is not denied, no name (an address's own site), a protocol that
+     * carries no name — on either port, told by its bytes. */
     bytes other = client_hello("evil.test", false, 0, 16384);
     bytes nosni = client_hello(NULL, false, 0, 16384);
-    bytes ech = client_hello("api.allowed.test", true, 0, 16384);
     bytes junk = { .n = 0 };
-    put(&junk, "SSH-2.0-OpenSSH_9.6\r\n", 21);
+    put(&junk, "SSH-2.0-OpenSSH_9.6p1 Debian-2\r\n",
+        sizeof("SSH-2.0-OpenSSH_9.6p1 Debian-2\r\n") - 1);
     bytes nohost = { .n = 0 };
-    put(&nohost, "GET / HTTP/1.0\r\n\r\n", 18);
+    put(&nohost, "GET / HTTP/1.0\r\n\r\n", sizeof("GET / HTTP/1.0\r\n\r\n") - 1);
+    bytes literal = http_request("198.51.100.7");
     bytes allowed = client_hello("api.allowed.test", false, 0, 16384);
     const struct {
         uint16_t port;
         const bytes *b;
-        bool complete;
-    } pass[] = { { 443, &other, false },  { 443, &nosni, false }, { 443, &ech, false },
-                 { 443, &junk, false },   { 80, &nohost, false }, { 443, &part, true },
-                 { 443, &allowed, false } };
+    } pass[] = { { 443, &other }, { 443, &nosni },   { 443, &junk },   { 80, &junk },
+                 { 80, &nohost }, { 443, &literal }, { 443, &allowed } };
     for (size_t i = 0; i < sizeof(pass) / sizeof(pass[0]); i++) {
-        assert_int_equal(pdecide(pass[i].port, pass[i].b, pass[i].complete, name, &why),
-                         LZ_NAMECHECK_PASS);
+        assert_int_equal(pdecide(pass[i].port, pass[i].b, false, name, &why), LZ_NAMECHECK_PASS);
         assert_int_equal(why, 0);
-        lz_namecheck_verdict strict = decide(pass[i].port, pass[i].b, pass[i].complete, name, &why);
+        lz_namecheck_verdict strict = decide(pass[i].port, pass[i].b, false, name, &why);
         assert_int_equal(strict, i + 1 < sizeof(pass) / sizeof(pass[0]) ? LZ_NAMECHECK_REFUSE
                                                                         : LZ_NAMECHECK_PASS);
     }
+
+    /* Refused here too (attack round a25b, F2): what hides or blurs the
+     * name — an encrypted hello, a hello or request not whole within the
+     * bounds or the time, a name that is no host name, two Host headers, an
+     * absolute URI, the lenient forms some servers take (leading white
+     * space, a lowercase method), silence — and TLS on port 80 / HTTP on
+     * port 443 are read as what they are. */
+    bytes ech = client_hello("api.allowed.test", true, 0, 16384);
+    bytes twohosts = { .n = 0 };
+    put(&twohosts, "GET / HTTP/1.1\r\nHost: bad.wild.test\r\nHost: x.test\r\n\r\n",
+        sizeof("GET / HTTP/1.1\r\nHost: bad.wild.test\r\nHost: x.test\r\n\r\n") - 1);
+    bytes absolute = { .n = 0 };
+    put(&absolute, "GET http://bad.wild.test/ HTTP/1.1\r\nHost: x.test\r\n\r\n",
+        sizeof("GET http://bad.wild.test/ HTTP/1.1\r\nHost: x.test\r\n\r\n") - 1);
+    bytes lenient = { .n = 0 };
+    put(&lenient, " get / HTTP/1.1\r\nHost: x.test\r\n\r\n",
+        sizeof(" get / HTTP/1.1\r\nHost: x.test\r\n\r\n") - 1);
+    bytes lower = { .n = 0 };
+    put(&lower, "get / HTTP/1.1\r\nHost: bad.wild.test\r\n\r\n",
+        sizeof("get / HTTP/1.1\r\nHost: bad.wild.test\r\n\r\n") - 1);
+    bytes blurred = http_request("x@bad.wild.test");
+    bytes crlf_denied = { .n = 0 };
+    put(&crlf_denied, "\r\nGET / HTTP/1.1\r\nHost: bad.wild.test\r\n\r\n",
+        sizeof("\r\nGET / HTTP/1.1\r\nHost: bad.wild.test\r\n\r\n") - 1);
+    bytes silence = { .n = 0 };
+    bytes cut = http_request("x.test");
+    cut.n -= 2; /* the empty line never comes */
+    const struct {
+        uint16_t port;
+        const bytes *b;
+        bool complete;
+    } refuse[] = { { 443, &ech, false },        { 80, &twohosts, false },
+                   { 80, &absolute, false },    { 80, &lenient, false },
+                   { 443, &lower, false },      { 80, &blurred, false },
+                   { 80, &crlf_denied, false }, { 443, &silence, true },
+                   { 80, &cut, true },          { 443, &part, true },
+                   { 80, &denied, false },      { 443, &denied_http, false } };
+    for (size_t i = 0; i < sizeof(refuse) / sizeof(refuse[0]); i++) {
+        lz_namecheck_verdict v =
+            pdecide(refuse[i].port, refuse[i].b, refuse[i].complete, name, &why);
+        if (v != LZ_NAMECHECK_REFUSE)
+            print_message("# case %zu: verdict %d\n", i, (int) v);
+        assert_int_equal(v, LZ_NAMECHECK_REFUSE);
+        assert_true(why != 0);
+    }
+    /* Silence or the start of a method: not decided before the end. */
+    assert_int_equal(pdecide(443, &silence, false, name, &why), LZ_NAMECHECK_MORE);
+    bytes ge = { .n = 0 };
+    put(&ge, "GE", sizeof("GE") - 1);
+    assert_int_equal(pdecide(80, &ge, false, name, &why), LZ_NAMECHECK_MORE);
 }
 
 static void test_decide_http(void **state)
@@ -638,16 +688,28 @@ static void test_relay(void **state)
     unsigned char got[sizeof(req.b)];
     assert_int_equal(read_exactly(s, got, req.n), req.n);
     assert_memory_equal(got, req.b, req.n);
-    /* One request per connection (S2): the answer comes back, the next
-     * request on the connection resets both sides and never reaches the
-     * server. */
+    /* Request by request (S2, a25b F2): the answer comes back; a second
+     * request for the allowed name on the kept-alive connection reaches the
+     * server (the control), a third for another name resets both sides
+     * and never reaches it. Two requests in one write (pipelined): the
+     * first may go, the second is decided on its own. */
     assert_int_equal(write(s, "answer", 6), 6);
     assert_int_equal(read_exactly(c, got, 6), 6);
+    assert_int_equal(write(c, req.b, req.n), (ssize_t) req.n);
+    assert_int_equal(read_exactly(s, got, req.n), req.n);
+    assert_memory_equal(got, req.b, req.n);
     bytes again = http_request("evil.test");
-    assert_int_equal(write(c, again.b, again.n), (ssize_t) again.n);
+    bytes both = req;
+    memcpy(both.b + both.n, again.b, again.n);
+    both.n += again.n;
+    assert_int_equal(write(c, both.b, both.n), (ssize_t) both.n);
+    /* The refusal resets both sides at once: of the batch, the server may
+     * have got the admitted first request, never a byte of the second. */
+    size_t n = read_exactly(s, got, sizeof(got));
+    assert_true(n <= req.n);
+    assert_memory_equal(got, req.b, n);
     assert_reset(c);
-    assert_reset(s);
-    assert_denial(SC_NAME_WHY_SECOND_REQUEST, "api.allowed.test", 80);
+    assert_denial(SC_NAME_WHY_NOT_ALLOWED, "evil.test", 80);
     close(s);
     close(c);
     bytes bad = http_request("evil.test");
