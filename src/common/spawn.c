@@ -45,6 +45,25 @@ static int remaining_ms(int64_t deadline)
     return left > INT32_MAX ? INT32_MAX : (int) left;
 }
 
+/* lz_spawn_options.stop_on_fifo_wait: how often the child is looked at. */
+#define FIFO_LOOK_MS 250
+
+/* Whether pid (an unreaped child of ours: its pid cannot be reused) is
+ * blocked in a FIFO's open: fs/pipe.c's wait_for_partner. */
+static bool waits_on_fifo(pid_t pid)
+{
+    char path[64], what[64];
+    snprintf(path, sizeof(path), "/proc/%d/wchan", (int) pid);
+    _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    ssize_t n = read(fd, what, sizeof(what) - 1);
+    if (n <= 0)
+        return false;
+    what[n] = '\0';
+    return strcmp(what, "wait_for_partner") == 0;
+}
+
 /* A pipe end that is one of 0, 1, 2 (possible when the caller runs with a
  * standard stream closed) would be clobbered by the child's own dup2 set-up;
  * move it to >= 3, keeping O_CLOEXEC. */
@@ -87,13 +106,27 @@ int lz_spawn_capture(const char *path, char *const argv[], const lz_spawn_option
     size_t len = 0;
     bool truncated = false;
     bool timed_out = false;
+    int fifo_looks = 0;
     while (rfd >= 0) {
         struct pollfd p = { .fd = rfd, .events = POLLIN };
-        int n = poll(&p, 1, remaining_ms(deadline));
+        int wait = remaining_ms(deadline);
+        if (opt->stop_on_fifo_wait && (wait < 0 || wait > FIFO_LOOK_MS))
+            wait = FIFO_LOOK_MS;
+        int n = poll(&p, 1, wait);
         if (n < 0) {
             if (errno == EINTR)
                 continue;
             lz_error_set(err, errno, "cannot read the output of %s", path);
+            goto out;
+        }
+        if (n == 0 && opt->stop_on_fifo_wait && remaining_ms(deadline) != 0) {
+            fifo_looks = waits_on_fifo(child.pid) ? fifo_looks + 1 : 0;
+            if (fifo_looks < 2)
+                continue;
+            lz_error_set(err, ETIMEDOUT,
+                         "%s blocked opening a FIFO (a named pipe nothing writes to) and was "
+                         "stopped",
+                         path);
             goto out;
         }
         if (n == 0) {

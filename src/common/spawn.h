@@ -77,6 +77,15 @@ typedef struct lz_spawn_options {
      * caller's working directory. */
     bool chdir_to_fd;
     int cwd_fd;
+    /* Stop the child as soon as it is seen blocked opening a FIFO (a named
+     * pipe nothing writes to or reads from: its /proc/PID/wchan says
+     * wait_for_partner in two looks a quarter of a second apart), with the
+     * timeout's error (ETIMEDOUT) and a message that says so, instead of
+     * waiting out timeout_ms. For a program that reads files someone else
+     * may have replaced by a FIFO (host Git reading a workspace's
+     * .gitignore files). Without the kernel's symbol names in wchan it
+     * never fires: the timeout still holds. */
+    bool stop_on_fifo_wait;
 } lz_spawn_options;
 
 typedef struct lz_spawn_output {

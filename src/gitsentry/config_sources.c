@@ -83,6 +83,7 @@ int lz_gs_host_git_in(builder *b, const char *gd, const char *wt, char *const *a
     lz_spawn_options opt = { .envp = env,
                              .capture_max = 4 << 20,
                              .timeout_ms = 60000,
+                             .stop_on_fifo_wait = true,
                              .chdir_to_fd = true,
                              .cwd_fd = wt_fd >= 0 ? wt_fd : b->ws_fd };
     int status = lz_spawn_capture(git, argv, &opt, out, err);

@@ -479,10 +479,11 @@ def git_init(lz, ws):
 
 
 # Found here, and fixed: the top-level pattern files are checked before Git
-# runs (refused at once); a FIFO .gitignore in a subdirectory still makes Git
-# block until its 60 s timeout, and the refusal then names the likely cause
-# (it used to be lost: the coordinator's empty-start limit counted the slow
-# start and it exited before accepting the waiting CLI).
+# runs (refused at once); a FIFO .gitignore in a subdirectory makes Git block
+# in its open: Lazaret sees that (the child's wchan) and stops it within a
+# second, where it used to wait out Git's 60 s timeout; the refusal names the
+# likely cause (it used to be lost: the coordinator's empty-start limit
+# counted the slow start and it exited before accepting the waiting CLI).
 PLANT = ["sub/.gitignore", ".gitignore", ".git/info/exclude", ".git/HEAD"]
 
 @pytest.mark.parametrize("rel", PLANT)
@@ -529,6 +530,11 @@ def test_fifo_planted_for_the_next_start(rig, rel):
     assert p.returncode == 0 or (p.returncode == 125 and "lazaret: error:" in p.stderr and
                                  rel.rsplit("/", 1)[-1] in p.stderr and "fix:" in p.stderr), \
         f"{rel}: exit {p.returncode} after {took:.1f} s: {p.stderr}"
+    if rel == "sub/.gitignore":
+        # Git itself blocks here (the top-level files are checked before it
+        # runs): stopped at once, not after its 60 s timeout.
+        assert p.returncode == 125 and "FIFO" in p.stderr and took < 20, \
+            f"{rel}: exit {p.returncode} after {took:.1f} s: {p.stderr}"
 
 
 def test_huge_gitignore(rig):

@@ -27,6 +27,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/spawn.h"
@@ -559,6 +560,54 @@ static void test_start_clone3_fallback(void **state)
     assert_int_equal(WEXITSTATUS(status), 0);
 }
 
+static double seconds_since(const struct timespec *t0)
+{
+    struct timespec t1;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    return (double) (t1.tv_sec - t0->tv_sec) + (double) (t1.tv_nsec - t0->tv_nsec) / 1e9;
+}
+
+/* A child blocked opening a FIFO nothing writes to is stopped within a
+ * second with stop_on_fifo_wait, its error saying so; control: without
+ * it, the same child is stopped only by the timeout. */
+static void test_capture_stops_on_fifo_wait(void **state)
+{
+    (void) state;
+    char dir[] = "/tmp/lz-test-fifo-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char fifo[64];
+    snprintf(fifo, sizeof(fifo), "%s/f", dir);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    char *const argv[] = { (char *) "cat", fifo, NULL };
+    for (int watch = 1; watch >= 0; watch--) {
+        lz_spawn_options opt = { .timeout_ms = 2500, .stop_on_fifo_wait = watch };
+        lz_spawn_output out = { 0 };
+        lz_error *e = NULL;
+        struct timespec t0;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        assert_int_equal(lz_spawn_capture("/bin/cat", argv, &opt, &out, &e), -1);
+        double took = seconds_since(&t0);
+        print_message("# watch=%d: stopped after %.2f s: %s\n", watch, took, e->message);
+        assert_int_equal(e->errnum, ETIMEDOUT);
+        if (watch) {
+            assert_true(took < 1.5);
+            assert_non_null(strstr(e->message, "FIFO"));
+        } else {
+            assert_true(took >= 2.4);
+            assert_null(strstr(e->message, "FIFO"));
+        }
+        lz_error_free(e);
+    }
+    /* A child that only runs long is not taken for one. */
+    char *const sleeper[] = { (char *) "sleep", (char *) "1", NULL };
+    lz_spawn_options opt = { .timeout_ms = 5000, .stop_on_fifo_wait = true };
+    lz_spawn_output out = { 0 };
+    assert_int_equal(lz_spawn_capture("/bin/sleep", sleeper, &opt, &out, NULL), 0);
+    lz_spawn_output_free(&out);
+    unlink(fifo);
+    rmdir(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -572,6 +621,7 @@ int main(void)
         cmocka_unit_test(test_start_signals),
         cmocka_unit_test(test_start_session_ctty),
         cmocka_unit_test(test_start_clone3_fallback),
+        cmocka_unit_test(test_capture_stops_on_fifo_wait),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
