@@ -18,6 +18,18 @@ set -eu
 cd "$(dirname "$0")/.."
 
 scripts/install-deps.sh
+# The offline test images (tests/images/build.sh; the first build on a
+# machine fetches Debian packages for a minute or two) beside the builds:
+# network-bound against CPU-bound. The tests' fixture runs it again, which
+# finds the images complete. Only as root (as the fixture does); its output
+# is shown only when it fails, and then the tests' fixture says so too.
+images_pid=
+if [ "$(id -u)" -eq 0 ]; then
+    images_log=$(mktemp)
+    tests/images/build.sh "${LAZARET_TEST_IMAGES:-/var/cache/lazaret-test-images}" \
+        > "$images_log" 2>&1 &
+    images_pid=$!
+fi
 scripts/build.sh release build
 # The static check (one cppcheck thread) beside the ASan build (ninja's
 # jobs): about 20 s less on two cores than one after the other. Its output
@@ -32,6 +44,10 @@ if ! wait "$static_pid"; then
     exit 1
 fi
 rm -f "$static_log"
+if [ -n "$images_pid" ]; then
+    wait "$images_pid" || cat "$images_log" >&2
+    rm -f "$images_log"
+fi
 
 # Debian's pytest is installed for /usr/bin/python3 (root's python3 may be
 # another interpreter). LAZARET_REQUIRE_ALL turns every would-be skip into a
