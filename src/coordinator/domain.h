@@ -69,7 +69,7 @@
  * coordinator never waits on one client (docs/coordinator.md, "Sending"). */
 #define SESSION_QUEUE_MAX_BYTES ((size_t) 1 << 20)
 /* A connection must have sent HELLO and RUN within this long. */
-#define HANDSHAKE_TIMEOUT_MS 30000
+#define HANDSHAKE_TIMEOUT_MS 15000
 /* How long an EXIT the client has not taken yet keeps the slot. */
 #define EXIT_LINGER_MS 5000
 

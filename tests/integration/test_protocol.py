@@ -767,7 +767,7 @@ def test_a_client_that_stops_reading_never_stalls_the_domain(terms):
     assert st == 0, f"the interactive session exited {st}"
 
 
-HANDSHAKE_TIMEOUT = 30  # seconds, HANDSHAKE_TIMEOUT_MS in src/coordinator/domain.h
+HANDSHAKE_TIMEOUT = 15  # seconds, HANDSHAKE_TIMEOUT_MS in src/coordinator/domain.h
 MAX_SESSIONS = 128
 
 
