@@ -302,6 +302,11 @@ def ensure_image():
         die(f"{IMAGES}/busybox:latest is still not a usable OCI layout")
 
 
+# What lazaret needs beside it (src/cli/meson.build): the in-sandbox exec
+# helper, the escalation client, the statx fix.
+GUEST_HELPERS = ("lazaret-exec", "lazaret-escalate", "lazaret-statx-fix.so")
+
+
 def ensure_binary():
     env_bin = os.environ.get("LAZARET_BIN")
     if env_bin:
@@ -317,14 +322,14 @@ def ensure_binary():
                            stderr=subprocess.DEVNULL)
         if not (REPO / BUILD_DIR / "build.ninja").is_file():
             die(f"cannot configure {BUILD_DIR}: run scripts/build.sh release {BUILD_DIR}")
-        targets = ["src/cli/lazaret", "src/cli/lazaret-exec", "src/cli/lazaret-statx-fix.so"]
+        targets = [f"src/cli/{h}" for h in ("lazaret", *GUEST_HELPERS)]
         say(f"building {', '.join(targets)} in {BUILD_DIR}")
         p = subprocess.run(["ninja", "-C", BUILD_DIR, *targets], cwd=REPO,
                            stdin=subprocess.DEVNULL, capture_output=True, text=True)
         if p.returncode != 0:
             die(f"the release build failed:\n{p.stdout[-4000:]}{p.stderr[-2000:]}")
         path = REPO / BUILD_DIR / "src" / "cli" / "lazaret"
-    for f in (path, path.parent / "lazaret-exec", path.parent / "lazaret-statx-fix.so"):
+    for f in (path, *(path.parent / h for h in GUEST_HELPERS)):
         if not f.is_file():
             die(f"{f} is missing (lazaret's guest helpers must sit beside it)")
     # The user must reach the binary and its helpers.
