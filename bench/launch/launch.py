@@ -1088,18 +1088,23 @@ def bench(args):
         end_bench(sleeper, user.uid, root, args.keep)
 
 
+def stop_process(p):
+    """End a session the benchmark started (SIGTERM, SIGKILL after 30 s)."""
+    if p is not None and p.poll() is None:
+        p.send_signal(signal.SIGTERM)
+        try:
+            p.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+
+
 def end_bench(sleeper, uid, root, keep, net=None):
     """The end of a benchmark run, also after a failure: the session that
     held the Domain ended (SIGTERM, SIGKILL after 30 s), the Domain's
     teardown waited for, the test host closed, the working tree removed
     unless kept."""
-    if sleeper is not None and sleeper.poll() is None:
-        sleeper.send_signal(signal.SIGTERM)
-        try:
-            sleeper.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            sleeper.kill()
-            sleeper.wait()
+    stop_process(sleeper)
     left = coordinators(uid)
     if left and wait_pids_gone(left, TEARDOWN_TIMEOUT) is None:
         say(f"warning: lz-coordinator {left} still running")

@@ -404,13 +404,7 @@ def bench(args):
                          "keys": {k: [round(L.ms(x), 3) for x in v] for k, v in keys.items()}}
         return res, binary
     finally:
-        if lzp is not None and lzp.poll() is None:
-            lzp.send_signal(signal.SIGTERM)
-            try:
-                lzp.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                lzp.kill()
-                lzp.wait()
+        L.stop_process(lzp)
         if baseline is not None:
             baseline.close()
         for m in masters:

@@ -39,60 +39,33 @@ static lz_namecheck_verdict refuse(int *why, int w)
     return LZ_NAMECHECK_REFUSE;
 }
 
-/* What a connection's first bytes are. A prefix-allowed address may
- * carry any protocol on ports 80 and 443 (ssh to ssh.github.com:443, say):
- * only TLS and HTTP carry a name, so only they are checked there, whatever
- * the port. */
+/* What a connection's first bytes are, on a prefix-allowed address
+ * (whatever the port): TLS and HTTP carry a name and are checked; SSH
+ * carries none. */
 typedef enum nc_kind { NC_UNKNOWN, NC_TLS, NC_HTTP, NC_OTHER } nc_kind;
 
-static bool http_space(unsigned char c)
-{
-    return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\v' || c == '\f';
-}
+/* What may pass a prefix-allowed address unchecked is recognised by its
+ * own signature; everything else is held to HTTP's strict grammar. The
+ * other way round — "not HTTP-looking, so relayed" — let requests in forms
+ * real servers accept (a vertical tab after the method, a target without
+ * '/', an "x://" scheme) through unchecked, and every later request of the
+ * connection with them (attack round a25c, F1). An SSH client's
+ * identification line (RFC 4253 §4.2: "SSH-protoversion-...") is the one
+ * such signature: `ssh -p 443 ssh.github.com` keeps working; any other
+ * protocol on ports 80 and 443 of a prefix-allowed address is refused once
+ * deny_hosts exist. */
+static const char ssh_signature[] = "SSH-2.0-";
 
-static bool tchar(unsigned char c)
-{
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           (c && strchr("!#$%&'*+-.^_`|~", c));
-}
-
-/* TLS: a handshake record. HTTP: what a lenient server could take for a
- * request line, after any leading white space (some skip it): a method
- * token of any letter case, white space, then a request target — '/',
- * '*', "http..." in any case, or anything after CONNECT. "SSH-2.0-OpenSSH_9.2p1
- * Debian..." is no request. UNKNOWN while the bytes so far could still be
- * either. What is HTTP here is then parsed strictly (lz_http_request_host):
- * the lenient forms are refused there, never relayed unchecked. */
 static nc_kind sniff(const unsigned char *buf, size_t len)
 {
-    size_t i = 0;
-    while (i < len && http_space(buf[i]))
-        i++;
-    if (i == len)
+    if (len == 0)
         return NC_UNKNOWN;
-    if (i == 0 && buf[0] == 0x16)
+    if (buf[0] == 0x16)
         return NC_TLS;
-    size_t j = i;
-    while (j < len && j - i <= 32 && tchar(buf[j]))
-        j++;
-    if (j - i > 32)
-        return NC_OTHER;
-    if (j == len)
-        return NC_UNKNOWN;
-    if (j == i || (buf[j] != ' ' && buf[j] != '\t'))
-        return NC_OTHER;
-    bool connect = j - i == 7 && strncasecmp((const char *) buf + i, "CONNECT", 7) == 0;
-    size_t k = j;
-    while (k < len && (buf[k] == ' ' || buf[k] == '\t'))
-        k++;
-    if (k == len)
-        return NC_UNKNOWN;
-    if (connect || buf[k] == '/' || buf[k] == '*')
-        return NC_HTTP;
-    size_t n = len - k < 4 ? len - k : 4;
-    if (strncasecmp((const char *) buf + k, "http", n) != 0)
-        return NC_OTHER;
-    return n == 4 ? NC_HTTP : NC_UNKNOWN;
+    size_t n = len < sizeof(ssh_signature) - 1 ? len : sizeof(ssh_signature) - 1;
+    if (memcmp(buf, ssh_signature, n) == 0)
+        return n == sizeof(ssh_signature) - 1 ? NC_OTHER : NC_UNKNOWN;
+    return NC_HTTP;
 }
 
 /* The name a TLS ClientHello or an HTTP request carries, decided: on a
@@ -163,7 +136,7 @@ lz_namecheck_verdict lz_namecheck_decide(const lz_host_list *allow, const lz_hos
     case NC_HTTP:
         return decide_name(allow, deny, true, false, buf, len, complete, name, why);
     case NC_OTHER:
-        return LZ_NAMECHECK_PASS; /* no name to check: the prefix allows the address */
+        return LZ_NAMECHECK_PASS; /* SSH: no name to check, the prefix allows the address */
     case NC_UNKNOWN:
     default:
         /* Silence until the end is refused too: relayed unchecked, its
@@ -290,12 +263,13 @@ static void conn_refuse(nc_conn *c, int keeper_fd, const char *name, int why)
     conn_reset(c);
 }
 
-static void conn_accept(nc_conn *c, int listen_fd, int keeper_fd, int route_fd,
+/* Take one waiting connection into c; false when none was waiting. */
+static bool conn_accept(nc_conn *c, int listen_fd, int keeper_fd, int route_fd,
                         const lz_resolved_config *cfg, int64_t now)
 {
     int fd = accept4(listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0)
-        return;
+        return false;
     *c = (nc_conn){ .fd = fd, .deadline = now + LZ_NAMECHECK_HELLO_MS };
     socklen_t l = sizeof(c->dst);
     /* Where the sandbox meant to go, before the router's redirect. A
@@ -303,18 +277,19 @@ static void conn_accept(nc_conn *c, int listen_fd, int keeper_fd, int route_fd,
      * listener's own, which the policy never admits). */
     if (getsockopt(fd, SOL_IP, SO_ORIGINAL_DST, &c->dst, &l) < 0 || l != sizeof(c->dst)) {
         conn_reset(c);
-        return;
+        return true;
     }
     /* The address is checked before a byte is read: one the policy does not
      * leave to the host rules, or this host's own, is refused whatever the
      * name. */
     if (!lz_namecheck_destination_ok(cfg, route_fd, &c->dst, &c->prefix_allowed)) {
         conn_refuse(c, keeper_fd, "", SC_NAME_WHY_ADDRESS);
-        return;
+        return true;
     }
     c->hello = malloc(LZ_HELLO_MAX);
     if (!c->hello)
         conn_reset(c);
+    return true;
 }
 
 /* The extent of the HTTP request at the start of c->hello: *extent its
@@ -525,13 +500,15 @@ int lz_namecheck_run(int listen_fd, int keeper_fd, int route_fd, const lz_resolv
                 conn_hello(c, ra & (POLLIN | POLLHUP), keeper_fd, cfg, now);
             }
         }
-        if (p[0].fd >= 0 && (p[0].revents & POLLIN)) {
-            for (size_t i = 0; i < LZ_NAMECHECK_MAX_CONNS; i++)
-                if (conns[i].fd < 0) {
-                    conn_accept(&conns[i], listen_fd, keeper_fd, route_fd, cfg, now);
-                    break;
-                }
-        }
+        /* Every connection waiting, while slots are free: one per wake-up
+         * let a flood overflow the backlog, and a client whose handshake
+         * the kernel then dropped waited for SYN retransmits (seconds)
+         * instead of its reset (attack round a25c, O1). */
+        for (size_t i = 0; p[0].fd >= 0 && (p[0].revents & POLLIN) && i < LZ_NAMECHECK_MAX_CONNS;
+             i++)
+            if (conns[i].fd < 0 &&
+                !conn_accept(&conns[i], listen_fd, keeper_fd, route_fd, cfg, now))
+                break;
     }
 }
 
@@ -552,7 +529,7 @@ static int make_listener(void *arg, int *fds, char *why, size_t why_len)
     int one = 1;
     if (fd < 0 || inet_pton(AF_INET, ROUTER_ADDR, &a.sin_addr) != 1 ||
         setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
-        bind(fd, (struct sockaddr *) &a, sizeof(a)) < 0 || listen(fd, 128) < 0) {
+        bind(fd, (struct sockaddr *) &a, sizeof(a)) < 0 || listen(fd, SOMAXCONN) < 0) {
         snprintf(why, why_len, "cannot listen on %s:%d in the router's namespace: %s", ROUTER_ADDR,
                  NAMECHECK_PORT, strerror(errno));
         if (fd >= 0)

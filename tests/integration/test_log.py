@@ -27,6 +27,9 @@ import netlab as N
 from conftest import Session, ok, profiles_toml, sh
 
 ROUTER = "169.254.77.1"
+# Not netlab's TCP_PORT: test_network.py's session fixture serves that on
+# every test address, and it may be up when this module runs.
+TCP_PORT = N.TCP_PORT + 1
 
 ESC = "\x1b"
 
@@ -204,12 +207,12 @@ def lab(_root):
     try:
         srv = net.serve([("dnsx", N.UPSTREAM_DNS, 53,
                           {"api.example.test": {"a": [N.HOST_A], "ttl": 300}}),
-                         ("tcp", N.NEITHER, N.TCP_PORT, None)])
+                         ("tcp", N.NEITHER, TCP_PORT, None)])
         # Controls: the fake upstream answers and the address outside every
         # rule answers from the host's namespace.
         assert N.dns_query(N.UPSTREAM_DNS, 53, "api.example.test") == N.HOST_A
-        assert N.tcp_echo(N.NEITHER, N.TCP_PORT, "control") == \
-            f"lzecho tcp {N.NEITHER}:{N.TCP_PORT} control\n"
+        assert N.tcp_echo(N.NEITHER, TCP_PORT, "control") == \
+            f"lzecho tcp {N.NEITHER}:{TCP_PORT} control\n"
         yield srv
         srv.stop()
     finally:
@@ -232,7 +235,7 @@ def test_real_denials_in_log_and_status_not_in_the_session(rig, lab, test_images
 echo "Q1 $(/workspace/dns_probe q {ROUTER} nope.example.test 1)"
 echo "Q2 $(/workspace/dns_probe q {ROUTER} api.example.test 1)"
 echo "Q3 $(/workspace/dns_probe q {ROUTER} api.example.test 16)"
-echo hi | busybox nc -w 3 {N.NEITHER} {N.TCP_PORT}; echo "T rc=$?"
+echo hi | busybox nc -w 3 {N.NEITHER} {TCP_PORT}; echo "T rc=$?"
 """)))
         # The sandbox saw the refusals (NXDOMAIN, an empty TXT answer, a
         # reset) and the allowed query answered: the control.
@@ -248,7 +251,7 @@ echo hi | busybox nc -w 3 {N.NEITHER} {N.TCP_PORT}; echo "T rc=$?"
         where = ["--profile", "e2e", "--workspace", str(rig.ws)]
         want = ["DNS query nope.example.test A  rule: ",
                 "DNS query api.example.test TXT  rule: ",
-                f"TCP {N.NEITHER}:{N.TCP_PORT}  rule: "]
+                f"TCP {N.NEITHER}:{TCP_PORT}  rule: "]
         deadline = time.monotonic() + 10
         while True:
             out = ok(lz.run(["log", *where])).stdout
@@ -260,7 +263,7 @@ echo hi | busybox nc -w 3 {N.NEITHER} {N.TCP_PORT}; echo "T rc=$?"
             assert [line for line in lines if w in line], (w, out)
         nope = next(line for line in lines if "nope.example.test" in line)
         assert nope.endswith('allow with: allow_hosts = ["nope.example.test"]'), nope
-        tcp = next(line for line in lines if f"{N.NEITHER}:{N.TCP_PORT}" in line)
+        tcp = next(line for line in lines if f"{N.NEITHER}:{TCP_PORT}" in line)
         assert f'allow with: allow_egress = ["{N.NEITHER}/32"]' in tcp, tcp
         # The allowed A query is not a denial.
         assert not [line for line in lines if "api.example.test A " in line], out

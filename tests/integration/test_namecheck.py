@@ -474,6 +474,10 @@ def connect_denied(probe):
 for name in (OTHER, ALLOWED):
     tls(f"{MODE}-tls-{name}", name)
     raw(f"{MODE}-http-{name}", 80, [f"GET /{TOKEN} HTTP/1.1\r\nHost: {name}\r\n\r\n".encode()])
+# A request line a lenient server takes (a vertical tab after the method):
+# held to HTTP's grammar, not relayed as "some other protocol" (a25c, F1).
+raw(f"{MODE}-http-vt-{OTHER}", 80,
+    [f"GET\x0b/{TOKEN} HTTP/1.1\r\nHost: {OTHER}\r\n\r\n".encode()])
 reuse(f"{MODE}-keepalive-other", get(OTHER, f"{MODE}-keepalive-other-2"), 0.5)
 reuse(f"{MODE}-keepalive-same", get(ALLOWED, f"{MODE}-keepalive-same-2"), 0.5)
 socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b"quic?", (ADDR, 443))
@@ -513,8 +517,9 @@ def test_deny_hosts_inside_an_allowed_prefix(rig, lab, test_images):
     print(json.dumps(got, indent=1))
     print(json.dumps(seen))
 
-    # The denied name, TLS and HTTP: reset at once, the server saw nothing.
-    for probe in (f"pfx-tls-{OTHER}", f"pfx-http-{OTHER}"):
+    # The denied name, TLS and HTTP (also in a lenient request form): reset
+    # at once, the server saw nothing.
+    for probe in (f"pfx-tls-{OTHER}", f"pfx-http-{OTHER}", f"pfx-http-vt-{OTHER}"):
         assert not got[probe]["ok"] and "ConnectionResetError" in got[probe]["error"], got[probe]
         assert got[probe]["s"] < 2, got[probe]
     assert ["sni", OTHER] not in seen["pfx"] and ["http", OTHER] not in seen["pfx"], seen["pfx"]
