@@ -100,6 +100,11 @@ int lz_relay_poll(struct pollfd *p, size_t n, int64_t wait);
 int lz_relay_init(lz_relay *r, int a, int b, bool connecting, int64_t now, const void *first,
                   size_t first_len);
 
+/* Queue bytes[0..len) towards a, after what waits for it (lz-namecheck's
+ * TLS gate: the server's bytes it read before the relay took over). -1
+ * (nothing queued) when they do not fit in LZ_FORWARD_BUF. */
+int lz_relay_queue_to_a(lz_relay *r, const void *bytes, size_t len);
+
 /* A budget for the bytes a sends, first[] included (default: none, as for
  * --publish): a byte beyond it is never relayed; it ends the connection
  * with a reset on both sides, and lz_relay_step's false comes with

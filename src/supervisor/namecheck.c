@@ -24,6 +24,7 @@
 #include "common/util.h"
 #include "protocol/hello.h"
 #include "supervisor/forward.h"
+#include "supervisor/tlsgate.h"
 
 /* <linux/netfilter_ipv4.h> clashes with <netinet/in.h>: the one constant. */
 #ifndef SO_ORIGINAL_DST
@@ -167,7 +168,9 @@ typedef struct nc_conn {
     int64_t deadline;
     unsigned char *hello;
     size_t len;
-    bool relaying;       /* from here on, relay owns fd */
+    bool relaying; /* from here on, relay owns fd */
+    bool gating;   /* from here on, gate owns fd (until it hands over to relay) */
+    lz_tls_gate gate;
     bool prefix_allowed; /* dst is prefix-allowed: only a denied name is refused */
     lz_relay relay;
     char name[LZ_HOST_NAME_MAX + 1]; /* the admitted name, for a later refusal's record */
@@ -236,6 +239,16 @@ static void conn_accept(nc_conn *c, int listen_fd, int keeper_fd, int route_fd,
         conn_reset(c);
 }
 
+/* A complete TLS ClientHello (one lz_tls_client_hello_next may still
+ * refuse: its record goes on). */
+static bool tls_hello_complete(const unsigned char *buf, size_t len)
+{
+    char raw[LZ_HELLO_NAME_MAX];
+    size_t raw_len = 0;
+    lz_hello_result r = lz_tls_client_hello_name(buf, len, raw, &raw_len);
+    return r == LZ_HELLO_NAME || r == LZ_HELLO_NO_NAME || r == LZ_HELLO_ENCRYPTED;
+}
+
 /* Read what the client sent and decide once it said enough. */
 static void conn_hello(nc_conn *c, bool readable, int keeper_fd, const lz_resolved_config *cfg,
                        int64_t now)
@@ -288,12 +301,28 @@ static void conn_hello(nc_conn *c, bool readable, int keeper_fd, const lz_resolv
         conn_refuse(c, keeper_fd, name, SC_NAME_WHY_SECOND_REQUEST); /* pipelined */
         return;
     }
+    /* Port 443: a TLS ClientHello goes through the TLS gate (tlsgate.h):
+     * no byte after it reaches the server before the server's ServerHello
+     * was read, and a ClientHello after a HelloRetryRequest must name the
+     * same server. */
+    char raw[LZ_HELLO_NAME_MAX];
+    size_t raw_len = 0, end = 0;
+    lz_hello_result first = LZ_HELLO_INVALID;
+    if (port == 443)
+        first = lz_tls_client_hello_next(c->hello, c->len, false, raw, &raw_len, &end);
+    bool gate = first == LZ_HELLO_NAME || first == LZ_HELLO_NO_NAME || first == LZ_HELLO_ENCRYPTED;
+    if (port == 443 && !gate && tls_hello_complete(c->hello, c->len)) {
+        conn_refuse(c, keeper_fd, name, SC_NAME_WHY_INVALID); /* other bytes share its record */
+        return;
+    }
     /* From the supervisor's namespace (this process's), as slirp4netns's
      * connections leave; the bytes read so far go first. */
     int up = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     int r = up >= 0 ? connect(up, (const struct sockaddr *) &c->dst, sizeof(c->dst)) : -1;
     if (up < 0 || (r < 0 && errno != EINPROGRESS) ||
-        lz_relay_init(&c->relay, c->fd, up, r < 0, now, c->hello, c->len) < 0) {
+        (gate ? lz_tls_gate_init(&c->gate, c->fd, up, r < 0, now, c->hello, c->len, end, first, raw,
+                                 raw_len)
+              : lz_relay_init(&c->relay, c->fd, up, r < 0, now, c->hello, c->len)) < 0) {
         if (up >= 0)
             close(up);
         conn_reset(c);
@@ -303,8 +332,30 @@ static void conn_hello(nc_conn *c, bool readable, int keeper_fd, const lz_resolv
         lz_relay_limit(&c->relay, header_len + body_len); /* cannot fail: checked above */
     free(c->hello);
     c->hello = NULL;
-    c->relaying = true;
+    c->relaying = !gate;
+    c->gating = gate;
     memcpy(c->name, name, sizeof(c->name));
+}
+
+static void conn_gate(nc_conn *c, short ra, short rb, int keeper_fd, int64_t now)
+{
+    char name[LZ_HOST_NAME_MAX + 1];
+    int why = 0;
+    switch (lz_tls_gate_step(&c->gate, ra, rb, now, &c->relay, name, &why)) {
+    case LZ_TLS_GATE_GOING:
+        return;
+    case LZ_TLS_GATE_RELAY:
+        c->gating = false;
+        c->relaying = true;
+        return;
+    case LZ_TLS_GATE_REFUSED:
+        report(keeper_fd, &c->dst, name[0] ? name : c->name, why);
+        break;
+    case LZ_TLS_GATE_ENDED:
+    default:
+        break;
+    }
+    *c = (nc_conn){ .fd = -1 }; /* the gate closed both sides */
 }
 
 int lz_namecheck_run(int listen_fd, int keeper_fd, int route_fd, const lz_resolved_config *cfg)
@@ -325,13 +376,18 @@ int lz_namecheck_run(int listen_fd, int keeper_fd, int route_fd, const lz_resolv
             short ea = 0, eb = 0;
             if (c->relaying) {
                 lz_relay_events(&c->relay, now, &ea, &eb, &wait);
+            } else if (c->gating) {
+                lz_tls_gate_events(&c->gate, now, &ea, &eb, &wait);
             } else {
                 ea = POLLIN;
                 int64_t left = c->deadline > now ? c->deadline - now : 0;
                 wait = wait < 0 || left < wait ? left : wait;
             }
             p[n++] = (struct pollfd){ .fd = ea ? c->fd : -1, .events = ea };
-            p[n++] = (struct pollfd){ .fd = eb ? c->relay.b : -1, .events = eb };
+            p[n++] = (struct pollfd){ .fd = !eb         ? -1
+                                            : c->gating ? c->gate.b
+                                                        : c->relay.b,
+                                      .events = eb };
         }
         /* Full: further connections wait in the listen backlog. */
         if (used == LZ_NAMECHECK_MAX_CONNS)
@@ -358,6 +414,8 @@ int lz_namecheck_run(int listen_fd, int keeper_fd, int route_fd, const lz_resolv
                         report(keeper_fd, &c->dst, c->name, SC_NAME_WHY_SECOND_REQUEST);
                     *c = (nc_conn){ .fd = -1 }; /* the relay closed both sides */
                 }
+            } else if (c->gating) {
+                conn_gate(c, ra, rb, keeper_fd, now);
             } else if (ra & (POLLERR | POLLNVAL)) {
                 conn_reset(c);
             } else {

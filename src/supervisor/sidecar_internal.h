@@ -208,6 +208,10 @@ enum {
                                   * prefix policy decides it, or it is this host's own) */
     SC_NAME_WHY_SECOND_REQUEST,  /* port 80: bytes after the first request (a reused or
                                   * pipelined connection; docs/network.md "Reused connections") */
+    SC_NAME_WHY_RETRY_NAME,      /* TLS: the ClientHello after a HelloRetryRequest named another
+                                  * server (or none, or an encrypted one): tlsgate.h */
+    SC_NAME_WHY_SERVER_HELLO,    /* TLS: the server's answer was not one ServerHello (a second
+                                  * HelloRetryRequest, or not TLS) */
 };
 
 /* Addresses admitted only through a host rule: the router's nftables set
