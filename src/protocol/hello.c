@@ -315,7 +315,9 @@ lz_hello_result lz_tls_client_hello_next(const unsigned char *buf, size_t len, b
     bool exact;
     lz_hello_result r = client_hello_decode(buf, len, after_retry, name, name_len, end, &exact);
     if (r != LZ_HELLO_NEED_MORE && r != LZ_HELLO_INVALID && !exact)
-        return LZ_HELLO_INVALID; /* the record goes on past the ClientHello */
+        r = LZ_HELLO_INVALID; /* the record goes on past the ClientHello */
+    if (r == LZ_HELLO_NEED_MORE || r == LZ_HELLO_INVALID)
+        *name_len = *end = 0;
     return r;
 }
 
