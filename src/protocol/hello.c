@@ -312,12 +312,15 @@ lz_hello_result lz_tls_client_hello_next(const unsigned char *buf, size_t len, b
                                          char name[static LZ_HELLO_NAME_MAX], size_t *name_len,
                                          size_t *end)
 {
+    char found[LZ_HELLO_NAME_MAX];
     bool exact;
-    lz_hello_result r = client_hello_decode(buf, len, after_retry, name, name_len, end, &exact);
+    lz_hello_result r = client_hello_decode(buf, len, after_retry, found, name_len, end, &exact);
     if (r != LZ_HELLO_NEED_MORE && r != LZ_HELLO_INVALID && !exact)
         r = LZ_HELLO_INVALID; /* the record goes on past the ClientHello */
     if (r == LZ_HELLO_NEED_MORE || r == LZ_HELLO_INVALID)
         *name_len = *end = 0;
+    /* Only a name this answer gives is written. */
+    memcpy(name, found, *name_len);
     return r;
 }
 
