@@ -55,6 +55,7 @@
 #define TLS_CONTENT_CCS 20
 #define TLS_CONTENT_ALERT 21
 #define TLS_CONTENT_HANDSHAKE 22
+#define TLS_CONTENT_APPLICATION_DATA 23
 #define TLS_HANDSHAKE_CLIENT_HELLO 1
 #define TLS_HANDSHAKE_SERVER_HELLO 2
 #define TLS_EXT_SERVER_NAME 0x0000
@@ -195,17 +196,38 @@ static step client_hello_parse(cursor *c, size_t end, hello_found *f)
     return STEP_GO;
 }
 
-/* ChangeCipherSpec records at buf[0..len) (RFC 8446 D.4's compatibility
- * record: exactly 14 03 xx 00 01 01): *off gets the length of the
- * complete ones; STEP_MORE when buf ends inside one. */
-static step ccs_skip(const uint8_t *buf, size_t len, size_t *off)
+/* The records a client may send between a HelloRetryRequest and its
+ * second ClientHello, at buf[0..len): ChangeCipherSpec (RFC 8446 D.4's
+ * compatibility record, exactly 14 03 xx 00 01 01) and, with early_data,
+ * application_data records (the 0-RTT data sent after the first
+ * ClientHello, which the server skips after a retry: 4.2.10). *off gets
+ * the length of the complete ones; STEP_MORE when buf ends inside one.
+ * The server's answer may start with ChangeCipherSpec records only. */
+static step records_skip(const uint8_t *buf, size_t len, bool early_data, size_t *off)
 {
     static const uint8_t ccs[] = { TLS_CONTENT_CCS, 3, 0, 0, 1, 1 };
     *off = 0;
-    while (*off < len && buf[*off] == TLS_CONTENT_CCS) {
-        size_t n = len - *off < sizeof(ccs) ? len - *off : sizeof(ccs);
+    while (*off < len) {
+        const uint8_t *p = buf + *off;
+        size_t n = len - *off;
+        if (p[0] == TLS_CONTENT_APPLICATION_DATA && early_data) {
+            if (n >= 2 && p[1] != 3)
+                return STEP_BAD;
+            if (n < TLS_RECORD_HEADER)
+                return STEP_MORE;
+            size_t rec = ((size_t) p[3] << 8) | p[4];
+            if (rec == 0 || rec > TLS_RECORD_MAX + 256) /* a TLSCiphertext's bound */
+                return STEP_BAD;
+            if (n < TLS_RECORD_HEADER + rec)
+                return STEP_MORE;
+            *off += TLS_RECORD_HEADER + rec;
+            continue;
+        }
+        if (p[0] != TLS_CONTENT_CCS)
+            return STEP_GO;
+        n = n < sizeof(ccs) ? n : sizeof(ccs);
         for (size_t i = 0; i < n; i++)
-            if (i != 2 && buf[*off + i] != ccs[i])
+            if (i != 2 && p[i] != ccs[i])
                 return STEP_BAD;
         if (n < sizeof(ccs))
             return STEP_MORE;
@@ -273,7 +295,7 @@ static lz_hello_result client_hello_decode(const unsigned char *buf, size_t len,
     *name_len = 0;
     *end = 0;
     *exact = false;
-    step s = after_retry ? ccs_skip(buf, len, &skip) : STEP_GO;
+    step s = after_retry ? records_skip(buf, len, true, &skip) : STEP_GO;
     if (s == STEP_GO)
         s = records_gather(buf + skip, len - skip, TLS_HANDSHAKE_CLIENT_HELLO, hs, &have, &need,
                            end, exact);
@@ -365,7 +387,7 @@ lz_tls_server_kind lz_tls_server_hello_kind(const unsigned char *buf, size_t len
 {
     size_t skip = 0;
     *end = 0;
-    step s = ccs_skip(buf, len, &skip);
+    step s = records_skip(buf, len, false, &skip);
     if (s != STEP_GO)
         return s == STEP_MORE ? LZ_TLS_SERVER_NEED_MORE : LZ_TLS_SERVER_INVALID;
     const uint8_t *p = buf + skip;

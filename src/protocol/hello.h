@@ -40,13 +40,13 @@ lz_hello_result lz_tls_client_hello_name(const unsigned char *buf, size_t len,
                                          char name[static LZ_HELLO_NAME_MAX], size_t *name_len);
 
 /* The same decoder, for lz-namecheck's TLS gate (docs/network.md "The name
- * on the connection"): with after_retry, ChangeCipherSpec records
- * (14 03 xx 00 01 01) may come first (the client's answer to a
- * HelloRetryRequest). On a final result, *end is where the records that
- * carry the ClientHello end in buf: the bytes after it are the client's
- * next ones. A ClientHello that does not end with its record (the record
- * goes on with other handshake bytes) is LZ_HELLO_INVALID: what follows
- * it must be held apart from it. */
+ * on the connection"): with after_retry (the client's answer to a
+ * HelloRetryRequest), ChangeCipherSpec records (14 03 xx 00 01 01) and
+ * application_data records (early data sent before the retry, which the
+ * server skips; each at most 2^14 + 256 bytes) may come first. On a final result, *end is where the
+ * records that carry the ClientHello end in buf: the bytes after it are the client's next ones. A
+ * ClientHello that does not end with its record (the record goes on with other handshake bytes) is
+ * LZ_HELLO_INVALID: what follows it must be held apart from it. */
 lz_hello_result lz_tls_client_hello_next(const unsigned char *buf, size_t len, bool after_retry,
                                          char name[static LZ_HELLO_NAME_MAX], size_t *name_len,
                                          size_t *end);

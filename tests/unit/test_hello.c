@@ -1048,6 +1048,21 @@ static void test_tls_client_hello_next(void **state)
     len = records_build(HS, hn + 4, NULL, 0, STREAM);
     assert_int_equal(next_hello(STREAM, len, false, &end, name, &nl), LZ_HELLO_INVALID);
     assert_int_equal(tls(STREAM, len, name, &nl), LZ_HELLO_NAME);
+    /* Early data (an application_data record) before the answer to the
+     * retry: skipped like the ChangeCipherSpec; not without after_retry;
+     * an empty one refused. */
+    n = load("openssl-client-retry.bin", FIX, sizeof(FIX));
+    memcpy(STREAM, "\x17\x03\x03\x00\x05" "early", 10);
+    memcpy(STREAM + 10, FIX, n);
+    for (size_t i = 0; i < n + 10; i++)
+        assert_int_equal(next_hello(STREAM, i, true, &end, name, &nl), LZ_HELLO_NEED_MORE);
+    assert_int_equal(next_hello(STREAM, n + 10, true, &end, name, &nl), LZ_HELLO_NAME);
+    assert_int_equal(end, n + 10);
+    assert_int_equal(next_hello(STREAM, n + 10, false, &end, name, &nl), LZ_HELLO_INVALID);
+    memcpy(STREAM, "\x17\x03\x03\x00\x00", 5);
+    assert_int_equal(next_hello(STREAM, 5, true, &end, name, &nl), LZ_HELLO_INVALID);
+    /* The server's answer may not start with one. */
+    assert_int_equal(server(STREAM, 5, &end), LZ_TLS_SERVER_INVALID);
     /* A bad ChangeCipherSpec first. */
     memcpy(STREAM, "\x14\x03\x03\x00\x01\x02", 6);
     assert_int_equal(next_hello(STREAM, 6, true, &end, name, &nl), LZ_HELLO_INVALID);
