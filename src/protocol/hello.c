@@ -27,6 +27,20 @@
  * LZ_HELLO_ENCRYPTED even when an outer server_name is present: the outer
  * name is the ECH provider's public name, not the one the client talks to.
  *
+ * The TLS gate (lz-namecheck, after a ClientHello passed):
+ * lz_tls_client_hello_next is the same decoder, which also says where the
+ * ClientHello's last record ends and refuses one whose last record goes
+ * on; after a retry, ChangeCipherSpec (exactly 14 03 xx 00 01 01) and
+ * application_data records (1..2^14 + 256 bytes, early data) may come
+ * first. lz_tls_server_hello_kind reads the server's answer the same way:
+ * ChangeCipherSpec records, then handshake records (as above) whose first
+ * message must be a ServerHello (type 2, legacy_version 3.x, random,
+ * session id <= 32, cipher suite, compression method, then nothing or an
+ * extensions block of well-formed extensions ending with the message); a
+ * HelloRetryRequest (RFC 8446's random) must have extensions and end with
+ * its record. A first record that is an alert must be exactly one 2-byte
+ * alert.
+ *
  * HTTP: "METHOD SP origin-form SP HTTP/1.0|1.1 CRLF" (origin-form: starts
  * with '/'; absolute-form, authority-form and asterisk-form are refused),
  * header lines "name: value CRLF" (name a token right before ':', value

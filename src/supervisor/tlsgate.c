@@ -183,9 +183,11 @@ static lz_tls_gate_state server_answer(lz_tls_gate *g, int64_t now, lz_relay *re
         return LZ_TLS_GATE_GOING;
     case LZ_TLS_SERVER_ALERT:
         /* The server refused the hello: its alert goes to the client (one
-         * small send on a socket that has nothing queued), then both end. */
-        send(g->a, g->sbuf, end, MSG_NOSIGNAL | MSG_DONTWAIT);
-        gate_end(g, false);
+         * small send on a socket that has nothing queued; behind a
+         * HelloRetryRequest not all sent yet, nothing), then both end. */
+        if (g->tlen == g->toff)
+            send(g->a, g->sbuf, end, MSG_NOSIGNAL | MSG_DONTWAIT);
+        gate_end(g, g->tlen != g->toff);
         return LZ_TLS_GATE_ENDED;
     case LZ_TLS_SERVER_INVALID:
     default:
