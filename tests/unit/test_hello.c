@@ -1052,7 +1052,10 @@ static void test_tls_client_hello_next(void **state)
      * retry: skipped like the ChangeCipherSpec; not without after_retry;
      * an empty one refused. */
     n = load("openssl-client-retry.bin", FIX, sizeof(FIX));
-    memcpy(STREAM, "\x17\x03\x03\x00\x05" "early", 10);
+    memcpy(STREAM,
+           "\x17\x03\x03\x00\x05"
+           "early",
+           10);
     memcpy(STREAM + 10, FIX, n);
     for (size_t i = 0; i < n + 10; i++)
         assert_int_equal(next_hello(STREAM, i, true, &end, name, &nl), LZ_HELLO_NEED_MORE);

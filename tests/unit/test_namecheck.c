@@ -673,7 +673,8 @@ static int tls_start(const char *sni, const void *extra, size_t extra_n, int *se
 static void tls_retry(void)
 {
     unsigned char got[8192];
-    static const unsigned char early[] = "\x17\x03\x03\x00\x05" "early";
+    static const unsigned char early[] = "\x17\x03\x03\x00\x05"
+                                         "early";
     bytes hrr = server_hello(true), sh = server_hello(false);
     bytes same = { .n = 0 }, other = { .n = 0 };
     put(&same, CCS, sizeof(CCS));
