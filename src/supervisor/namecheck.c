@@ -189,7 +189,7 @@ static void report(int keeper_fd, const struct sockaddr_in *dst, const char *nam
     m.n_addrs = 1;
     m.port = ntohs(dst->sin_port);
     memcpy(m.addrs[0], &dst->sin_addr, 4);
-    strncpy(m.name, name, sizeof(m.name) - 1);
+    memcpy(m.name, name, strnlen(name, sizeof(m.name) - 1)); /* m is zeroed: ends in NUL */
     /* Never blocks: a keeper that does not keep up gets a count later,
      * the relay goes on. */
     sc_peer_report(keeper_fd, &m, &reports_unsent);
