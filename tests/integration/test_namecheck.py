@@ -387,7 +387,9 @@ def test_the_name_on_the_connection(rig, lab, test_images):
     name and an ECH-marked hello to the same address are reset and never
     reach the server; a fragmented hello passes; HTTP Host likewise; a second
     HTTP request on one connection (keep-alive, pipelined) is never served
-    (S2); a client that sends nothing is cut after the bound."""
+    (S2); a client that sends nothing is cut after the bound; a ClientHello
+    after a HelloRetryRequest that names another server is reset, an
+    honest retry served (F1)."""
     net, dns, servers = lab
     _config_v2(rig, test_images)
     token = f"t{int(time.time() * 1000) % 10**9}"
@@ -562,7 +564,7 @@ def _check_one_request_per_connection(got, lines, servers):
 # deny_hosts and an allow prefix (attack finding S1): the probes of
 # PROBES_PY's functions, to HOST_A inside the allowed prefix, no resolution;
 # and a connection to an address the prefix policy denies (10/8).
-PFX_PROBES_PY = PROBES_PY.split("# The name is resolved first")[0] + r'''
+PFX_PROBES_PY = HRR_PY + PROBES_PY.split("# The name is resolved first")[0] + r'''
 MODE, DENIED_ADDR = sys.argv[5], sys.argv[6]
 def connect_denied(probe):
     t0 = time.monotonic()
@@ -577,6 +579,14 @@ for name in (OTHER, ALLOWED):
 if MODE == "pfx":
     tls("pfx-tls-nosni", None)
     connect_denied("pfx-denied-addr")
+# F1 on a prefix-allowed address: the allowed name, then after the
+# HelloRetryRequest the denied one.
+t0 = time.monotonic()
+try:
+    retried, names, answer = hrr_client(ADDR, ALLOWED, OTHER, f"{MODE}-hrr-{TOKEN}")
+    report(f"{MODE}-hrr", True, answer, " ".join(names), s=time.monotonic() - t0)
+except Exception as e:
+    report(f"{MODE}-hrr", False, error=type(e).__name__ + ": " + str(e), s=time.monotonic() - t0)
 '''
 
 
@@ -610,8 +620,9 @@ def test_deny_hosts_inside_an_allowed_prefix(rig, lab, test_images):
     print(json.dumps(got, indent=1))
     print(json.dumps(seen))
 
-    # The denied name, TLS and HTTP: reset at once, the server saw nothing.
-    for probe in (f"pfx-tls-{OTHER}", f"pfx-http-{OTHER}"):
+    # The denied name, TLS, HTTP and after a HelloRetryRequest (F1): reset
+    # at once, the server saw nothing of it.
+    for probe in (f"pfx-tls-{OTHER}", f"pfx-http-{OTHER}", "pfx-hrr"):
         assert not got[probe]["ok"] and "ConnectionResetError" in got[probe]["error"], got[probe]
         assert got[probe]["s"] < 2, got[probe]
     assert ["sni", OTHER] not in seen["pfx"] and ["http", OTHER] not in seen["pfx"], seen["pfx"]
@@ -628,6 +639,7 @@ def test_deny_hosts_inside_an_allowed_prefix(rig, lab, test_images):
     # Control: without deny_hosts nothing is redirected, other.test is served.
     for probe in (f"pfxctl-tls-{OTHER}", f"pfxctl-http-{OTHER}"):
         assert got[probe]["ok"], got[probe]
+    assert got["pfxctl-hrr"]["got"] == f"lztls {OTHER} pfxctl-hrr-{token}", got["pfxctl-hrr"]
     assert ["sni", OTHER] in seen["pfxctl"] and ["http", OTHER] in seen["pfxctl"], seen["pfxctl"]
     # The denial log names the rule that refused it.
     records = []
