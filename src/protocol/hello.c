@@ -27,6 +27,20 @@
  * LZ_HELLO_ENCRYPTED even when an outer server_name is present: the outer
  * name is the ECH provider's public name, not the one the client talks to.
  *
+ * The TLS gate (lz-namecheck, after a ClientHello passed):
+ * lz_tls_client_hello_next is the same decoder, which also says where the
+ * ClientHello's last record ends and refuses one whose last record goes
+ * on; after a retry, ChangeCipherSpec (exactly 14 03 xx 00 01 01) and
+ * application_data records (1..2^14 + 256 bytes, early data) may come
+ * first. lz_tls_server_hello_kind reads the server's answer the same way:
+ * ChangeCipherSpec records, then handshake records (as above) whose first
+ * message must be a ServerHello (type 2, legacy_version 3.x, random,
+ * session id <= 32, cipher suite, compression method, then nothing or an
+ * extensions block of well-formed extensions ending with the message); a
+ * HelloRetryRequest (RFC 8446's random) must have extensions and end with
+ * its record. A first record that is an alert must be exactly one 2-byte
+ * alert.
+ *
  * HTTP: "METHOD SP origin-form SP HTTP/1.0|1.1 CRLF" (origin-form: starts
  * with '/'; absolute-form, authority-form and asterisk-form are refused),
  * header lines "name: value CRLF" (name a token right before ':', value
@@ -52,8 +66,12 @@
 
 #define TLS_RECORD_HEADER 5
 #define TLS_RECORD_MAX 16384
+#define TLS_CONTENT_CCS 20
+#define TLS_CONTENT_ALERT 21
 #define TLS_CONTENT_HANDSHAKE 22
+#define TLS_CONTENT_APPLICATION_DATA 23
 #define TLS_HANDSHAKE_CLIENT_HELLO 1
+#define TLS_HANDSHAKE_SERVER_HELLO 2
 #define TLS_EXT_SERVER_NAME 0x0000
 #define TLS_EXT_ECH 0xfe0d
 #define TLS_SNI_HOST_NAME 0
@@ -192,13 +210,59 @@ static step client_hello_parse(cursor *c, size_t end, hello_found *f)
     return STEP_GO;
 }
 
-/* Gather the handshake bytes of the records in buf into hs; *need gets
- * the ClientHello's length with its header once known (0 before). */
-static step records_gather(const uint8_t *buf, size_t len, uint8_t *hs, size_t *have, size_t *need)
+/* The records a client may send between a HelloRetryRequest and its
+ * second ClientHello, at buf[0..len): ChangeCipherSpec (RFC 8446 D.4's
+ * compatibility record, exactly 14 03 xx 00 01 01) and, with early_data,
+ * application_data records (the 0-RTT data sent after the first
+ * ClientHello, which the server skips after a retry: 4.2.10). *off gets
+ * the length of the complete ones; STEP_MORE when buf ends inside one.
+ * The server's answer may start with ChangeCipherSpec records only. */
+static step records_skip(const uint8_t *buf, size_t len, bool early_data, size_t *off)
 {
-    size_t off = 0;
+    static const uint8_t ccs[] = { TLS_CONTENT_CCS, 3, 0, 0, 1, 1 };
+    *off = 0;
+    while (*off < len) {
+        const uint8_t *p = buf + *off;
+        size_t n = len - *off;
+        if (p[0] == TLS_CONTENT_APPLICATION_DATA && early_data) {
+            if (n >= 2 && p[1] != 3)
+                return STEP_BAD;
+            if (n < TLS_RECORD_HEADER)
+                return STEP_MORE;
+            size_t rec = ((size_t) p[3] << 8) | p[4];
+            if (rec == 0 || rec > TLS_RECORD_MAX + 256) /* a TLSCiphertext's bound */
+                return STEP_BAD;
+            if (n < TLS_RECORD_HEADER + rec)
+                return STEP_MORE;
+            *off += TLS_RECORD_HEADER + rec;
+            continue;
+        }
+        if (p[0] != TLS_CONTENT_CCS)
+            return STEP_GO;
+        n = n < sizeof(ccs) ? n : sizeof(ccs);
+        for (size_t i = 0; i < n; i++)
+            if (i != 2 && p[i] != ccs[i])
+                return STEP_BAD;
+        if (n < sizeof(ccs))
+            return STEP_MORE;
+        *off += sizeof(ccs);
+    }
+    return STEP_GO;
+}
+
+/* Gather the handshake bytes of the records in buf into hs, until the
+ * first handshake message (which must be of type want) is complete; *need
+ * gets its length with its header once known (0 before). On STEP_GO,
+ * *end is where the record holding its last byte ends in buf, and *exact
+ * says whether the message ends with that record (nothing else of the
+ * handshake shares it, and all of it is here). */
+static step records_gather(const uint8_t *buf, size_t len, uint8_t want, uint8_t *hs, size_t *have,
+                           size_t *need, size_t *end, bool *exact)
+{
+    size_t off = 0, total = 0; /* total: the handshake bytes seen, copied or not */
     *have = 0;
     *need = 0;
+    *exact = false;
     while (*need == 0 || *have < *need) {
         if (off == len)
             return STEP_MORE;
@@ -217,27 +281,39 @@ static step records_gather(const uint8_t *buf, size_t len, uint8_t *hs, size_t *
         size_t copy = frag < LZ_HELLO_MAX - *have ? frag : LZ_HELLO_MAX - *have;
         memcpy(hs + *have, buf + off + TLS_RECORD_HEADER, copy);
         *have += copy;
-        if (*have >= 1 && hs[0] != TLS_HANDSHAKE_CLIENT_HELLO)
+        total += frag;
+        if (*have >= 1 && hs[0] != want)
             return STEP_BAD;
         if (*need == 0 && *have >= 4) {
             *need = 4 + (((size_t) hs[1] << 16) | ((size_t) hs[2] << 8) | hs[3]);
             if (*need > LZ_HELLO_MAX)
                 return STEP_BAD;
         }
+        *end = off + TLS_RECORD_HEADER + rec;
         if (frag < rec)
             return (*need && *have >= *need) ? STEP_GO : STEP_MORE;
-        off += TLS_RECORD_HEADER + rec;
+        off = *end;
     }
+    *exact = total == *need;
     return STEP_GO;
 }
 
-lz_hello_result lz_tls_client_hello_name(const unsigned char *buf, size_t len,
-                                         char name[static LZ_HELLO_NAME_MAX], size_t *name_len)
+/* The ClientHello at the start of buf (after_retry: after any
+ * ChangeCipherSpec records); *end and *exact as records_gather's. */
+static lz_hello_result client_hello_decode(const unsigned char *buf, size_t len, bool after_retry,
+                                           char name[static LZ_HELLO_NAME_MAX], size_t *name_len,
+                                           size_t *end, bool *exact)
 {
     uint8_t hs[LZ_HELLO_MAX];
-    size_t have = 0, need = 0;
+    size_t have = 0, need = 0, skip = 0;
     *name_len = 0;
-    step s = records_gather(buf, len, hs, &have, &need);
+    *end = 0;
+    *exact = false;
+    step s = after_retry ? records_skip(buf, len, true, &skip) : STEP_GO;
+    if (s == STEP_GO)
+        s = records_gather(buf + skip, len - skip, TLS_HANDSHAKE_CLIENT_HELLO, hs, &have, &need,
+                           end, exact);
+    *end += skip;
     if (s == STEP_BAD)
         return LZ_HELLO_INVALID;
     hello_found f = { 0 };
@@ -258,6 +334,110 @@ lz_hello_result lz_tls_client_hello_name(const unsigned char *buf, size_t len,
     memcpy(name, hs + f.name_at, f.name_len);
     *name_len = f.name_len;
     return LZ_HELLO_NAME;
+}
+
+lz_hello_result lz_tls_client_hello_name(const unsigned char *buf, size_t len,
+                                         char name[static LZ_HELLO_NAME_MAX], size_t *name_len)
+{
+    size_t end;
+    bool exact;
+    return client_hello_decode(buf, len, false, name, name_len, &end, &exact);
+}
+
+lz_hello_result lz_tls_client_hello_next(const unsigned char *buf, size_t len, bool after_retry,
+                                         char name[static LZ_HELLO_NAME_MAX], size_t *name_len,
+                                         size_t *end)
+{
+    char found[LZ_HELLO_NAME_MAX];
+    bool exact;
+    lz_hello_result r = client_hello_decode(buf, len, after_retry, found, name_len, end, &exact);
+    if (r != LZ_HELLO_NEED_MORE && r != LZ_HELLO_INVALID && !exact)
+        r = LZ_HELLO_INVALID; /* the record goes on past the ClientHello */
+    if (r == LZ_HELLO_NEED_MORE || r == LZ_HELLO_INVALID)
+        *name_len = *end = 0;
+    /* Only a name this answer gives is written. */
+    memcpy(name, found, *name_len);
+    return r;
+}
+
+/* The ServerHello's body (legacy_version to end): its random says whether
+ * it is a HelloRetryRequest. */
+static step server_hello_parse(cursor *c, size_t end, bool *retry)
+{
+    /* RFC 8446 4.1.3: SHA-256("HelloRetryRequest") */
+    static const uint8_t hrr_random[32] = {
+        0xcf, 0x21, 0xad, 0x74, 0xe5, 0x9a, 0x61, 0x11, 0xbe, 0x1d, 0x8c,
+        0x02, 0x1e, 0x65, 0xb8, 0x91, 0xc2, 0xa2, 0x11, 0x16, 0x7a, 0xbb,
+        0x8c, 0x5e, 0x07, 0x9e, 0x09, 0xe2, 0xc8, 0xa8, 0x33, 0x9c,
+    };
+    size_t at = 0, n = 0;
+    TRY(take(c, 2, end, &at)); /* legacy_version */
+    if (c->p[at] != 3)
+        return STEP_BAD;
+    TRY(take(c, 32, end, &at)); /* random */
+    *retry = memcmp(c->p + at, hrr_random, 32) == 0;
+    TRY(take8(c, end, &n)); /* legacy_session_id_echo */
+    if (n > 32)
+        return STEP_BAD;
+    TRY(take(c, n, end, &at));
+    TRY(take(c, 2, end, &at)); /* cipher_suite */
+    TRY(take(c, 1, end, &at)); /* legacy_compression_method */
+    if (c->pos == end)         /* no extensions (TLS 1.2 allows it) */
+        return *retry ? STEP_BAD : STEP_GO;
+    size_t ext_total = 0;
+    TRY(take16(c, end, &ext_total));
+    if (ext_total != end - c->pos)
+        return STEP_BAD;
+    while (c->pos < end) {
+        size_t type = 0, len = 0;
+        TRY(take16(c, end, &type));
+        TRY(take16(c, end, &len));
+        TRY(take(c, len, end, &at));
+    }
+    return STEP_GO;
+}
+
+lz_tls_server_kind lz_tls_server_hello_kind(const unsigned char *buf, size_t len, size_t *end)
+{
+    size_t skip = 0;
+    *end = 0;
+    step s = records_skip(buf, len, false, &skip);
+    if (s != STEP_GO)
+        return s == STEP_MORE ? LZ_TLS_SERVER_NEED_MORE : LZ_TLS_SERVER_INVALID;
+    const uint8_t *p = buf + skip;
+    size_t n = len - skip;
+    if (n && p[0] == TLS_CONTENT_ALERT) {
+        /* A plaintext alert: level, description; the server refused. */
+        static const uint8_t head[] = { TLS_CONTENT_ALERT, 3, 0, 0, 2 };
+        for (size_t i = 0; i < n && i < sizeof(head); i++)
+            if (i != 2 && p[i] != head[i])
+                return LZ_TLS_SERVER_INVALID;
+        if (n < sizeof(head) + 2)
+            return LZ_TLS_SERVER_NEED_MORE;
+        *end = skip + sizeof(head) + 2;
+        return LZ_TLS_SERVER_ALERT;
+    }
+    uint8_t hs[LZ_HELLO_MAX];
+    size_t have = 0, need = 0, rec_end = 0;
+    bool exact = false, retry = false;
+    s = records_gather(p, n, TLS_HANDSHAKE_SERVER_HELLO, hs, &have, &need, &rec_end, &exact);
+    if (s == STEP_GO || (s == STEP_MORE && need)) {
+        cursor c = { .p = hs, .pos = 4, .avail = have < need ? have : need };
+        step parsed = server_hello_parse(&c, need, &retry);
+        s = parsed == STEP_BAD ? STEP_BAD : s == STEP_GO ? parsed : STEP_MORE;
+    }
+    if (s == STEP_MORE)
+        return len >= LZ_HELLO_MAX ? LZ_TLS_SERVER_INVALID : LZ_TLS_SERVER_NEED_MORE;
+    if (s == STEP_BAD)
+        return LZ_TLS_SERVER_INVALID;
+    if (!retry)
+        return LZ_TLS_SERVER_HELLO;
+    /* The client answers a HelloRetryRequest; nothing else of the server's
+     * handshake may share its record. */
+    if (!exact)
+        return LZ_TLS_SERVER_INVALID;
+    *end = skip + rec_end;
+    return LZ_TLS_SERVER_RETRY;
 }
 
 /* ---- HTTP --------------------------------------------------------------- */

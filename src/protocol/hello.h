@@ -11,6 +11,7 @@
 #ifndef LAZARET_PROTOCOL_HELLO_H
 #define LAZARET_PROTOCOL_HELLO_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -37,6 +38,39 @@ typedef enum lz_hello_result {
  * LZ_HELLO_NAME_MAX, or a second host_name entry, is LZ_HELLO_INVALID). */
 lz_hello_result lz_tls_client_hello_name(const unsigned char *buf, size_t len,
                                          char name[static LZ_HELLO_NAME_MAX], size_t *name_len);
+
+/* The same decoder, for lz-namecheck's TLS gate (docs/network.md "The name
+ * on the connection"): with after_retry (the client's answer to a
+ * HelloRetryRequest), ChangeCipherSpec records (14 03 xx 00 01 01) and
+ * application_data records (early data sent before the retry, which the
+ * server skips; each at most 2^14 + 256 bytes) may come first. On a final result, *end is where the
+ * records that carry the ClientHello end in buf: the bytes after it are the client's next ones. A
+ * ClientHello that does not end with its record (the record goes on with other handshake bytes) is
+ * LZ_HELLO_INVALID: what follows it must be held apart from it. */
+lz_hello_result lz_tls_client_hello_next(const unsigned char *buf, size_t len, bool after_retry,
+                                         char name[static LZ_HELLO_NAME_MAX], size_t *name_len,
+                                         size_t *end);
+
+/* What the server answered a ClientHello with: buf[0..len) is the server's
+ * bytes so far (after a HelloRetryRequest: those after its records).
+ * ChangeCipherSpec records may come first; then handshake records (split
+ * anywhere, the message over several) whose first message must be a
+ * ServerHello (legacy_version 3.x, random, session id <= 32, cipher suite,
+ * compression method, then nothing or an extensions block ending exactly
+ * with the message), at most LZ_HELLO_MAX bytes; or one plaintext alert
+ * record (the server refused). A ServerHello whose random is RFC 8446's
+ * HelloRetryRequest value is LZ_TLS_SERVER_RETRY; it must end with its
+ * record, and *end says where that record ends. LZ_TLS_SERVER_ALERT:
+ * *end is the alert record's end. */
+typedef enum lz_tls_server_kind {
+    LZ_TLS_SERVER_NEED_MORE = 0, /* a prefix of a valid answer: read more */
+    LZ_TLS_SERVER_HELLO,         /* a ServerHello: the server chose its site */
+    LZ_TLS_SERVER_RETRY,         /* a HelloRetryRequest: a second ClientHello comes */
+    LZ_TLS_SERVER_ALERT,         /* an alert before any ServerHello */
+    LZ_TLS_SERVER_INVALID,       /* anything else, or over the bound */
+} lz_tls_server_kind;
+
+lz_tls_server_kind lz_tls_server_hello_kind(const unsigned char *buf, size_t len, size_t *end);
 
 /* HTTP/1.0 or 1.1: request line, then headers up to the empty line. Exactly
  * one Host header (two are LZ_HELLO_INVALID); name gets its value without

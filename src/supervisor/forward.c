@@ -158,6 +158,16 @@ int lz_relay_init(lz_relay *r, int a, int b, bool connecting, int64_t now, const
     return 0;
 }
 
+int lz_relay_queue_to_a(lz_relay *r, const void *bytes, size_t len)
+{
+    if (len > LZ_FORWARD_BUF - r->ba.off - r->ba.len)
+        return -1;
+    if (len)
+        memcpy(r->ba.buf + r->ba.off + r->ba.len, bytes, len);
+    r->ba.len += len;
+    return 0;
+}
+
 int lz_relay_gate(lz_relay *r, uint64_t total)
 {
     if (r->ab.len > total)

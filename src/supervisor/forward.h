@@ -118,6 +118,10 @@ int lz_relay_admit(lz_relay *r, const void *bytes, size_t len, uint64_t total);
 /* a's end of stream, read by the owner while the gate was shut: passed on
  * to b as a half-close, as the relay does with its own reads. */
 void lz_relay_a_ended(lz_relay *r, int64_t now);
+/* Queue bytes[0..len) towards a, after what waits for it (lz-namecheck's
+ * TLS gate: the server's bytes it read before the relay took over). -1
+ * (nothing queued) when they do not fit in LZ_FORWARD_BUF. */
+int lz_relay_queue_to_a(lz_relay *r, const void *bytes, size_t len);
 
 /* What to poll for on a and b (0: do not poll that side: a hung-up socket
  * reports POLLHUP whatever it is asked); lowers *wait (-1: none yet) to

@@ -386,6 +386,11 @@ static const char *name_why(uint8_t why)
     case SC_NAME_WHY_ADDRESS:
         return "name check: an address the host rules may not open (a prefix rule or this "
                "host's own)";
+    case SC_NAME_WHY_RETRY_NAME:
+        return "name check: the name changed after a HelloRetryRequest";
+    case SC_NAME_WHY_SERVER_HELLO:
+        return "name check: the server did not answer the ClientHello with one ServerHello "
+               "(a second HelloRetryRequest, or not TLS)";
     default:
         return "name check: not TLS / HTTP, too large or too slow";
     }

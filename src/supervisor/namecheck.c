@@ -25,6 +25,7 @@
 #include "common/util.h"
 #include "protocol/hello.h"
 #include "supervisor/forward.h"
+#include "supervisor/tlsgate.h"
 
 /* <linux/netfilter_ipv4.h> clashes with <netinet/in.h>: the one constant. */
 #ifndef SO_ORIGINAL_DST
@@ -116,6 +117,13 @@ static lz_namecheck_verdict decide_name(const lz_host_list *allow, const lz_host
 static bool is_http(bool prefix_allowed, uint16_t port, const unsigned char *buf, size_t len)
 {
     return prefix_allowed ? sniff(buf, len) == NC_HTTP : port == 80;
+}
+
+/* Whether a connection is TLS, whose handshake goes through the TLS gate:
+ * as is_http. */
+static bool is_tls(bool prefix_allowed, uint16_t port, const unsigned char *buf, size_t len)
+{
+    return prefix_allowed ? sniff(buf, len) == NC_TLS : port == 443;
 }
 
 lz_namecheck_verdict lz_namecheck_decide(const lz_host_list *allow, const lz_host_list *deny,
@@ -219,7 +227,9 @@ typedef struct nc_conn {
     int64_t deadline;
     unsigned char *hello;
     size_t len;
-    bool relaying;       /* from here on, relay owns fd */
+    bool relaying; /* from here on, relay owns fd */
+    bool gating;   /* from here on, gate owns fd (until it hands over to relay) */
+    lz_tls_gate gate;
     bool prefix_allowed; /* dst is prefix-allowed: only a denied name is refused */
     bool http;           /* checked request by request; hello[0..len) holds the next
                           * request's first bytes while the relay's gate is shut */
@@ -307,6 +317,16 @@ static bool request_extent(const nc_conn *c, size_t *take, uint64_t *extent)
     return true;
 }
 
+/* A complete TLS ClientHello (one lz_tls_client_hello_next may still
+ * refuse: its record goes on). */
+static bool tls_hello_complete(const unsigned char *buf, size_t len)
+{
+    char raw[LZ_HELLO_NAME_MAX];
+    size_t raw_len = 0;
+    lz_hello_result r = lz_tls_client_hello_name(buf, len, raw, &raw_len);
+    return r == LZ_HELLO_NAME || r == LZ_HELLO_NO_NAME || r == LZ_HELLO_ENCRYPTED;
+}
+
 /* Read what the client sent and decide once it said enough. */
 static void conn_hello(nc_conn *c, bool readable, int keeper_fd, const lz_resolved_config *cfg,
                        int64_t now)
@@ -355,25 +375,45 @@ static void conn_hello(nc_conn *c, bool readable, int keeper_fd, const lz_resolv
         conn_refuse(c, keeper_fd, name, SC_NAME_WHY_INVALID); /* Transfer-Encoding... */
         return;
     }
+    /* TLS — port 443 of a learned address, TLS by its bytes on a
+     * prefix-allowed one — goes through the TLS gate (tlsgate.h): no byte
+     * after the ClientHello reaches the server before the server's
+     * ServerHello was read, and a ClientHello after a HelloRetryRequest
+     * must name the same server (attack round a25b, F1). */
+    char raw[LZ_HELLO_NAME_MAX];
+    size_t raw_len = 0, end = 0;
+    lz_hello_result first = LZ_HELLO_INVALID;
+    bool tls = !c->http && is_tls(c->prefix_allowed, port, c->hello, c->len);
+    if (tls)
+        first = lz_tls_client_hello_next(c->hello, c->len, false, raw, &raw_len, &end);
+    bool gate = first == LZ_HELLO_NAME || first == LZ_HELLO_NO_NAME || first == LZ_HELLO_ENCRYPTED;
+    if (tls && !gate && tls_hello_complete(c->hello, c->len)) {
+        conn_refuse(c, keeper_fd, name, SC_NAME_WHY_INVALID); /* other bytes share its record */
+        return;
+    }
     /* From the supervisor's namespace (this process's), as slirp4netns's
      * connections leave; the bytes read so far go first. */
     int up = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     int r = up >= 0 ? connect(up, (const struct sockaddr *) &c->dst, sizeof(c->dst)) : -1;
     if (up < 0 || (r < 0 && errno != EINPROGRESS) ||
-        lz_relay_init(&c->relay, c->fd, up, r < 0, now, c->hello, take) < 0) {
+        (gate ? lz_tls_gate_init(&c->gate, c->fd, up, r < 0, now, c->hello, c->len, end, first, raw,
+                                 raw_len)
+              : lz_relay_init(&c->relay, c->fd, up, r < 0, now, c->hello, take)) < 0) {
         if (up >= 0)
             close(up);
         conn_reset(c);
         return;
     }
-    c->relaying = true;
     memcpy(c->name, name, sizeof(c->name));
-    if (!c->http) {
+    if (gate || !c->http) {
         free(c->hello);
         c->hello = NULL;
         c->len = 0;
+        c->gating = gate;
+        c->relaying = !gate;
         return;
     }
+    c->relaying = true;
     lz_relay_gate(&c->relay, extent); /* cannot fail: take <= extent */
     /* Bytes behind the first request (pipelined) wait for their turn. */
     memmove(c->hello, c->hello + take, c->len - take);
@@ -434,6 +474,27 @@ static bool next_requests(nc_conn *c, bool readable, int keeper_fd, const lz_res
     return true;
 }
 
+static void conn_gate(nc_conn *c, short ra, short rb, int keeper_fd, int64_t now)
+{
+    char name[LZ_HOST_NAME_MAX + 1];
+    int why = 0;
+    switch (lz_tls_gate_step(&c->gate, ra, rb, now, &c->relay, name, &why)) {
+    case LZ_TLS_GATE_GOING:
+        return;
+    case LZ_TLS_GATE_RELAY:
+        c->gating = false;
+        c->relaying = true;
+        return;
+    case LZ_TLS_GATE_REFUSED:
+        report(keeper_fd, &c->dst, name[0] ? name : c->name, why);
+        break;
+    case LZ_TLS_GATE_ENDED:
+    default:
+        break;
+    }
+    *c = (nc_conn){ .fd = -1 }; /* the gate closed both sides */
+}
+
 int lz_namecheck_run(int listen_fd, int keeper_fd, int route_fd, const lz_resolved_config *cfg)
 {
     static nc_conn conns[LZ_NAMECHECK_MAX_CONNS];
@@ -459,13 +520,18 @@ int lz_namecheck_run(int listen_fd, int keeper_fd, int route_fd, const lz_resolv
                     int64_t left = c->deadline > now ? c->deadline - now : 0;
                     wait = wait < 0 || left < wait ? left : wait;
                 }
+            } else if (c->gating) {
+                lz_tls_gate_events(&c->gate, now, &ea, &eb, &wait);
             } else {
                 ea = POLLIN;
                 int64_t left = c->deadline > now ? c->deadline - now : 0;
                 wait = wait < 0 || left < wait ? left : wait;
             }
             p[n++] = (struct pollfd){ .fd = ea ? c->fd : -1, .events = ea };
-            p[n++] = (struct pollfd){ .fd = eb ? c->relay.b : -1, .events = eb };
+            p[n++] = (struct pollfd){ .fd = !eb         ? -1
+                                            : c->gating ? c->gate.b
+                                                        : c->relay.b,
+                                      .events = eb };
         }
         /* Full: further connections wait in the listen backlog. */
         if (used == LZ_NAMECHECK_MAX_CONNS)
@@ -494,6 +560,8 @@ int lz_namecheck_run(int listen_fd, int keeper_fd, int route_fd, const lz_resolv
                     free(c->hello); /* the relay closed both sides */
                     *c = (nc_conn){ .fd = -1 };
                 }
+            } else if (c->gating) {
+                conn_gate(c, ra, rb, keeper_fd, now);
             } else if (ra & (POLLERR | POLLNVAL)) {
                 conn_reset(c);
             } else {

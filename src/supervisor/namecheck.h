@@ -11,7 +11,10 @@
  * connection is reset and reported to the keeper (SC_NAME_DENIED). With
  * deny_hosts, TCP to ports 80 and 443 of the addresses the prefix policy
  * allows (set `prefix_allowed`) comes here too: there only a denied name
- * is refused.
+ * is refused. On port 443 a passed ClientHello goes through the TLS gate
+ * (tlsgate.h) before the free relay: nothing more of the client's reaches
+ * the server before its ServerHello, and the ClientHello after a
+ * HelloRetryRequest must name the same server.
  *
  * The process lives in the supervisor's network namespace (its outgoing
  * connections leave from there, as slirp4netns's do); only its listening

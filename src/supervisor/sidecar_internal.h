@@ -206,6 +206,10 @@ enum {
     SC_NAME_WHY_INVALID,         /* not TLS / HTTP, or over a bound, or too slow */
     SC_NAME_WHY_ADDRESS,         /* the destination is not one the host rules may open (the
                                   * prefix policy decides it, or it is this host's own) */
+    SC_NAME_WHY_RETRY_NAME,      /* TLS: the ClientHello after a HelloRetryRequest named another
+                                  * server (or none, or an encrypted one): tlsgate.h */
+    SC_NAME_WHY_SERVER_HELLO,    /* TLS: the server's answer was not one ServerHello (a second
+                                  * HelloRetryRequest, or not TLS) */
 };
 
 /* Addresses admitted only through a host rule: the router's nftables set

@@ -23,7 +23,13 @@
  *    LZ_HELLO_MAX, a body length at most LZ_HTTP_BODY_MAX; it agrees with
  *    the host decoder (OK only where that gives a name or no name,
  *    NEED_MORE only where that says NEED_MORE, INVALID wherever that
- *    does) and later bytes never change its answer either.
+ *    does) and later bytes never change its answer either;
+ *  - lz-namecheck's TLS gate decoders: lz_tls_client_hello_next (with and
+ *    without the ChangeCipherSpec of a retry) agrees with
+ *    lz_tls_client_hello_name where it gives a final answer, gives an end
+ *    within the input only then, and later bytes change neither answer
+ *    nor end; lz_tls_server_hello_kind likewise (an end only for a
+ *    HelloRetryRequest or an alert).
  *
  * Run: build-dir/tests/fuzz/fuzz_hello -dict=tests/fuzz/fuzz_hello.dict
  *          -max_total_time=180 NEW_CORPUS_DIR tests/fuzz/corpus/fuzz_hello
@@ -167,6 +173,78 @@ static void fuzz_frame(const uint8_t *buf, size_t size)
     }
 }
 
+/* lz_tls_client_hello_next: the same answers as the plain decoder where it
+ * is final (after_retry false), an end within the input only with a final
+ * answer, and later bytes change neither. */
+static outcome next_run(const uint8_t *buf, size_t len, bool after_retry, size_t *end)
+{
+    outcome o;
+    memset(o.name, FILL, sizeof(o.name));
+    o.len = 999;
+    *end = 999;
+    o.r = lz_tls_client_hello_next(buf, len, after_retry, o.name, &o.len, end);
+    CHECK(o.r >= LZ_HELLO_NEED_MORE && o.r <= LZ_HELLO_INVALID);
+    bool final = o.r == LZ_HELLO_NAME || o.r == LZ_HELLO_NO_NAME || o.r == LZ_HELLO_ENCRYPTED;
+    CHECK(final ? *end >= 5 && *end <= len : *end == 0);
+    CHECK(o.r == LZ_HELLO_NAME ? o.len >= 1 && o.len <= LZ_HELLO_NAME_MAX : o.len == 0);
+    for (size_t i = o.len; i < sizeof(o.name); i++)
+        CHECK((uint8_t) o.name[i] == FILL);
+    if (final && !after_retry) {
+        outcome plain = run(lz_tls_client_hello_name, buf, len);
+        CHECK(plain.r == o.r && plain.len == o.len && memcmp(plain.name, o.name, o.len) == 0);
+    }
+    return o;
+}
+
+static void fuzz_next(const uint8_t *buf, size_t size, bool after_retry)
+{
+    size_t end_full = 0, end_part = 0;
+    outcome full = next_run(buf, size, after_retry, &end_full);
+    if (size == 0)
+        return;
+    size_t cuts[3] = { size - 1, size / 2, (size_t) buf[0] * 61 % size };
+    for (size_t i = 0; i < 3; i++) {
+        outcome part = next_run(buf, cuts[i], after_retry, &end_part);
+        check_prefix(&full, &part);
+        if (part.r != LZ_HELLO_NEED_MORE && part.r != LZ_HELLO_INVALID)
+            CHECK(end_part == end_full);
+    }
+}
+
+/* lz_tls_server_hello_kind: an end only with RETRY / ALERT, within the
+ * input; later bytes change neither the kind nor the end (NEED_MORE of the
+ * whole implies NEED_MORE of a prefix, INVALID of a prefix INVALID of the
+ * whole). */
+static lz_tls_server_kind server_run(const uint8_t *buf, size_t len, size_t *end)
+{
+    *end = 999;
+    lz_tls_server_kind k = lz_tls_server_hello_kind(buf, len, end);
+    CHECK(k >= LZ_TLS_SERVER_NEED_MORE && k <= LZ_TLS_SERVER_INVALID);
+    if (k == LZ_TLS_SERVER_RETRY || k == LZ_TLS_SERVER_ALERT)
+        CHECK(*end >= 7 && *end <= len);
+    else
+        CHECK(*end == 0);
+    return k;
+}
+
+static void fuzz_server(const uint8_t *buf, size_t size)
+{
+    size_t end_full = 0, end_part = 0;
+    lz_tls_server_kind full = server_run(buf, size, &end_full);
+    if (size == 0)
+        return;
+    size_t cuts[3] = { size - 1, size / 2, (size_t) buf[0] * 61 % size };
+    for (size_t i = 0; i < 3; i++) {
+        lz_tls_server_kind part = server_run(buf, cuts[i], &end_part);
+        if (full == LZ_TLS_SERVER_NEED_MORE)
+            CHECK(part == LZ_TLS_SERVER_NEED_MORE);
+        if (part == LZ_TLS_SERVER_INVALID)
+            CHECK(full == LZ_TLS_SERVER_INVALID);
+        if (part != LZ_TLS_SERVER_NEED_MORE && part != LZ_TLS_SERVER_INVALID)
+            CHECK(full == part && end_full == end_part);
+    }
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     /* A little past the bound, so that the bound itself is exercised. */
@@ -178,6 +256,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     fuzz_one(lz_tls_client_hello_name, copy, size, false);
     fuzz_one(lz_http_request_host, copy, size, true);
     fuzz_frame(copy, size);
+    fuzz_next(copy, size, false);
+    fuzz_next(copy, size, true);
+    fuzz_server(copy, size);
     free(copy);
     return 0;
 }

@@ -48,6 +48,9 @@ ctxs = {}
 for name, (cert, key) in cfg["certs"].items():
     c = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     c.load_cert_chain(cert, key)
+    # P-256 only (as FIPS-style servers are): a client whose first key
+    # share is X25519 (Python's default) gets a HelloRetryRequest.
+    c.set_ecdh_curve("prime256v1")
     ctxs[name] = c
 first = ctxs[next(iter(cfg["certs"]))]
 def on_sni(sock, name, ctx):
@@ -129,6 +132,66 @@ sys.stdin.read()
 
 # Inside the sandbox. Prints one JSON line per probe: {"probe", "ok", "got",
 # "error", "s"}.
+# A TLS 1.3 client (Python ssl, i.e. OpenSSL) that may change its
+# server_name between its first ClientHello and its answer to a
+# HelloRetryRequest (attack round a25b, finding F1): the name is set again
+# on the live SSL object (SSL_ctrl SSL_CTRL_SET_TLSEXT_HOSTNAME) once the
+# retry has arrived. Returns (retried, certificate names, answer line).
+# Runs in the sandbox (the Debian image's python3 and libssl.so.3) and, as
+# the control, on the test host.
+HRR_PY = r'''
+import ctypes, re, socket, ssl
+HRR_RANDOM = bytes.fromhex("CF21AD74E59A6111BE1D8C021E65B891C2A211167ABB8C5E079E09E2C8A8339C")
+def hrr_client(addr, first, second, line):
+    libssl = ctypes.CDLL("libssl.so.3")
+    libssl.SSL_ctrl.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_long, ctypes.c_void_p]
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_3
+    inc, out = ssl.MemoryBIO(), ssl.MemoryBIO()
+    obj = ctx.wrap_bio(inc, out, server_hostname=first)
+    # PySSLSocket: PyObject_HEAD (16 bytes), Socket, then the SSL *.
+    ssl_ptr = ctypes.c_void_p.from_address(id(obj._sslobj) + 24).value
+    with socket.create_connection((addr, 443), timeout=10) as s:
+        retried, seen = False, b""
+        for _ in range(50):
+            try:
+                obj.do_handshake()
+                break
+            except ssl.SSLWantReadError:
+                pass
+            d = out.read()
+            if d:
+                s.sendall(d)
+            d = s.recv(65536)
+            if not d:
+                raise EOFError("the server ended the connection")
+            seen += d
+            if not retried and HRR_RANDOM in seen:
+                assert libssl.SSL_ctrl(ssl_ptr, 55, 0, ctypes.c_char_p(second.encode())) == 1
+                retried = True
+            inc.write(d)
+        d = out.read()
+        if d:
+            s.sendall(d)
+        cert = obj.getpeercert(binary_form=True) or b""
+        names = sorted({n.decode() for n in re.findall(rb"[a-z0-9.]+[.]test", cert)})
+        obj.write(line.encode() + b"\n")
+        s.sendall(out.read())
+        answer = b""
+        while b"\n" not in answer:
+            d = s.recv(65536)
+            if not d:
+                break
+            inc.write(d)
+            try:
+                answer += obj.read(4096)
+            except ssl.SSLWantReadError:
+                pass
+    return retried, names, answer.decode(errors="replace").strip()
+'''
+
 PROBES_PY = r'''
 import hashlib, json, socket, ssl, struct, sys, threading, time
 ADDR = sys.argv[1]
@@ -138,12 +201,14 @@ def report(probe, ok, got="", error="", s=0.0):
     with out_lock:
         print(json.dumps({"probe": probe, "ok": ok, "got": got, "error": error,
                           "s": round(s, 2)}), flush=True)
-def tls(probe, sni):
+def tls(probe, sni, groups=None):
     t0 = time.monotonic()
     try:
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
         ctx.check_hostname = False
         ctx.verify_mode = ssl.CERT_NONE
+        if groups:
+            ctx.set_ecdh_curve(groups)
         with socket.create_connection((ADDR, 443), timeout=15) as raw:
             with ctx.wrap_socket(raw, server_hostname=sni) as s:
                 s.sendall(f"{probe}-{TOKEN}\n".encode())
@@ -205,6 +270,21 @@ tls("tls-allowed", ALLOWED)
 tls("tls-other", OTHER)
 tls("tls-nosni", None)
 tls("tls-allowed-again", ALLOWED)
+# The same, with a first key share the server takes: no HelloRetryRequest.
+tls("tls-no-retry", ALLOWED, groups="prime256v1")
+# F1: the first ClientHello names the allowed server, the one after the
+# HelloRetryRequest another (reset, never served); the control keeps the
+# name (an honest client's retry is served).
+def hrr(probe, second):
+    t0 = time.monotonic()
+    try:
+        retried, names, answer = hrr_client(ADDR, ALLOWED, second, f"{probe}-{TOKEN}")
+        report(probe, True, f"{'retried' if retried else 'no-retry'} {answer}",
+               " ".join(names), s=time.monotonic() - t0)
+    except Exception as e:
+        report(probe, False, error=type(e).__name__ + ": " + str(e), s=time.monotonic() - t0)
+hrr("hrr-same", ALLOWED)
+hrr("hrr-switch", OTHER)
 raw("ech", 443, [b"".join(records(hello(ALLOWED, ech=True), 16384))])
 raw("ech-control", 443, [b"".join(records(hello(ALLOWED), 16384))])
 # A hello of about 3 KiB over four records, sent in pieces that cut records.
@@ -315,12 +395,14 @@ def test_the_name_on_the_connection(rig, lab, test_images):
     name and an ECH-marked hello to the same address are reset and never
     reach the server; a fragmented hello passes; HTTP Host likewise; a second
     HTTP request on one connection (keep-alive, pipelined) is checked too
-    (S2); a client that sends nothing is cut after the bound."""
+    (S2); a client that sends nothing is cut after the bound; a ClientHello
+    after a HelloRetryRequest that names another server is reset, an
+    honest retry served (F1)."""
     net, dns, servers = lab
     _config_v2(rig, test_images)
     token = f"t{int(time.time() * 1000) % 10**9}"
     since = len(servers.lines())
-    rig.lz.write(rig.ws / "probes.py", PROBES_PY, mode=0o644)  # longer than an argument may be
+    rig.lz.write(rig.ws / "probes.py", HRR_PY + PROBES_PY, mode=0o644)  # too long for an argument
     r = rig.run("deb", ["python3", "/workspace/probes.py", N.HOST_A, ALLOWED, OTHER, token])
     assert r.returncode == 0, f"probes: exit {r.returncode}\n{r.stdout}\n{r.stderr}"
     got = {}
@@ -361,11 +443,25 @@ def test_the_name_on_the_connection(rig, lab, test_images):
     # Accepted connections: the two TLS controls, ech-control, fragmented,
     # http-allowed; none of the refused ones, nor the slow client.
     accepts = [line for line in lines if line[0] == "accept"]
-    assert len([a for a in accepts if a[1] == "443"]) == 4, accepts
+    assert len([a for a in accepts if a[1] == "443"]) == 7, accepts  # + tls-no-retry, hrr-*
     # Port 80: http-allowed, the two keep-alive probes, the pipelined one
     # (its first request passes), http-post.
     assert len([a for a in accepts if a[1] == "80"]) == 5, accepts
     _check_request_by_request(got, lines, servers)
+    # F1 (attack round a25b): the server is P-256 only, so every TLS probe
+    # but tls-no-retry went through a HelloRetryRequest. Changing the name
+    # in the ClientHello after it: reset at once, the server never saw the
+    # second name (no "sni other.test" above) nor the client's line; the
+    # control keeps the name through the same retry and is served.
+    assert got["tls-no-retry"]["ok"], got["tls-no-retry"]
+    assert got["tls-no-retry"]["got"] == f"lztls {ALLOWED} tls-no-retry-{token}"
+    assert got["hrr-same"]["ok"], got["hrr-same"]
+    assert got["hrr-same"]["got"] == f"retried lztls {ALLOWED} hrr-same-{token}", got["hrr-same"]
+    assert got["hrr-same"]["error"] == ALLOWED  # the certificate chosen
+    switch = got["hrr-switch"]
+    assert not switch["ok"] and "ConnectionResetError" in switch["error"], switch
+    assert switch["s"] < 2, switch
+    assert not any("hrr-switch" in " ".join(line) for line in lines)
     # The slow client: reset after the bound, not before.
     slow = got["slow"]
     assert slow["error"] == "ConnectionResetError", slow
@@ -396,6 +492,20 @@ def test_the_name_on_the_connection(rig, lab, test_images):
     # whole), never with a line that allows it.
     assert all(r["allow"] is None for r in names if r["name"] == ALLOWED), names
     assert has(80, ALLOWED, "not TLS / HTTP"), names  # the chunked request
+    assert has(443, OTHER, "the name changed after a HelloRetryRequest"), names
+    # The control without the name check: the same client, from the test
+    # host straight to the server, switches the name and is served for it.
+    retried, certs, answer = _hrr_from_host(OTHER, f"hrr-control-{token}")
+    assert retried and certs == [OTHER], (retried, certs, answer)
+    assert answer == f"lztls {OTHER} hrr-control-{token}", answer
+    assert ["sni", OTHER] in [line.split() for line in servers.lines()[since:]]
+
+
+def _hrr_from_host(second: str, line: str):
+    """The F1 client from the test host, no name check on the way."""
+    scope: dict = {}
+    exec(HRR_PY, scope)  # noqa: S102 - the test's own client code
+    return scope["hrr_client"](N.HOST_A, ALLOWED, second, line)
 
 
 def _reuse_from_host(pipelined: bool) -> bytes:
@@ -462,7 +572,7 @@ def _check_request_by_request(got, lines, servers):
 # and a connection to an address the prefix policy denies (10/8).
 _REUSE_PY = PROBES_PY[PROBES_PY.index("def get(host, path):"):
                       PROBES_PY.index('reuse("http-keepalive"')]
-PFX_PROBES_PY = PROBES_PY.split("# The name is resolved first")[0] + _REUSE_PY + r'''
+PFX_PROBES_PY = HRR_PY + PROBES_PY.split("# The name is resolved first")[0] + _REUSE_PY + r'''
 MODE, DENIED_ADDR = sys.argv[5], sys.argv[6]
 def connect_denied(probe):
     t0 = time.monotonic()
@@ -484,6 +594,14 @@ socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b"quic?", (ADDR, 443))
 if MODE == "pfx":
     tls("pfx-tls-nosni", None)
     connect_denied("pfx-denied-addr")
+# F1 on a prefix-allowed address: the allowed name, then after the
+# HelloRetryRequest the denied one.
+t0 = time.monotonic()
+try:
+    retried, names, answer = hrr_client(ADDR, ALLOWED, OTHER, f"{MODE}-hrr-{TOKEN}")
+    report(f"{MODE}-hrr", True, answer, " ".join(names), s=time.monotonic() - t0)
+except Exception as e:
+    report(f"{MODE}-hrr", False, error=type(e).__name__ + ": " + str(e), s=time.monotonic() - t0)
 '''
 
 
@@ -517,9 +635,9 @@ def test_deny_hosts_inside_an_allowed_prefix(rig, lab, test_images):
     print(json.dumps(got, indent=1))
     print(json.dumps(seen))
 
-    # The denied name, TLS and HTTP (also in a lenient request form): reset
-    # at once, the server saw nothing.
-    for probe in (f"pfx-tls-{OTHER}", f"pfx-http-{OTHER}", f"pfx-http-vt-{OTHER}"):
+    # The denied name, TLS, HTTP (also in a lenient request form) and after a
+    # HelloRetryRequest (F1): reset at once, the server saw nothing of it.
+    for probe in (f"pfx-tls-{OTHER}", f"pfx-http-{OTHER}", f"pfx-http-vt-{OTHER}", "pfx-hrr"):
         assert not got[probe]["ok"] and "ConnectionResetError" in got[probe]["error"], got[probe]
         assert got[probe]["s"] < 2, got[probe]
     assert ["sni", OTHER] not in seen["pfx"] and ["http", OTHER] not in seen["pfx"], seen["pfx"]
@@ -547,6 +665,7 @@ def test_deny_hosts_inside_an_allowed_prefix(rig, lab, test_images):
     # (also as a kept-alive second request), the datagram arrives.
     for probe in (f"pfxctl-tls-{OTHER}", f"pfxctl-http-{OTHER}", "pfxctl-keepalive-other"):
         assert got[probe]["ok"], got[probe]
+    assert got["pfxctl-hrr"]["got"] == f"lztls {OTHER} pfxctl-hrr-{token}", got["pfxctl-hrr"]
     assert ["sni", OTHER] in seen["pfxctl"] and ["http", OTHER] in seen["pfxctl"], seen["pfxctl"]
     assert [x for x in seen["pfxctl"] if x[0] == "udp443"], seen["pfxctl"]
     # The denial log names the rule that refused it.

@@ -192,6 +192,12 @@ static size_t records_build(const uint8_t *hs, size_t n, const size_t *splits, s
 
 static uint8_t HS[LZ_HELLO_MAX + 8192], STREAM[STREAM_MAX + 8192];
 
+static size_t stream_of_at(const hello_parts *h, uint8_t *out)
+{
+    size_t n = handshake_build(h, HS);
+    return records_build(HS, n, NULL, 0, out);
+}
+
 static size_t stream_of(const hello_parts *h)
 {
     size_t n = handshake_build(h, HS);
@@ -812,6 +818,259 @@ static void test_http_frame_refusals(void **state)
     assert_int_equal(frame(BIG, LZ_HELLO_MAX + 4, &h, &b), LZ_HTTP_FRAME_INVALID);
 }
 
+/* ---- the server's answer and the ClientHello after a retry --------------- */
+
+static uint8_t SRV[LZ_HELLO_MAX + 8192];
+
+static lz_tls_server_kind server(const uint8_t *buf, size_t len, size_t *end)
+{
+    *end = 12345;
+    lz_tls_server_kind k = lz_tls_server_hello_kind(buf, len, end);
+    if (k == LZ_TLS_SERVER_RETRY || k == LZ_TLS_SERVER_ALERT)
+        assert_true(*end > 0 && *end <= len);
+    else
+        assert_int_equal(*end, 0);
+    return k;
+}
+
+/* Prefixes NEED_MORE up to the message's last byte (at), then want for
+ * every longer one, with the same end. */
+static void expect_server_prefixes(const uint8_t *buf, size_t len, size_t at,
+                                   lz_tls_server_kind want, size_t want_end)
+{
+    size_t end = 0;
+    for (size_t i = 0; i < len; i++) {
+        lz_tls_server_kind k = server(buf, i, &end);
+        if (i < at && k != LZ_TLS_SERVER_NEED_MORE)
+            fail_msg("prefix of %zu bytes (of %zu, complete at %zu): %d", i, len, at, (int) k);
+        if (i >= at && (k != want || end != want_end))
+            fail_msg("prefix of %zu bytes (complete at %zu): %d end %zu", i, at, (int) k, end);
+    }
+    assert_int_equal(server(buf, len, &end), want);
+    assert_int_equal(end, want_end);
+}
+
+/* The handshake message at the start of a captured flight's first record. */
+static size_t first_message(const uint8_t *flight, uint8_t *hs)
+{
+    size_t n = 4 + (((size_t) flight[6] << 16) | ((size_t) flight[7] << 8) | flight[8]);
+    memcpy(hs, flight + 5, n);
+    return n;
+}
+
+static void test_tls_server_hello_captured(void **state)
+{
+    (void) state;
+    /* A P-256-only OpenSSL server's answer to a client that offered an
+     * X25519 key share: a HelloRetryRequest (93 bytes), then a
+     * ChangeCipherSpec. */
+    size_t n = load("openssl-hrr.bin", SRV, sizeof(SRV));
+    assert_int_equal(n, 99);
+    expect_server_prefixes(SRV, n, 93, LZ_TLS_SERVER_RETRY, 93);
+    /* The ServerHello after the retry, behind that ChangeCipherSpec (the
+     * gate's next round starts with it). */
+    memcpy(STREAM, SRV + 93, 6);
+    size_t m = load("openssl-server-hello-after-retry.bin", STREAM + 6, sizeof(STREAM) - 6);
+    size_t sh = 6 + 5 + (((size_t) STREAM[6 + 3] << 8) | STREAM[6 + 4]);
+    expect_server_prefixes(STREAM, 6 + m, sh, LZ_TLS_SERVER_HELLO, 0);
+    /* Control: the same bytes with the HelloRetryRequest's random changed
+     * by one bit are a ServerHello. */
+    SRV[5 + 4 + 2 + 31] ^= 1;
+    size_t end = 0;
+    assert_int_equal(server(SRV, n, &end), LZ_TLS_SERVER_HELLO);
+    /* TLS 1.3 without a retry; TLS 1.2 (ServerHello, Certificate... in one
+     * record: the ServerHello is complete before the record is). */
+    n = load("openssl-server-hello-tls13.bin", SRV, sizeof(SRV));
+    expect_server_prefixes(SRV, n, 5 + (((size_t) SRV[3] << 8) | SRV[4]), LZ_TLS_SERVER_HELLO, 0);
+    n = load("openssl-server-hello-tls12.bin", SRV, sizeof(SRV));
+    uint8_t hs[512];
+    expect_server_prefixes(SRV, n, 5 + first_message(SRV, hs), LZ_TLS_SERVER_HELLO, 0);
+}
+
+static void test_tls_server_hello_split(void **state)
+{
+    (void) state;
+    uint8_t hs[512];
+    load("openssl-hrr.bin", SRV, sizeof(SRV));
+    size_t n = first_message(SRV, hs);
+    assert_int_equal(n, 88);
+    /* The HelloRetryRequest over two records, split at every point, and
+     * over three; what follows (a ChangeCipherSpec) is the next round's. */
+    for (size_t cut = 1; cut < n; cut++) {
+        size_t cuts[2] = { cut, cut + (n - cut) / 2 };
+        for (size_t k = 1; k <= 2; k++) {
+            if (k == 2 && (cuts[1] == cut || cuts[1] >= n))
+                continue;
+            size_t len = records_build(hs, n, cuts, k, STREAM);
+            memcpy(STREAM + len, "\x14\x03\x03\x00\x01\x01", 6);
+            expect_server_prefixes(STREAM, len + 6, len, LZ_TLS_SERVER_RETRY, len);
+        }
+    }
+    /* A ServerHello over two records. */
+    n = load("openssl-server-hello-tls13.bin", SRV, sizeof(SRV));
+    n = first_message(SRV, hs);
+    for (size_t cut = 1; cut < n; cut++) {
+        size_t len = records_build(hs, n, &cut, 1, STREAM);
+        expect_server_prefixes(STREAM, len, len, LZ_TLS_SERVER_HELLO, 0);
+    }
+}
+
+static void test_tls_server_hello_refusals(void **state)
+{
+    (void) state;
+    uint8_t hs[512];
+    size_t end = 0;
+    load("openssl-hrr.bin", SRV, sizeof(SRV));
+    size_t n = first_message(SRV, hs);
+    /* A HelloRetryRequest that shares its record with other handshake
+     * bytes (control: alone in it, it passes). */
+    size_t len = records_build(hs, n, NULL, 0, STREAM);
+    assert_int_equal(server(STREAM, len, &end), LZ_TLS_SERVER_RETRY);
+    memcpy(hs + n, "\x0b\x00\x00\x00", 4);
+    len = records_build(hs, n + 4, NULL, 0, STREAM);
+    assert_int_equal(server(STREAM, len, &end), LZ_TLS_SERVER_INVALID);
+    assert_int_equal(server(STREAM, len - 2, &end), LZ_TLS_SERVER_INVALID); /* not all here */
+    /* The HelloRetryRequest's random without extensions (TLS 1.2 layout). */
+    size_t body = 2 + 32 + 1 + hs[4 + 34] + 2 + 1;
+    hs[1] = 0;
+    hs[2] = (uint8_t) (body >> 8);
+    hs[3] = (uint8_t) body;
+    len = records_build(hs, 4 + body, NULL, 0, STREAM);
+    assert_int_equal(server(STREAM, len, &end), LZ_TLS_SERVER_INVALID);
+    /* Alerts: the server refused (a fatal handshake_failure). */
+    static const uint8_t alert[] = { 21, 3, 3, 0, 2, 2, 40 };
+    for (size_t i = 0; i < sizeof(alert); i++)
+        assert_int_equal(server(alert, i, &end), LZ_TLS_SERVER_NEED_MORE);
+    assert_int_equal(server(alert, sizeof(alert), &end), LZ_TLS_SERVER_ALERT);
+    assert_int_equal(end, sizeof(alert));
+    static const uint8_t long_alert[] = { 21, 3, 3, 0, 3, 2, 40, 0 };
+    assert_int_equal(server(long_alert, sizeof(long_alert), &end), LZ_TLS_SERVER_INVALID);
+    /* Other bytes where the ServerHello must be. */
+    static const struct {
+        const char *bytes;
+        size_t len;
+    } bad[] = {
+        { "HTTP/1.1 200 OK\r\n", 17 },
+        { "\x17\x03\x03\x00\x10", 5 },                 /* application data */
+        { "\x16\x02\x03\x00\x10", 5 },                 /* version 2.x */
+        { "\x16\x03\x03\x00\x00", 5 },                 /* empty record */
+        { "\x16\x03\x03\x40\x01", 5 },                 /* over 2^14 */
+        { "\x16\x03\x03\x00\x04\x01\x00\x00\x00", 9 }, /* a ClientHello */
+        { "\x16\x03\x03\x00\x04\x0b\x00\x00\x00", 9 }, /* a Certificate first */
+        { "\x14\x03\x03\x00\x01\x02", 6 },             /* ChangeCipherSpec of another value */
+        { "\x14\x03\x03\x00\x02\x01\x01", 7 },         /* of another length */
+        { "\x16\x03\x03\x00\x08\x02\x00\x40\x01", 9 }, /* a ServerHello over the bound */
+        { "\x16\x03\x03\x00\x08\x02\x00\x00\x04\x02\x03", 11 }, /* version 2.x inside */
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        if (server((const uint8_t *) bad[i].bytes, bad[i].len, &end) != LZ_TLS_SERVER_INVALID)
+            fail_msg("bad answer %zu accepted", i);
+    /* A session id of 33 bytes; an extensions block longer than the
+     * message. */
+    n = load("openssl-server-hello-tls13.bin", SRV, sizeof(SRV));
+    n = first_message(SRV, hs);
+    hs[4 + 34] = 33;
+    len = records_build(hs, n, NULL, 0, STREAM);
+    assert_int_equal(server(STREAM, len, &end), LZ_TLS_SERVER_INVALID);
+    n = first_message(SRV, hs);
+    assert_int_equal(hs[4 + 2 + 32 + 1 + 32 + 2 + 1], 0);
+    hs[4 + 2 + 32 + 1 + 32 + 2 + 1] = 1; /* the extensions block's length, high byte */
+    len = records_build(hs, n, NULL, 0, STREAM);
+    assert_int_equal(server(STREAM, len, &end), LZ_TLS_SERVER_INVALID);
+    /* Within the bound: a ServerHello still arriving at LZ_HELLO_MAX bytes
+     * is refused, not waited for. */
+    memset(STREAM, 0, LZ_HELLO_MAX);
+    memcpy(STREAM, "\x16\x03\x03\x40\x00\x02\x00\x3f\xfc\x03\x03", 11);
+    memcpy(STREAM + 47, "\x3f\xd4\xff\x01\x3f\xd0", 6); /* one extension to the end */
+    assert_int_equal(server(STREAM, LZ_HELLO_MAX - 1, &end), LZ_TLS_SERVER_NEED_MORE);
+    assert_int_equal(server(STREAM, LZ_HELLO_MAX, &end), LZ_TLS_SERVER_INVALID);
+}
+
+static lz_hello_result next_hello(const uint8_t *buf, size_t len, bool after_retry, size_t *end,
+                                  char name[static LZ_HELLO_NAME_MAX], size_t *nl)
+{
+    *end = 12345;
+    lz_hello_result r = lz_tls_client_hello_next(buf, len, after_retry, name, nl, end);
+    if (r == LZ_HELLO_NAME)
+        assert_true(*nl >= 1 && *nl <= LZ_HELLO_NAME_MAX);
+    else
+        assert_int_equal(*nl, 0);
+    if (r != LZ_HELLO_NEED_MORE && r != LZ_HELLO_INVALID)
+        assert_true(*end > 0 && *end <= len);
+    else
+        assert_int_equal(*end, 0);
+    return r;
+}
+
+static void test_tls_client_hello_next(void **state)
+{
+    (void) state;
+    char name[LZ_HELLO_NAME_MAX];
+    size_t nl = 0, end = 0;
+    /* The first ClientHello, and what follows it (early data) apart. */
+    size_t n = load("openssl-tls13-sni.bin", FIX, sizeof(FIX));
+    memcpy(STREAM, FIX, n);
+    memcpy(STREAM + n, "\x17\x03\x03\x00\x01\x00", 6);
+    for (size_t i = 0; i < n; i++)
+        assert_int_equal(next_hello(STREAM, i, false, &end, name, &nl), LZ_HELLO_NEED_MORE);
+    assert_int_equal(next_hello(STREAM, n + 6, false, &end, name, &nl), LZ_HELLO_NAME);
+    assert_int_equal(end, n);
+    assert_memory_equal(name, "api.example.test", nl);
+    /* The client's answer to a HelloRetryRequest: ChangeCipherSpec, then
+     * the second ClientHello; read only with after_retry. */
+    n = load("openssl-client-retry.bin", FIX, sizeof(FIX));
+    assert_int_equal(n, 523);
+    for (size_t i = 0; i < n; i++)
+        assert_int_equal(next_hello(FIX, i, true, &end, name, &nl), LZ_HELLO_NEED_MORE);
+    assert_int_equal(next_hello(FIX, n, true, &end, name, &nl), LZ_HELLO_NAME);
+    assert_int_equal(end, n);
+    assert_int_equal(nl, strlen("api.example.test"));
+    assert_memory_equal(name, "api.example.test", nl);
+    assert_int_equal(next_hello(FIX, n, false, &end, name, &nl), LZ_HELLO_INVALID);
+    assert_int_equal(next_hello(FIX + 6, n - 6, true, &end, name, &nl), LZ_HELLO_NAME);
+    /* Another name in the second ClientHello: the decoder gives it (the
+     * gate compares). */
+    parts_from_record(FIX + 6, n - 6, &H);
+    const char *other[] = { "other.example.test" };
+    sni_set(&H, other, 1);
+    memcpy(STREAM, FIX, 6);
+    size_t len = 6 + stream_of_at(&H, STREAM + 6);
+    assert_int_equal(next_hello(STREAM, len, true, &end, name, &nl), LZ_HELLO_NAME);
+    assert_memory_equal(name, "other.example.test", nl);
+    assert_int_equal(end, len);
+    /* A ClientHello whose record goes on with other handshake bytes:
+     * refused here (what follows could not be held apart); control: the
+     * plain decoder reads it. */
+    n = load("openssl-tls13-sni.bin", FIX, sizeof(FIX));
+    parts_from_record(FIX, n, &H);
+    size_t hn = handshake_build(&H, HS);
+    memcpy(HS + hn, "\x01\x00\x00\x00", 4);
+    len = records_build(HS, hn + 4, NULL, 0, STREAM);
+    assert_int_equal(next_hello(STREAM, len, false, &end, name, &nl), LZ_HELLO_INVALID);
+    assert_int_equal(tls(STREAM, len, name, &nl), LZ_HELLO_NAME);
+    /* Early data (an application_data record) before the answer to the
+     * retry: skipped like the ChangeCipherSpec; not without after_retry;
+     * an empty one refused. */
+    n = load("openssl-client-retry.bin", FIX, sizeof(FIX));
+    memcpy(STREAM,
+           "\x17\x03\x03\x00\x05"
+           "early",
+           10);
+    memcpy(STREAM + 10, FIX, n);
+    for (size_t i = 0; i < n + 10; i++)
+        assert_int_equal(next_hello(STREAM, i, true, &end, name, &nl), LZ_HELLO_NEED_MORE);
+    assert_int_equal(next_hello(STREAM, n + 10, true, &end, name, &nl), LZ_HELLO_NAME);
+    assert_int_equal(end, n + 10);
+    assert_int_equal(next_hello(STREAM, n + 10, false, &end, name, &nl), LZ_HELLO_INVALID);
+    memcpy(STREAM, "\x17\x03\x03\x00\x00", 5);
+    assert_int_equal(next_hello(STREAM, 5, true, &end, name, &nl), LZ_HELLO_INVALID);
+    /* The server's answer may not start with one. */
+    assert_int_equal(server(STREAM, 5, &end), LZ_TLS_SERVER_INVALID);
+    /* A bad ChangeCipherSpec first. */
+    memcpy(STREAM, "\x14\x03\x03\x00\x01\x02", 6);
+    assert_int_equal(next_hello(STREAM, 6, true, &end, name, &nl), LZ_HELLO_INVALID);
+}
+
 /* Every seed of tests/fuzz/corpus/fuzz_hello is a complete message one of
  * the decoders reads (the fuzzer starts from valid messages). */
 static void test_fuzz_seeds_are_valid(void **state)
@@ -838,6 +1097,14 @@ static void test_fuzz_seeds_are_valid(void **state)
         lz_hello_result h = http((const char *) STREAM, (size_t) n, name, &nl);
         bool tls_ok = t == LZ_HELLO_NAME || t == LZ_HELLO_NO_NAME || t == LZ_HELLO_ENCRYPTED;
         bool http_ok = h == LZ_HELLO_NAME || h == LZ_HELLO_NO_NAME;
+        /* Or a server's answer, or a client's answer to a retry. */
+        size_t end = 0;
+        lz_tls_server_kind k = lz_tls_server_hello_kind(STREAM, (size_t) n, &end);
+        if (k == LZ_TLS_SERVER_HELLO || k == LZ_TLS_SERVER_RETRY)
+            tls_ok = !tls_ok;
+        if (STREAM[0] == 20 &&
+            lz_tls_client_hello_next(STREAM, (size_t) n, true, name, &nl, &end) == LZ_HELLO_NAME)
+            tls_ok = !tls_ok;
         if (tls_ok == http_ok)
             fail_msg("seed %s: TLS %s, HTTP %s", e->d_name, lz_hello_result_text(t),
                      lz_hello_result_text(h));
@@ -871,6 +1138,10 @@ int main(void)
         cmocka_unit_test(test_http_bound),
         cmocka_unit_test(test_http_frame),
         cmocka_unit_test(test_http_frame_refusals),
+        cmocka_unit_test(test_tls_server_hello_captured),
+        cmocka_unit_test(test_tls_server_hello_split),
+        cmocka_unit_test(test_tls_server_hello_refusals),
+        cmocka_unit_test(test_tls_client_hello_next),
         cmocka_unit_test(test_fuzz_seeds_are_valid),
         cmocka_unit_test(test_result_text),
     };

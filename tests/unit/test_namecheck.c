@@ -143,6 +143,40 @@ static bytes client_hello(const char *sni, bool ech, size_t pad, size_t rec_max)
     return out;
 }
 
+/* A TLS 1.3 ServerHello (retry: a HelloRetryRequest, RFC 8446's random)
+ * in one record. */
+static bytes server_hello(bool retry)
+{
+    static const unsigned char hrr_random[32] = {
+        0xcf, 0x21, 0xad, 0x74, 0xe5, 0x9a, 0x61, 0x11, 0xbe, 0x1d, 0x8c,
+        0x02, 0x1e, 0x65, 0xb8, 0x91, 0xc2, 0xa2, 0x11, 0x16, 0x7a, 0xbb,
+        0x8c, 0x5e, 0x07, 0x9e, 0x09, 0xe2, 0xc8, 0xa8, 0x33, 0x9c,
+    };
+    bytes o = { .n = 0 };
+    put8(&o, 22);
+    put16(&o, 0x0303);
+    put16(&o, 4 + 46);
+    put8(&o, 2); /* server_hello */
+    put8(&o, 0);
+    put16(&o, 46);
+    put16(&o, 0x0303);
+    if (retry)
+        put(&o, hrr_random, 32);
+    else
+        for (int i = 0; i < 32; i++)
+            put8(&o, 0x6b);
+    put8(&o, 0); /* legacy_session_id_echo */
+    put16(&o, 0x1301);
+    put8(&o, 0);
+    put16(&o, 6);
+    put16(&o, 0x002b); /* supported_versions: TLS 1.3 */
+    put16(&o, 2);
+    put16(&o, 0x0304);
+    return o;
+}
+
+static const unsigned char CCS[6] = { 20, 3, 3, 0, 1, 1 };
+
 static bytes http_request(const char *host)
 {
     bytes o = { .n = 0 };
@@ -639,9 +673,10 @@ static void pass_tls(const char *sni, size_t pad, size_t rec_max)
     unsigned char got[sizeof(h.b)];
     assert_int_equal(read_exactly(s, got, h.n), h.n);
     assert_memory_equal(got, h.b, h.n);
-    assert_int_equal(write(s, "server hello", 12), 12);
-    assert_int_equal(read_exactly(c, got, 12), 12);
-    assert_memory_equal(got, "server hello", 12);
+    bytes sh = server_hello(false);
+    assert_int_equal(write(s, sh.b, sh.n), (ssize_t) sh.n);
+    assert_int_equal(read_exactly(c, got, sh.n), sh.n);
+    assert_memory_equal(got, sh.b, sh.n);
     shutdown(c, SHUT_WR);
     assert_int_equal(read(s, got, 1), 0);
     assert_int_equal(write(s, "late", 4), 4);
@@ -661,6 +696,111 @@ static void refused(uint16_t port, const bytes *first, int why, const char *name
     close(c);
     assert_denial(why, name, port);
     assert_int_equal(accept_within(port == 443 ? tls_server : http_server, 200), -1);
+}
+
+/* Nothing arrives at fd within ms. */
+static void assert_quiet(int fd, int ms)
+{
+    struct pollfd p = { .fd = fd, .events = POLLIN };
+    assert_int_equal(poll(&p, 1, ms), 0);
+}
+
+/* A connection through the name check whose first ClientHello named
+ * sni, with extra (sent in the same write) after it; *server is the
+ * server's side, which got exactly the ClientHello. */
+static int tls_start(const char *sni, const void *extra, size_t extra_n, int *server)
+{
+    bytes ch = client_hello(sni, false, 0, 16384);
+    put(&ch, extra, extra_n);
+    int c = sandbox_connect(443);
+    assert_int_equal(write(c, ch.b, ch.n), (ssize_t) ch.n);
+    *server = accept_within(tls_server, 5000);
+    assert_true(*server >= 0);
+    unsigned char got[sizeof(ch.b)];
+    assert_int_equal(read_exactly(*server, got, ch.n - extra_n), ch.n - extra_n);
+    assert_memory_equal(got, ch.b, ch.n - extra_n);
+    return c;
+}
+
+/* TLS 1.3's HelloRetryRequest (attack round a25b, F1): nothing after the
+ * ClientHello reaches the server before its ServerHello; after a retry
+ * the next ClientHello must name the same server. */
+static void tls_retry(void)
+{
+    unsigned char got[8192];
+    static const unsigned char early[] = "\x17\x03\x03\x00\x05"
+                                         "early";
+    bytes hrr = server_hello(true), sh = server_hello(false);
+    bytes same = { .n = 0 }, other = { .n = 0 };
+    put(&same, CCS, sizeof(CCS));
+    bytes ch = client_hello("api.allowed.test", false, 0, 16384);
+    put(&same, ch.b, ch.n);
+    put(&other, CCS, sizeof(CCS));
+    ch = client_hello("evil.test", false, 0, 16384);
+    put(&other, ch.b, ch.n);
+
+    /* An honest client with early data: held until the answer, then sent
+     * as it came (the early data, the ChangeCipherSpec, the second hello);
+     * the server's ChangeCipherSpec after the retry reaches the client
+     * with the ServerHello; from then on bytes flow freely. */
+    int s;
+    int c = tls_start("api.allowed.test", early, sizeof(early) - 1, &s);
+    assert_quiet(s, 300);
+    bytes flight = hrr;
+    put(&flight, CCS, sizeof(CCS));
+    assert_int_equal(write(s, flight.b, flight.n), (ssize_t) flight.n);
+    assert_int_equal(read_exactly(c, got, hrr.n), hrr.n);
+    assert_memory_equal(got, hrr.b, hrr.n);
+    assert_int_equal(write(c, same.b, same.n), (ssize_t) same.n);
+    assert_int_equal(read_exactly(s, got, sizeof(early) - 1 + same.n), sizeof(early) - 1 + same.n);
+    assert_memory_equal(got, early, sizeof(early) - 1);
+    assert_memory_equal(got + sizeof(early) - 1, same.b, same.n);
+    assert_quiet(c, 100);
+    assert_int_equal(write(s, sh.b, sh.n), (ssize_t) sh.n);
+    assert_int_equal(read_exactly(c, got, sizeof(CCS) + sh.n), sizeof(CCS) + sh.n);
+    assert_memory_equal(got, CCS, sizeof(CCS));
+    assert_memory_equal(got + sizeof(CCS), sh.b, sh.n);
+    assert_int_equal(write(c, "free", 4), 4);
+    assert_int_equal(read_exactly(s, got, 4), 4);
+    assert_memory_equal(got, "free", 4);
+    close(s);
+    close(c);
+
+    /* The attack: another name after the retry. Both sides reset, the
+     * server never got a byte of it; the record names the second name. */
+    c = tls_start("api.allowed.test", "", 0, &s);
+    assert_int_equal(write(s, hrr.b, hrr.n), (ssize_t) hrr.n);
+    assert_int_equal(read_exactly(c, got, hrr.n), hrr.n);
+    assert_int_equal(write(c, other.b, other.n), (ssize_t) other.n);
+    assert_reset(c);
+    assert_reset(s);
+    assert_denial(SC_NAME_WHY_RETRY_NAME, "evil.test", 443);
+    close(s);
+    close(c);
+
+    /* A second HelloRetryRequest: refused (the client would answer it with
+     * a third hello). */
+    c = tls_start("api.allowed.test", "", 0, &s);
+    assert_int_equal(write(s, hrr.b, hrr.n), (ssize_t) hrr.n);
+    assert_int_equal(read_exactly(c, got, hrr.n), hrr.n);
+    assert_int_equal(write(c, same.b, same.n), (ssize_t) same.n);
+    assert_int_equal(read_exactly(s, got, same.n), same.n);
+    assert_int_equal(write(s, hrr.b, hrr.n), (ssize_t) hrr.n);
+    assert_reset(c);
+    assert_reset(s);
+    assert_denial(SC_NAME_WHY_SERVER_HELLO, "api.allowed.test", 443);
+    close(s);
+    close(c);
+
+    /* Not TLS where the ServerHello must be: refused, the client got
+     * nothing of it. */
+    c = tls_start("api.allowed.test", "", 0, &s);
+    assert_int_equal(write(s, "server hello", 12), 12);
+    assert_reset(c);
+    assert_reset(s);
+    assert_denial(SC_NAME_WHY_SERVER_HELLO, "api.allowed.test", 443);
+    close(s);
+    close(c);
 }
 
 static void test_relay(void **state)
@@ -683,6 +823,8 @@ static void test_relay(void **state)
     refused(443, &none, SC_NAME_WHY_NO_NAME, "");
     bytes ech = client_hello("api.allowed.test", true, 0, 16384);
     refused(443, &ech, SC_NAME_WHY_ENCRYPTED, "");
+
+    tls_retry();
 
     /* HTTP: allowed Host passes, another is refused. */
     bytes req = http_request("api.allowed.test");
