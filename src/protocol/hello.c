@@ -160,18 +160,26 @@ static step server_name_parse(cursor *c, size_t ext_end, hello_found *f)
     return STEP_GO;
 }
 
-/* The ClientHello's body, from legacy_version to the end at end. */
-static step client_hello_parse(cursor *c, size_t end, hello_found *f)
+/* The start both hellos share: legacy_version (3.x), random (its offset
+ * in *random_at) and legacy_session_id(_echo), at most 32 bytes. */
+static step hello_head(cursor *c, size_t end, size_t *random_at)
 {
     size_t at = 0, n = 0;
     TRY(take(c, 2, end, &at)); /* legacy_version */
     if (c->p[at] != 3)
         return STEP_BAD;
-    TRY(take(c, 32, end, &at)); /* random */
-    TRY(take8(c, end, &n));     /* legacy_session_id */
+    TRY(take(c, 32, end, random_at));
+    TRY(take8(c, end, &n));
     if (n > 32)
         return STEP_BAD;
-    TRY(take(c, n, end, &at));
+    return take(c, n, end, &at);
+}
+
+/* The ClientHello's body, from legacy_version to the end at end. */
+static step client_hello_parse(cursor *c, size_t end, hello_found *f)
+{
+    size_t at = 0, n = 0;
+    TRY(hello_head(c, end, &at));
     TRY(take16(c, end, &n)); /* cipher_suites */
     if (n < 2 || n % 2)
         return STEP_BAD;
@@ -370,16 +378,9 @@ static step server_hello_parse(cursor *c, size_t end, bool *retry)
         0x02, 0x1e, 0x65, 0xb8, 0x91, 0xc2, 0xa2, 0x11, 0x16, 0x7a, 0xbb,
         0x8c, 0x5e, 0x07, 0x9e, 0x09, 0xe2, 0xc8, 0xa8, 0x33, 0x9c,
     };
-    size_t at = 0, n = 0;
-    TRY(take(c, 2, end, &at)); /* legacy_version */
-    if (c->p[at] != 3)
-        return STEP_BAD;
-    TRY(take(c, 32, end, &at)); /* random */
-    *retry = memcmp(c->p + at, hrr_random, 32) == 0;
-    TRY(take8(c, end, &n)); /* legacy_session_id_echo */
-    if (n > 32)
-        return STEP_BAD;
-    TRY(take(c, n, end, &at));
+    size_t at = 0, random_at = 0;
+    TRY(hello_head(c, end, &random_at));
+    *retry = memcmp(c->p + random_at, hrr_random, 32) == 0;
     TRY(take(c, 2, end, &at)); /* cipher_suite */
     TRY(take(c, 1, end, &at)); /* legacy_compression_method */
     if (c->pos == end)         /* no extensions (TLS 1.2 allows it) */
