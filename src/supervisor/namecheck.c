@@ -40,33 +40,69 @@ static lz_namecheck_verdict refuse(int *why, int w)
     return LZ_NAMECHECK_REFUSE;
 }
 
-/* What a connection's first bytes are, on a prefix-allowed address
- * (whatever the port): TLS and HTTP carry a name and are checked; SSH
- * carries none. */
-typedef enum nc_kind { NC_UNKNOWN, NC_TLS, NC_HTTP, NC_OTHER } nc_kind;
+/* What a connection's first bytes are, on a prefix-allowed address: TLS
+ * and HTTP carry a name and are checked; nothing else passes. */
+typedef enum nc_kind { NC_UNKNOWN, NC_TLS, NC_HTTP } nc_kind;
 
-/* What may pass a prefix-allowed address unchecked is recognised by its
- * own signature; everything else is held to HTTP's strict grammar. The
- * other way round — "not HTTP-looking, so relayed" — let requests in forms
- * real servers accept (a vertical tab after the method, a target without
- * '/', an "x://" scheme) through unchecked, and every later request of the
- * connection with them (attack round a25c, F1). An SSH client's
- * identification line (RFC 4253 §4.2: "SSH-protoversion-...") is the one
- * such signature: `ssh -p 443 ssh.github.com` keeps working; any other
- * protocol on ports 80 and 443 of a prefix-allowed address is refused once
- * deny_hosts exist. */
-static const char ssh_signature[] = "SSH-2.0-";
-
-static nc_kind sniff(const unsigned char *buf, size_t len)
+/* A handshake record on port 443 is TLS; everything else is held to
+ * HTTP's strict grammar. Recognising what may pass unchecked went wrong
+ * twice: "not HTTP-looking, so relayed" let request lines real servers
+ * accept through (a vertical tab after the method, a target without '/':
+ * attack round a25c, F1), and "SSH's identification line, so relayed" let
+ * "SSH-2.0-x / HTTP/1.1", a valid method to servers that take any, through
+ * with every later request (a25d, F1). So nothing passes unchecked: SSH to
+ * ports 80 and 443 of a prefix-allowed address does not work once
+ * deny_hosts exist (port 22 does). TLS only on 443: a ClientHello on port
+ * 80 goes to what is almost always an HTTP server (a25d, F2). */
+static nc_kind sniff(uint16_t port, const unsigned char *buf, size_t len)
 {
     if (len == 0)
         return NC_UNKNOWN;
-    if (buf[0] == 0x16)
-        return NC_TLS;
-    size_t n = len < sizeof(ssh_signature) - 1 ? len : sizeof(ssh_signature) - 1;
-    if (memcmp(buf, ssh_signature, n) == 0)
-        return n == sizeof(ssh_signature) - 1 ? NC_OTHER : NC_UNKNOWN;
-    return NC_HTTP;
+    return port == 443 && buf[0] == 0x16 ? NC_TLS : NC_HTTP;
+}
+
+/* White space as a lenient HTTP server splits a request line on (Python's
+ * str.split over ISO 8859-1 bytes). */
+static bool lenient_space(unsigned char c)
+{
+    return (c >= 0x09 && c <= 0x0d) || (c >= 0x1c && c <= 0x20) || c == 0x85 || c == 0xa0;
+}
+
+/* Whether a ClientHello's bytes also read as an HTTP/1.x request to a
+ * lenient server: a first line (to the first LF) whose last word begins
+ * "HTTP/", or a line beginning "Host:" in any letter case. A ClientHello's
+ * random and padding are the sender's to choose: such a polyglot, relayed
+ * to a plain HTTP server behind the address, ran its request for any name
+ * before the server's answer showed it was no TLS (a25d, F2). A real
+ * ClientHello has neither but by a chance of about 2^-40 (its ALPN
+ * "http/1.1" is in lower case and follows a length byte). */
+static bool hello_reads_as_request(const unsigned char *buf, size_t len)
+{
+    const unsigned char *lf = memchr(buf, '\n', len);
+    size_t line = lf ? (size_t) (lf - buf) : len, end = line;
+    while (end > 0 && lenient_space(buf[end - 1]))
+        end--;
+    size_t word = end;
+    while (word > 0 && !lenient_space(buf[word - 1]))
+        word--;
+    bool more_words = false;
+    for (size_t i = 0; i < word; i++)
+        more_words = more_words || !lenient_space(buf[i]);
+    if (more_words && end - word >= 5 && memcmp(buf + word, "HTTP/", 5) == 0)
+        return true;
+    for (size_t i = 0; i + 1 < len; i++) {
+        if (buf[i] != '\n')
+            continue;
+        size_t j = i + 1;
+        if (len - j < 4 || strncasecmp((const char *) buf + j, "host", 4) != 0)
+            continue;
+        j += 4;
+        while (j < len && (buf[j] == ' ' || buf[j] == '\t'))
+            j++;
+        if (j < len && buf[j] == ':')
+            return true;
+    }
+    return false;
 }
 
 /* The name a TLS ClientHello or an HTTP request carries, decided: on a
@@ -87,6 +123,8 @@ static lz_namecheck_verdict decide_name(const lz_host_list *allow, const lz_host
     size_t raw_len = 0;
     lz_hello_result r = tls ? lz_tls_client_hello_name(buf, len, raw, &raw_len)
                             : lz_http_request_host(buf, len, raw, &raw_len);
+    if (tls && r != LZ_HELLO_NEED_MORE && r != LZ_HELLO_INVALID && hello_reads_as_request(buf, len))
+        return refuse(why, SC_NAME_WHY_INVALID);
     switch (r) {
     case LZ_HELLO_NEED_MORE:
         return complete || len >= LZ_HELLO_MAX ? refuse(why, SC_NAME_WHY_INVALID)
@@ -116,14 +154,14 @@ static lz_namecheck_verdict decide_name(const lz_host_list *allow, const lz_host
  * on a learned address, by its bytes on a prefix-allowed one. */
 static bool is_http(bool prefix_allowed, uint16_t port, const unsigned char *buf, size_t len)
 {
-    return prefix_allowed ? sniff(buf, len) == NC_HTTP : port == 80;
+    return prefix_allowed ? sniff(port, buf, len) == NC_HTTP : port == 80;
 }
 
 /* Whether a connection is TLS, whose handshake goes through the TLS gate:
  * as is_http. */
 static bool is_tls(bool prefix_allowed, uint16_t port, const unsigned char *buf, size_t len)
 {
-    return prefix_allowed ? sniff(buf, len) == NC_TLS : port == 443;
+    return prefix_allowed ? sniff(port, buf, len) == NC_TLS : port == 443;
 }
 
 lz_namecheck_verdict lz_namecheck_decide(const lz_host_list *allow, const lz_host_list *deny,
@@ -138,13 +176,11 @@ lz_namecheck_verdict lz_namecheck_decide(const lz_host_list *allow, const lz_hos
             return refuse(why, SC_NAME_WHY_INVALID); /* the router redirects no other port */
         return decide_name(allow, deny, false, port == 443, buf, len, complete, name, why);
     }
-    switch (sniff(buf, len)) {
+    switch (sniff(port, buf, len)) {
     case NC_TLS:
         return decide_name(allow, deny, true, true, buf, len, complete, name, why);
     case NC_HTTP:
         return decide_name(allow, deny, true, false, buf, len, complete, name, why);
-    case NC_OTHER:
-        return LZ_NAMECHECK_PASS; /* SSH: no name to check, the prefix allows the address */
     case NC_UNKNOWN:
     default:
         /* Silence until the end is refused too: relayed unchecked, its

@@ -282,6 +282,23 @@ static void test_decide_prefixes_and_bounds(void **state)
     assert_int_equal(decide(80, &ok, false, name, &why), LZ_NAMECHECK_REFUSE);
     bytes req = http_request("api.allowed.test");
     assert_int_equal(decide(443, &req, false, name, &why), LZ_NAMECHECK_REFUSE);
+
+    /* A ClientHello whose random also reads as an HTTP request (attack
+     * round a25d, F2): refused, on a learned and a prefix-allowed address;
+     * control: the same hello with its random untouched passes. */
+    bytes poly = client_hello("api.allowed.test", false, 0, 16384);
+    assert_int_equal(decide(443, &poly, false, name, &why), LZ_NAMECHECK_PASS);
+    static const char request[32] = " / HTTP/1.1\nHost:evil.test\n\n";
+    memcpy(poly.b + 11, request, sizeof(request)); /* record 5, handshake 4, version 2 */
+    assert_int_equal(decide(443, &poly, false, name, &why), LZ_NAMECHECK_REFUSE);
+    assert_int_equal(why, SC_NAME_WHY_INVALID);
+    assert_int_equal(lz_namecheck_decide(&cfg.allow_hosts, &cfg.deny_hosts, true, 443, poly.b,
+                                         poly.n, false, name, &why),
+                     LZ_NAMECHECK_REFUSE);
+    bytes host_only = client_hello("api.allowed.test", false, 0, 16384);
+    static const char header[32] = "\x01\nHOST :evil.test\n\n";
+    memcpy(host_only.b + 11, header, sizeof(header));
+    assert_int_equal(decide(443, &host_only, false, name, &why), LZ_NAMECHECK_REFUSE);
 }
 
 /* A prefix-allowed destination (deny_hosts with an allow prefix): only a
@@ -314,8 +331,7 @@ static void test_decide_prefix_allowed(void **state)
     assert_int_equal(pdecide(443, &frag, false, name, &why), LZ_NAMECHECK_REFUSE);
 
     /* Pass here, refused by the strict decision (the control): a name that
-     * is not denied, no name (an address's own site), a protocol that
-     * carries no name — on either port, told by its bytes. */
+     * is not denied, no name (an address's own site), an address as Host. */
     bytes other = client_hello("evil.test", false, 0, 16384);
     bytes nosni = client_hello(NULL, false, 0, 16384);
     bytes junk = text("SSH-2.0-OpenSSH_9.6p1 Debian-2\r\n");
@@ -325,8 +341,9 @@ static void test_decide_prefix_allowed(void **state)
     const struct {
         uint16_t port;
         const bytes *b;
-    } pass[] = { { 443, &other }, { 443, &nosni },   { 443, &junk },   { 80, &junk },
-                 { 80, &nohost }, { 443, &literal }, { 443, &allowed } };
+    } pass[] = {
+        { 443, &other }, { 443, &nosni }, { 80, &nohost }, { 443, &literal }, { 443, &allowed }
+    };
     for (size_t i = 0; i < sizeof(pass) / sizeof(pass[0]); i++) {
         assert_int_equal(pdecide(pass[i].port, pass[i].b, false, name, &why), LZ_NAMECHECK_PASS);
         assert_int_equal(why, 0);
@@ -356,6 +373,9 @@ static void test_decide_prefix_allowed(void **state)
     bytes long_method = text("ABCDEFGHIJABCDEFGHIJABCDEFGHIJABCDEFGHIJ / HTTP/1.1\r\nHost: "
                              "bad.wild.test\r\n\r\n");
     bytes not_ssh = text("SSH-1.99-OpenSSH\r\n");
+    /* SSH (a25d F1: "SSH-2.0-x / HTTP/1.1" is a request to servers that
+     * take any method) and TLS on port 80 (a25d F2) are refused too. */
+    bytes tls_on_80 = client_hello("api.allowed.test", false, 0, 16384);
     bytes silence = { .n = 0 };
     bytes cut = http_request("x.test");
     cut.n -= 2; /* the empty line never comes */
@@ -364,12 +384,13 @@ static void test_decide_prefix_allowed(void **state)
         const bytes *b;
         bool complete;
     } refuse[] = {
-        { 443, &ech, false },         { 80, &twohosts, false }, { 80, &absolute, false },
-        { 80, &lenient, false },      { 443, &lower, false },   { 80, &blurred, false },
-        { 80, &crlf_denied, false },  { 443, &silence, true },  { 80, &cut, true },
-        { 443, &part, true },         { 80, &denied, false },   { 443, &denied_http, false },
-        { 80, &no_slash, false },     { 80, &vtab, false },     { 80, &scheme, false },
-        { 443, &long_method, false }, { 443, &not_ssh, false },
+        { 443, &ech, false },         { 80, &twohosts, false },  { 80, &absolute, false },
+        { 80, &lenient, false },      { 443, &lower, false },    { 80, &blurred, false },
+        { 80, &crlf_denied, false },  { 443, &silence, true },   { 80, &cut, true },
+        { 443, &part, true },         { 80, &denied, false },    { 443, &denied_http, false },
+        { 80, &no_slash, false },     { 80, &vtab, false },      { 80, &scheme, false },
+        { 443, &long_method, false }, { 443, &not_ssh, false },  { 443, &junk, false },
+        { 80, &junk, false },         { 80, &tls_on_80, false },
     };
     for (size_t i = 0; i < sizeof(refuse) / sizeof(refuse[0]); i++) {
         lz_namecheck_verdict v =
