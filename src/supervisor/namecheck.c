@@ -70,7 +70,8 @@ static bool lenient_space(unsigned char c)
 
 /* Whether a ClientHello's bytes also read as an HTTP/1.x request to a
  * lenient server: a first line (to the first LF) whose last word begins
- * "HTTP/", or a line beginning "Host:" in any letter case. A ClientHello's
+ * "HTTP/", or a line (after LF or CR) beginning "Host:" in any letter
+ * case. A ClientHello's
  * random and padding are the sender's to choose: such a polyglot, relayed
  * to a plain HTTP server behind the address, ran its request for any name
  * before the server's answer showed it was no TLS (a25d, F2). A real
@@ -90,8 +91,10 @@ static bool hello_reads_as_request(const unsigned char *buf, size_t len)
         more_words = more_words || !lenient_space(buf[i]);
     if (more_words && end - word >= 5 && memcmp(buf + word, "HTTP/", 5) == 0)
         return true;
+    /* A header line begins after LF or a bare CR: Python's header parser
+     * (email.feedparser) takes either for a line break. */
     for (size_t i = 0; i + 1 < len; i++) {
-        if (buf[i] != '\n')
+        if (buf[i] != '\n' && buf[i] != '\r')
             continue;
         size_t j = i + 1;
         if (len - j < 4 || strncasecmp((const char *) buf + j, "host", 4) != 0)

@@ -299,6 +299,10 @@ static void test_decide_prefixes_and_bounds(void **state)
     static const char header[32] = "\x01\nHOST :evil.test\n\n";
     memcpy(host_only.b + 11, header, sizeof(header));
     assert_int_equal(decide(443, &host_only, false, name, &why), LZ_NAMECHECK_REFUSE);
+    bytes cr_host = client_hello("api.allowed.test", false, 0, 16384);
+    static const char cr_header[32] = "\x01\rhost:evil.test\r\r";
+    memcpy(cr_host.b + 11, cr_header, sizeof(cr_header));
+    assert_int_equal(decide(443, &cr_host, false, name, &why), LZ_NAMECHECK_REFUSE);
 }
 
 /* A prefix-allowed destination (deny_hosts with an allow prefix): only a
