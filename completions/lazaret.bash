@@ -19,7 +19,7 @@ _lazaret()
     local cur prev words cword
     _init_completion || return
 
-    local commands="run stop status log state config export doctor help version"
+    local commands="run init stop status log state config export doctor help version"
     local i cmd="" sub=""
     for ((i = 1; i < cword; i++)); do
         case ${words[i]} in
@@ -54,7 +54,13 @@ _lazaret()
             if [[ -z $sub && $cur != -* ]]; then
                 COMPREPLY=($(compgen -W "$(_lazaret_profiles)" -- "$cur"))
             else
-                COMPREPLY=($(compgen -W "--workspace --publish --help --" -- "$cur"))
+                COMPREPLY=($(compgen -W "--workspace --publish --env -e --help --" -- "$cur"))
+            fi ;;
+        init)
+            if [[ -z $sub && $cur != -* ]]; then
+                COMPREPLY=($(compgen -W "claude codex gemini opencode" -- "$cur"))
+            else
+                COMPREPLY=($(compgen -W "--profile --image --print --help" -- "$cur"))
             fi ;;
         stop)
             COMPREPLY=($(compgen -W "--profile --workspace --help" -- "$cur")) ;;
