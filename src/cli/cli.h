@@ -74,10 +74,12 @@ bool lz_cli_wants_help(int argc, char **argv);
 
 /* Load and resolve PROFILE of the configuration for the workspace (NULL:
  * the current directory's), as every command that acts on a Domain does,
- * with the production sandbox layout. Returns the configuration, or NULL
- * after reporting the error on stderr. */
+ * with the production sandbox layout; env values only with
+ * LZ_LOAD_ENV_VALUES (`run`: only a command that starts a sandbox needs the
+ * secrets). Returns the configuration, or NULL after reporting the error on
+ * stderr. */
 lz_resolved_config *lz_cli_load_profile(const lz_global_options *g, const char *profile,
-                                        const char *workspace);
+                                        const char *workspace, lz_load_env env);
 
 /* Parse the options of cmd in argv[first..argc): flags only (options
  * without a value) and no argument; flags[id] set for each flag given.

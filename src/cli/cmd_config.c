@@ -4,7 +4,8 @@
  *
  * Loads exactly as `run` will (lz_config_load) and prints the resolved
  * selected profile with its Domain ID and configuration fingerprint.
- * Environment values are never printed: only names and their sources.
+ * Environment values are never read (LZ_LOAD_ENV_NAMES) nor printed: only
+ * names and their sources, and a warning for a variable `run` would refuse.
  */
 #include <errno.h>
 #include <jansson.h>
@@ -25,7 +26,8 @@ const char lz_usage_config[] =
     "\n"
     "Load the configuration exactly as 'lazaret run' does, validate every rule,\n"
     "and print the resolved profile (with its host rules and the DNS mode in force),\n"
-    "its Domain ID and configuration fingerprint.\n"
+    "its Domain ID and configuration fingerprint. No env: value is read (only\n"
+    "'lazaret run' reads them): a referenced variable that is not set is a warning.\n"
     "\n"
     "Options:\n"
     "  --workspace DIR  the project directory (default: the top of the Git working\n"
@@ -131,6 +133,46 @@ static char *package_db_warning(const lz_resolved_config *c)
                         c->profile);
 }
 
+/* Advice for each env reference `run` would refuse in this shell: config
+ * check reads no secret values (docs/configuration.md "Environment
+ * references"), so a missing variable is a warning here and the refusal is
+ * run's. Newly allocated, NULL when the variable is usable. */
+static char *env_warning(const lz_resolved_config *c, const lz_resolved_env *e)
+{
+    if (e->host == LZ_ENV_UNSET)
+        return lz_xasprintf("profiles.%s.env.%s: the host environment variable %s is not set in "
+                            "this shell; 'lazaret run' refuses to start until you export %s",
+                            c->profile, e->sandbox_name, e->host_name, e->host_name);
+    if (e->host == LZ_ENV_NOT_UTF8)
+        return lz_xasprintf("profiles.%s.env.%s: the value of %s is not valid UTF-8 (value not "
+                            "shown); 'lazaret run' refuses to start until you set it to a UTF-8 "
+                            "value",
+                            c->profile, e->sandbox_name, e->host_name);
+    return NULL;
+}
+
+/* Every warning of the configuration, in a NULL-terminated array
+ * (free with warnings_free). */
+static char **config_warnings(const lz_resolved_config *c)
+{
+    char **out = lz_xcalloc(c->n_env + 2, sizeof(char *));
+    size_t n = 0;
+    char *w = package_db_warning(c);
+    if (w)
+        out[n++] = w;
+    for (size_t i = 0; i < c->n_env; i++)
+        if ((w = env_warning(c, &c->env[i])))
+            out[n++] = w;
+    return out;
+}
+
+static void warnings_free(char **w)
+{
+    for (size_t i = 0; w && w[i]; i++)
+        free(w[i]);
+    free(w);
+}
+
 static int print_json(const lz_resolved_config *c)
 {
     char id[65], fp[65];
@@ -216,10 +258,10 @@ static int print_json(const lz_resolved_config *c)
         json_pack("{s:b, s:o}", "enabled", c->escalation_enabled, "auto_approve", rules));
 
     json_t *warnings = json_array();
-    char *w = package_db_warning(c);
-    if (w)
-        json_array_append_new(warnings, json_string(w));
-    free(w);
+    char **w = config_warnings(c);
+    for (size_t i = 0; w[i]; i++)
+        json_array_append_new(warnings, json_string(w[i]));
+    warnings_free(w);
     json_object_set_new(o, "warnings", warnings);
 
     /* Strings come from validated UTF-8 configuration or raw pathnames;
@@ -345,7 +387,7 @@ static int config_check(int argc, char **argv, const lz_global_options *g)
     if (!profile)
         return lz_cli_usage_error("config check", "missing PROFILE");
 
-    lz_resolved_config *cfg = lz_cli_load_profile(g, profile, workspace);
+    lz_resolved_config *cfg = lz_cli_load_profile(g, profile, workspace, LZ_LOAD_ENV_NAMES);
     if (!cfg)
         return LZ_EXIT_FAILURE;
     lz_error *err = NULL;
@@ -356,10 +398,10 @@ static int config_check(int argc, char **argv, const lz_global_options *g)
         wrote = print_json(cfg);
     } else {
         print_text(cfg);
-        char *w = package_db_warning(cfg);
-        if (w)
-            fprintf(stderr, "lazaret: warning: %s\n", w);
-        free(w);
+        char **w = config_warnings(cfg);
+        for (size_t i = 0; w[i]; i++)
+            fprintf(stderr, "lazaret: warning: %s\n", w[i]);
+        warnings_free(w);
     }
     if (fflush(stdout) != 0 || ferror(stdout) || wrote < 0) {
         /* errno of the failed write (EPIPE, ENOSPC), 0 when jansson failed. */

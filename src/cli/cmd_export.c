@@ -385,7 +385,7 @@ int lz_cmd_export(int argc, char **argv, const lz_global_options *g)
         return lz_cli_usage_error("export", "--run-as-user takes UID or UID:GID, numbers "
                                             "above 0");
 
-    lz_resolved_config *cfg = lz_cli_load_profile(g, profile, workspace);
+    lz_resolved_config *cfg = lz_cli_load_profile(g, profile, workspace, LZ_LOAD_ENV_NAMES);
     if (!cfg)
         return LZ_EXIT_FAILURE;
     /* Nothing below needs a value; none may reach the output. */

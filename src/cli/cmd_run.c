@@ -398,7 +398,7 @@ int lz_cmd_run(int argc, char **argv, const lz_global_options *g)
 
     signal(SIGPIPE, SIG_IGN);
     lz_error *err = NULL;
-    lz_resolved_config *cfg = lz_cli_load_profile(g, profile, workspace);
+    lz_resolved_config *cfg = lz_cli_load_profile(g, profile, workspace, LZ_LOAD_ENV_VALUES);
     if (!cfg)
         return LZ_EXIT_RUN_LAZARET_FAILED;
     lz_timing_mark("cli: configuration loaded");

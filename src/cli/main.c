@@ -58,7 +58,7 @@ static void print_main_usage(FILE *out)
 }
 
 lz_resolved_config *lz_cli_load_profile(const lz_global_options *g, const char *profile,
-                                        const char *workspace)
+                                        const char *workspace, lz_load_env env)
 {
     lz_error *err = NULL;
     lz_resolved_config *cfg = NULL;
@@ -67,6 +67,7 @@ lz_resolved_config *lz_cli_load_profile(const lz_global_options *g, const char *
         .profile = profile,
         .workspace = workspace,
         .layout = lz_sandbox_layout_production(),
+        .env = env,
     };
     if (lz_config_load(&req, &cfg, &err) < 0) {
         lz_error_report(err, stderr);

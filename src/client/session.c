@@ -5,6 +5,8 @@
  * prompt's rows are prompt.c's.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -12,6 +14,8 @@
 #include "client/internal.h"
 #include "common/util.h"
 #include "common/io.h"
+#include "config/digest.h"
+#include "config/resolve.h"
 #include "protocol/table.h"
 
 /* Once the session has started, this CLI never bootstraps a coordinator
@@ -101,6 +105,38 @@ static int on_exit_msg(void *ctx, lz_proto_msg *m)
     return 0;
 }
 
+/* A refusal for another configuration fingerprint: which parts of this
+ * configuration differ from the running Domain's, as its status.json
+ * publishes them (lz_configuration_parts), e.g. "image, volumes"; NULL
+ * when that cannot be told (an older coordinator, no status). Newly
+ * allocated. */
+static char *changed_parts(const lz_resolved_config *cfg)
+{
+    lz_config_part mine[LZ_CONFIG_PARTS];
+    if (!cfg || lz_configuration_parts(cfg, mine, NULL) < 0)
+        return NULL;
+    _cleanup_close_ int dir =
+        lz_plan_open(&cfg->runtime_domain_root, O_PATH | O_DIRECTORY, true, NULL);
+    if (dir < 0)
+        return NULL;
+    _cleanup_close_ int fd = openat(dir, "status.json", O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    json_t *st = fd >= 0 ? json_loadfd(fd, JSON_REJECT_DUPLICATES, NULL) : NULL;
+    json_t *theirs = json_object_get(st, "configuration_parts");
+    char *list = NULL;
+    for (size_t i = 0; json_is_object(theirs) && i < LZ_CONFIG_PARTS; i++) {
+        char hex[65];
+        lz_digest_hex(mine[i].digest, hex);
+        const char *t = json_string_value(json_object_get(theirs, mine[i].name));
+        if (t && strcmp(t, hex) == 0)
+            continue;
+        char *longer = lz_xasprintf("%s%s%s", list ? list : "", list ? ", " : "", mine[i].name);
+        free(list);
+        list = longer;
+    }
+    json_decref(st);
+    return list;
+}
+
 static int on_refused(void *ctx, lz_proto_msg *m)
 {
     lz_client *cl = ctx;
@@ -112,6 +148,14 @@ static int on_refused(void *ctx, lz_proto_msg *m)
      * started one's command is gone with this one, and is told so. */
     if (r.code == LZ_REFUSE_TEARING_DOWN && !cl->started) {
         cl->result = LZ_ATTEMPT_RETRY;
+    } else if (r.code == LZ_REFUSE_MISMATCH) {
+        /* What changed, when this side can tell (issue 26). */
+        _cleanup_free_ char *parts = changed_parts(cl->cfg);
+        _cleanup_free_ char *what =
+            parts ? lz_xasprintf("; what changed: %s", parts) : lz_xstrdup("");
+        lz_print_remote(cl->ui->notices(), "lazaret: error: ", r.message, what);
+        lz_print_remote(cl->ui->notices(),
+                        "\n  fix: ", r.hint && *r.hint ? r.hint : LZ_ERROR_GENERAL_FIX, "\n");
     } else {
         lz_print_remote(cl->ui->notices(), "lazaret: error: ", r.message, "\n");
         lz_print_remote(cl->ui->notices(),

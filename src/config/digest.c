@@ -252,3 +252,116 @@ int lz_configuration_fingerprint_v2(const lz_resolved_config *cfg, uint8_t out[3
     lz_frame_free(&f);
     return ret;
 }
+
+/* ---- parts (issue 26) ---------------------------------------------------- */
+
+static void frame_rules(lz_frame *f, const lz_resolved_config *cfg)
+{
+    lz_frame_bool(f, cfg->escalation_enabled);
+    lz_frame *items = lz_xcalloc(cfg->n_rules, sizeof(lz_frame));
+    for (size_t i = 0; i < cfg->n_rules; i++) {
+        const lz_resolved_rule *r = &cfg->rules[i];
+        lz_frame_bytes(&items[i], r->executable.label, strlen(r->executable.label));
+        lz_frame *args = lz_xcalloc(r->n_args, sizeof(lz_frame));
+        for (size_t k = 0; k < r->n_args; k++)
+            lz_frame_bytes(&args[k], r->args[k], strlen(r->args[k]));
+        lz_frame_ordered_list(&items[i], args, r->n_args);
+        free(args);
+        lz_frame_bool(&items[i], r->allow_extra_args);
+    }
+    lz_frame_sorted_list(f, items, cfg->n_rules);
+    free(items);
+}
+
+int lz_configuration_parts(const lz_resolved_config *cfg, lz_config_part out[LZ_CONFIG_PARTS],
+                           lz_error **err)
+{
+    static const char *const names[LZ_CONFIG_PARTS] = {
+        "image",         "isolate_gitignored",       "persistent_dirs", "env/environment",
+        "volumes",       "allow_egress/deny_egress", "escalation",      "allow_hosts/deny_hosts",
+        "dns/resolvers", "data_root/schema",
+    };
+    for (size_t k = 0; k < LZ_CONFIG_PARTS; k++) {
+        lz_frame f = { 0 };
+        lz_frame *items;
+        lz_frame_bytes(&f, names[k], strlen(names[k]));
+        switch (k) {
+        case 0:
+            lz_frame_bytes(&f, cfg->image, strlen(cfg->image));
+            break;
+        case 1:
+            lz_frame_bool(&f, cfg->isolate_gitignored);
+            break;
+        case 2:
+            items = lz_xcalloc(cfg->n_persistent_dirs, sizeof(lz_frame));
+            for (size_t i = 0; i < cfg->n_persistent_dirs; i++)
+                lz_frame_bytes(&items[i], cfg->persistent_dirs[i], strlen(cfg->persistent_dirs[i]));
+            lz_frame_sorted_list(&f, items, cfg->n_persistent_dirs);
+            free(items);
+            break;
+        case 3: /* env: names only (values are never hashed); environment:
+                 * the plain values, as the fingerprint frames them */
+            items = lz_xcalloc(cfg->n_env, sizeof(lz_frame));
+            for (size_t i = 0; i < cfg->n_env; i++) {
+                lz_frame_bytes(&items[i], cfg->env[i].sandbox_name,
+                               strlen(cfg->env[i].sandbox_name));
+                lz_frame_bytes(&items[i], cfg->env[i].host_name, strlen(cfg->env[i].host_name));
+            }
+            lz_frame_sorted_list(&f, items, cfg->n_env);
+            free(items);
+            items = lz_xcalloc(cfg->n_environment, sizeof(lz_frame));
+            for (size_t i = 0; i < cfg->n_environment; i++) {
+                const lz_setenv_decl *e = &cfg->environment[i];
+                lz_frame_bytes(&items[i], e->name, strlen(e->name));
+                lz_frame_bytes(&items[i], e->value, strlen(e->value));
+            }
+            lz_frame_sorted_list(&f, items, cfg->n_environment);
+            free(items);
+            break;
+        case 4:
+            items = lz_xcalloc(cfg->n_volumes, sizeof(lz_frame));
+            for (size_t i = 0; i < cfg->n_volumes; i++) {
+                const lz_resolved_volume *v = &cfg->volumes[i];
+                lz_frame_bytes(&items[i], v->source.label, strlen(v->source.label));
+                lz_frame_bytes(&items[i], v->container, strlen(v->container));
+                lz_frame_bool(&items[i], v->kind == LZ_VOLUME_DIRECTORY);
+                lz_frame_bool(&items[i], v->access == LZ_ACCESS_READ_WRITE);
+                lz_frame_bool(&items[i], v->create);
+            }
+            lz_frame_sorted_list(&f, items, cfg->n_volumes);
+            free(items);
+            break;
+        case 5:
+            frame_prefixes(&f, &cfg->allow);
+            frame_prefixes(&f, &cfg->deny);
+            break;
+        case 6:
+            frame_rules(&f, cfg);
+            break;
+        case 7:
+            frame_hosts(&f, &cfg->allow_hosts);
+            frame_hosts(&f, &cfg->deny_hosts);
+            break;
+        case 8: {
+            lz_frame_bool(&f, cfg->dns_mode == LZ_DNS_STRICT);
+            lz_frame *res = lz_xcalloc(cfg->n_resolvers, sizeof(lz_frame));
+            for (size_t i = 0; i < cfg->n_resolvers; i++)
+                lz_frame_bytes(&res[i], cfg->resolvers[i], 4);
+            lz_frame_ordered_list(&f, res, cfg->n_resolvers);
+            free(res);
+            break;
+        }
+        default:
+            lz_frame_bytes(&f, cfg->storage_root.label, strlen(cfg->storage_root.label));
+            lz_frame_bytes(&f, cfg->runtime_root.label, strlen(cfg->runtime_root.label));
+            lz_frame_u32be(&f, cfg->schema_version);
+            break;
+        }
+        out[k].name = names[k];
+        int r = sha256(&f, out[k].digest, "configuration part digest", err);
+        lz_frame_free(&f);
+        if (r < 0)
+            return -1;
+    }
+    return 0;
+}

@@ -30,6 +30,22 @@ LZ_MUST_CHECK
 int lz_configuration_fingerprint_v2(const struct lz_resolved_config *cfg, uint8_t out[32],
                                     lz_error **err);
 
+/* The configuration in parts, each with its own digest, named by the keys
+ * a developer edits: what a refusal of a changed configuration names as
+ * changed (issue 26). The running Domain publishes its parts in
+ * status.json; a CLI whose fingerprint differs compares its own. Not part
+ * of the fingerprint (which stays exactly as the schema frames it); env
+ * values are never in a part. */
+#define LZ_CONFIG_PARTS 10
+typedef struct lz_config_part {
+    const char *name; /* static: "image", "volumes", "allow_hosts/deny_hosts", … */
+    uint8_t digest[32];
+} lz_config_part;
+
+LZ_MUST_CHECK
+int lz_configuration_parts(const struct lz_resolved_config *cfg,
+                           lz_config_part out[LZ_CONFIG_PARTS], lz_error **err);
+
 /* A growable byte buffer for canonical framing (exposed for unit tests). */
 typedef struct lz_frame {
     uint8_t *data;

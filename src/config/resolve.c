@@ -304,6 +304,26 @@ static int resolve_workspace(const char *requested, const char *home, lz_path_pl
         lz_error_set(err, 0, "the workspace cannot be the root directory");
         return lz_error_hint(err, "run lazaret inside a project directory");
     }
+    /* Without --workspace, the current directory is the workspace only below
+     * home: home itself (or what contains it) would mount every file of the
+     * developer read-write into the sandbox, and the configuration and
+     * Storage Root under it would be refused as "inside the workspace",
+     * which names the wrong cause (issue 26). */
+    if (!requested) {
+        _cleanup_free_ char *home_canonical = realpath(home, NULL);
+        const char *h = home_canonical ? home_canonical : home;
+        if (strcmp(canonical, h) == 0 || lz_path_is_strict_descendant(h, canonical)) {
+            lz_error_set(err, 0,
+                         "the current directory %s %s, which is never a workspace by discovery",
+                         canonical,
+                         strcmp(canonical, h) == 0 ? "is your home directory"
+                                                   : "contains your home directory");
+            return lz_error_hint(err, "cd into a project directory (e.g. cd ~/projects/NAME) and "
+                                      "run the command again, or name it with --workspace DIR "
+                                      "(docs/configuration.md \"Which directory is the "
+                                      "workspace\")");
+        }
+    }
     if (lz_plan_existing(canonical, ret, err) < 0)
         return lz_error_prefix(err, "cannot open the workspace %s", canonical);
     if (!S_ISDIR(ret->target.mode)) {
@@ -856,7 +876,8 @@ int lz_config_load(const lz_load_request *req, lz_resolved_config **ret, lz_erro
             cfg->command[cfg->n_command++] = lz_xstrdup(pr->command[i]);
     }
 
-    /* 6. Environment references, last. Values are never printed. */
+    /* 6. Environment references, last. Values are never printed, and read
+     * only for a command that starts a sandbox (lz_load_env). */
     cfg->env = lz_xcalloc(pr->n_env, sizeof(lz_resolved_env));
     for (size_t i = 0; i < pr->n_env; i++) {
         const lz_env_decl *d = &pr->env[i];
@@ -864,7 +885,12 @@ int lz_config_load(const lz_load_request *req, lz_resolved_config **ret, lz_erro
         e->sandbox_name = lz_xstrdup(d->sandbox_name);
         e->host_name = lz_xstrdup(d->host_name);
         const char *value = getenv(d->host_name);
-        if (!value) {
+        e->host = !value                                 ? LZ_ENV_UNSET
+                  : !lz_utf8_valid(value, strlen(value)) ? LZ_ENV_NOT_UTF8
+                                                         : LZ_ENV_SET;
+        if (req->env != LZ_LOAD_ENV_VALUES)
+            continue;
+        if (e->host == LZ_ENV_UNSET) {
             lz_error_set(err, 0,
                          "%s:%u:%u: profiles.%s.env.%s: the host environment variable "
                          "%s is not set",
@@ -876,7 +902,7 @@ int lz_config_load(const lz_load_request *req, lz_resolved_config **ret, lz_erro
                           d->host_name);
             goto out;
         }
-        if (!lz_utf8_valid(value, strlen(value))) {
+        if (e->host == LZ_ENV_NOT_UTF8) {
             lz_error_set(err, 0,
                          "%s:%u:%u: profiles.%s.env.%s: the value of %s is not valid "
                          "UTF-8 (value not shown)",

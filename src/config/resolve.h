@@ -21,10 +21,19 @@
 
 #define LZ_DIGEST_LEN 32
 
+/* What the host environment holds for an env reference at load time. */
+typedef enum lz_env_state {
+    LZ_ENV_SET = 0,
+    LZ_ENV_UNSET,    /* the variable is not set */
+    LZ_ENV_NOT_UTF8, /* set, but its value is not valid UTF-8 */
+} lz_env_state;
+
 typedef struct lz_resolved_env {
     char *sandbox_name;
     char *host_name;
-    char *value; /* secret: never print, hash, log or persist */
+    char *value;       /* secret: never print, hash, log or persist; NULL unless the
+                        * load asked for values (LZ_LOAD_ENV_VALUES) */
+    lz_env_state host; /* what the host environment held (always filled) */
 } lz_resolved_env;
 
 typedef struct lz_resolved_volume {
@@ -98,17 +107,29 @@ typedef struct lz_resolved_config {
  * Returns how many there are; stores at most max of them in out. */
 size_t lz_resolved_config_fds(const lz_resolved_config *cfg, int *out, size_t max);
 
+/* Whether a load reads the profile's env: values. Only a command that starts
+ * a sandbox needs them (`run`); every other command (config check, state,
+ * status, log, stop, export) loads names only, so it works in a shell where
+ * the secrets are not exported (docs/configuration.md "Environment
+ * references"). */
+typedef enum lz_load_env {
+    LZ_LOAD_ENV_NAMES = 0, /* names only: value NULL, never refused for the host's state */
+    LZ_LOAD_ENV_VALUES,    /* values read; an unset or non-UTF-8 variable refuses the load */
+} lz_load_env;
+
 typedef struct lz_load_request {
     const char *config_path;         /* --config FILE, or NULL for the XDG default */
     const char *profile;             /* required, exact name */
     const char *workspace;           /* NULL: the current working directory */
     const lz_sandbox_layout *layout; /* required: production layout */
+    lz_load_env env;                 /* default: names only */
 } lz_load_request;
 
 /* Load, validate and resolve. On success *ret owns everything; free with
  * lz_resolved_config_free(). Reads XDG_CONFIG_HOME, XDG_DATA_HOME, HOME,
- * XDG_RUNTIME_DIR and the selected profile's env references from the process
- * environment. Creates missing Lazaret-owned roots (mode 0700). */
+ * XDG_RUNTIME_DIR and, with LZ_LOAD_ENV_VALUES, the selected profile's env
+ * references from the process environment (without, only whether each is
+ * set and UTF-8). Creates missing Lazaret-owned roots (mode 0700). */
 LZ_MUST_CHECK
 int lz_config_load(const lz_load_request *req, lz_resolved_config **ret, lz_error **err);
 

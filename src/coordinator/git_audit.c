@@ -1,15 +1,20 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "coordinator/git_audit.h"
 
+#include <dirent.h>
+#include <fcntl.h>
+#include <jansson.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/util.h"
 #include "coordinator/freezer.h"
 #include "coordinator/log.h"
 #include "coordinator/session_send.h"
 #include "gitsentry/eye.h"
+#include "store/domain_root.h"
 
 /* Quarantine notices: the first ones all, then one per gap. */
 #define NOTICE_BURST 20
@@ -231,6 +236,66 @@ void git_audit_freeze_stats(coord *c)
           c->git.moves_followed, c->git.full_walks, lz_sentry_eye_requests(c->git.eye));
 }
 
+/* Does another running Domain (another profile) use this workspace? Its
+ * sandbox has its own copies mounted on the placeholders: removing one on
+ * the host would detach that mount under it. A running Domain whose status
+ * cannot be read (still starting, say) counts as one: then the
+ * placeholders stay, as before issue 26. */
+static bool workspace_used_by_another_domain(coord *c)
+{
+    int rt = lz_plan_open(&c->a->cfg->runtime_root, O_PATH | O_DIRECTORY, true, NULL);
+    if (rt < 0)
+        return true;
+    int dd = openat(rt, "domains", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    close(rt);
+    DIR *d = dd >= 0 ? fdopendir(dd) : NULL;
+    if (!d) {
+        if (dd >= 0)
+            close(dd);
+        return true;
+    }
+    bool used = false;
+    for (struct dirent *e; !used && (e = readdir(d));) {
+        if (strlen(e->d_name) != 64 || strcmp(e->d_name, c->id_hex) == 0 ||
+            !lz_domain_id_valid(e->d_name))
+            continue;
+        int dfd = openat(dirfd(d), e->d_name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (dfd < 0)
+            continue;
+        if (lz_domain_lock_held(dfd)) {
+            int sfd = openat(dfd, "status.json", O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+            json_t *st = sfd >= 0 ? json_loadfd(sfd, JSON_REJECT_DUPLICATES, NULL) : NULL;
+            if (sfd >= 0)
+                close(sfd);
+            const char *ws = json_string_value(json_object_get(st, "workspace"));
+            used = !ws || strcmp(ws, c->a->cfg->workspace.label) == 0;
+            json_decref(st);
+        }
+        close(dfd);
+    }
+    closedir(d);
+    return used;
+}
+
+/* The Domain ends: the placeholders it made on the host go, so the
+ * developer's project looks as before the run (issue 26). */
+static void remove_placeholders(coord *c)
+{
+    if (workspace_used_by_another_domain(c)) {
+        clog_(c, "Git Sentry: another running Domain uses this workspace: its placeholder "
+                 "directories stay");
+        return;
+    }
+    size_t removed = 0;
+    lz_error *err = NULL;
+    if (lz_git_sentry_remove_placeholders(&c->git, &removed, &err) < 0)
+        log_error(c, "cannot remove the placeholder directories of git-ignored paths", err);
+    else if (removed)
+        clog_(c, "Git Sentry: removed %zu empty placeholder director%s from the workspace", removed,
+              removed == 1 ? "y" : "ies");
+    lz_error_free(err);
+}
+
 void git_audit_final(coord *c)
 {
     if (c->git.ws_fd < 0 || c->sentry_failed)
@@ -248,8 +313,10 @@ void git_audit_final(coord *c)
     } else if (n > 0) {
         clog_(c, "Git Sentry (teardown): %s", report);
     }
-    if (n >= 0)
+    if (n >= 0) {
         lz_git_sentry_done(&c->git);
+        remove_placeholders(c);
+    }
     lz_error_free(e);
     free(report);
 }

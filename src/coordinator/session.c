@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/text.h"
 #include "common/timing.h"
 #include "common/util.h"
 #include "coordinator/escalation.h"
@@ -192,6 +193,28 @@ void session_exec(coord *c, session *s)
          * lz_cli_progress()). */
         lz_wbuf b;
         lz_msg_text_encode(&b, LZ_MSG_PROGRESS, ignored);
+        session_send(c, s, &b);
+        if (s->sock < 0) /* dropped: settled after this round */
+            return;
+    }
+    if (c->git.kind == LZ_GIT_REPO || c->git.kind == LZ_GIT_BARE) {
+        /* Git's own refusal inside is bare ("could not write config file
+         * .git/config: Device or resource busy"): say once, on the
+         * developer's terminal like the line above, why and what works
+         * instead (docs/git.md "Configuring Git in the sandbox", issue 26). */
+        lz_wbuf b;
+        lz_msg_text_encode(
+            &b, LZ_MSG_PROGRESS,
+            c->git.kind == LZ_GIT_REPO
+                ? "Git Sentry: .git/config is read-only in the sandbox (git config there fails "
+                  "with \"Device or resource busy\"); use git config --global (kept across "
+                  "restarts when persistent_dirs holds the sandbox's home, e.g. /root) or git -c "
+                  "NAME=VALUE; see docs/git.md \"Configuring Git in the sandbox\""
+                : "Git Sentry: the repository's config is read-only in the sandbox (git config "
+                  "there fails with \"Device or resource busy\"); use git config --global "
+                  "(kept across restarts when persistent_dirs holds the sandbox's home, e.g. "
+                  "/root) or git -c NAME=VALUE; see docs/git.md \"Configuring Git in the "
+                  "sandbox\"");
         session_send(c, s, &b);
         if (s->sock < 0) /* dropped: settled after this round */
             return;
@@ -440,20 +463,31 @@ static int on_hello(void *ctx, lz_proto_msg *pm)
     }
     bool same_domain = strcmp(h.domain_id, c->id_hex) == 0;
     bool same_fp = strcmp(h.fingerprint, c->fp_hex) == 0;
+    /* The start of the CLI's fingerprint, for the refusal below: shown only
+     * when it is hex, as its encoder writes it. */
+    char theirs[24] = "another";
+    if (strspn(h.fingerprint, "0123456789abcdef") == 64)
+        snprintf(theirs, sizeof(theirs), "%.16s…", h.fingerprint);
     lz_msg_hello_clear(&h);
     if (!same_domain) {
         refuse_and_close(c, s, LZ_REFUSE_PROTOCOL, "this coordinator serves another Domain", NULL);
         return 0;
     }
     if (!same_fp) {
-        char *msg =
-            lz_xasprintf("Domain %.16s… (profile '%s', workspace %s) is running with another "
-                         "configuration (fingerprint %.16s…); your configuration differs from it",
-                         c->id_hex, c->a->cfg->profile, c->a->cfg->workspace.label, c->fp_hex);
-        char *hint = lz_xasprintf(
-            "finish the running sessions of this Domain (exit their shells) to stop it, "
-            "or stop it at once with: kill %d; then run the command again",
-            (int) getpid());
+        /* Same profile and workspace (the Domain ID), another fingerprint:
+         * the configuration file changed since this Domain started (issue
+         * 26). The fix is the exact command that stops this Domain, not a
+         * process id. */
+        _cleanup_free_ char *ws_quoted = lz_text_shell_quote(c->a->cfg->workspace.label);
+        char *msg = lz_xasprintf(
+            "the configuration changed since this Domain started: profile '%s' for the "
+            "workspace %s runs with configuration fingerprint %.16s…, yours is %s (Domain "
+            "%.16s…)",
+            c->a->cfg->profile, c->a->cfg->workspace.label, c->fp_hex, theirs, c->id_hex);
+        char *hint = lz_xasprintf("stop the running Domain (its sessions end) with: lazaret stop "
+                                  "--profile %s --workspace %s; then run the command again (or "
+                                  "exit its sessions first and it stops by itself)",
+                                  c->a->cfg->profile, ws_quoted);
         refuse_and_close(c, s, LZ_REFUSE_MISMATCH, msg, hint);
         free(msg);
         free(hint);

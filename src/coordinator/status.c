@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "config/digest.h"
 #include "config/policy.h"
 #include "fs/atomic.h"
 #include "supervisor/sidecar.h"
@@ -48,6 +49,20 @@ void publish_status(coord *c)
         c->container_id, "log", log, "sessions", sessions, "network_policy",
         lz_derived_network_policy(c->a->cfg, LZ_NET_RESOLVER), "escalations", escalation_status(c));
     free(log);
+    /* Each part's digest, so that a CLI refused for another fingerprint can
+     * say what changed (lz_client_changed_parts, issue 26). */
+    lz_config_part parts[LZ_CONFIG_PARTS];
+    lz_error *perr = NULL;
+    if (lz_configuration_parts(c->a->cfg, parts, &perr) == 0) {
+        json_t *po = json_object();
+        for (size_t i = 0; i < LZ_CONFIG_PARTS; i++) {
+            char hex[65];
+            lz_digest_hex(parts[i].digest, hex);
+            json_object_set_new(po, parts[i].name, json_string(hex));
+        }
+        json_object_set_new(o, "configuration_parts", po);
+    }
+    lz_error_free(perr);
     char *text = json_dumps(o, JSON_INDENT(2) | JSON_ENSURE_ASCII);
     json_decref(o);
     if (!text)

@@ -192,6 +192,16 @@ int lz_git_sentry_audit(lz_git_plan *plan, bool full, char **ret_report, lz_erro
  * crashed generation is taken for the developer's own. */
 void lz_git_sentry_done(lz_git_plan *plan);
 
+/* The Domain ends: remove from the workspace every placeholder directory
+ * the Domain made on the host for a literal .gitignore pattern
+ * (node_modules/), where it is still an empty directory, so that the
+ * developer's project looks as before the run; the next start makes them
+ * again (docs/git.md "Git-ignored files"). Only when no other Domain uses
+ * the workspace (the caller's check): there a placeholder is a mount point
+ * of that Domain's sandbox. *ret_removed: how many went. */
+LZ_MUST_CHECK
+int lz_git_sentry_remove_placeholders(const lz_git_plan *plan, size_t *ret_removed, lz_error **err);
+
 /* Record in the Domain Root that the audit failed on `what`: the next plan
  * refuses to start while any of the named paths exists. */
 LZ_MUST_CHECK

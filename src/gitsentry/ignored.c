@@ -334,6 +334,17 @@ int lz_gs_isolate_begin(builder *b, const lz_resolved_config *cfg, ignored_run *
      * in the Domain's life (attack rounds i12a P1 and i12c P3: 300,000 `dN/`
      * lines made as many host directories, then 64 more at every start). */
     size_t before = run->placeholders.n;
+    /* The placeholders an earlier generation made, again where the end of
+     * that generation removed them (lz_git_sentry_remove_placeholders): the
+     * recorded ignored path needs its mount point back, or it would not be
+     * isolated now. The record is Lazaret's own (the Domain Root), its
+     * names checked like the patterns' all the same. */
+    for (size_t i = 0; i < run->placeholders.n; i++) {
+        const char *rel = run->placeholders.v[i];
+        if (*rel && !strchr(rel, '/') && strcmp(rel, ".git") != 0 && strcmp(rel, "..") != 0 &&
+            strcmp(rel, ".") != 0 && !git_dir_name(rel))
+            lz_best_effort(mkdirat(b->ws_fd, rel, 0755));
+    }
     static const char *const pattern_files[] = { ".gitignore", ".git/info/exclude" };
     for (size_t f = 0; f < LZ_ARRAY_SIZE(pattern_files) && run->placeholders.n < MAX_PLACEHOLDERS;
          f++) {
@@ -448,5 +459,34 @@ int lz_gs_isolate_finish(builder *b, const lz_resolved_config *cfg, ignored_run 
         if (lz_lstat_confined(b->ws_fd, b->p->ignored[i], &st) == 0)
             b->p->ignored_ids[i] = (lz_git_marker){ NULL, st.st_dev, st.st_ino };
     }
+    return 0;
+}
+
+int lz_git_sentry_remove_placeholders(const lz_git_plan *plan, size_t *ret_removed, lz_error **err)
+{
+    *ret_removed = 0;
+    if (!plan->cfg || plan->ws_fd < 0)
+        return 0;
+    _cleanup_close_ int droot =
+        lz_plan_open(&plan->cfg->storage_domain_root, O_PATH | O_DIRECTORY, true, err);
+    if (droot < 0)
+        return -1;
+    name_list made = { 0 };
+    if (lz_gs_record_read(droot, PLACEHOLDER_RECORD, MAX_PLACEHOLDERS,
+                          plan->cfg->storage_domain_root.label, &made, err) < 0)
+        return -1;
+    for (size_t i = 0; i < made.n; i++) {
+        const char *rel = made.v[i];
+        if (!*rel || strchr(rel, '/') || strcmp(rel, ".git") == 0 || strcmp(rel, "..") == 0 ||
+            strcmp(rel, ".") == 0 || git_dir_name(rel))
+            continue;
+        /* One name in the workspace's own directory, through its
+         * descriptor: rmdir follows no symlink (a symlink there fails with
+         * ENOTDIR) and removes only an empty directory, atomically: whatever
+         * the developer put into it keeps it (ENOTEMPTY). */
+        if (unlinkat(plan->ws_fd, rel, AT_REMOVEDIR) == 0)
+            (*ret_removed)++;
+    }
+    lz_gs_names_clear(&made);
     return 0;
 }

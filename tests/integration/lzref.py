@@ -445,10 +445,12 @@ def _exec_ok(st, uid, gids):
 
 def resolve(text, profile, workspace, *, home, xdg_runtime_dir, xdg_data_home=None,
             environ=None, config_file=None, check_fs=True, uid=None, gids=(),
-            protected=SPEC_PROTECTED):
+            protected=SPEC_PROTECTED, env_values=False):
     """Resolve `profile` as `lazaret config check PROFILE --workspace W --json`
     would print it. With check_fs=False no filesystem object is inspected
-    (paths are still canonicalized with realpath)."""
+    (paths are still canonicalized with realpath). env_values=True resolves
+    the env references as `run` does (an unset or non-UTF-8 variable
+    refuses); config check reads names only."""
     environ = {} if environ is None else environ
     uid = os.getuid() if uid is None else uid
     doc = decode(text)
@@ -562,8 +564,8 @@ def resolve(text, profile, workspace, *, home, xdg_runtime_dir, xdg_data_home=No
         seen.add(norm)
         rules.append({"executable": exe, "args": list(r["args"]), "allow_extra_args": r["extra"]})
 
-    # Environment, last.
-    for sname, hname in p["env"]:
+    # Environment, last: only a load that starts a sandbox reads values.
+    for sname, hname in (p["env"] if env_values else ()):
         if hname not in environ:
             raise Refused(f"{pk}.env.{sname}", f"host variable {hname} is not set")
         val = environ[hname]

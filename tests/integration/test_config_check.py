@@ -1321,11 +1321,6 @@ def _fs_case(ctx, name):
         P(d)["escalation"]["auto_approve"].append(
             {"executable": "/bin/true", "args": ["x"], "allow_extra_args": True})
         return d, [f"{K}.escalation.auto_approve[1]", f"{K}.escalation.auto_approve[0]"], env
-    # environment
-    if name == "env-missing":
-        return d, [f"{K}.env.TOKEN"], {"HOSTVAR": None}
-    if name == "env-not-utf8":
-        return d, [f"{K}.env.TOKEN"], {"HOSTVAR": "lzS3cr3t\udcff"}
     raise AssertionError(name)
 
 
@@ -1341,7 +1336,6 @@ FS_CASES = [
     "exe-not-executable", "exe-hardlinked", "exe-foreign-owner", "exe-in-workspace",
     "exe-in-volume", "exe-in-profile-dir", "exe-in-storage", "exe-in-runtime",
     "exe-symlink-to-bad", "duplicate-after-canonicalization",
-    "env-missing", "env-not-utf8",
 ]
 
 
@@ -1358,6 +1352,60 @@ def test_resolution_refusal(ctx, name):
         ctx.reference(text, env=env)
     assert e.value.key in keys or any(e.value.key and e.value.key.startswith(k) for k in keys), \
         (e.value.key, keys)
+
+
+@pytest.mark.parametrize("name,host", [("env-missing", None),
+                                       ("env-not-utf8", "lzS3cr3t\udcff")])
+def test_env_not_usable_warns_and_only_run_refuses(ctx, name, host):
+    """config check reads no env value (issue 26): a variable that is unset or
+    not UTF-8 in this shell is a warning naming the key, and the check passes
+    (it agrees with the reference); `run`, which reads the values, refuses
+    the same configuration before it starts anything (the control: the
+    refusal the check no longer makes still exists where it belongs)."""
+    d = base()
+    text = emit(d)
+    env = {"HOSTVAR": host}
+    ctx.config_text(text)
+    res = ctx.check(env=env)
+    assert res.returncode == 0, res.stderr
+    warnings = json.loads(res.stdout)["warnings"]
+    assert any(w.startswith(f"{K}.env.TOKEN: ") and "lazaret run" in w for w in warnings), \
+        warnings
+    ctx.agree(text, env=env)
+    text_out = ctx.check(env=env, json_out=False)
+    assert text_out.returncode == 0 and f"{K}.env.TOKEN" in text_out.stderr, text_out.stderr
+    assert "lzS3cr3t" not in res.stdout + res.stderr + text_out.stdout + text_out.stderr
+    run = ctx.lz.run(["run", "p", "--workspace", str(ctx.ws), "--", "true"],
+                     env=ctx.run_env(env), timeout=60)
+    assert run.returncode == 125, run.stderr
+    assert f"{K}.env.TOKEN" in run.stderr and "lzS3cr3t" not in run.stdout + run.stderr
+    with pytest.raises(lzref.Refused) as e:
+        lzref.resolve(text, "p", str(ctx.ws), home=str(ctx.home),
+                      xdg_runtime_dir=str(ctx.lz.runtime_dir), environ=ctx.host_env(env),
+                      config_file=str(ctx.config), uid=ctx.user.uid, protected=PROTECTED,
+                      env_values=True)
+    assert e.value.key == f"{K}.env.TOKEN"
+
+
+def test_home_is_never_the_workspace_by_discovery(ctx):
+    """From $HOME, without --workspace, config check and run say that the
+    home directory is never a workspace by discovery and how to name one
+    (issue 26), not that the configuration "is inside the workspace" (the
+    overlap the home directory as workspace would cause). Controls: the same
+    configuration from a project below home, and from home with
+    --workspace, is accepted."""
+    text = emit(base())
+    ctx.config_text(text)
+    for argv, code in ((["config", "check", "p"], 1), (["run", "p", "--", "true"], 125)):
+        p = ctx.lz.run(argv, env=ctx.run_env(), cwd=ctx.home)
+        assert p.returncode == code, (argv, p.returncode, p.stderr)
+        assert f"the current directory {ctx.home.resolve()} is your home directory, which is " \
+               "never a workspace by discovery" in p.stderr, p.stderr
+        assert "fix: cd into a project directory" in p.stderr and "--workspace DIR" in p.stderr
+        assert "inside the workspace" not in p.stderr, p.stderr
+    assert ctx.lz.run(["config", "check", "p"], env=ctx.run_env(), cwd=ctx.ws).returncode == 0
+    assert ctx.lz.run(["config", "check", "p", "--workspace", str(ctx.ws)], env=ctx.run_env(),
+                      cwd=ctx.home).returncode == 0
 
 
 # -- the configuration source

@@ -671,6 +671,39 @@ def test_git_config_hooks_and_dot_git_are_protected_inside(rig):
     assert not (ws / ".git-moved").exists() and (ws / ".git" / "HEAD").is_file()
 
 
+def test_git_config_global_is_the_way_inside(rig):
+    """(issue 26) What a careful user needs when `git config user.name x`
+    fails inside: the failure is git's own EBUSY on the read-only .git/config
+    (the message docs/git.md "Configuring Git in the sandbox" quotes), while
+    `git config --global` writes the sandbox home's ~/.gitconfig, which a
+    persistent /root keeps for the next generation, where commits use it.
+    The host's .git/config and the host user's own global configuration stay
+    as they were."""
+    lz = rig.lz
+    ws = new_repo(lz, "ws")
+    config = (ws / ".git" / "config").read_bytes()
+    host_global = (lz.home / ".gitconfig").read_bytes() if (lz.home / ".gitconfig").exists() \
+        else None
+    rig.config({"bb": {"persistent_dirs": ["/root"]}})
+    p = ok(rig.run("bb", sh(
+        step("local", "git config user.name Local") +
+        "git config user.name Local 2>&1 | head -n 1\n" +
+        step("global", "git config --global user.name Sandbox && "
+                       "git config --global user.email sb@lazaret.invalid")), ws=ws))
+    got = steps(p.stdout)
+    assert got == {"local": "FAIL", "global": "OK"}, p.stdout + p.stderr
+    assert "could not write config file .git/config: Device or resource busy" in p.stdout, \
+        p.stdout
+    left, _ = wait_torn_down(lz, TEARDOWN_TIMEOUT)
+    assert not left, "\n".join(left)
+    p = ok(rig.run("bb", sh("git config --show-origin user.name; echo x > f; git add f; "
+                            "git commit -q -m sb; git log -1 --format=%an"), ws=ws))
+    assert p.stdout == "file:/root/.gitconfig\tSandbox\nSandbox\n", p.stdout + p.stderr
+    assert (ws / ".git" / "config").read_bytes() == config
+    assert ((lz.home / ".gitconfig").read_bytes() if (lz.home / ".gitconfig").exists()
+            else None) == host_global
+
+
 NONREPO_QUARANTINE = "." + QUARANTINE
 
 
@@ -955,9 +988,17 @@ def _ignored_repo(lz, secret):
 
 
 def test_ignored_paths_are_the_domains_own(rig):
+    """The sandbox's .env and node_modules/ are the Domain's copies, kept
+    across generations. The empty placeholder Lazaret makes on the host for
+    node_modules/ (so that it can be isolated) is gone once the Domain ends
+    and made again at the next start (issue 26). Controls: the developer's
+    own empty ignored directory (keep/, there before the run) stays, and so
+    does a placeholder the developer put a file into meanwhile."""
     lz = rig.lz
     secret = "lzsecret-" + secrets.token_hex(8)
     ws = _ignored_repo(lz, secret)
+    lz.write(ws / ".git" / "info" / "exclude", "keep/\n", mode=0o644)
+    lz.mkdir(ws / "keep")
     rig.config({"bb": {}})
     p = ok(rig.run("bb", sh(
         "set -e\n"
@@ -968,8 +1009,7 @@ def test_ignored_paths_are_the_domains_own(rig):
     assert p.stdout == "env=[]\n", f"inside: {p.stdout!r}"
     assert secret not in p.stdout
     assert (ws / ".env").read_text() == f"SECRET={secret}\n", "the sandbox changed the host .env"
-    assert (ws / "node_modules").is_dir(), "no placeholder for node_modules/ on the host"
-    assert list((ws / "node_modules").iterdir()) == [], \
+    assert not (ws / "node_modules").exists() or list((ws / "node_modules").iterdir()) == [], \
         f"the sandbox's node_modules reached the host: {list((ws / 'node_modules').rglob('*'))}"
     assert out(lz, ws, "status", "--porcelain") == ""
 
@@ -978,13 +1018,23 @@ def test_ignored_paths_are_the_domains_own(rig):
     ignored = domain_root(rig, ws) / "ignored"
     assert (ignored / ".env").read_text() == "sandbox-env\n", sorted(ignored.rglob("*"))
     assert (ignored / "node_modules" / "pkg" / "index.js").read_text() == "module\n"
+    assert not (ws / "node_modules").exists(), "the placeholder outlived the Domain"
+    assert (ws / "keep").is_dir(), "the developer's own empty ignored directory was removed"
 
-    # A new generation gets the same copies.
-    p = ok(rig.run("bb", sh("cat .env node_modules/pkg/index.js"), ws=ws))
-    assert p.stdout == "sandbox-env\nmodule\n"
+    # A new generation gets the same copies (the placeholder made again, or
+    # node_modules/ would not be isolated); a file the developer puts into
+    # the placeholder on the host keeps it.
+    holder = rig.hold("bb", ws=ws, script="cat .env node_modules/pkg/index.js")
     assert len(rig.generations_started()) == 2, rig.generations_started()
-    assert (ws / ".env").read_text() == f"SECRET={secret}\n"
     assert list((ws / "node_modules").iterdir()) == []
+    lz.write(ws / "node_modules" / "mine.txt", "host\n")
+    r = rig.release(holder)
+    assert "sandbox-env\nmodule\n" in r.stdout, r.stdout
+    left, _ = wait_torn_down(lz, TEARDOWN_TIMEOUT)
+    assert not left, "\n".join(left)
+    assert (ws / ".env").read_text() == f"SECRET={secret}\n"
+    assert [x.name for x in (ws / "node_modules").iterdir()] == ["mine.txt"]
+    assert (ws / "keep").is_dir()
 
 
 def test_isolate_gitignored_false_shares_ignored_files(rig):

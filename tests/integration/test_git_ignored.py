@@ -149,6 +149,9 @@ def test_start_line_names_the_ignored_paths_on_a_terminal(terms):  # noqa: F811
     # .env, dist/ and the placeholder Lazaret made for node_modules/
     assert m.group(1) == "3" and m.group(2) == ".env, dist/, node_modules/", m.group(0)
     assert t.text.count("git-ignored path") == 1, t.text
+    # Why `git config` fails inside and what works (issue 26), once.
+    assert t.text.count(".git/config is read-only in the sandbox") == 1, t.text
+    assert "git config --global" in t.text and "Configuring Git in the sandbox" in t.text
 
 
 def test_start_line_is_not_printed_without_a_terminal(rig):
@@ -158,6 +161,7 @@ def test_start_line_is_not_printed_without_a_terminal(rig):
     p = ok(rig.run("bb", sh("cat .env; echo END"), ws=ws))
     assert p.stdout == "END\n", p.stdout       # the isolation itself is on
     assert "git-ignored" not in p.stderr, p.stderr
+    assert "read-only in the sandbox" not in p.stderr, p.stderr
 
 
 def test_start_line_counts_5000_and_names_a_few(terms):  # noqa: F811
@@ -232,15 +236,19 @@ def test_gitignore_lines_make_few_host_directories(rig):
     left, _ = wait_torn_down(lz, TEARDOWN_TIMEOUT)
     assert not left, "\n".join(left)
     for start in range(3):  # the bound holds over the Domain's life (round i12c, P3)
-        ok(rig.run("bb", ["true"], ws=ws))
+        holder = rig.hold("bb", ws=ws)
+        made = [p for p in ws.iterdir() if re.fullmatch(r"d\d+", p.name)]
+        rig.release(holder)
         left, _ = wait_torn_down(lz, TEARDOWN_TIMEOUT)
         assert not left, "\n".join(left)
-        made = [p for p in ws.iterdir() if re.fullmatch(r"d\d+", p.name)]
         assert len(made) == 64, f"start {start}: {len(made)} placeholder directories on the host"
+        # Removed when the Domain ends (issue 26), made again at the next start.
+        assert not [p for p in ws.iterdir() if re.fullmatch(r"d\d+", p.name)]
     # Control: a small .gitignore gets all of its placeholders.
     small = new_repo(lz, "small", {"README": "x\n", ".gitignore": "a1/\na2/\na3/\n"})
-    ok(rig.run("bb", ["true"], ws=small))
+    holder = rig.hold("bb", ws=small)
     assert all((small / n).is_dir() for n in ("a1", "a2", "a3"))
+    rig.release(holder)
 
 
 def test_a_domain_first_started_from_a_subdirectory_isolates_the_ignored_paths(rig):

@@ -157,8 +157,11 @@ auto_approve = [{ executable = "/usr/bin/true", args = ["2", "1"], allow_extra_a
     assert out["domain_id"] == lzref.domain_id("a", real(home / "ws")).hex()
     assert out["configuration_fingerprint"] == lzref.fingerprint(rec).hex()
     assert "secret" not in repr(out)
+    # config check reads names only; run's load refuses the unset variable.
+    lzref.resolve(text, "a", str(home / "ws"), home=str(home), xdg_runtime_dir=str(run))
     with pytest.raises(lzref.Refused) as e:
-        lzref.resolve(text, "a", str(home / "ws"), home=str(home), xdg_runtime_dir=str(run))
+        lzref.resolve(text, "a", str(home / "ws"), home=str(home), xdg_runtime_dir=str(run),
+                      env_values=True)
     assert e.value.key == "profiles.a.env.X"
 
 

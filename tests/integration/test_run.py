@@ -18,6 +18,7 @@ for a teardown (~6 s) and starting a new generation.
 
 import json
 import re
+import shlex
 import os
 import subprocess
 import secrets
@@ -546,32 +547,55 @@ command = ["bash", "-lc", "echo \\"default:$GREETING:$SHARED:$TOKEN:$EXTRA\\"; e
 # ---- configuration fingerprint -----------------------------------------------------------------
 
 def test_changed_configuration_is_refused_while_running(rig, test_images):
+    """A configuration changed while its Domain runs is refused every time,
+    saying so and what changed (that part only), and offering the exact
+    `lazaret stop` command for this Domain
+    (issue 26: not a process id to kill); the offered command, pasted, stops
+    it and the changed configuration then starts. The unchanged configuration
+    still joins (the control: the refusal is about the change)."""
     rig.config({"bb": {}})
     holder = rig.hold("bb")
     coord = rig.coordinators()[0]
     changes = {
         "image": {"bb": {"image": test_images.debian}},
-        "allow_egress": {"bb": {"allow_egress": ["203.0.113.10/32"]}},
+        "allow_egress/deny_egress": {"bb": {"allow_egress": ["203.0.113.10/32"]}},
     }
     wrong = []
+    offered = None
     for what, profiles in changes.items():
         rig.config(profiles)
         for attempt in range(3):  # the refusal must arrive every time
             p = rig.run("bb", ["true"])
             err = p.stderr
+            m = re.search(r"fix: stop the running Domain \(its sessions end\) with: "
+                          r"(lazaret stop --profile bb --workspace [^;]+);", err)
             if p.returncode != 125:
                 wrong.append(f"{what} #{attempt}: exit {p.returncode}, want 125: {err}")
-            elif not ("Domain" in err and "'bb'" in err and str(rig.ws) in err
-                      and "fix:" in err and ("kill" in err or "stop" in err)):
-                wrong.append(f"{what} #{attempt}: the message does not name the running Domain "
-                             f"(profile, workspace) and how to stop it: {err}")
+            elif not ("the configuration changed since this Domain started" in err
+                      and "'bb'" in err and str(rig.ws) in err and m and "kill" not in err):
+                wrong.append(f"{what} #{attempt}: the message does not say the configuration "
+                             f"changed, name the Domain and give its stop command: {err}")
+            elif f"; what changed: {what}\n" not in err:
+                wrong.append(f"{what} #{attempt}: the message does not say what changed "
+                             f"(only {what}): {err}")
+            else:
+                offered = m.group(1)
     rig.config({"bb": {}})
     p = rig.run("bb", ["true"])
     coords = rig.coordinators()
-    rig.release(holder)
     assert not wrong, "\n".join(wrong)
     assert p.returncode == 0, f"the original configuration no longer joins: {p.stderr}"
     assert [c.pid for c in coords] == [coord.pid]
+    # The offered command, as a user pastes it into a shell, stops this
+    # Domain; the changed configuration then starts a new one.
+    argv = shlex.split(offered)
+    assert argv[:2] == ["lazaret", "stop"] and shlex.split(argv[-1]) == [str(rig.ws)], offered
+    stop = rig.lz.run(argv[1:])
+    assert stop.returncode == 0 and "stopped profile 'bb'" in stop.stdout, stop.stderr
+    assert holder.finish().returncode == 125
+    rig.config(changes["allow_egress/deny_egress"])
+    p = rig.run("bb", ["true"])
+    assert p.returncode == 0, p.stderr
 
 
 # ---- actionable failures ------------------------------------------------------------------------

@@ -40,17 +40,36 @@ def test_inspect_selection_and_verify(rig):
     with a fix. verify passes on the healthy Domain and reports, each with a
     fix line and exit 1, a symlink in place of the upper directory, a
     group-writable directory and a damaged store; after each repair it passes
-    again (the control)."""
+    again (the control).
+
+    The profile forwards a secret (env:) that only the run's shell exports:
+    inspect, and every other command that starts no sandbox, works without
+    it (issue 26); `run` without it refuses (the control: the variable is
+    required where a sandbox starts)."""
     lz = rig.lz
     ws = new_repo(lz, "ws", {"README": "hello\n", ".gitignore": "build/\n"})
-    rig.config({"bb": {"persistent_dirs": ["/opt"]}})
+    rig.config({"bb": {"persistent_dirs": ["/opt"], "env": {"TOKEN": "env:LZ_STATE_TOKEN"}}})
     ok(rig.run("bb", sh("dd if=/dev/zero of=/opt/blob bs=1024 count=1024 2>/dev/null && "
-                        "mkdir -p build && echo artefact > build/out"), ws=ws))
+                        "mkdir -p build && echo artefact > build/out"), ws=ws,
+               env={"LZ_STATE_TOKEN": "lz-state-secret"}))
     left, _ = wait_torn_down(lz, TEARDOWN_TIMEOUT)
     assert not left, left
 
     d = _inspect(lz, "--profile", "bb", "--workspace", ws)
     assert d["profile"] == "bb" and d["workspace"] == str(ws.resolve()) and not d["running"], d
+    assert "volumes_error" not in d, d
+    no_secret = [["state", "list"], ["state", "verify", "--workspace", ws],
+                 ["config", "check", "bb", "--workspace", ws], ["status"],
+                 ["log", "--profile", "bb", "--workspace", ws],
+                 ["stop", "--profile", "bb", "--workspace", ws],
+                 ["export", "kubernetes", "bb", "--workspace", ws, "-o", lz.home / "bb.yaml",
+                  "--image", "registry.example/bb@sha256:" + "0" * 64]]
+    for argv in no_secret:
+        p = lz.run(argv)
+        assert p.returncode == 0 and "error" not in p.stderr, \
+            (argv, p.returncode, p.stderr)
+    p = rig.run("bb", ["true"], ws=ws)
+    assert p.returncode == 125 and "LZ_STATE_TOKEN is not set" in p.stderr, p.stderr
     [pers] = d["persistent"]
     assert pers["path"] == "/opt" and pers["bytes"] >= 1024 * 1024, pers
     assert d["ignored"]["count"] == 1 and d["ignored"]["names"] == ["build"], d["ignored"]

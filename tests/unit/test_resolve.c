@@ -93,8 +93,8 @@ static int teardown(void **state)
 
 /* Load `profile` from config text; NULL on success (cfg in *ret) or the
  * error message and hint joined (caller frees). */
-static char *load(fixture *f, const char *text, const char *profile, const char *workspace,
-                  lz_resolved_config **ret)
+static char *load_env(fixture *f, const char *text, const char *profile, const char *workspace,
+                      lz_load_env env, lz_resolved_config **ret)
 {
     write_file(f->cfg, text, 0600);
     lz_error *err = NULL;
@@ -104,6 +104,7 @@ static char *load(fixture *f, const char *text, const char *profile, const char 
         .profile = profile,
         .workspace = workspace ? workspace : f->ws,
         .layout = lz_sandbox_layout_production(),
+        .env = env,
     };
     if (lz_config_load(&req, &cfg, &err) == 0) {
         if (ret)
@@ -116,6 +117,13 @@ static char *load(fixture *f, const char *text, const char *profile, const char 
     char *m = lz_xasprintf("%s | %s", err->message, err->hint ? err->hint : "");
     lz_error_free(err);
     return m;
+}
+
+/* A load as `run` does it: with the env values. */
+static char *load(fixture *f, const char *text, const char *profile, const char *workspace,
+                  lz_resolved_config **ret)
+{
+    return load_env(f, text, profile, workspace, LZ_LOAD_ENV_VALUES, ret);
 }
 
 static void refused(fixture *f, const char *text, const char *needle)
@@ -272,7 +280,7 @@ static void test_overlaps_refused(void **state)
     write_file(inner, HEADER "[profiles.p]\nimage = \"a\"\n", 0600);
     lz_error *err = NULL;
     lz_resolved_config *cfg = NULL;
-    lz_load_request req = { inner, "p", f->ws, lz_sandbox_layout_production() };
+    lz_load_request req = { inner, "p", f->ws, lz_sandbox_layout_production(), LZ_LOAD_ENV_NAMES };
     assert_int_equal(lz_config_load(&req, &cfg, &err), -1);
     assert_non_null(strstr(err->message, "the configuration file"));
     assert_non_null(strstr(err->message, "is inside the workspace"));
@@ -288,7 +296,8 @@ static void test_overlaps_refused(void **state)
     /* ... and with the configuration elsewhere, the Storage Root. */
     char *outside = lz_xasprintf("%s/outside.toml", f->dir);
     write_file(outside, HEADER "[profiles.p]\nimage = \"a\"\n", 0600);
-    lz_load_request req2 = { outside, "p", f->home, lz_sandbox_layout_production() };
+    lz_load_request req2 = { outside, "p", f->home, lz_sandbox_layout_production(),
+                             LZ_LOAD_ENV_NAMES };
     assert_int_equal(lz_config_load(&req2, &cfg, &err), -1);
     if (!strstr(err->message, "the workspace") || !strstr(err->message, "the Storage Root"))
         fail_msg("%s", err->message);
@@ -578,7 +587,21 @@ static void test_environment(void **state)
     assert_non_null(strstr(m, "not valid UTF-8"));
     assert_null(strstr(m, "bad"));
     free(m);
+
+    /* Without values (every command but run): neither the non-UTF-8 nor the
+     * unset variable refuses the load; each says what the host holds, and
+     * no value is read. The fingerprint is the same. */
+    assert_null(load_env(f, text, "p", NULL, LZ_LOAD_ENV_NAMES, &cfg));
+    assert_int_equal(cfg->env[0].host, LZ_ENV_NOT_UTF8);
+    assert_null(cfg->env[0].value);
+    assert_int_equal(cfg->env[1].host, LZ_ENV_SET);
+    assert_null(cfg->env[1].value);
+    assert_memory_equal(fp1, cfg->fingerprint, 32);
+    lz_resolved_config_free(cfg);
     unsetenv("LZ_TEST_A");
+    assert_null(load_env(f, text, "p", NULL, LZ_LOAD_ENV_NAMES, &cfg));
+    assert_int_equal(cfg->env[0].host, LZ_ENV_UNSET);
+    lz_resolved_config_free(cfg);
     unsetenv("LZ_TEST_B");
 }
 
@@ -760,6 +783,44 @@ static void test_v2_refusals_carry_positions(void **state)
             "multicast");
 }
 
+/* The parts a refusal of a changed configuration names (issue 26): one
+ * change shows in its own part only; env values in none. */
+static void test_configuration_parts(void **state)
+{
+    fixture *f = *state;
+    const char *base = HEADER "[profiles.p]\nimage = \"a\"\nallow_egress = [\"203.0.113.0/24\"]\n"
+                              "env = { T = \"env:LZ_TEST_PART\" }\n";
+    const char *image = HEADER "[profiles.p]\nimage = \"b\"\nallow_egress = [\"203.0.113.0/24\"]\n"
+                               "env = { T = \"env:LZ_TEST_PART\" }\n";
+    const char *egress = HEADER "[profiles.p]\nimage = \"a\"\nallow_egress = [\"203.0.113.0/25\"]\n"
+                                "env = { T = \"env:LZ_TEST_PART\" }\n";
+    const char *const texts[] = { base, image, egress, base };
+    const char *const want[] = { NULL, "image", "allow_egress/deny_egress", NULL };
+    lz_config_part first[LZ_CONFIG_PARTS];
+    for (size_t t = 0; t < 4; t++) {
+        setenv("LZ_TEST_PART", t == 3 ? "another value" : "value", 1);
+        lz_resolved_config *cfg = NULL;
+        assert_null(load(f, texts[t], "p", NULL, &cfg));
+        lz_config_part parts[LZ_CONFIG_PARTS];
+        lz_error *err = NULL;
+        assert_int_equal(lz_configuration_parts(cfg, parts, &err), 0);
+        lz_resolved_config_free(cfg);
+        if (t == 0) {
+            memcpy(first, parts, sizeof(parts));
+            continue;
+        }
+        size_t differ = 0;
+        for (size_t i = 0; i < LZ_CONFIG_PARTS; i++)
+            if (memcmp(first[i].digest, parts[i].digest, 32) != 0) {
+                differ++;
+                assert_non_null(want[t]);
+                assert_string_equal(parts[i].name, want[t]);
+            }
+        assert_int_equal(differ, want[t] ? 1 : 0);
+    }
+    unsetenv("LZ_TEST_PART");
+}
+
 int main(void)
 {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
@@ -779,6 +840,7 @@ int main(void)
         T(test_v2_mode_defaults),
         T(test_v1_resolves_as_before),
         T(test_v2_refusals_carry_positions),
+        T(test_configuration_parts),
     };
     umask(022);
     return cmocka_run_group_tests(tests, NULL, NULL);
