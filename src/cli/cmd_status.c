@@ -192,14 +192,9 @@ json_t *lz_cli_running_domains(char **ret_root)
             int dfd = openat(dirfd(d), e->d_name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
             if (dfd < 0)
                 continue;
-            if (lz_domain_lock_held(dfd)) {
-                int sfd = openat(dfd, "status.json", O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-                json_t *st = sfd >= 0 ? json_loadfd(sfd, JSON_REJECT_DUPLICATES, NULL) : NULL;
-                if (sfd >= 0)
-                    close(sfd);
-                if (st)
-                    json_array_append_new(all, st);
-            }
+            json_t *st = lz_domain_running_status(dfd);
+            if (st)
+                json_array_append_new(all, st);
             close(dfd);
         }
         closedir(d);

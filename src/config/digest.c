@@ -133,6 +133,19 @@ static void frame_prefixes(lz_frame *f, const lz_ipv4_prefix_list *l)
     free(items);
 }
 
+/* The plain `environment` values: list(bytes(name) ‖ bytes(value)). */
+static void frame_environment(lz_frame *f, const lz_resolved_config *cfg)
+{
+    lz_frame *items = lz_xcalloc(cfg->n_environment, sizeof(lz_frame));
+    for (size_t i = 0; i < cfg->n_environment; i++) {
+        const lz_setenv_decl *e = &cfg->environment[i];
+        lz_frame_bytes(&items[i], e->name, strlen(e->name));
+        lz_frame_bytes(&items[i], e->value, strlen(e->value));
+    }
+    lz_frame_sorted_list(f, items, cfg->n_environment);
+    free(items);
+}
+
 /* Every field of ConfigurationFingerprintV1 after its separator. */
 static void frame_v1_fields(lz_frame *fp, const lz_resolved_config *cfg)
 {
@@ -239,14 +252,7 @@ int lz_configuration_fingerprint_v2(const lz_resolved_config *cfg, uint8_t out[3
     if (cfg->n_environment) {
         static const char tag[] = "environment";
         lz_frame_bytes(&f, tag, sizeof(tag) - 1);
-        items = lz_xcalloc(cfg->n_environment, sizeof(lz_frame));
-        for (size_t i = 0; i < cfg->n_environment; i++) {
-            const lz_setenv_decl *e = &cfg->environment[i];
-            lz_frame_bytes(&items[i], e->name, strlen(e->name));
-            lz_frame_bytes(&items[i], e->value, strlen(e->value));
-        }
-        lz_frame_sorted_list(&f, items, cfg->n_environment);
-        free(items);
+        frame_environment(&f, cfg);
     }
     int ret = sha256(&f, out, "configuration fingerprint", err);
     lz_frame_free(&f);
@@ -309,14 +315,7 @@ int lz_configuration_parts(const lz_resolved_config *cfg, lz_config_part out[LZ_
             }
             lz_frame_sorted_list(&f, items, cfg->n_env);
             free(items);
-            items = lz_xcalloc(cfg->n_environment, sizeof(lz_frame));
-            for (size_t i = 0; i < cfg->n_environment; i++) {
-                const lz_setenv_decl *e = &cfg->environment[i];
-                lz_frame_bytes(&items[i], e->name, strlen(e->name));
-                lz_frame_bytes(&items[i], e->value, strlen(e->value));
-            }
-            lz_frame_sorted_list(&f, items, cfg->n_environment);
-            free(items);
+            frame_environment(&f, cfg);
             break;
         case 4:
             items = lz_xcalloc(cfg->n_volumes, sizeof(lz_frame));

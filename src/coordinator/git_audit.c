@@ -263,10 +263,8 @@ static bool workspace_used_by_another_domain(coord *c)
         if (dfd < 0)
             continue;
         if (lz_domain_lock_held(dfd)) {
-            int sfd = openat(dfd, "status.json", O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-            json_t *st = sfd >= 0 ? json_loadfd(sfd, JSON_REJECT_DUPLICATES, NULL) : NULL;
-            if (sfd >= 0)
-                close(sfd);
+            /* Running without a readable status: counted as using it. */
+            json_t *st = lz_domain_running_status(dfd);
             const char *ws = json_string_value(json_object_get(st, "workspace"));
             used = !ws || strcmp(ws, c->a->cfg->workspace.label) == 0;
             json_decref(st);

@@ -3,6 +3,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <jansson.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -83,6 +84,18 @@ bool lz_domain_lock_held(int dirfd)
         flock(fd, LOCK_UN);
     close(fd);
     return held;
+}
+
+json_t *lz_domain_running_status(int dirfd)
+{
+    if (!lz_domain_lock_held(dirfd))
+        return NULL;
+    int fd = openat(dirfd, "status.json", O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return NULL;
+    json_t *st = json_loadfd(fd, JSON_REJECT_DUPLICATES, NULL);
+    close(fd);
+    return st;
 }
 
 int lz_domain_lock_take(const char *runtime_dir, const char *id, int wait_ms, lz_error **err)

@@ -64,6 +64,11 @@ int lz_domain_lock_open(int dirfd, const char *name, lz_error **err);
  * coordinator)? Takes no lock that outlives the call. */
 bool lz_domain_lock_held(int dirfd);
 
+/* The status.json of the running Domain whose runtime directory is dirfd
+ * (its lock held), parsed; NULL when it does not run or the file is
+ * missing or not JSON. json_decref it. */
+struct json_t *lz_domain_running_status(int dirfd);
+
 /* The Domain lock of Domain id, in runtime_dir/lazaret/domains/<id>/lock
  * (created like the bootstrap creates it; runtime_dir: $XDG_RUNTIME_DIR,
  * normalised), taken exclusively: while it is held no coordinator can
