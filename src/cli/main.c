@@ -32,6 +32,8 @@ static const lz_command commands[] = {
       lz_cmd_export, LZ_EXIT_FAILURE },
     { "log", "show the Domain's log: the DNS queries and connections it denied", lz_usage_log,
       lz_cmd_log, LZ_EXIT_FAILURE },
+    { "image", "list prepared images, or prune the ones no Domain uses", lz_usage_image,
+      lz_cmd_image, LZ_EXIT_FAILURE },
 };
 
 static void print_main_usage(FILE *out)

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-COMMANDS = ["run", "status", "state", "config", "stop", "doctor", "export", "log"]
+COMMANDS = ["run", "status", "state", "config", "stop", "doctor", "export", "log", "image"]
 
 
 def project_version(repo_root):
