@@ -490,6 +490,7 @@ static bool registry_unreachable(const char *message)
         "i/o timeout",
         "TLS handshake timeout",
         "connection reset by peer",
+        "connection timed out",
         "server misbehaving",
         "temporary failure in name resolution",
         "dial tcp",
@@ -519,6 +520,8 @@ static char *unreachable_reason(const char *message)
         n--;
     return lz_xstrndup(from, n);
 }
+
+#define INSPECT_PREPARED_MS 20000
 
 static void format_utc(long long secs, char out[static 32])
 {
@@ -637,16 +640,25 @@ int lz_image_prepare(const lz_path_plan *storage_root, const char *reference,
     } else {
         char *const argv[] = { (char *) "skopeo", (char *) "inspect", (char *) "--raw", source,
                                NULL };
+        /* A registry image this exact reference named before, still
+         * prepared: what an offline start falls back to. Then a registry
+         * that does not answer within INSPECT_PREPARED_MS counts as
+         * unreachable too (a train's flaky network), rather than keeping
+         * the developer waiting five minutes. */
+        bool is_registry = strncmp(source, "docker://", 9) == 0;
+        lz_catalog_ref last;
+        bool have_last = is_registry && lz_catalog_ref_load(images_fd, source, &last) == 0 &&
+                         fstatat(rootfs_fd, last.digest_hex, &st, AT_SYMLINK_NOFOLLOW) == 0;
         lz_error *ask = NULL;
-        if (run_tool(skopeo, argv, 300000, &raw, "cannot read the image manifest", &ask) == 0) {
+        if (run_tool(skopeo, argv, have_last ? INSPECT_PREPARED_MS : 300000, &raw,
+                     "cannot read the image manifest", &ask) == 0) {
             lz_sha256_hex(raw.data, raw.len, img.digest_hex);
             checked = now;
-        } else if (strncmp(source, "docker://", 9) == 0 && registry_unreachable(ask->message)) {
+        } else if (is_registry &&
+                   (registry_unreachable(ask->message) || ask->errnum == ETIMEDOUT)) {
             /* Offline: what this exact reference named when it was last
              * asked, if that image is still prepared. */
-            lz_catalog_ref last;
-            if (lz_catalog_ref_load(images_fd, source, &last) < 0 ||
-                fstatat(rootfs_fd, last.digest_hex, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+            if (!have_last) {
                 _cleanup_free_ char *why = unreachable_reason(ask->message);
                 lz_error_set(err, ask->errnum,
                              "image '%s': the registry cannot be reached (%s) and no image was "
