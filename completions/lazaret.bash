@@ -19,7 +19,7 @@ _lazaret()
     local cur prev words cword
     _init_completion || return
 
-    local commands="run init stop status log state config export doctor help version"
+    local commands="run init stop status log state image config export doctor help version"
     local i cmd="" sub=""
     for ((i = 1; i < cword; i++)); do
         case ${words[i]} in
@@ -81,6 +81,12 @@ _lazaret()
                 fix-ownership)
                     COMPREPLY=($(compgen -W "--profile --workspace --json --stop --help" \
                         -- "$cur")) ;;
+            esac ;;
+        image)
+            case $sub in
+                "") COMPREPLY=($(compgen -W "list prune --help" -- "$cur")) ;;
+                list) COMPREPLY=($(compgen -W "--json --help" -- "$cur")) ;;
+                prune) COMPREPLY=($(compgen -W "--dry-run --yes --help" -- "$cur")) ;;
             esac ;;
         config)
             if [[ -z $sub ]]; then

@@ -7,7 +7,7 @@ PACKAGES="
 build-essential clang libclang-rt-14-dev meson ninja-build pkg-config
 libtomlplusplus-dev libjansson-dev libssl-dev libsqlite3-dev libmnl-dev
 libseccomp-dev libcap-dev libcmocka-dev libsubid-dev
-runsc slirp4netns uidmap nftables iproute2 skopeo umoci busybox-static debootstrap
+runsc slirp4netns uidmap nftables iproute2 skopeo umoci busybox-static debootstrap docker-registry
 git python3 python3-pytest python3-pexpect python3-cryptography python3-yaml python3-jsonschema
 python3-kubernetes tmux passwd util-linux procps gh
 groff-base bash-completion zsh cppcheck clang-format-14
@@ -38,3 +38,14 @@ echo "install-deps: installing:$missing"
 $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq
 # shellcheck disable=SC2086
 $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $missing >/dev/null
+
+# docker-registry is for the tests only (tests/integration/test_images.py
+# starts its own on 127.0.0.1); the package's service would listen on
+# every address, port 5000: not on a machine this script set up.
+case " $missing " in
+*" docker-registry "*)
+    if command -v systemctl >/dev/null 2>&1 && [ -d /run/systemd/system ]; then
+        $SUDO systemctl disable --now docker-registry.service >/dev/null 2>&1 || true
+    fi
+    ;;
+esac

@@ -34,6 +34,8 @@ static const lz_command commands[] = {
       lz_cmd_log, LZ_EXIT_FAILURE },
     { "init", "add a starter profile for a coding agent: init claude|codex|gemini|opencode",
       lz_usage_init, lz_cmd_init, LZ_EXIT_FAILURE },
+    { "image", "list prepared images, or prune the ones no Domain uses", lz_usage_image,
+      lz_cmd_image, LZ_EXIT_FAILURE },
 };
 
 static void print_main_usage(FILE *out)

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0
  *
  * What the files of 'lazaret state' share (cmd_state.c says which file
- * does what); nothing outside them includes it.
+ * does what); 'lazaret image' (cmd_image.c) uses its bounded walk and
+ * times too; nothing else includes it.
  */
 #ifndef LAZARET_CLI_STATE_H
 #define LAZARET_CLI_STATE_H

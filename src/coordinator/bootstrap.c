@@ -214,9 +214,20 @@ static int start_coordinator(const lz_resolved_config *cfg, int dirfd, int lock_
         progress(LZ_PROGRESS_NOTE, line, userdata);
         free(line);
     }
-    if (lz_image_prepare(&cfg->storage_root, cfg->image, progress, userdata, &image, err) < 0 ||
-        check_sandbox_user(cfg, &image.user, err) < 0)
-        goto out;
+    {
+        /* The Domain's record of its image is written under the catalog
+         * lock (oci/catalog.h): from then on no prune removes it. */
+        _cleanup_close_ int droot =
+            lz_plan_open(&cfg->storage_domain_root, O_PATH | O_DIRECTORY, true, err);
+        if (droot < 0)
+            goto out;
+        lz_image_use_record use = { .domain_root_fd = droot,
+                                    .domain_root_label = cfg->storage_domain_root.label };
+        if (lz_image_prepare(&cfg->storage_root, cfg->image, &use, progress, userdata, &image,
+                             err) < 0 ||
+            check_sandbox_user(cfg, &image.user, err) < 0)
+            goto out;
+    }
     lz_timing_mark("cli: image prepared");
     /* Bind before forking so that the next connect() succeeds at once. */
     listen_fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);

@@ -90,6 +90,12 @@ void lz_coordinator_main(lz_coordinator_args *a)
     publish_status(c);
     clog_(c, "generation %lld of Domain %s (profile %s, workspace %s) starting",
           (long long) c->generation, c->id_hex, a->cfg->profile, a->cfg->workspace.label);
+    /* Which image ran, by digest: what a tag named may change upstream. */
+    clog_(c, "generation %lld runs image sha256:%s%s", (long long) c->generation,
+          a->image->digest_hex,
+          a->image->offline ? " (offline: its registry was not reachable; the digest the "
+                              "reference last named)"
+                            : "");
 
     sigset_t mask;
     sigemptyset(&mask);

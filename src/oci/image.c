@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "oci/image.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
@@ -12,6 +13,7 @@
 #include <linux/openat2.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/spawn.h"
@@ -20,6 +22,7 @@
 #include "fs/cache_record.h"
 #include "fs/remove.h"
 #include "ns/userns.h"
+#include "oci/catalog.h"
 
 static const char *const transports[] = {
     (char *) "oci:",
@@ -149,19 +152,6 @@ static int run_tool(const char *path, char *const argv[], int timeout_ms, lz_spa
     return 0;
 }
 
-static void sha256_hex(const void *data, size_t len, char out[65])
-{
-    unsigned char d[32];
-    unsigned int n = 0;
-    EVP_Digest(data, len, d, &n, EVP_sha256(), NULL);
-    static const char hex[] = "0123456789abcdef";
-    for (int i = 0; i < 32; i++) {
-        out[2 * i] = hex[d[i] >> 4];
-        out[2 * i + 1] = hex[d[i] & 15];
-    }
-    out[64] = '\0';
-}
-
 /* An OCI layout's index.json names the tag's manifest by digest, and
  * skopeo reads blobs/sha256/<digest> without checking that its content has
  * that digest: a manifest blob rewritten in place, index.json untouched,
@@ -198,7 +188,7 @@ static bool oci_manifest_blob_is(const char *source, const char *digest_hex)
             return false; /* grew while read */
     }
     char hex[65];
-    sha256_hex(data, len, hex);
+    lz_sha256_hex(data, len, hex);
     return strcmp(hex, digest_hex) == 0;
 }
 
@@ -336,7 +326,7 @@ static int verify_copy(const char *source, const lz_spawn_output *raw, const cha
             json_decref(ij);
             return -1;
         }
-        sha256_hex(mblob, mlen, copied_hex);
+        lz_sha256_hex(mblob, mlen, copied_hex);
     }
     json_decref(ij);
     if (!copied_hex[0])
@@ -481,9 +471,107 @@ static int open_entry(const char *label, lz_path_plan *ret, lz_error **err)
     return 0;
 }
 
+/* Did skopeo fail to reach the registry at all (no answer: a refused or
+ * timed-out connection, no route, no name resolution), rather than get an
+ * answer that says no (unauthorized, denied, unknown manifest)? Only then
+ * may a start fall back to what is prepared (docs/runtime.md "Images"):
+ * a registry that refuses is asked again, never bypassed. */
+static bool registry_unreachable(const char *message)
+{
+    static const char *const answered[] = {
+        "unauthorized",     "denied",    "authentication required",
+        "manifest unknown", "not found", "toomanyrequests"
+    };
+    static const char *const unreachable[] = {
+        "connection refused",
+        "no such host",
+        "network is unreachable",
+        "no route to host",
+        "i/o timeout",
+        "TLS handshake timeout",
+        "connection reset by peer",
+        "connection timed out",
+        "server misbehaving",
+        "temporary failure in name resolution",
+        "dial tcp",
+        "dial udp",
+        "Client.Timeout exceeded",
+    };
+    for (size_t i = 0; i < LZ_ARRAY_SIZE(answered); i++)
+        if (strcasestr(message, answered[i]))
+            return false;
+    for (size_t i = 0; i < LZ_ARRAY_SIZE(unreachable); i++)
+        if (strcasestr(message, unreachable[i]))
+            return true;
+    return false;
+}
+
+/* The part of skopeo's message that says why (from "dial ..." on, without
+ * the closing quote of its log line): what a notice shows. Newly allocated. */
+static char *unreachable_reason(const char *message)
+{
+    const char *from = strstr(message, "dial ");
+    if (!from)
+        from = strstr(message, "lookup ");
+    if (!from)
+        from = message;
+    size_t n = strlen(from);
+    while (n && (from[n - 1] == '"' || from[n - 1] == '\\'))
+        n--;
+    return lz_xstrndup(from, n);
+}
+
+#define INSPECT_PREPARED_MS 20000
+
+static void format_utc(long long secs, char out[static 32])
+{
+    time_t t = (time_t) secs;
+    struct tm tm;
+    if (secs <= 0 || !gmtime_r(&t, &tm) || strftime(out, 32, "%Y-%m-%d %H:%M UTC", &tm) == 0)
+        snprintf(out, 32, "at an unknown time");
+}
+
+/* Leftovers of a preparation that was killed (Ctrl-C during a long
+ * unpack): its private layout and half-unpacked trees under .tmp-<pid>.
+ * Every preparation holds the catalog lock while its .tmp- entry exists,
+ * and the caller holds it now: any .tmp- entry is abandoned. Best effort:
+ * what cannot be removed now is tried again next time. */
+static void sweep_abandoned(int rootfs_fd, const char *rootfs_label)
+{
+    _cleanup_close_ int fd = openat(rootfs_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    if (!d)
+        return;
+    fd = -EBADF; /* the DIR owns it */
+    char *names[64];
+    size_t n = 0;
+    for (struct dirent *e; n < LZ_ARRAY_SIZE(names) && (e = readdir(d));)
+        if (strncmp(e->d_name, LZ_CATALOG_TMP_PREFIX, strlen(LZ_CATALOG_TMP_PREFIX)) == 0)
+            names[n++] = lz_xstrdup(e->d_name);
+    closedir(d);
+    for (size_t i = 0; i < n; i++) {
+        lz_best_effort(lz_remove_tree_mapped(rootfs_fd, names[i], rootfs_label, NULL));
+        free(names[i]);
+    }
+}
+
+/* The developer-owned tree of an image that runs as a non-root user is
+ * never run (its keep-id tree is): only its config.json is read, for the
+ * user. Its rootfs/ goes, so that an image takes its size once
+ * (docs/runtime.md "Images"). */
+static int drop_unused_rootfs(int parent_fd, const char *bundle_rel, const char *label,
+                              lz_error **err)
+{
+    _cleanup_close_ int bfd =
+        openat(parent_fd, bundle_rel, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (bfd < 0)
+        return lz_error_set(err, errno, "cannot open %s", label);
+    return lz_remove_tree_mapped(bfd, "rootfs", label, err);
+}
+
 int lz_image_prepare(const lz_path_plan *storage_root, const char *reference,
-                     lz_progress_fn progress, void *userdata, lz_prepared_image *ret,
-                     lz_error **err)
+                     const lz_image_use_record *use, lz_progress_fn progress, void *userdata,
+                     lz_prepared_image *ret, lz_error **err)
 {
     lz_path_plan images = LZ_PATH_PLAN_INIT, rootfs_dir = LZ_PATH_PLAN_INIT;
     _cleanup_free_ char *skopeo = NULL, *umoci = NULL, *source = NULL, *tmp_label = NULL,
@@ -525,6 +613,7 @@ int lz_image_prepare(const lz_path_plan *storage_root, const char *reference,
     rootfs_fd = lz_plan_open(&rootfs_dir, O_RDONLY | O_DIRECTORY, true, err);
     if (rootfs_fd < 0)
         goto out;
+    sweep_abandoned(rootfs_fd, rootfs_dir.label);
     /* The catalog key: the digest of the raw top-level manifest. Of a
      * local source it was learned when the source was last asked, and kept
      * with the identity of the source's file (source_digest_key): a start
@@ -534,29 +623,83 @@ int lz_image_prepare(const lz_path_plan *storage_root, const char *reference,
     if (digest_key) {
         char name[8 + 65];
         char key_hex[65];
-        sha256_hex(source, strlen(source), key_hex);
+        lz_sha256_hex(source, strlen(source), key_hex);
         snprintf(name, sizeof(name), "source-%.16s", key_hex);
         digest_record = lz_xstrdup(name);
     }
     struct stat st;
     char cached[65];
+    long long now = (long long) time(NULL), checked = 0;
     if (digest_key &&
         lz_cache_record_load(images_fd, digest_record, digest_key, cached, sizeof(cached)) == 0 &&
         strlen(cached) == 64 && strspn(cached, "0123456789abcdef") == 64 &&
         fstatat(rootfs_fd, cached, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
         oci_manifest_blob_is(source, cached)) {
         memcpy(img.digest_hex, cached, sizeof(cached));
+        checked = now; /* the source's identity is unchanged: it says this digest */
     } else {
         char *const argv[] = { (char *) "skopeo", (char *) "inspect", (char *) "--raw", source,
                                NULL };
-        if (run_tool(skopeo, argv, 300000, &raw, "cannot read the image manifest", err) < 0) {
+        /* A registry image this exact reference named before, still
+         * prepared: what an offline start falls back to. Then a registry
+         * that does not answer within INSPECT_PREPARED_MS counts as
+         * unreachable too (a train's flaky network), rather than keeping
+         * the developer waiting five minutes. */
+        bool is_registry = strncmp(source, "docker://", 9) == 0;
+        lz_catalog_ref last;
+        bool have_last = is_registry && lz_catalog_ref_load(images_fd, source, &last) == 0 &&
+                         fstatat(rootfs_fd, last.digest_hex, &st, AT_SYMLINK_NOFOLLOW) == 0;
+        lz_error *ask = NULL;
+        if (run_tool(skopeo, argv, have_last ? INSPECT_PREPARED_MS : 300000, &raw,
+                     "cannot read the image manifest", &ask) == 0) {
+            lz_sha256_hex(raw.data, raw.len, img.digest_hex);
+            checked = now;
+        } else if (is_registry &&
+                   (registry_unreachable(ask->message) || ask->errnum == ETIMEDOUT)) {
+            /* Offline: what this exact reference named when it was last
+             * asked, if that image is still prepared. */
+            if (!have_last) {
+                _cleanup_free_ char *why = unreachable_reason(ask->message);
+                lz_error_set(err, ask->errnum,
+                             "image '%s': the registry cannot be reached (%s) and no image was "
+                             "prepared for this reference",
+                             reference, why);
+                lz_error_hint(err, "connect to the network and run again (the first start of a "
+                                   "registry image needs its registry; later starts work "
+                                   "offline), or name an image on this machine in the profile "
+                                   "(oci:/path/to/layout:tag)");
+                lz_error_free(ask);
+                goto out;
+            }
+            memcpy(img.digest_hex, last.digest_hex, sizeof(last.digest_hex));
+            checked = last.checked;
+            img.offline = true;
+            if (progress) {
+                char when[32], prepared[32];
+                format_utc(last.checked, when);
+                _cleanup_free_ char *cfg = lz_xasprintf("%s/config.json", img.digest_hex);
+                format_utc(fstatat(rootfs_fd, cfg, &st, AT_SYMLINK_NOFOLLOW) == 0
+                               ? (long long) st.st_mtime
+                               : 0,
+                           prepared);
+                _cleanup_free_ char *why = unreachable_reason(ask->message);
+                _cleanup_free_ char *line = lz_xasprintf(
+                    "the registry of image '%s' is not reachable (%s): starting offline with "
+                    "sha256:%s, prepared %s, which the registry last confirmed for this "
+                    "reference %s. A tag changed upstream since then is not seen offline; the "
+                    "next start online uses it.",
+                    reference, why, img.digest_hex, prepared, when);
+                progress(LZ_PROGRESS_PHASE, line, userdata);
+            }
+            lz_error_free(ask);
+        } else {
+            *err = ask;
             lz_error_prefix(err, "image '%s'", reference);
             lz_error_hint(err, "check the image reference in the profile; a plain reference "
                                "needs network access, an offline image can be given as "
                                "oci:/path/to/layout:tag or oci-archive:/path/to/image.tar");
             goto out;
         }
-        sha256_hex(raw.data, raw.len, img.digest_hex);
     }
     final_label = lz_xasprintf("%s/%s", rootfs_dir.label, img.digest_hex);
     tmp_name = lz_xasprintf(".tmp-%d", (int) getpid());
@@ -598,6 +741,17 @@ int lz_image_prepare(const lz_path_plan *storage_root, const char *reference,
             goto out;
         }
         _cleanup_free_ char *tmp_bundle_rel = lz_xasprintf("%s/bundle", tmp_name);
+        {
+            lz_prepared_image probe = { .bundle = LZ_PATH_PLAN_INIT };
+            _cleanup_close_ int bfd =
+                openat(rootfs_fd, tmp_bundle_rel, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            if (bfd >= 0)
+                read_bundle_config(bfd, &probe);
+            bool non_root = probe.user.uid != 0 || probe.user.gid != 0;
+            lz_prepared_image_clear(&probe);
+            if (non_root && drop_unused_rootfs(rootfs_fd, tmp_bundle_rel, bundle, err) < 0)
+                goto out;
+        }
         if (renameat(rootfs_fd, tmp_bundle_rel, rootfs_fd, img.digest_hex) < 0) {
             lz_error_set(err, errno, "cannot move the prepared image into %s", final_label);
             goto out;
@@ -667,12 +821,39 @@ int lz_image_prepare(const lz_path_plan *storage_root, const char *reference,
                 goto out;
             }
         }
+        /* An entry made before the developer-owned rootfs of a non-root
+         * image was dropped: dropped now. */
+        if (fstatat(rootfs_fd, img.digest_hex, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+            S_ISDIR(st.st_mode)) {
+            _cleanup_free_ char *rootfs_rel = lz_xasprintf("%s/rootfs", img.digest_hex);
+            _cleanup_free_ char *dev_label =
+                lz_xasprintf("%s/%s", rootfs_dir.label, img.digest_hex);
+            if (fstatat(rootfs_fd, rootfs_rel, &st, AT_SYMLINK_NOFOLLOW) == 0)
+                lz_best_effort(drop_unused_rootfs(rootfs_fd, img.digest_hex, dev_label, NULL));
+        }
         lz_plan_clear(&img.bundle);
         if (open_entry(final_label, &img.bundle, err) < 0)
             goto out;
     }
     if (have_layout && progress)
         progress(LZ_PROGRESS_PHASE, "image ready", userdata);
+    /* Still under the catalog lock: the reference's record, and the
+     * Domain's record of its image, which keeps the entry from `lazaret
+     * image prune` from now on (a prune waits for this lock, then sees the
+     * record). */
+    {
+        lz_catalog_ref ref = { .checked = checked, .used = now };
+        memcpy(ref.digest_hex, img.digest_hex, sizeof(ref.digest_hex));
+        lz_catalog_ref_store(images_fd, source, &ref);
+    }
+    if (use && use->domain_root_fd >= 0) {
+        lz_catalog_use rec = { .source = source, .started = now, .offline = img.offline };
+        memcpy(rec.digest_hex, img.digest_hex, sizeof(rec.digest_hex));
+        snprintf(rec.entry, sizeof(rec.entry), "%s", entry ? entry : img.digest_hex);
+        if (lz_catalog_use_write(use->domain_root_fd, use->domain_root_label, &rec, err) < 0)
+            goto out;
+    }
+    img.checked = checked;
     img.rootfs_label = lz_xasprintf("%s/rootfs", final_label);
     *ret = img;
     img = (lz_prepared_image){ .bundle = LZ_PATH_PLAN_INIT };

@@ -13,6 +13,10 @@
  *              bundle (rootfs/ and the image's config.json), complete once
  *              renamed into place; concurrent preparations serialize on an
  *              flock of images/.lock and the rename makes completion atomic.
+ *              An image that runs as a non-root user keeps only the
+ *              config.json of this tree; its keep-id tree is what runs.
+ *   records    oci/catalog.h: per reference (what it named, for list and
+ *              an offline start) and per Domain (which entry it ran).
  */
 #ifndef LAZARET_OCI_IMAGE_H
 #define LAZARET_OCI_IMAGE_H
@@ -31,7 +35,17 @@ typedef struct lz_prepared_image {
     char *workdir;       /* the image's working directory or NULL */
     lz_idmap user;       /* the image's User (0/0: root); non-root means the bundle
                           * is the keep-id tree (docs/runtime.md "The agent's user") */
+    bool offline;        /* the registry was unreachable: the digest it last named */
+    long long checked;   /* when the source last named this digest (epoch seconds) */
 } lz_prepared_image;
+
+/* Where the Domain's record of its image (oci/catalog.h) goes: written
+ * under the catalog lock, so a prune never removes an entry a start just
+ * chose. domain_root_fd -1: no record. */
+typedef struct lz_image_use_record {
+    int domain_root_fd;
+    const char *domain_root_label;
+} lz_image_use_record;
 
 /* What a progress line is: a phase of slow work (image preparation),
  * shown on stderr even without a terminal, one line per phase, so a CI log
@@ -50,11 +64,15 @@ char *lz_image_source(const char *reference);
 bool lz_image_reference_is_registry(const char *reference);
 
 /* Prepare `reference` beneath the Storage Root. progress (may be NULL)
- * receives one LZ_PROGRESS_PHASE line per phase of slow work. */
+ * receives one LZ_PROGRESS_PHASE line per phase of slow work, and the
+ * notice of an offline start: a registry image whose registry cannot be
+ * reached starts with the digest its reference last named, when that is
+ * prepared (docs/runtime.md "Images"). use (may be NULL) says where the
+ * Domain's record of its image goes. */
 LZ_MUST_CHECK
 int lz_image_prepare(const lz_path_plan *storage_root, const char *reference,
-                     lz_progress_fn progress, void *userdata, lz_prepared_image *ret,
-                     lz_error **err);
+                     const lz_image_use_record *use, lz_progress_fn progress, void *userdata,
+                     lz_prepared_image *ret, lz_error **err);
 
 void lz_prepared_image_clear(lz_prepared_image *img);
 

@@ -295,7 +295,7 @@ int main(int argc, char **argv)
     if (lz_config_load(&req, &cfg, &err) < 0)
         return fail("cannot load the configuration", err);
     lz_prepared_image image = { .bundle = LZ_PATH_PLAN_INIT };
-    if (lz_image_prepare(&cfg->storage_root, cfg->image, NULL, NULL, &image, &err) < 0)
+    if (lz_image_prepare(&cfg->storage_root, cfg->image, NULL, NULL, NULL, &image, &err) < 0)
         return fail("cannot prepare the image", err);
     _cleanup_free_ char *runsc = NULL;
     if (lz_spawn_find_program("runsc", LZ_SPAWN_SYSTEM_PATH, &runsc, &err) < 0)

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-COMMANDS = ["run", "status", "state", "config", "stop", "doctor", "export", "log", "init"]
+COMMANDS = ["run", "status", "state", "config", "stop", "doctor", "export", "log", "init", "image"]
 
 
 def project_version(repo_root):
