@@ -262,6 +262,52 @@ static void test_cursor_report_is_taken_out_of_the_input(void **state)
     lz_screen_free(s);
 }
 
+/* Lines scrolled off within one read are not drawn (skip_scrolled_off):
+ * the screen is the same as when every byte is fed on its own. */
+static void test_scrolled_off_lines_leave_the_same_screen(void **state)
+{
+    (void) state;
+    static const char *tails[] = { "", "partial last line", "\x1b[31mred\x1b[0m after", "\r\n\r\n",
+                                   "\n\n\nno CR" };
+    for (size_t t = 0; t < sizeof(tails) / sizeof(tails[0]); t++) {
+        lz_screen_buf text = { 0 };
+        for (int i = 0; i < 401; i++) { /* the last 10 lines do not wrap */
+            char line[128];
+            int n = snprintf(line, sizeof(line), "%s line %d%s\r\n", i % 7 ? "" : "\xe6\xbc\xa2", i,
+                             i % 13 ? "" : " a long one that wraps past the edge of the screen");
+            lz_screen_buf_put(&text, line, (size_t) n);
+        }
+        lz_screen_buf_put(&text, tails[t], strlen(tails[t]));
+        lz_screen *whole = lz_screen_new(10, 40), *bytes = lz_screen_new(10, 40);
+        /* a screen with something on every row, the cursor in the middle */
+        for (int r = 0; r < 10; r++) {
+            const char *old =
+                r < 9 ? "an old row, longer than the new lines\r\n" : "the last old row";
+            feed_str(whole, old);
+            feed_str(bytes, old);
+        }
+        feed_str(whole, "\x1b[5;3Hmoved ");
+        feed_str(bytes, "\x1b[5;3Hmoved ");
+        lz_screen_feed(whole, (const uint8_t *) text.data, text.len);
+        for (size_t i = 0; i < text.len; i++)
+            lz_screen_feed(bytes, (const uint8_t *) text.data + i, 1);
+        for (unsigned r = 0; r < 10; r++) {
+            char a[256], b[256];
+            lz_screen_row_text(whole, r, a, sizeof(a));
+            lz_screen_row_text(bytes, r, b, sizeof(b));
+            assert_string_equal(a, b);
+        }
+        unsigned ar, ac, br, bc;
+        lz_screen_cursor(whole, &ar, &ac);
+        lz_screen_cursor(bytes, &br, &bc);
+        assert_int_equal(ar, br);
+        assert_int_equal(ac, bc);
+        lz_screen_buf_free(&text);
+        lz_screen_free(whole);
+        lz_screen_free(bytes);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -275,6 +321,7 @@ int main(void)
         cmocka_unit_test(test_repaint_writes_no_raw_sandbox_bytes),
         cmocka_unit_test(test_reset_and_fresh_line),
         cmocka_unit_test(test_cursor_report_is_taken_out_of_the_input),
+        cmocka_unit_test(test_scrolled_off_lines_leave_the_same_screen),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
