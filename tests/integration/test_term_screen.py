@@ -19,6 +19,7 @@ reads).
 """
 
 import re
+import shlex
 import subprocess
 import time
 from pathlib import Path
@@ -33,6 +34,7 @@ MODES = ("#{alternate_on} cursor=#{cursor_flag} any=#{mouse_any_flag} "
          "button=#{mouse_button_flag} sgr=#{mouse_sgr_flag} kcursor=#{keypad_cursor_flag} "
          "wrap=#{wrap_flag} region=#{scroll_region_upper},#{scroll_region_lower} "
          "at=#{cursor_x},#{cursor_y}")
+EXITED = "CLI-EXITED-"  # the wrapper's line after the CLI ends
 PROMPT_GRACE = 1.0  # keys this soon after the prompt answer nothing (src/client/prompt.c)
 
 
@@ -87,11 +89,19 @@ class Pane:
         self.sock = str(lz.path("tmux.sock"))
         e = lz.env({"TERM": "xterm-256color"})
         u = lz.user
+        # The CLI under a shell that outlives it: tmux resets a dead pane's
+        # modes (hides its cursor, writes "Pane is dead"), so the pane must
+        # live on to show what the CLI left. The marker is printed where the
+        # CLI left the cursor.
+        script = shlex.join([str(lz.bin), *map(str, argv)]) + \
+            f'; echo "{EXITED}$?"; exec sleep 600'
         cmd = ["setpriv", f"--reuid={u.uid}", f"--regid={u.gid}", "--init-groups", "env", "-i",
-               *(f"{k}={v}" for k, v in e.items()), str(lz.bin), *map(str, argv)]
-        self.tmux("-f", "/dev/null", "new-session", "-d", "-x", str(COLS), "-y", str(ROWS),
+               *(f"{k}={v}" for k, v in e.items()), "/bin/sh", "-c", script]
+        # The pane stays after its command ends (remain-on-exit, set before
+        # the command starts): what the CLI left on it is what is checked.
+        conf = lz.write("tmux.conf", "set -g remain-on-exit on\n", mode=0o644)
+        self.tmux("-f", str(conf), "new-session", "-d", "-x", str(COLS), "-y", str(ROWS),
                   "-c", str(lz.home), subprocess.list2cmdline(cmd))
-        self.tmux("set-option", "-g", "remain-on-exit", "on")
 
     def tmux(self, *args) -> str:
         p = subprocess.run(["tmux", "-S", self.sock, *args], capture_output=True, text=True,
@@ -105,8 +115,8 @@ class Pane:
     def modes(self) -> str:
         return self.tmux("display-message", "-p", MODES).strip()
 
-    def dead(self) -> bool:
-        return self.tmux("display-message", "-p", "#{pane_dead}").strip() == "1"
+    def cli_ended(self) -> bool:
+        return EXITED in self.tmux("capture-pane", "-p")
 
     def wait(self, cond, what, timeout=RUN_TIMEOUT, now=None):
         deadline = time.monotonic() + timeout
@@ -153,6 +163,7 @@ def test_screen_and_modes_come_back_after_a_prompt(rig, pane_rig, mode, decision
     rig.config({"bb": esc_profile()})
     p = pane_rig(mode, ["lazaret-escalate", "--why", "term test", "--", tool, "x"])
     before, modes_before = p.screen(), p.modes()
+    before_text = p.tmux("capture-pane", "-p").splitlines()
     assert modes_before.startswith("1 " if mode == "alt" else "0 "), modes_before
     assert "cursor=0 any=1 button=1 sgr=1 kcursor=1" in modes_before, modes_before
     p.tmux("send-keys", "g")  # the probe asks now
@@ -172,7 +183,7 @@ def test_screen_and_modes_come_back_after_a_prompt(rig, pane_rig, mode, decision
     # inline one, from the row it started on (above it are the shell's and
     # Lazaret's lines from before the session, which the CLI never saw:
     # they come back blank).
-    first = 0 if mode == "alt" else p.tmux("capture-pane", "-p").splitlines().index("inline one")
+    first = 0 if mode == "alt" else before_text.index("inline one")
     assert mode == "alt" or first > 0, before
 
     def session_rows(screen):
@@ -189,7 +200,7 @@ def test_screen_and_modes_come_back_after_a_prompt(rig, pane_rig, mode, decision
     got = rig.ws / "term-probe-input"
     p.wait(lambda: got.exists() and b"q" in got.read_bytes(), "the probe's input")
     assert b"\x1b[200~pasted\x1b[201~" in got.read_bytes(), got.read_bytes()
-    p.wait(p.dead, "the session's end")
+    p.wait(p.cli_ended, "the CLI's end")
 
 
 @pytest.mark.parametrize("mode", ["alt", "inline"])
@@ -201,7 +212,7 @@ def test_terminal_is_reset_when_the_domain_is_stopped(rig, pane_rig, mode):
     assert m.startswith("1 " if mode == "alt" else "0 ") and "cursor=0" in m and "button=1" in m, m
     r = rig.lz.run(["stop", "--workspace", rig.ws])
     assert r.returncode == 0, r.stderr
-    p.wait(p.dead, "the session's end")
+    p.wait(p.cli_ended, "the CLI's end")
     m = p.modes()
     assert m.startswith("0 cursor=1 any=0 button=0 sgr=0 kcursor=0 wrap=1"), m
     lines = p.tmux("capture-pane", "-p").splitlines()
@@ -211,3 +222,5 @@ def test_terminal_is_reset_when_the_domain_is_stopped(rig, pane_rig, mode):
     last = max(i for i, ln in enumerate(lines)
                if ln.startswith("lazaret: image ready" if mode == "alt" else "inline three"))
     assert lines[last + 1].startswith("lazaret: error: "), "\n".join(lines)
+    ended = [i for i, ln in enumerate(lines) if ln.startswith(EXITED)]
+    assert ended and ended[0] > last + 1, "\n".join(lines)  # the line after it, at column 0
