@@ -11,6 +11,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
 #include <vterm.h>
@@ -343,11 +344,30 @@ static void vterm_size(unsigned *rows, unsigned *cols)
         *cols = LZ_SCREEN_MIN_COLS;
 }
 
+/* libvterm's memory holds the screen, the session's output
+ * (RELAY_WIPE, src/cli/relay.h): zeroed on allocation and wiped when freed
+ * (a resize frees the old cells; lz_screen_free the rest). */
+static void *vterm_alloc(size_t size, void *allocdata)
+{
+    (void) allocdata;
+    return lz_xcalloc(1, size ? size : 1);
+}
+
+static void vterm_release(void *p, void *allocdata)
+{
+    (void) allocdata;
+    if (p)
+        explicit_bzero(p, malloc_usable_size(p));
+    free(p);
+}
+
+static VTermAllocatorFunctions wiping_allocator = { .malloc = vterm_alloc, .free = vterm_release };
+
 lz_screen *lz_screen_new(unsigned rows, unsigned cols)
 {
     lz_screen *s = lz_xcalloc(1, sizeof(*s));
     vterm_size(&rows, &cols);
-    s->vt = vterm_new((int) rows, (int) cols);
+    s->vt = vterm_new_with_allocator((int) rows, (int) cols, &wiping_allocator, NULL);
     if (!s->vt)
         abort(); /* libvterm's allocation failed: as lz_xcalloc would */
     vterm_set_utf8(s->vt, 1);
