@@ -23,11 +23,13 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/openat2.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -55,6 +57,9 @@ void sup_guard_record(sup *s, int mount_fd, const char *rel, const char *label, 
     s->guards[s->n_guards].label = lz_xstrdup(label);
     s->guards[s->n_guards].rel = lz_xstrdup(rel);
     s->guards[s->n_guards].old_fd = old_fd;
+    const char *slash = strrchr(s->guards[s->n_guards].rel, '/');
+    s->guards[s->n_guards].name = slash ? slash + 1 : s->guards[s->n_guards].rel;
+    s->guards[s->n_guards].wd = -1;
     s->n_guards++;
 }
 
@@ -70,6 +75,7 @@ void sup_guard_clear(sup *s)
     s->n_guards = 0;
     s->guard_unrecordable = false;
     lz_close(&s->mountinfo_fd);
+    lz_close(&s->guard_inotify_fd);
 }
 
 static int cmp_u64(const void *a, const void *b)
@@ -131,10 +137,36 @@ static ssize_t count_missing(sup *s, bool *lost)
     return missing;
 }
 
-int sup_guard_open(sup *s, lz_error **err)
+int sup_guard_open(sup *s, int ws_root, lz_error **err)
 {
     if (s->n_guards == 0 || s->mountinfo_fd >= 0)
         return 0;
+    /* A host rename of a protected path AWAY (or its removal, and a new
+     * object made in its place) moves or keeps the mount, so the mount
+     * table does not change: the guarded names are watched in their
+     * parent directories too. */
+    s->guard_inotify_fd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+    if (s->guard_inotify_fd < 0)
+        return lz_error_set(err, errno,
+                            "cannot create an inotify instance for the Git Sentry's "
+                            "mounts");
+    for (size_t i = 0; i < s->n_guards; i++) {
+        struct sup_guard *g = &s->guards[i];
+        _cleanup_free_ char *parent = lz_xstrndup(g->rel, (size_t) (g->name - g->rel));
+        struct open_how how = { .flags = O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC,
+                                .resolve =
+                                    RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS };
+        _cleanup_close_ int dfd =
+            (int) syscall(SYS_openat2, ws_root, parent[0] ? parent : ".", &how, sizeof(how));
+        char path[64];
+        snprintf(path, sizeof(path), "/proc/self/fd/%d", dfd);
+        g->wd = dfd < 0 ? -1
+                        : inotify_add_watch(s->guard_inotify_fd, path,
+                                            IN_MOVED_FROM | IN_MOVED_TO | IN_DELETE | IN_CREATE |
+                                                IN_ONLYDIR | IN_MASK_ADD);
+        if (g->wd < 0)
+            return lz_error_set(err, errno, "cannot watch the directory of %s", g->label);
+    }
     s->mountinfo_fd = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC);
     if (s->mountinfo_fd < 0)
         return lz_error_set(err, errno,
@@ -150,8 +182,8 @@ int sup_guard_arm(sup *s, lz_error **err)
                             "STATX_MNT_ID), so its loss could not be noticed");
     if (s->n_guards == 0)
         return 0;
-    if (s->mountinfo_fd < 0 && sup_guard_open(s, err) < 0)
-        return -1;
+    if (s->mountinfo_fd < 0)
+        return lz_error_set(err, EBADF, "the Git Sentry's mounts are not watched");
     /* Checked once now, before the first session: what changed since the
      * open also wakes the loop's poll(), but the start must not succeed
      * without the protections. */
@@ -307,15 +339,10 @@ static bool neutralise(int ws, const struct sup_guard *g, char **report)
     return true;
 }
 
-void sup_guard_changed(sup *s)
+/* Protections lost (lost[], m of them; m < 0: the mount table could not
+ * be read, read_errno): stop the sandbox, make the files safe, tell. */
+static void guard_failed(sup *s, const bool *lost, ssize_t m, int read_errno)
 {
-    if (s->mountinfo_fd < 0)
-        return;
-    _cleanup_free_ bool *lost = lz_xcalloc(s->n_guards, sizeof(bool));
-    ssize_t m = count_missing(s, lost);
-    if (m == 0)
-        return;
-    int read_errno = errno;
     /* Lost (or the table unreadable: fail closed). Stop the sandbox first:
      * from its death on nothing of the sandbox's reaches the host. */
     kill_sandbox_now(s);
@@ -360,4 +387,50 @@ void sup_guard_changed(sup *s)
     sup_send_failed(s, e);
     lz_error_free(e);
     lz_close(&s->mountinfo_fd);
+    lz_close(&s->guard_inotify_fd);
+}
+
+void sup_guard_changed(sup *s)
+{
+    if (s->mountinfo_fd < 0)
+        return;
+    _cleanup_free_ bool *lost = lz_xcalloc(s->n_guards, sizeof(bool));
+    ssize_t m = count_missing(s, lost);
+    if (m != 0)
+        guard_failed(s, lost, m, errno);
+}
+
+void sup_guard_renamed(sup *s)
+{
+    if (s->guard_inotify_fd < 0)
+        return;
+    _cleanup_free_ bool *lost = lz_xcalloc(s->n_guards, sizeof(bool));
+    ssize_t m = 0;
+    /* Aligned for struct inotify_event, as inotify(7) shows. */
+    char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+    for (;;) {
+        ssize_t n = read(s->guard_inotify_fd, buf, sizeof(buf));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        for (char *at = buf; at < buf + n;) {
+            const struct inotify_event *ev = (const struct inotify_event *) (void *) at;
+            at += sizeof(*ev) + ev->len;
+            bool overflow = ev->mask & IN_Q_OVERFLOW;
+            for (size_t i = 0; i < s->n_guards; i++) {
+                const struct sup_guard *g = &s->guards[i];
+                /* A watch that went away (its directory removed) or an
+                 * overflow (events lost) is a loss too: fail closed. */
+                if (overflow ||
+                    (g->wd == ev->wd &&
+                     ((ev->mask & IN_IGNORED) || (ev->len && strcmp(ev->name, g->name) == 0)))) {
+                    m += !lost[i];
+                    lost[i] = true;
+                }
+            }
+        }
+    }
+    if (m > 0)
+        guard_failed(s, lost, m, 0);
 }

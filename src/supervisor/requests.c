@@ -161,10 +161,11 @@ int sup_request_loop(sup *s)
     for (;;) {
         /* The mount table raises POLLPRI|POLLERR on every change of this
          * mount namespace (mountguard.c); -1 is ignored by poll. */
-        struct pollfd p[3] = { { .fd = s->sock, .events = POLLIN },
+        struct pollfd p[4] = { { .fd = s->sock, .events = POLLIN },
                                { .fd = sfd, .events = POLLIN },
-                               { .fd = s->mountinfo_fd, .events = POLLPRI } };
-        if (poll(p, 3, -1) < 0) {
+                               { .fd = s->mountinfo_fd, .events = POLLPRI },
+                               { .fd = s->guard_inotify_fd, .events = POLLIN } };
+        if (poll(p, 4, -1) < 0) {
             if (errno == EINTR)
                 continue;
             break;
@@ -173,6 +174,8 @@ int sup_request_loop(sup *s)
          * is served. */
         if (p[2].revents & (POLLPRI | POLLERR))
             sup_guard_changed(s);
+        if (p[3].revents & POLLIN)
+            sup_guard_renamed(s);
         if (p[1].revents & POLLIN) {
             struct signalfd_siginfo si;
             if (read(sfd, &si, sizeof(si)) == sizeof(si)) {

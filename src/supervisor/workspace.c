@@ -187,5 +187,5 @@ int sup_compose_workspace(sup *s, int ws, int ws_root, lz_error **err)
     /* The mount table is opened for the guard now: its poll() reports
      * every change since this open, so a rename between here and the
      * sandbox's start is seen too (mountguard.c). */
-    return sup_guard_open(s, err);
+    return sup_guard_open(s, ws_root, err);
 }

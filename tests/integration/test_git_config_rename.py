@@ -129,3 +129,34 @@ def test_host_rename_over_protected_config_stops_the_sandbox_and_leaves_nothing(
     r2 = rig.run("bb", sh("echo '#b' >> /workspace/.git/config && echo WROTE || echo REFUSED"),
                  ws=ws)
     assert "REFUSED" in r2.stdout, (r2.stdout, r2.stderr[-2000:])
+
+
+def test_host_rename_of_protected_hooks_away_stops_the_sandbox(rig):
+    """A rename AWAY of a protected path moves its mount with it (the mount
+    table does not change): `mv .git/hooks .git/hooks.old && mkdir
+    .git/hooks` on the host would leave the sandbox a writable, empty
+    hooks directory that the developer's next commit obeys (found while
+    checking the brief's "which other binds"; without the watch of the
+    guarded names, a loop inside wrote .git/hooks/pre-commit there). The
+    guard sees the name leave its directory and stops the sandbox."""
+    ws = new_repo(rig.lz, "ws")
+    marker = rig.lz.home / "PLANTED-hooks"
+    rig.config({"bb": {}})
+    loop = ("echo LOOP-UP\nwhile [ ! -e STOP ]; do\n"
+            f"  printf '#!/bin/sh\\ntouch {marker}\\n' > .git/hooks/pre-commit && "
+            "chmod +x .git/hooks/pre-commit\ndone 2>/dev/null\necho LOOP-END\n")
+    s = rig.start("bb", sh(loop), ws=ws)
+    s.read_until("LOOP-UP", timeout=RUN_TIMEOUT)
+    time.sleep(SETTLE_S)
+    p = rig.lz.run_as_user(["sh", "-c", "mv .git/hooks .git/hooks.old && mkdir .git/hooks"],
+                           cwd=ws)
+    assert p.returncode == 0, p.stderr
+    try:
+        r = s.finish(timeout=20)
+    finally:
+        (ws / "STOP").touch()
+    assert r.returncode != 0 and "LOOP-END" not in r.stdout, (r.returncode, r.stdout[-500:])
+    assert ".git/hooks was replaced or removed on the host" in r.stderr, r.stderr[-3000:]
+    assert not (ws / ".git" / "hooks" / "pre-commit").exists()
+    problem = host_git_problem(rig.lz, [ws], marker)
+    assert problem is None, problem
