@@ -7,6 +7,7 @@
  *   sandbox.c    the sandbox's processes, the reaper, the failure report
  *   runsc.c      running runsc
  *   workspace.c  the workspace mount plan's execution (Git Sentry mounts)
+ *   mountguard.c stops the sandbox when a host rename detaches one of them
  *   exec.c       sessions: runsc exec, the stderr relay, signals
  *   bundle.c     the staged bundle and config.json
  *   lifecycle.c  prepare, start, stop
@@ -77,6 +78,21 @@ typedef struct sup {
      * coordinator's freezer (coordinator/freezer.h) can stop both. */
     int gofer_pidfd;
     bool sandbox_lost; /* it died under the generation: reported once */
+    /* The mount guard (mountguard.c): the Git Sentry mounts of the
+     * workspace tree by mount ID, and this namespace's mount table, polled
+     * while the sandbox runs (-1 when not armed). */
+    struct sup_guard {
+        uint64_t mnt_id;
+        char *label;
+        char *rel;        /* below the workspace */
+        int old_fd;       /* a protected regular file, read-only: what it held */
+        const char *name; /* its last component (in rel) */
+        int wd;           /* the inotify watch of its parent directory */
+    } * guards;
+    size_t n_guards;
+    bool guard_unrecordable; /* a mount's ID was not learnt: do not start */
+    int mountinfo_fd;
+    int guard_inotify_fd; /* the guarded names' parent directories */
     pub_slot pubs[MAX_PUBS];
     /* The escalation inbox's tmpfs (its root, mount_inbox): handed to the
      * coordinator with SUP_MAILBOX, then closed. -1 when not mounted. */
@@ -125,6 +141,23 @@ int sup_runsc_simple(sup *s, char *const *args, const char *errname, lz_error **
 /* ---- workspace.c ------------------------------------------------------- */
 
 int sup_compose_workspace(sup *s, int ws, int ws_root, lz_error **err);
+
+/* ---- mountguard.c ------------------------------------------------------ */
+
+/* Record the mount that mount_fd lies on (just attached over rel, named
+ * label); old_fd (taken): the protected file, read-only, or -1. */
+void sup_guard_record(sup *s, int mount_fd, const char *rel, const char *label, int old_fd);
+/* Open the mount table to watch (after the composition). */
+int sup_guard_open(sup *s, int ws_root, lz_error **err);
+/* Once the sandbox runs: check every recorded mount is there. */
+int sup_guard_arm(sup *s, lz_error **err);
+/* The mount table changed: when a recorded mount is gone, kill the sandbox
+ * and tell the coordinator (SUP_FAILED). */
+void sup_guard_changed(sup *s);
+/* The guarded names' directories reported events: a guarded name renamed,
+ * removed or made anew is a loss too. */
+void sup_guard_renamed(sup *s);
+void sup_guard_clear(sup *s);
 
 /* ---- exec.c ------------------------------------------------------------ */
 

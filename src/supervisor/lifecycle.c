@@ -116,6 +116,10 @@ int sup_start(sup *s, lz_error **err)
     sup_watch_sandbox(s);
     if (sup_pin_sandbox_processes(s, err) < 0)
         return -1;
+    /* Armed once the sandbox runs; checked once here, so a protection lost
+     * since the composition refuses the start (mountguard.c). */
+    if (sup_guard_arm(s, err) < 0)
+        return -1;
 
     /* Detect, don't assume: does statx(AT_NO_AUTOMOUNT) work here? Asked
      * once per runsc binary (load_runsc_facts); the probe's statx is of
@@ -169,6 +173,7 @@ void sup_stop(sup *s)
         lz_best_effort((int) syscall(SYS_pidfd_send_signal, s->gofer_pidfd, SIGKILL, NULL, 0));
     lz_close(&s->sandbox_pidfd);
     lz_close(&s->gofer_pidfd);
+    sup_guard_clear(s); /* the sandbox is gone: nothing left to guard */
     if (s->created) {
         if (s->started) {
             char *const kill_[] = { (char *) "kill", (char *) s->sc->container_id, (char *) "KILL",

@@ -159,13 +159,23 @@ int sup_request_loop(sup *s)
 
     static lz_proto_msg m;
     for (;;) {
-        struct pollfd p[2] = { { .fd = s->sock, .events = POLLIN },
-                               { .fd = sfd, .events = POLLIN } };
-        if (poll(p, 2, -1) < 0) {
+        /* The mount table raises POLLPRI|POLLERR on every change of this
+         * mount namespace (mountguard.c); -1 is ignored by poll. */
+        struct pollfd p[4] = { { .fd = s->sock, .events = POLLIN },
+                               { .fd = sfd, .events = POLLIN },
+                               { .fd = s->mountinfo_fd, .events = POLLPRI },
+                               { .fd = s->guard_inotify_fd, .events = POLLIN } };
+        if (poll(p, 4, -1) < 0) {
             if (errno == EINTR)
                 continue;
             break;
         }
+        /* First: a lost protection stops the sandbox before any request
+         * is served. */
+        if (p[2].revents & (POLLPRI | POLLERR))
+            sup_guard_changed(s);
+        if (p[3].revents & POLLIN)
+            sup_guard_renamed(s);
         if (p[1].revents & POLLIN) {
             struct signalfd_siginfo si;
             if (read(sfd, &si, sizeof(si)) == sizeof(si)) {

@@ -67,7 +67,9 @@ static int supervisor_main(spawn_ctx *c)
               .sandbox_pidfd = -1,
               .gofer_pidfd = -1,
               .facts_dir_fd = -1,
-              .mailbox_fd = -1 };
+              .mailbox_fd = -1,
+              .mountinfo_fd = -1,
+              .guard_inotify_fd = -1 };
     /* A /proc of our own pid namespace: runsc re-executes /proc/self/exe
      * from its sandbox child, which fails (EACCES) through the /proc of the
      * parent pid namespace. */

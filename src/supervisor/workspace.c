@@ -71,6 +71,33 @@ static int open_in_tree(int root, const char *rel)
     }
 }
 
+/* Record the mount just attached at rel for the mount guard
+ * (mountguard.c): reopened, so that the walk crosses onto it. */
+static void guard(sup *s, int ws_root, const char *rel, const char *label)
+{
+    _cleanup_close_ int fd = open_in_tree(ws_root, rel);
+    struct stat sb;
+    if (fd < 0 || fstat(fd, &sb) < 0) {
+        s->guard_unrecordable = true;
+        return;
+    }
+    /* A protected file is kept open: once a host rename detaches its
+     * mount, this is still the file as it was, to compare with what the
+     * sandbox could reach in the window (mountguard.c). */
+    int old_fd = -1;
+    if (S_ISREG(sb.st_mode)) {
+        struct open_how how = { .flags = O_RDONLY | O_NOFOLLOW | O_CLOEXEC,
+                                .resolve =
+                                    RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS };
+        old_fd = (int) syscall(SYS_openat2, ws_root, rel, &how, sizeof(how));
+        if (old_fd < 0) {
+            s->guard_unrecordable = true;
+            return;
+        }
+    }
+    sup_guard_record(s, fd, rel, label, old_fd);
+}
+
 /* Compose /workspace in the staged clone of the workspace (its root: ws_root):
  * .git and every Git Sentry mount (read-only protections, bind points, the
  * Domain's copies of git-ignored paths, the quarantine's cover) become kernel
@@ -82,9 +109,10 @@ static int open_in_tree(int root, const char *rel)
  * (docs/git.md "How the copies are mounted"). Kernel mount points are what
  * keeps the layout: the gofer's rename or rmdir of one (and of a bind point,
  * an ancestor) fails with EBUSY in its mount namespace, a copy of this one. */
-int sup_compose_workspace(sup *s, int ws, int ws_root, lz_error **err)
+static int compose_tree(sup *s, int ws, int ws_root, lz_error **err)
 {
     const lz_resolved_config *cfg = s->sc->cfg;
+    sup_guard_clear(s);
     struct stat gst;
     if (fstatat(ws, ".git", &gst, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(gst.st_mode)) {
         /* .git as its own mount point: the sandbox cannot rename or replace
@@ -98,6 +126,7 @@ int sup_compose_workspace(sup *s, int ws, int ws_root, lz_error **err)
             return lz_error_set(err, errno, "cannot open the mount point of %s", label);
         if (lz_stage_fd_over(src, dest, false, label, err) < 0)
             return -1;
+        guard(s, ws_root, ".git", label);
     }
     if (s->sc->n_workspace_mounts == 0)
         return 0;
@@ -141,6 +170,22 @@ int sup_compose_workspace(sup *s, int ws, int ws_root, lz_error **err)
                                         : lz_xstrdup(dlabel);
         if (lz_stage_fd_over(src, dest, m->readonly, what, err) < 0)
             return -1;
+        /* The Domain's copies of git-ignored paths are not guarded: the
+         * host removing node_modules/ protects nothing and should not stop
+         * the sandbox (what it then makes there is audited like anything
+         * else in the workspace). */
+        if (m->base != LZ_MOUNT_FROM_IGNORED)
+            guard(s, ws_root, m->rel, dlabel);
     }
     return 0;
+}
+
+int sup_compose_workspace(sup *s, int ws, int ws_root, lz_error **err)
+{
+    if (compose_tree(s, ws, ws_root, err) < 0)
+        return -1;
+    /* The mount table is opened for the guard now: its poll() reports
+     * every change since this open, so a rename between here and the
+     * sandbox's start is seen too (mountguard.c). */
+    return sup_guard_open(s, ws_root, err);
 }
