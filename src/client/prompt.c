@@ -166,6 +166,7 @@ int lz_client_on_prompt(void *ctx, lz_proto_msg *m)
                   prompt_lines(PROMPT_QUESTION "\n", cols, NULL) +
                   prompt_lines(PROMPT_GRACE_NOTE "\n", cols, NULL) + 1;
     if (cols < PROMPT_MIN_COLS || need > rows) {
+        fputs(LZ_TERM_STRINGS_END, out); /* the denial must be seen: round a26 */
         fprintf(out,
                 "\r\nlazaret: a host escalation request (#%u) needs %zu lines of at "
                 "least %d columns to be shown whole; this terminal has %u of %u: "

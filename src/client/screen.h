@@ -91,11 +91,22 @@ size_t lz_term_modes_feed(lz_term_modes *m, const uint8_t *d, size_t n, bool *sw
  * defaults (scroll region excepted: see lz_screen_repaint), appended to b. */
 void lz_term_modes_encode(const lz_term_modes *m, lz_screen_buf *b);
 
+/* Ends whatever string or sequence the program left open (attack round a26:
+ * an unterminated DCS made tmux swallow the whole prompt as its payload
+ * while a fake prompt drawn before it stayed on screen): ST closes a DCS,
+ * OSC, APC, PM or SOS string; a second ST covers a string whose last byte
+ * was an ESC (tmux takes "ESC ESC" as payload); CAN then abandons any
+ * escape or control sequence begun (xterm, VT parsers). On a terminal in
+ * its ground state all three do nothing. Written first, before anything
+ * of Lazaret's own. */
+#define LZ_TERM_STRINGS_END "\x1b\\\x1b\\\x18"
+
 /* What Lazaret writes to put back, on the developer's terminal, every mode a
  * program may have changed that reports input or changes keys: mouse (every
  * mode and encoding), focus, bracketed paste, the kitty keyboard protocol,
  * xterm's modifyOtherKeys, application keypad and cursor keys. */
 #define LZ_TERM_INPUT_MODES_OFF                                                                    \
+    LZ_TERM_STRINGS_END                                                                            \
     "\x1b[?9l\x1b[?1000l\x1b[?1001l\x1b[?1002l\x1b[?1003l\x1b[?1004l\x1b[?1005l\x1b[?1006l"        \
     "\x1b[?1015l\x1b[?1016l\x1b[?2004l\x1b[=0;1u\x1b[<99u\x1b[>4;0m\x1b[?1l\x1b>"
 /* ... and the screen's: out of the alternate screen, full scroll region, no
