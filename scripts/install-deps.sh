@@ -6,7 +6,7 @@ set -eu
 PACKAGES="
 build-essential clang libclang-rt-14-dev meson ninja-build pkg-config
 libtomlplusplus-dev libjansson-dev libssl-dev libsqlite3-dev libmnl-dev
-libseccomp-dev libcap-dev libcmocka-dev libsubid-dev
+libseccomp-dev libcap-dev libcmocka-dev libsubid-dev libvterm-dev
 runsc slirp4netns uidmap nftables iproute2 skopeo umoci busybox-static debootstrap
 git python3 python3-pytest python3-pexpect python3-cryptography python3-yaml python3-jsonschema
 python3-kubernetes tmux passwd util-linux procps npm

@@ -12,6 +12,7 @@
 
 #include "cli/cli.h"
 #include "cli/terminal.h"
+#include "client/screen.h"
 #include "common/util.h"
 
 /* A non-interactive command still running this long after a signal was
@@ -24,6 +25,19 @@ static void send_close(lz_client *cl)
     lz_wbuf b;
     lz_msg_empty_encode(&b, LZ_MSG_CLOSE);
     lz_client_post(cl, &b);
+}
+
+/* The terminal's answer to the session's first question (where is the
+ * cursor: client/screen.h) is the CLI's, not the program's: taken out of
+ * the input. True when nothing else was read. */
+static bool take_cursor_report(lz_client *cl, uint8_t *data, ssize_t *n)
+{
+    size_t len = (size_t) *n;
+    if (lz_screen_take_cursor_report(cl->screen, data, &len)) {
+        cl->awaiting_cursor = false;
+        *n = (ssize_t) len;
+    }
+    return len == 0;
 }
 
 lz_attempt_result lz_cli_relay_terminal(lz_client *cl)
@@ -61,6 +75,7 @@ lz_attempt_result lz_cli_relay_terminal(lz_client *cl)
                     /* The terminal went away or we were asked to stop: end
                      * the session; the coordinator hangs up the command. */
                     send_close(cl);
+                    lz_client_reset_screen(cl);
                     lz_cli_terminal_restore();
                     *cl->status = 128 + (int) si.ssi_signo;
                     break;
@@ -76,6 +91,8 @@ lz_attempt_result lz_cli_relay_terminal(lz_client *cl)
                 /* In raw mode ^D is a byte: 0 or an error is a hang-up. */
                 stdin_open = false;
                 cl->terminal_gone = true;
+            } else if (cl->awaiting_cursor && cl->screen && take_cursor_report(cl, data, &n)) {
+                /* the terminal's answer was all this read held */
             } else if (cl->prompting) {
                 lz_client_prompt_keys(cl, data, (size_t) n);
                 explicit_bzero(data, (size_t) n);
@@ -99,6 +116,7 @@ lz_attempt_result lz_cli_relay_terminal(lz_client *cl)
             break;
         }
     }
+    lz_client_drop_screen(cl); /* a terminal gone gets no reset */
     lz_cli_terminal_restore();
     lz_client_clear(cl);
     if (sfd >= 0)

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #include "client/internal.h"
+#include "client/screen.h"
 #include "common/text.h"
 #include "common/util.h"
 
@@ -24,6 +25,8 @@ void lz_client_post(lz_client *cl, const lz_wbuf *b)
 
 void lz_client_send_resize(lz_client *cl, unsigned rows, unsigned cols)
 {
+    if (cl->screen)
+        lz_screen_resize(cl->screen, rows, cols);
     lz_wbuf b;
     lz_msg_pair_encode(&b, LZ_MSG_RESIZE, rows, cols);
     lz_client_post(cl, &b);

@@ -31,6 +31,7 @@
 #include "trust/channel.h"
 
 typedef struct lz_client lz_client;
+struct lz_screen;
 
 typedef enum lz_attempt_result {
     LZ_ATTEMPT_DONE,  /* the session ended (EXIT, a refusal, a failure reported) */
@@ -96,6 +97,11 @@ struct lz_client {
     bool grace_keys;              /* some were ignored */
     bool withdrawn;               /* the last prompt was withdrawn, not answered */
     uint32_t withdrawn_no;
+    /* An interactive session's screen as drawn (client/screen.h): fed
+     * with its output from STARTED on; repainted after a prompt, reset
+     * when the session ends other than by its program's exit. */
+    struct lz_screen *screen;
+    bool awaiting_cursor; /* the terminal's answer to LZ_SCREEN_ASK_CURSOR */
     /* Notices that arrived while the prompt was up (their text can be the
      * sandbox's choosing: Git Sentry names): shown after it. */
     char *held;
@@ -138,6 +144,14 @@ void lz_client_prompt_keys(lz_client *cl, const uint8_t *data, size_t n);
 
 /* Forget what the session held (the notices a prompt held back). */
 void lz_client_clear(lz_client *cl);
+
+/* The session ended other than by its program's own exit (a stop, the
+ * sandbox's end, a lost connection, a signal to this CLI): put back on the
+ * terminal what the program changed and leave the cursor on a fresh line
+ * (docs/errors.md "Terminal"). Then, and on an ordinary exit, the screen's
+ * state is dropped (lz_client_drop_screen). */
+void lz_client_reset_screen(lz_client *cl);
+void lz_client_drop_screen(lz_client *cl);
 
 /* Stop one running Domain over its session channel (enrolment, TLS, then
  * STOP instead of HELLO), never by a signal to a pid read from a file;

@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "client/internal.h"
+#include "client/screen.h"
 #include "common/text.h"
 #include "common/util.h"
 #include "protocol/messages.h"
@@ -64,9 +65,19 @@ void lz_client_clear(lz_client *cl)
     cl->held_len = cl->held_dropped = 0;
 }
 
-/* The prompt is gone: the notices it held back, then normal service. */
+/* The prompt is gone: the session's screen as the program left it
+ * (screen.h; docs/escalation.md "The screen after a prompt"), then the
+ * notices the prompt held back, then normal service. */
 static void release_notices(lz_client *cl)
 {
+    if (cl->screen) {
+        lz_screen_buf b = { 0 };
+        lz_screen_repaint(cl->screen, &b);
+        FILE *po = cl->ui->prompt_out();
+        fwrite(b.data, 1, b.len, po);
+        fflush(po);
+        lz_screen_buf_free(&b);
+    }
     FILE *out = cl->ui->notices();
     const char *p = cl->held;
     while (p && *p) {
@@ -180,7 +191,12 @@ int lz_client_on_prompt(void *ctx, lz_proto_msg *m)
      * without DECSTR (scroll region, G0 ASCII and shift-in, origin mode,
      * autowrap, visible cursor, attributes), then clear the screen and
      * start at its top left: nothing drawn before can pass for a part of
-     * the prompt (the scrollback stays the developer's). */
+     * the prompt (the scrollback stays the developer's). Before that, every
+     * mode that reports input or changes keys goes off (mouse, focus,
+     * bracketed paste, kitty keyboard, modifyOtherKeys, application keypad
+     * and cursor keys): the answer is typed as plain keys, and a click is
+     * no answer. The repaint afterwards sets the program's modes again. */
+    fputs(LZ_TERM_INPUT_MODES_OFF, out);
     fputs("\x1b[?1049l\x1b[!p\x1b[r\x1b(B\x0f\x1b[?6l\x1b[?7h\x1b[?25h\x1b[0m"
           "\x1b[H\x1b[2J\x1b[H",
           out);

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "client/internal.h"
+#include "client/screen.h"
 #include "common/util.h"
 #include "common/io.h"
 #include "protocol/table.h"
@@ -70,8 +71,17 @@ static int on_started(void *ctx, lz_proto_msg *m)
     free(id);
     cl->started = true;
     forget_env_values(cl);
-    if (cl->interactive)
+    if (cl->interactive) {
         cl->ui->started(cl); /* raw mode; the size may have changed while starting */
+        unsigned rows = 0, cols = 0;
+        cl->ui->prompt_size(cl, &rows, &cols);
+        if (!cl->screen) {
+            cl->screen = lz_screen_new(rows ? rows : 24, cols ? cols : 80);
+            /* Where the session starts on the screen (screen.h). */
+            cl->awaiting_cursor = lz_write_all(cl->ui->output_fd, LZ_SCREEN_ASK_CURSOR,
+                                               sizeof(LZ_SCREEN_ASK_CURSOR) - 1) >= 0;
+        }
+    }
     return 0;
 }
 
@@ -82,9 +92,14 @@ static int on_output(void *ctx, lz_proto_msg *m)
     size_t len;
     if (!lz_msg_data_decode(&m->r, &d, &len))
         return -1;
-    if (lz_write_all(cl->ui->output_fd, d, len) < 0 && cl->interactive &&
-        (errno == EIO || errno == EPIPE || errno == ENXIO))
+    /* Output while a prompt is up (the coordinator holds it back, but a
+     * message already on its way is not recalled) goes to the screen's
+     * state only: it appears with the repaint after the prompt. */
+    if (!(cl->prompting && cl->screen) && lz_write_all(cl->ui->output_fd, d, len) < 0 &&
+        cl->interactive && (errno == EIO || errno == EPIPE || errno == ENXIO))
         cl->terminal_gone = true;
+    if (cl->screen)
+        lz_screen_feed(cl->screen, d, len);
     return 0;
 }
 
@@ -96,6 +111,11 @@ static int on_exit_msg(void *ctx, lz_proto_msg *m)
         return -1;
     *cl->status = (int) (code & 0xff);
     cl->exited = cl->ended = true;
+    /* A program that exits restores the terminal itself, or meant not to
+     * (as after ssh, nothing is undone); one killed by a signal could not. */
+    if (outcome == LZ_EXIT_OUTCOME_TERMINATED)
+        lz_client_reset_screen(cl);
+    lz_client_drop_screen(cl);
     if (cl->interactive)
         cl->ui->restore(cl);
     return 0;
@@ -107,6 +127,7 @@ static int on_refused(void *ctx, lz_proto_msg *m)
     lz_msg_refused r;
     if (!lz_msg_refused_decode(&m->r, &r))
         return -1;
+    lz_client_reset_screen(cl);
     cl->ui->restore(cl);
     /* Only a session that has not started joins the next generation: a
      * started one's command is gone with this one, and is told so. */
@@ -120,6 +141,26 @@ static int on_refused(void *ctx, lz_proto_msg *m)
     lz_msg_refused_clear(&r);
     cl->ended = true;
     return 0;
+}
+
+void lz_client_reset_screen(lz_client *cl)
+{
+    if (!cl->screen)
+        return;
+    lz_screen_buf b = { 0 };
+    lz_screen_reset(cl->screen, &b);
+    /* The prompt and notices go through stdio: what they buffered first. */
+    fflush(cl->ui->prompt_out());
+    fflush(cl->ui->notices());
+    (void) lz_write_all(cl->ui->output_fd, b.data, b.len); /* a terminal gone needs no reset */
+    lz_screen_buf_free(&b);
+    lz_client_drop_screen(cl);
+}
+
+void lz_client_drop_screen(lz_client *cl)
+{
+    lz_screen_free(cl->screen);
+    cl->screen = NULL;
 }
 
 const lz_proto_handler_row lz_client_handlers[] = {
@@ -179,6 +220,8 @@ void lz_client_receive(lz_client *cl)
         lz_error_free(err);
         return;
     }
+    bool fresh_line = cl->screen != NULL;
+    lz_client_reset_screen(cl);
     cl->ui->restore(cl);
     lz_error *e = NULL;
     if (malformed || (r < 0 && err->errnum == EPROTO)) {
@@ -193,7 +236,7 @@ void lz_client_receive(lz_client *cl)
                      "the Session Coordinator ended the session unexpectedly");
         lz_error_hint(&e, "run the command again; %s says why", cl->log_label);
     }
-    if (cl->interactive)
+    if (cl->interactive && !fresh_line)
         fputs("\r\n", cl->ui->notices());
     lz_error_report(e, cl->ui->notices());
     lz_error_free(e);
