@@ -8,7 +8,8 @@ HTTP. It runs on a test host in the test network namespace
     python3 agent_provider.py CONFIG_JSON
 
 CONFIG_JSON: {"addr": A, "port": P, "log": PATH, "script": {"anthropic":
-[STEP...], "openai": [STEP...]}}. A step is {"command": "..."} (the agent's
+[STEP...], "openai": [STEP...]}} (or, per API, {WORD: [STEP...]}: the
+steps of the conversation whose first user message contains WORD). A step is {"command": "..."} (the agent's
 shell tool), {"tool": NAME, "input": {...}} (Anthropic: any tool by name),
 or {"text": "..."} (the final answer: no tool call). Prints "READY" once
 listening; ends when its stdin closes.
@@ -56,6 +57,20 @@ def text_of(content):
     if isinstance(content, dict):
         return text_of(content.get("text", content.get("content", json.dumps(content))))
     return str(content)
+
+
+def pick(script, messages):
+    """The steps of the conversation: a script is one list, or a dict of
+    lists keyed by a word of the conversation's first user message (several
+    conversations with one server)."""
+    if isinstance(script, list):
+        return None, script
+    first = next((text_of(m.get("content", "")) for m in messages if m.get("role") == "user"),
+                 "")
+    for word, steps in script.items():
+        if word in first:
+            return word, steps
+    return "", [{"text": "fake provider: no script for this conversation"}]
 
 
 # ---- Anthropic Messages -----------------------------------------------------
@@ -121,10 +136,10 @@ def anthropic(handler, body):
     if tools:
         results = anthropic_results(body)
         n = len(results)
-        steps = SCRIPT["anthropic"]
+        word, steps = pick(SCRIPT["anthropic"], body.get("messages", []))
         step = steps[min(n, len(steps) - 1)]
         blocks, stop = anthropic_step(step, n, tools)
-        rec.update(conversation=True, step=n, tools=tools,
+        rec.update(conversation=True, step=n, tools=tools, script=word,
                    result=text_of(results[-1].get("content", ""))[:RESULT_LOG_LIMIT]
                    if results else None,
                    is_error=bool(results[-1].get("is_error")) if results else None)
@@ -165,7 +180,8 @@ def openai(handler, body):
     results = [i for i in items if isinstance(i, dict) and i.get("type") in (
         "function_call_output", "custom_tool_call_output")]
     n = len(results)
-    steps = SCRIPT["openai"]
+    word, steps = pick(SCRIPT["openai"], [i for i in items if isinstance(i, dict)
+                                    and i.get("role") == "user"])
     step = steps[min(n, len(steps) - 1)]
     item = None if "text" in step else openai_call(step, n, tools)
     if item is None:
@@ -173,7 +189,7 @@ def openai(handler, body):
         item = {"type": "message", "role": "assistant", "id": f"msg_lz{n:02d}",
                 "status": "completed",
                 "content": [{"type": "output_text", "text": text, "annotations": []}]}
-    log({"api": "openai", "conversation": bool(tools), "step": n, "tools": tools,
+    log({"api": "openai", "conversation": bool(tools), "step": n, "tools": tools, "script": word,
          "model": body.get("model"),
          "result": text_of(results[-1].get("output", ""))[:RESULT_LOG_LIMIT] if results
          else None})

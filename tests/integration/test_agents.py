@@ -39,12 +39,13 @@ import netlab as N
 from conftest import RUN_TIMEOUT, profiles_toml
 from test_escalation import DENIED, QUESTION, Host, answer
 from test_git import git, host_git_problem, new_repo, out, planted
+from test_term_screen import COLS, PROMPT_GRACE, ROWS, Pane
 from test_terminal import terms  # noqa: F401 (a fixture)
 
 API_NAME = "api.agents.test"
 DENIED_NAME = "denied.agents.test"
 PROVIDER = Path(__file__).parent / "agent_provider.py"
-AGENT_TIMEOUT = 180        # one agent's whole scripted run
+AGENT_TIMEOUT = 120       # one agent's whole scripted run
 DONE = "LZ-AGENT-DONE"     # the script's final answer, printed by the agent
 
 CALC_BROKEN = "def add(a, b):\n    return a - b\n"
@@ -94,11 +95,13 @@ class Provider:
     def records(self) -> list:
         return [json.loads(line) for line in self.log.read_text().splitlines() if line]
 
-    def results(self, api) -> dict:
+    def results(self, api, script=None) -> dict:
         """{step: the tool result the request of that step carried}: what
-        the agent reported back after running step - 1."""
+        the agent reported back after running step - 1 (script: of the
+        conversation that script's word picked)."""
         return {r["step"]: r["result"] for r in self.records()
-                if r.get("api") == api and r.get("conversation") and r.get("step")}
+                if r.get("api") == api and r.get("conversation") and r.get("step")
+                and r.get("script") == script}
 
 
 @pytest.fixture
@@ -113,6 +116,8 @@ def provider(terms, agent_net):
     yield start
     for p in made:
         p.server.stop()
+        print(f"---- {p.log.name} ----\n" + "\n".join(
+            json.dumps({k: v for k, v in r.items() if k != "tools"}) for r in p.records()))
 
 
 def control_denied_name_is_served(net):
@@ -291,7 +296,7 @@ def test_claude_code(terms, agent_net, provider, test_images):
                                           "old_string": "return a - b",
                                           "new_string": "return a + b"}}
     script = [{"tool": "Read", "input": {"file_path": "/workspace/calc.py"}}] + steps
-    provider = provider({"anthropic": script, "openai": []})
+    provider = provider({"anthropic": {"Fix": script, "TUI": TUI_SCRIPT(esc)}, "openai": []})
     config(rig, test_images, "claude", CLAUDE_ENV, esc)
     t = terms.shell("claude", ["claude", "-p", "Fix the failing test in this repository.",
                                "--dangerously-skip-permissions", "--model", "claude-lz-test"],
@@ -302,14 +307,106 @@ def test_claude_code(terms, agent_net, provider, test_images):
     t.child.close()
     assert t.child.exitstatus == 0, t.text[-3000:]
     terms.check_report(t, t.child.exitstatus)
-    results = provider.results("anthropic")
-    print("\n".join(json.dumps({k: v for k, v in r.items() if k != "tools"})
-                    for r in provider.records()))
+    results = provider.results("anthropic", "Fix")
     assert "return a - b" in results.get(1, ""), results.get(1)  # the Read
     assert results.get(3) is not None, "no result of the Edit step"
     assert not any(r.get("unknown") for r in provider.records()), provider.records()
     check_results(results, offset=2)
     host_checks(rig, ws, esc, marks, net)
+    claude_tui(lz, ws, esc, provider)
+
+
+# ---- Claude Code's TUI, in tmux -------------------------------------------------
+
+TUI_DONE = "LZ-TUI-DONE"
+TUI_ASK = ["tui", "asked in the TUI"]
+
+
+def TUI_SCRIPT(esc):
+    return [{"command": esc.command(TUI_ASK, "from the TUI")}, {"text": f"Done: {TUI_DONE}"}]
+
+
+# Claude Code's first-run questions answered ahead (its state file): the
+# onboarding, the custom API key (approved by its last 20 characters), the
+# workspace's trust dialog, the bypass-permissions warning.
+CLAUDE_STATE = {
+    "hasCompletedOnboarding": True, "theme": "dark", "bypassPermissionsModeAccepted": True,
+    "customApiKeyResponses": {"approved": [CLAUDE_ENV["ANTHROPIC_API_KEY"][-20:]],
+                              "rejected": []},
+    "projects": {"/workspace": {"hasTrustDialogAccepted": True,
+                                "hasCompletedProjectOnboarding": True}},
+}
+
+
+class AgentPane(Pane):
+    """test_term_screen's Pane with the agent's environment."""
+
+    def __init__(self, lz, argv, env, rows=ROWS, cols=COLS):
+        self.sock = str(lz.path("tmux.sock"))
+        e = lz.env({"TERM": "xterm-256color", **env})
+        u = lz.user
+        cmd = ["setpriv", f"--reuid={u.uid}", f"--regid={u.gid}", "--init-groups", "env", "-i",
+               *(f"{k}={v}" for k, v in e.items()), str(lz.bin), *map(str, argv)]
+        self.tmux("-f", "/dev/null", "new-session", "-d", "-x", str(cols), "-y", str(rows),
+                  "-c", str(lz.home), subprocess.list2cmdline(cmd))
+        self.tmux("set-option", "-g", "remain-on-exit", "on")
+
+    def text(self) -> str:
+        return self.tmux("capture-pane", "-p")
+
+    def has(self, s) -> bool:
+        return s in self.text()
+
+
+def claude_tui(lz, ws, esc, provider):
+    """Claude Code interactive in a tmux pane: it renders, survives a
+    resize, a prompt (the screen after the answer is Claude Code's again),
+    Ctrl-C, and `lazaret stop` from another terminal leaves the pane
+    restored (normal screen, cursor visible)."""
+    seed = (f"mkdir -p ~/.claude && cat > ~/.claude.json <<'LZEOF'\n"
+            f"{json.dumps(CLAUDE_STATE)}\nLZEOF\n")
+    pane = AgentPane(lz, ["run", "claude", "--workspace", ws, "--", "bash", "-c",
+                          seed + "exec claude --dangerously-skip-permissions "
+                          "--model claude-lz-test"], CLAUDE_ENV)
+    try:
+        _drive_tui(lz, ws, esc, provider, pane)
+    finally:
+        print("---- the pane at the end ----\n" + pane.text())
+        pane.close()
+
+
+def _drive_tui(lz, ws, esc, provider, pane):
+    pane.wait(lambda: pane.has("Claude Code") and pane.has("bypass permissions"),
+              "Claude Code's banner and input box", now=pane.text)
+    print("---- started ----\n" + pane.text())
+    pane.tmux("resize-window", "-x", str(COLS + 20), "-y", str(ROWS + 6))
+    wide = "─" * (COLS + 10)  # the input box spans the new width
+    pane.wait(lambda: wide in pane.text(), "the input box redrawn at the new width",
+              now=pane.text)
+    pane.tmux("send-keys", "-l", "TUI: run the host command")
+    pane.wait(lambda: pane.has("TUI: run the host command"), "the typed prompt", now=pane.text)
+    pane.tmux("send-keys", "Enter")
+    pane.wait(lambda: pane.has(QUESTION.strip()), "the escalation prompt", now=pane.text)
+    assert pane.has("'asked in the TUI'"), pane.text()
+    time.sleep(PROMPT_GRACE + 0.2)  # keys sooner are ignored (src/client/prompt.c)
+    pane.tmux("send-keys", "y", "Enter")
+    pane.wait(lambda: pane.has(TUI_DONE), "the agent's answer after the prompt", now=pane.text)
+    after = pane.text()
+    print("---- after the prompt ----\n" + after)
+    assert QUESTION.strip() not in after and "Host escalation request" not in after, \
+        "the prompt is still on the agent's screen:\n" + after
+    assert "bypass permissions" in after and wide in after, \
+        "the agent's input box is not on the screen after the prompt:\n" + after
+    assert esc.host.ran("tool")[-1] == (str(ws.resolve()), "".join(f"[{a}]" for a in TUI_ASK))
+    assert "host-ran-tui" in (provider.results("anthropic", "TUI").get(1) or "")
+    pane.tmux("send-keys", "C-c")
+    pane.wait(lambda: pane.has("again to exit"), "Claude Code's answer to Ctrl-C", now=pane.text)
+    stop = lz.run(["stop", "--workspace", ws])
+    assert stop.returncode == 0, stop.stderr
+    pane.wait(pane.dead, "the end of the session after lazaret stop", now=pane.text)
+    modes = pane.modes()
+    assert modes.startswith("0 cursor=1"), \
+        f"the pane after lazaret stop is not restored ({modes}):\n{pane.text()}"
 
 
 # ---- Codex CLI ------------------------------------------------------------------
@@ -355,8 +452,6 @@ def test_codex(terms, agent_net, provider, test_images):
     t.child.close()
     assert t.child.exitstatus == 0, t.text[-3000:]
     terms.check_report(t, t.child.exitstatus)
-    print("\n".join(json.dumps({k: v for k, v in r.items() if k != "tools"})
-                    for r in provider.records()))
     results = provider.results("openai")
     assert "return a + b" in results.get(2, "") and "edit=0" in results[2], results.get(2)
     assert not any(r.get("unknown") for r in provider.records()), provider.records()
