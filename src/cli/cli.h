@@ -46,6 +46,7 @@ int lz_cmd_doctor(int argc, char **argv, const lz_global_options *g);
 int lz_cmd_stop(int argc, char **argv, const lz_global_options *g);
 int lz_cmd_export(int argc, char **argv, const lz_global_options *g);
 int lz_cmd_log(int argc, char **argv, const lz_global_options *g);
+int lz_cmd_init(int argc, char **argv, const lz_global_options *g);
 
 extern const char lz_usage_run[];
 extern const char lz_usage_status[];
@@ -55,6 +56,7 @@ extern const char lz_usage_doctor[];
 extern const char lz_usage_stop[];
 extern const char lz_usage_export[];
 extern const char lz_usage_log[];
+extern const char lz_usage_init[];
 
 /* The status.json objects of this user's running Domains (a JSON array,
  * new reference), *ret_root set to the runtime domains directory (newly

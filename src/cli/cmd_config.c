@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "client/client.h"
 #include "common/error.h"
 #include "common/options.h"
 #include "common/util.h"
@@ -160,6 +161,19 @@ static int print_json(const lz_resolved_config *c)
         json_array_append_new(env, json_pack("{s:s, s:s}", "name", c->env[i].sandbox_name, "from",
                                              c->env[i].host_name));
     json_object_set_new(o, "environment", env);
+    /* Plain values are written in the file: shown (never the env ones). */
+    json_t *values = json_array();
+    for (size_t i = 0; i < c->n_environment; i++)
+        json_array_append_new(values, json_pack("{s:s, s:s}", "name", c->environment[i].name,
+                                                "value", c->environment[i].value));
+    json_object_set_new(o, "environment_values", values);
+    json_t *command = json_null();
+    if (c->command) {
+        command = json_array();
+        for (size_t i = 0; i < c->n_command; i++)
+            json_array_append_new(command, json_string(c->command[i]));
+    }
+    json_object_set_new(o, "command", command);
 
     json_t *vols = json_array();
     for (size_t i = 0; i < c->n_volumes; i++) {
@@ -240,12 +254,22 @@ static void print_text(const lz_resolved_config *c)
     for (size_t i = 0; i < c->n_persistent_dirs; i++)
         printf(" %s", c->persistent_dirs[i]);
     printf("\nenvironment:              ");
-    if (!c->n_env)
+    if (!c->n_env && !c->n_environment)
         printf(" (none)");
     printf("\n");
+    for (size_t i = 0; i < c->n_environment; i++) {
+        printf("  %s=", c->environment[i].name);
+        lz_print_remote(stdout, "", c->environment[i].value, "\n");
+    }
     for (size_t i = 0; i < c->n_env; i++)
         printf("  %s from host $%s (value not shown)\n", c->env[i].sandbox_name,
                c->env[i].host_name);
+    printf("default command:          ");
+    if (!c->command)
+        printf(" (the image's login shell)");
+    for (size_t i = 0; i < c->n_command; i++)
+        lz_print_remote(stdout, " ", c->command[i], "");
+    printf("\n");
     printf("volumes:                  %s\n", c->n_volumes ? "" : " (none)");
     for (size_t i = 0; i < c->n_volumes; i++) {
         const lz_resolved_volume *v = &c->volumes[i];

@@ -54,13 +54,19 @@ const char lz_usage_run[] =
     "                                   [-- COMMAND [ARG...]]\n"
     "\n"
     "Launch PROFILE's sandbox for the workspace, or join it when it is already\n"
-    "running, and run COMMAND in it (default: the image's login shell). The\n"
+    "running, and run COMMAND in it (default: the profile's `command`, else the\n"
+    "image's login shell; `--` with nothing after it: the login shell). The\n"
     "workspace is the top of the Git working tree you are in (never your home\n"
     "directory), else the current directory; it is /workspace inside, and the\n"
     "command starts in the matching subdirectory when you run lazaret from one.\n"
     "\n"
     "Options:\n"
     "  --workspace DIR  the project directory (default: as above)\n"
+    "  -e, --env NAME=VALUE, -e NAME\n"
+    "                   set NAME in this command's environment (NAME alone: its\n"
+    "                   value here); repeatable; wins over the profile's values.\n"
+    "                   Prefer -e NAME for secrets: a command line is visible to\n"
+    "                   other processes\n"
     "  --publish [ADDR:]HOSTPORT:PORT\n"
     "                   while this command runs, connections to ADDR:HOSTPORT on\n"
     "                   this machine (ADDR in 127.0.0.0/8, default 127.0.0.1) reach\n"
@@ -99,6 +105,65 @@ static int run_publish_add(const char *spec)
         if (run_publish[k].addr == p.addr && run_publish[k].host_port == p.host_port)
             return lz_cli_usage_error("run", "--publish: host port %u is given twice", p.host_port);
     run_publish[run_n_publish++] = p;
+    return 0;
+}
+
+/* ---- -e / --env --------------------------------------------------------- */
+
+#define RUN_MAX_USER_ENV 64
+
+/* "NAME=value" strings of this run (owned; wiped at exit: may be secrets). */
+static char *run_user_env[RUN_MAX_USER_ENV];
+static size_t run_n_user_env;
+
+static void run_user_env_clear(void)
+{
+    for (size_t i = 0; i < run_n_user_env; i++) {
+        explicit_bzero(run_user_env[i], strlen(run_user_env[i]));
+        free(run_user_env[i]);
+    }
+    run_n_user_env = 0;
+}
+
+static int run_user_env_add(const char *spec)
+{
+    char *entry;
+    if (strchr(spec, '=')) {
+        entry = lz_xstrdup(spec);
+    } else {
+        const char *v = getenv(spec);
+        if (!v)
+            return lz_cli_usage_error("run",
+                                      "-e %s: %s is not set in your environment (export it, or "
+                                      "write -e %s=VALUE)",
+                                      spec, spec, spec);
+        entry = lz_xasprintf("%s=%s", spec, v);
+    }
+    size_t name_len = strcspn(entry, "=");
+    if (!lz_msg_user_env_ok(entry) || strlen(entry) > LZ_MSG_MAX_STR) {
+        int r = lz_cli_usage_error("run",
+                                   "-e %.*s: not a usable variable (NAME matches "
+                                   "[A-Za-z_][A-Za-z0-9_]* and does not start with LAZARET_; "
+                                   "NAME=VALUE is at most %d bytes)",
+                                   (int) (name_len < 64 ? name_len : 64), entry, LZ_MSG_MAX_STR);
+        explicit_bzero(entry, strlen(entry));
+        free(entry);
+        return r;
+    }
+    if (run_n_user_env == RUN_MAX_USER_ENV) {
+        explicit_bzero(entry, strlen(entry));
+        free(entry);
+        return lz_cli_usage_error("run", "-e: at most %d variables", RUN_MAX_USER_ENV);
+    }
+    /* The same name again: the later one counts, as in a shell. */
+    for (size_t k = 0; k < run_n_user_env; k++)
+        if (strncmp(run_user_env[k], entry, name_len + 1) == 0) {
+            explicit_bzero(run_user_env[k], strlen(run_user_env[k]));
+            free(run_user_env[k]);
+            run_user_env[k] = entry;
+            return 0;
+        }
+    run_user_env[run_n_user_env++] = entry;
     return 0;
 }
 
@@ -160,7 +225,9 @@ static lz_msg_run run_message(const run_request *rq, char *cwd, char **env, size
                        .argv = rq->argv,
                        .argc = rq->argc,
                        .env = env,
-                       .envc = envc };
+                       .envc = envc,
+                       .user_env = run_user_env,
+                       .user_envc = run_n_user_env };
     run_publish_into(&run);
     return run;
 }
@@ -265,11 +332,13 @@ static lz_attempt_result attempt(run_request *rq, int *status)
 
 int lz_cmd_run(int argc, char **argv, const lz_global_options *g)
 {
-    enum { OPT_WORKSPACE, OPT_PUBLISH };
+    enum { OPT_WORKSPACE, OPT_PUBLISH, OPT_ENV };
     static const lz_option options[] = {
         { "workspace", 0, "DIR", OPT_WORKSPACE },
         { "publish", 0, "[ADDR:]HOSTPORT:PORT", OPT_PUBLISH },
+        { "env", 'e', "NAME[=VALUE]", OPT_ENV },
     };
+    atexit(run_user_env_clear);
     const char *profile = NULL, *workspace = NULL;
     lz_opt_parser p;
     lz_opt_init(&p, options, LZ_ARRAY_SIZE(options), argc, argv, 1);
@@ -281,6 +350,10 @@ int lz_cmd_run(int argc, char **argv, const lz_global_options *g)
             workspace = p.value;
         } else if (o == OPT_PUBLISH) {
             int r = run_publish_add(p.value);
+            if (r != 0)
+                return r;
+        } else if (o == OPT_ENV) {
+            int r = run_user_env_add(p.value);
             if (r != 0)
                 return r;
         } else if (!profile) {
@@ -296,6 +369,8 @@ int lz_cmd_run(int argc, char **argv, const lz_global_options *g)
         return lz_cli_usage_error("run", "missing PROFILE");
     char **cmd = argv + p.next;
     size_t cmdc = (size_t) (argc - p.next);
+    /* `run P --` asks for the login shell even when P names a command. */
+    bool dashdash = p.next > 0 && strcmp(argv[p.next - 1], "--") == 0;
     if (cmdc > LZ_MSG_MAX_ARGS)
         return lz_cli_usage_error("run", "too many arguments (at most %d)", LZ_MSG_MAX_ARGS);
     /* The session protocol's bounds (protocol/messages.h), said here with
@@ -312,6 +387,8 @@ int lz_cmd_run(int argc, char **argv, const lz_global_options *g)
                                       k + 1, len, LZ_MSG_MAX_STR);
         total += 4 + len;
     }
+    for (size_t k = 0; k < run_n_user_env; k++)
+        total += 4 + strlen(run_user_env[k]);
     if (total > LZ_WIRE_MAX - 2 * LZ_MSG_MAX_STR)
         return lz_cli_usage_error("run",
                                   "the command's arguments are %zu bytes together; at "
@@ -325,6 +402,11 @@ int lz_cmd_run(int argc, char **argv, const lz_global_options *g)
     if (!cfg)
         return LZ_EXIT_RUN_LAZARET_FAILED;
     lz_timing_mark("cli: configuration loaded");
+    /* The profile's default command (bounded by the schema like argv). */
+    if (cmdc == 0 && !dashdash && cfg->command) {
+        cmd = cfg->command;
+        cmdc = cfg->n_command;
+    }
     /* A terminal on both ends makes an interactive session. */
     bool interactive = isatty(STDIN_FILENO) && isatty(STDOUT_FILENO);
     int status = LZ_EXIT_RUN_LAZARET_FAILED;

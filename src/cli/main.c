@@ -16,6 +16,8 @@
 #include "lazaret-version.h"
 
 static const lz_command commands[] = {
+    { "init", "add a starter profile for a coding agent: init claude|codex|gemini|opencode",
+      lz_usage_init, lz_cmd_init, LZ_EXIT_FAILURE },
     { "run", "launch or join the profile's sandbox for this workspace", lz_usage_run, lz_cmd_run,
       LZ_EXIT_RUN_LAZARET_FAILED },
     { "status", "show running Domains, generations and sessions", lz_usage_status, lz_cmd_status,

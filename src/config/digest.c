@@ -233,6 +233,21 @@ int lz_configuration_fingerprint_v2(const lz_resolved_config *cfg, uint8_t out[3
         lz_frame_bytes(&items[i], cfg->resolvers[i], 4);
     lz_frame_ordered_list(&f, items, cfg->n_resolvers);
     free(items);
+    /* Issue 26: plain environment values, framed only when there are any,
+     * so every earlier v2 file keeps its fingerprint (a tagged frame: no
+     * configuration without the key frames these bytes). */
+    if (cfg->n_environment) {
+        static const char tag[] = "environment";
+        lz_frame_bytes(&f, tag, sizeof(tag) - 1);
+        items = lz_xcalloc(cfg->n_environment, sizeof(lz_frame));
+        for (size_t i = 0; i < cfg->n_environment; i++) {
+            const lz_setenv_decl *e = &cfg->environment[i];
+            lz_frame_bytes(&items[i], e->name, strlen(e->name));
+            lz_frame_bytes(&items[i], e->value, strlen(e->value));
+        }
+        lz_frame_sorted_list(&f, items, cfg->n_environment);
+        free(items);
+    }
     int ret = sha256(&f, out, "configuration fingerprint", err);
     lz_frame_free(&f);
     return ret;

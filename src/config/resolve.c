@@ -117,6 +117,14 @@ void lz_resolved_config_free(lz_resolved_config *cfg)
         lz_secret_free(cfg->env[i].value); /* a secret: wiped before it is freed */
     }
     free(cfg->env);
+    for (size_t i = 0; i < cfg->n_environment; i++) {
+        free(cfg->environment[i].name);
+        free(cfg->environment[i].value);
+    }
+    free(cfg->environment);
+    for (size_t i = 0; i < cfg->n_command; i++)
+        free(cfg->command[i]);
+    free(cfg->command);
     for (size_t i = 0; i < cfg->n_volumes; i++) {
         lz_plan_clear(&cfg->volumes[i].source);
         free(cfg->volumes[i].container);
@@ -170,6 +178,11 @@ void lz_resolved_config_scrub_environ(const lz_resolved_config *cfg)
 static int cmp_str(const void *a, const void *b)
 {
     return strcmp(*(char *const *) a, *(char *const *) b);
+}
+
+static int cmp_setenv(const void *a, const void *b)
+{
+    return strcmp(((const lz_setenv_decl *) a)->name, ((const lz_setenv_decl *) b)->name);
 }
 
 static int cmp_env(const void *a, const void *b)
@@ -827,6 +840,20 @@ int lz_config_load(const lz_load_request *req, lz_resolved_config **ret, lz_erro
             if (fd < 0)
                 goto out;
         }
+    }
+
+    /* Plain values and the default command: copied as written. */
+    cfg->environment =
+        lz_xcalloc(pr->n_environment ? pr->n_environment : 1, sizeof(lz_setenv_decl));
+    for (size_t i = 0; i < pr->n_environment; i++)
+        cfg->environment[cfg->n_environment++] =
+            (lz_setenv_decl){ lz_xstrdup(pr->environment[i].name),
+                              lz_xstrdup(pr->environment[i].value), pr->environment[i].pos };
+    qsort(cfg->environment, cfg->n_environment, sizeof(*cfg->environment), cmp_setenv);
+    if (pr->n_command) {
+        cfg->command = lz_xcalloc(pr->n_command + 1, sizeof(char *));
+        for (size_t i = 0; i < pr->n_command; i++)
+            cfg->command[cfg->n_command++] = lz_xstrdup(pr->command[i]);
     }
 
     /* 6. Environment references, last. Values are never printed. */

@@ -68,6 +68,13 @@ typedef struct lz_resolved_config {
     size_t n_persistent_dirs;
     lz_resolved_env *env; /* sorted by sandbox name */
     size_t n_env;
+    /* `environment`: plain values, sorted by name; never a name of env. */
+    lz_setenv_decl *environment;
+    size_t n_environment;
+    /* `command`: run's default command (NULL-terminated), NULL when none.
+     * Not in the fingerprint: it is what a CLI asks, not what the Domain is. */
+    char **command;
+    size_t n_command;
     lz_resolved_volume *volumes; /* sorted by container path */
     size_t n_volumes;
     lz_ipv4_prefix_list allow, deny; /* effective, normalized, sorted */

@@ -146,6 +146,76 @@ static int decode_env(lz_schema_ctx *c, const lz_toml_node *n, const char *keypa
     return 0;
 }
 
+/* `environment = { NAME = "value" }`: values written in the file, so never
+ * secrets (those are `env` references); a name may not be in both. */
+static int decode_environment(lz_schema_ctx *c, const lz_toml_node *n, const char *keypath,
+                              lz_profile_decl *pr)
+{
+    if (lz_schema_expect_type(c, n, LZ_TOML_TABLE, keypath, "a table of NAME = \"value\"") < 0)
+        return -1;
+    size_t count = n->u.table.count;
+    pr->environment = lz_xcalloc(count, sizeof(lz_setenv_decl));
+    for (size_t i = 0; i < count; i++) {
+        const lz_toml_entry *e = &n->u.table.entries[i];
+        _cleanup_free_ char *kp = lz_schema_child_path(keypath, e->key);
+        lz_source_pos kpos = { e->line, e->column };
+        if (!lz_env_name_valid(e->key))
+            return lz_schema_fail(c, &kpos, kp, "environment names match [A-Za-z_][A-Za-z0-9_]*",
+                                  "'%s' is not a valid environment variable name", e->key);
+        if (strncmp(e->key, "LAZARET_", 8) == 0)
+            return lz_schema_fail(c, &kpos, kp, "choose a name that does not start with LAZARET_",
+                                  "names starting with LAZARET_ are Lazaret's own in the sandbox");
+        for (size_t j = 0; j < pr->n_env; j++)
+            if (strcmp(pr->env[j].sandbox_name, e->key) == 0)
+                return lz_schema_fail(c, &kpos, kp,
+                                      "keep the name in one of the two tables: `env` for secrets "
+                                      "(references), `environment` for plain values",
+                                      "'%s' is also set by env", e->key);
+        if (lz_schema_expect_type(c, e->value, LZ_TOML_STRING, kp, "a string") < 0)
+            return -1;
+        const lz_toml_node *v = e->value;
+        lz_source_pos vpos = lz_schema_pos(v);
+        if (v->u.string.len > LZ_CONFIG_VALUE_MAX) /* NUL: the TOML shim refuses it */
+            return lz_schema_fail(c, &vpos, kp, "shorten the value",
+                                  "the value is longer than %d bytes", LZ_CONFIG_VALUE_MAX);
+        lz_setenv_decl *d = &pr->environment[pr->n_environment++];
+        d->name = lz_xstrdup(e->key);
+        d->value = lz_xstrdup(v->u.string.bytes);
+        d->pos = vpos;
+    }
+    return 0;
+}
+
+/* `command = ["claude", "--continue"]`: what `run PROFILE` runs without
+ * `-- COMMAND`. A list of words, never a shell line. */
+static int decode_command(lz_schema_ctx *c, const lz_toml_node *n, const char *keypath,
+                          lz_profile_decl *pr)
+{
+    if (lz_schema_expect_type(c, n, LZ_TOML_ARRAY, keypath, "an array of strings") < 0)
+        return -1;
+    size_t count = n->u.array.count;
+    lz_source_pos pos = lz_schema_pos(n);
+    if (count == 0 || count > LZ_CONFIG_COMMAND_MAX)
+        return lz_schema_fail(c, &pos, keypath,
+                              "name the program and its arguments, e.g. command = [\"claude\"], "
+                              "or remove the key for the image's login shell",
+                              "expected 1 to %d words, found %zu", LZ_CONFIG_COMMAND_MAX, count);
+    pr->command = lz_xcalloc(count + 1, sizeof(char *));
+    for (size_t i = 0; i < count; i++) {
+        _cleanup_free_ char *kp = lz_xasprintf("%s[%zu]", keypath, i);
+        const lz_toml_node *w = n->u.array.items[i];
+        if (lz_schema_expect_type(c, w, LZ_TOML_STRING, kp, "a string") < 0)
+            return -1;
+        lz_source_pos wpos = lz_schema_pos(w);
+        if (w->u.string.len > LZ_CONFIG_VALUE_MAX || (i == 0 && w->u.string.len == 0))
+            return lz_schema_fail(c, &wpos, kp,
+                                  "a word is at most 4096 bytes; the first names the program",
+                                  "not a usable command word");
+        pr->command[pr->n_command++] = lz_xstrdup(w->u.string.bytes);
+    }
+    return 0;
+}
+
 static const char *const volume_fields[] = {
     "host", "container", "kind", "access", "create", NULL
 };
@@ -388,8 +458,20 @@ static const char *const profile_fields[] = {
     "volumes",      "escalation",         NULL,
 };
 static const char *const profile_fields_v2[] = {
-    "image",   "isolate_gitignored", "persistent_dirs", "allow_egress", "deny_egress", "env",
-    "volumes", "escalation",         "allow_hosts",     "deny_hosts",   "dns",         NULL,
+    "image",
+    "isolate_gitignored",
+    "persistent_dirs",
+    "allow_egress",
+    "deny_egress",
+    "env",
+    "environment",
+    "command",
+    "volumes",
+    "escalation",
+    "allow_hosts",
+    "deny_hosts",
+    "dns",
+    NULL,
 };
 
 /* An image reference: nonempty, printable ASCII without spaces. The
@@ -421,8 +503,8 @@ static int decode_profile(lz_schema_ctx *c, const char *name, const lz_source_po
     if ((c->schema_version == 2
              ? lz_schema_check_fields(c, n, keypath, profile_fields_v2,
                                       "image, isolate_gitignored, persistent_dirs, allow_egress, "
-                                      "deny_egress, allow_hosts, deny_hosts, dns, env, volumes, "
-                                      "escalation")
+                                      "deny_egress, allow_hosts, deny_hosts, dns, env, "
+                                      "environment, command, volumes, escalation")
              : lz_schema_check_fields(c, n, keypath, profile_fields,
                                       "image, isolate_gitignored, persistent_dirs, allow_egress, "
                                       "deny_egress, env, volumes, escalation")) < 0)
@@ -482,6 +564,14 @@ static int decode_profile(lz_schema_ctx *c, const char *name, const lz_source_po
     free(kp);
     kp = lz_schema_child_path(keypath, "env");
     if ((v = lz_toml_get(n, "env")) && decode_env(c, v, kp, pr) < 0)
+        return -1;
+    free(kp);
+    kp = lz_schema_child_path(keypath, "environment");
+    if ((v = lz_toml_get(n, "environment")) && decode_environment(c, v, kp, pr) < 0)
+        return -1;
+    free(kp);
+    kp = lz_schema_child_path(keypath, "command");
+    if ((v = lz_toml_get(n, "command")) && decode_command(c, v, kp, pr) < 0)
         return -1;
     free(kp);
     kp = lz_schema_child_path(keypath, "volumes");
@@ -741,6 +831,12 @@ void lz_config_doc_free(lz_config_doc *doc)
             free(p->env[k].host_name);
         }
         free(p->env);
+        for (size_t k = 0; k < p->n_environment; k++) {
+            free(p->environment[k].name);
+            free(p->environment[k].value);
+        }
+        free(p->environment);
+        free_strv(p->command, p->n_command);
         for (size_t k = 0; k < p->n_volumes; k++) {
             free(p->volumes[k].host);
             free(p->volumes[k].container);

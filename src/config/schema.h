@@ -33,6 +33,18 @@ typedef struct lz_source_pos {
     unsigned line, column;
 } lz_source_pos;
 
+/* A non-secret environment value of the profile (`environment`, v2):
+ * written in the file, shown by config check, part of the fingerprint. */
+typedef struct lz_setenv_decl {
+    char *name;
+    char *value;
+    lz_source_pos pos;
+} lz_setenv_decl;
+
+/* Longest `environment` value and `command` word, in bytes. */
+#define LZ_CONFIG_VALUE_MAX 4096
+#define LZ_CONFIG_COMMAND_MAX 64 /* words */
+
 typedef struct lz_env_decl {
     char *sandbox_name; /* map key */
     char *host_name;    /* the NAME of "env:NAME" */
@@ -105,6 +117,10 @@ typedef struct lz_profile_decl {
     lz_source_pos dns_pos;
     lz_env_decl *env;
     size_t n_env;
+    lz_setenv_decl *environment; /* v2 */
+    size_t n_environment;
+    char **command; /* v2: the default command of `run`, NULL when none */
+    size_t n_command;
     lz_volume_decl *volumes;
     size_t n_volumes;
     bool escalation_enabled;

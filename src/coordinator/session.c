@@ -198,7 +198,7 @@ void session_exec(coord *c, session *s)
     }
     char *cwd =
         s->run.cwd[0] ? lz_xasprintf("/workspace/%s", s->run.cwd) : lz_xstrdup("/workspace");
-    size_t cap = 3 + s->run.envc;
+    size_t cap = 3 + s->run.envc + s->run.user_envc;
     char **env = lz_xcalloc(cap, sizeof(char *));
     size_t n = 0;
     if (s->run.term[0])
@@ -207,6 +207,10 @@ void session_exec(coord *c, session *s)
         env[n++] = lz_xstrdup("TERM=xterm");
     for (size_t i = 0; i < s->run.envc; i++)
         env[n++] = lz_xstrdup(s->run.env[i]);
+    /* run -e, after the locale (it wins) and before the capability, which
+     * no -e name can set (lz_msg_user_env_ok). */
+    for (size_t i = 0; i < s->run.user_envc; i++)
+        env[n++] = lz_xstrdup(s->run.user_env[i]);
     /* This runsc exec's SessionRequestCapability: what binds an escalation
      * request to this session (SR-9). */
     char *cap_env = escalation_session_env(c, s);
@@ -256,8 +260,10 @@ void session_exec(coord *c, session *s)
 out:
     if (slave >= 0)
         close(slave);
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
+        explicit_bzero(env[i], strlen(env[i])); /* run -e values may be secrets */
         free(env[i]);
+    }
     free(env);
     free(cwd);
 }

@@ -152,6 +152,10 @@ json_t *lz_spec_container(const lz_sandbox_spec *s)
      * composed from descriptors; "rbind" carries them into runsc's gofer
      * (supervisor/workspace.c sup_compose_workspace). */
     add_mount(mounts, "/workspace", "bind", s->workspace, rw_bind);
+    /* Last: it lies inside the root or a persistent /usr, and must cover
+     * whatever the sandbox left at that path there. */
+    if (s->escalate_on_path)
+        add_mount(mounts, LZ_GUEST_ESCALATE_ON_PATH, "bind", s->escalate_on_path, ro_bind);
 
     char *const init_args[] = { (char *) LZ_GUEST_EXEC, (char *) "--init" };
     json_t *process = lz_spec_process(NULL, 0, "/", s->env, false, NULL);

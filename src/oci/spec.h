@@ -14,6 +14,8 @@
  *   <volume>        one bind per volume, read-only or read-write
  *   /run/lazaret    tmpfs; bin/ and lib/ are read-only binds of the guest
  *                   launcher and the statx shim
+ *   /usr/local/bin/lazaret-escalate  read-only bind of the escalation client
+ *                   (LZ_GUEST_ESCALATE_ON_PATH), last, over everything
  *   /proc /dev /sys the runtime's own
  */
 #ifndef LAZARET_OCI_SPEC_H
@@ -30,6 +32,11 @@
 #define LZ_GUEST_LIB_DIR "/run/lazaret/lib"
 #define LZ_GUEST_EXEC "/run/lazaret/bin/lazaret-exec"
 #define LZ_GUEST_STATX_FIX "/run/lazaret/lib/lazaret-statx-fix.so"
+/* The escalation client again, on the PATH every login shell sets: Debian's,
+ * Ubuntu's and Alpine's /etc/profile reset PATH (dropping /run/lazaret/bin)
+ * and all keep /usr/local/bin, for root and other users. A read-only bind of
+ * a file the sandbox cannot replace or unmount (no CAP_SYS_ADMIN inside). */
+#define LZ_GUEST_ESCALATE_ON_PATH "/usr/local/bin/lazaret-escalate"
 
 /* RLIMIT_NPROC of every sandbox process (docs/limits.md): gVisor counts the
  * tasks of each sandbox uid and refuses fork/clone past it with EAGAIN for
@@ -72,13 +79,15 @@ typedef struct lz_sandbox_spec {
     const char *workspace;       /* host path of the composed workspace tree (one bind) */
     const lz_spec_mount *mounts; /* persistent overlays and volumes, in mount order */
     size_t n_mounts;
-    const char *guest_bin_dir;   /* host directory holding lazaret-exec */
-    const char *guest_lib_dir;   /* host directory holding lazaret-statx-fix.so */
-    const char *mailbox_inbox;   /* Escalation Mailbox: read-write */
-    const char *mailbox_outbox;  /* read-only */
-    const char *credentials_dir; /* the escalation client's credentials, read-only */
-    char *const *env;            /* environment of the init process */
-    const char *netns_path;      /* the sandbox's network namespace (Network Sidecar) */
+    const char *guest_bin_dir;    /* host directory holding lazaret-exec */
+    const char *guest_lib_dir;    /* host directory holding lazaret-statx-fix.so */
+    const char *escalate_on_path; /* host path of lazaret-escalate to bind at
+                                     LZ_GUEST_ESCALATE_ON_PATH, or NULL */
+    const char *mailbox_inbox;    /* Escalation Mailbox: read-write */
+    const char *mailbox_outbox;   /* read-only */
+    const char *credentials_dir;  /* the escalation client's credentials, read-only */
+    char *const *env;             /* environment of the init process */
+    const char *netns_path;       /* the sandbox's network namespace (Network Sidecar) */
 } lz_sandbox_spec;
 
 /* The container's config.json. Returns a new reference. */

@@ -87,6 +87,7 @@ void lz_msg_run_encode(lz_wbuf *b, const lz_msg_run *m)
         lz_wbuf_u32(b, m->publish[i].host_port);
         lz_wbuf_u32(b, m->publish[i].port);
     }
+    put_strv(b, m->user_env, m->user_envc);
 }
 
 /* A decimal port 1..65535: digits only, no leading zero. */
@@ -184,6 +185,19 @@ void lz_msg_publish_host(const lz_msg_publish *p, char *buf, size_t len)
              (p->addr >> 8) & 0xff, p->addr & 0xff, p->host_port);
 }
 
+bool lz_msg_user_env_ok(const char *entry)
+{
+    const char *eq = strchr(entry, '=');
+    if (!eq || eq == entry || strncmp(entry, "LAZARET_", 8) == 0)
+        return false;
+    for (const char *p = entry; p < eq; p++) {
+        bool alpha = (*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') || *p == '_';
+        if (!alpha && !(p > entry && *p >= '0' && *p <= '9'))
+            return false;
+    }
+    return true;
+}
+
 bool lz_msg_locale_var_ok(const char *entry)
 {
     const char *eq = strchr(entry, '=');
@@ -232,7 +246,12 @@ bool lz_msg_run_decode(lz_rbuf *r, lz_msg_run *m)
             pub_ok = m->publish[j].addr != addr || m->publish[j].host_port != hp;
     }
     m->n_publish = pub_ok ? np : 0;
-    if (!lz_rbuf_done(r) || !pub_ok || flags > 1 || m->rows > 65535 || m->cols > 65535 || !env_ok) {
+    if (m->env)
+        m->user_env = get_strv(r, &m->user_envc);
+    for (size_t i = 0; m->user_env && i < m->user_envc; i++)
+        env_ok = env_ok && lz_msg_user_env_ok(m->user_env[i]);
+    if (!m->user_env || !lz_rbuf_done(r) || !pub_ok || flags > 1 || m->rows > 65535 ||
+        m->cols > 65535 || !env_ok) {
         lz_msg_run_clear(m);
         return false;
     }
@@ -245,6 +264,9 @@ void lz_msg_run_clear(lz_msg_run *m)
     free(m->cwd);
     free_strv(m->argv);
     free_strv(m->env);
+    for (size_t i = 0; m->user_env && i < m->user_envc; i++)
+        explicit_bzero(m->user_env[i], strlen(m->user_env[i])); /* may be secrets */
+    free_strv(m->user_env);
     memset(m, 0, sizeof(*m));
 }
 
@@ -307,6 +329,8 @@ void lz_msg_exec_clear(lz_msg_exec *m)
 {
     free(m->cwd);
     free_strv(m->argv);
+    for (size_t i = 0; m->env && i < m->envc; i++)
+        explicit_bzero(m->env[i], strlen(m->env[i])); /* run -e values may be secrets */
     free_strv(m->env);
     memset(m, 0, sizeof(*m));
 }

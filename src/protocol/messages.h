@@ -70,7 +70,7 @@
 
 /* 2: RUN carries the --publish ports (issue 12). A CLI of another version
  * is refused at ENROLL with "use the same Lazaret version". */
-#define LZ_SESSION_PROTOCOL_VERSION 2
+#define LZ_SESSION_PROTOCOL_VERSION 3 /* 3: RUN carries run -e values */
 
 /* Bounds for untrusted fields. */
 #define LZ_MSG_MAX_ARGS 1024
@@ -159,7 +159,14 @@ typedef struct lz_msg_run {
     size_t envc;
     lz_msg_publish publish[LZ_MSG_MAX_PUBLISH]; /* --publish, no host port twice */
     size_t n_publish;
+    char **user_env; /* run -e: "NAME=value", lz_msg_user_env_ok; may be secrets */
+    size_t user_envc;
 } lz_msg_run;
+
+/* Is `entry` a `run -e` value a client may set: "NAME=value" with NAME
+ * matching [A-Za-z_][A-Za-z0-9_]* and not starting with LAZARET_ (the
+ * escalation capability's namespace)? */
+bool lz_msg_user_env_ok(const char *entry);
 
 /* Largest payload of INPUT/OUTPUT. */
 #define LZ_MSG_MAX_DATA (LZ_WIRE_MAX - 16)

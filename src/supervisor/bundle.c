@@ -29,6 +29,7 @@
  * strings below are staging points in the generation directory. */
 typedef struct staged_layout {
     char *rootfs, *workspace, *guest_bin, *guest_lib;
+    char *escalate_on_path;             /* NULL: not bound (escalate_on_path_free) */
     char *inbox, *outbox, *credentials; /* the Escalation Mailbox */
     lz_spec_mount *mounts;              /* persistent overlays and volumes */
     size_t n_mounts;
@@ -210,6 +211,23 @@ static int mount_inbox(sup *s, lz_error **err)
     return 0;
 }
 
+/* lazaret-escalate is bound at LZ_GUEST_ESCALATE_ON_PATH unless a volume
+ * is that path or one of its directories: runsc would create the mount
+ * point in the volume, a host directory of the developer's (a persistent
+ * directory is Lazaret's own state, where the empty mount point is
+ * harmless). /run/lazaret/bin stays on every session's PATH. */
+static bool escalate_on_path_free(const lz_resolved_config *cfg)
+{
+    for (size_t i = 0; i < cfg->n_volumes; i++) {
+        const char *c = cfg->volumes[i].container;
+        size_t n = strlen(c);
+        if (strncmp(LZ_GUEST_ESCALATE_ON_PATH, c, n) == 0 &&
+            (LZ_GUEST_ESCALATE_ON_PATH[n] == '/' || LZ_GUEST_ESCALATE_ON_PATH[n] == '\0'))
+            return false;
+    }
+    return true;
+}
+
 static int stage_layout(sup *s, lz_stage *st, staged_layout *l, lz_error **err)
 {
     const lz_resolved_config *cfg = s->sc->cfg;
@@ -238,6 +256,12 @@ static int stage_layout(sup *s, lz_stage *st, staged_layout *l, lz_error **err)
     fd = lz_open_confined(guest, "bin", O_PATH | O_DIRECTORY, 0, "guest/bin", err);
     if (!(l->guest_bin = stage(st, l, fd, true, "the guest launcher", err)))
         return -1;
+    if (escalate_on_path_free(cfg)) {
+        fd = lz_open_confined(guest, "bin/lazaret-escalate", O_PATH, 0,
+                              "guest/bin/lazaret-escalate", err);
+        if (!(l->escalate_on_path = stage(st, l, fd, true, "the escalation client", err)))
+            return -1;
+    }
     if (s->sc->guest_lib_dir) {
         fd = lz_open_confined(guest, "lib", O_PATH | O_DIRECTORY, 0, "guest/lib", err);
         if (!(l->guest_lib = stage(st, l, fd, true, "the statx shim", err)))
@@ -300,6 +324,7 @@ int sup_write_config(sup *s, lz_error **err)
         .n_mounts = l.n_mounts,
         .guest_bin_dir = l.guest_bin,
         .guest_lib_dir = l.guest_lib,
+        .escalate_on_path = l.escalate_on_path,
         .mailbox_inbox = l.inbox,
         .mailbox_outbox = l.outbox,
         .credentials_dir = l.credentials,

@@ -22,15 +22,20 @@
 #include "common/text.h"
 #include "common/timing.h"
 
-/* The environment of sandbox processes: the image's, then HOME, then the
- * profile's resolved env values (which win), then per-session extras. */
+/* The environment of sandbox processes, later entries winning: the
+ * image's, HOME and PATH defaults, the profile's plain `environment`
+ * values, its resolved `env` references, then the session's extras (TERM,
+ * the client's locale, `run -e` values, the escalation capability: the
+ * coordinator refuses -e names starting with LAZARET_). An earlier entry of
+ * a name set again later is dropped, so each name appears once whatever
+ * the reader (glibc's getenv takes the first). */
 static char **session_env(sup *s, char *const *extra, size_t n_extra)
 {
     const lz_resolved_config *cfg = s->sc->cfg;
     size_t n_img = 0;
     while (s->sc->image->env && s->sc->image->env[n_img])
         n_img++;
-    size_t cap = n_img + cfg->n_env + n_extra + 4;
+    size_t cap = n_img + cfg->n_environment + cfg->n_env + n_extra + 4;
     char **env = lz_xcalloc(cap, sizeof(char *));
     size_t n = 0;
     bool have_path = false, have_home = false;
@@ -43,10 +48,27 @@ static char **session_env(sup *s, char *const *extra, size_t n_extra)
         env[n++] = lz_xstrdup("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
     if (!have_home)
         env[n++] = lz_xstrdup("HOME=/root");
-    for (size_t i = 0; i < n_extra; i++)
-        env[n++] = lz_xstrdup(extra[i]);
+    for (size_t i = 0; i < cfg->n_environment; i++)
+        env[n++] = lz_xasprintf("%s=%s", cfg->environment[i].name, cfg->environment[i].value);
     for (size_t i = 0; i < cfg->n_env; i++)
         env[n++] = lz_xasprintf("%s=%s", cfg->env[i].sandbox_name, cfg->env[i].value);
+    for (size_t i = 0; i < n_extra; i++)
+        env[n++] = lz_xstrdup(extra[i]);
+    /* Keep the last entry of each name. */
+    size_t kept = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t name_len = strcspn(env[i], "=");
+        bool later = false;
+        for (size_t j = i + 1; j < n && !later; j++)
+            later = strncmp(env[j], env[i], name_len + 1) == 0;
+        if (later) {
+            explicit_bzero(env[i], strlen(env[i])); /* may hold a secret */
+            free(env[i]);
+        } else {
+            env[kept++] = env[i];
+        }
+    }
+    n = kept;
     /* lazaret-escalate on every command's PATH, after the image's own
      * directories (whatever PATH ended up, the profile's included). */
     for (size_t i = 0; i < n; i++)

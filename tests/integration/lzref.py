@@ -593,6 +593,10 @@ def resolve(text, profile, workspace, *, home, xdg_runtime_dir, xdg_data_home=No
         "isolate_gitignored": p["isolate"],
         "persistent_dirs": sorted(pers),
         "environment": [{"name": s, "from": h} for s, h in sorted(p["env"])],
+        # Issue 26's plain values and default command: this model reads
+        # neither key (the C unit tests cover them): none and null.
+        "environment_values": [],
+        "command": None,
         "volumes": sorted(resolved_vols, key=lambda v: v["destination"].encode()),
         "network": {"allow": [format_prefix(x) for x in allow],
                     "deny": [format_prefix(x) for x in deny]},

@@ -40,7 +40,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 HELLO, RUN, ENROLL, ENROLLED = 1, 2, 3, 14
 PROGRESS, REFUSED, STARTED, EXIT = 10, 11, 12, 13
 INPUT, RESIZE, CLOSE, OUTPUT = 20, 21, 22, 23
-PROTOCOL_VERSION = 2  # src/protocol/messages.h LZ_SESSION_PROTOCOL_VERSION
+PROTOCOL_VERSION = 3  # src/protocol/messages.h LZ_SESSION_PROTOCOL_VERSION
 ENROLL_KEY_LEN = 32
 # protocol/wire.h, trust/channel.h
 WIRE_MAX = 65536

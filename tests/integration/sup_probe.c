@@ -305,6 +305,9 @@ int main(int argc, char **argv)
     _cleanup_free_ char *bin = lz_xasprintf("%s/guest/bin", gendir);
     _cleanup_free_ char *guest = lz_xasprintf("%s/guest", gendir);
     _cleanup_free_ char *exec_copy = lz_xasprintf("%s/lazaret-exec", bin);
+    /* The supervisor binds guest/bin/lazaret-escalate on the login PATH;
+     * the probe never escalates, so any file stands in for the client. */
+    _cleanup_free_ char *client_copy = lz_xasprintf("%s/lazaret-escalate", bin);
     _cleanup_free_ char *log_path = lz_xasprintf("%s/runsc.log", gendir);
     /* The escalation mailbox and credentials directories (escalation.c
      * makes them for a real generation; the probe never escalates). */
@@ -314,7 +317,8 @@ int main(int argc, char **argv)
     _cleanup_free_ char *creds = lz_xasprintf("%s/credentials", gendir);
     if (mkdir(gendir, 0700) < 0 || mkdir(guest, 0755) < 0 || mkdir(bin, 0755) < 0 ||
         mkdir(mailbox, 0755) < 0 || mkdir(spool, 0700) < 0 || mkdir(outbox, 0755) < 0 ||
-        mkdir(creds, 0755) < 0 || copy_file(argv[5], exec_copy, 0555) < 0)
+        mkdir(creds, 0755) < 0 || copy_file(argv[5], exec_copy, 0555) < 0 ||
+        copy_file(argv[5], client_copy, 0555) < 0)
         return fail("cannot make the generation directory", NULL);
     char container[64];
     snprintf(container, sizeof(container), "lzprobe-%d", (int) getpid());

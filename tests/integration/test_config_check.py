@@ -40,7 +40,7 @@ HEX64 = re.compile(r"[0-9a-f]{64}")
 PROTECTED = ("/dev", "/proc", "/run/lazaret", "/sys", "/workspace")
 JSON_KEYS = {"profile", "workspace", "domain_id", "configuration_fingerprint", "storage_root",
              "runtime_root", "profile_dir", "config_file", "image", "isolate_gitignored",
-             "persistent_dirs", "environment", "volumes", "network", "escalation"}
+             "persistent_dirs", "environment", "environment_values", "command", "volumes", "network", "escalation"}
 # Keys the binary may add; when present they are checked too (spec 3.2: the
 # Domain roots are <root>/domains/<lowercase hex Domain ID>).
 OPTIONAL_KEYS = {"domain_root", "domain_runtime_dir"}

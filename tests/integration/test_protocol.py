@@ -76,9 +76,9 @@ def hello(ctx, domain_id=None) -> bytes:
 
 
 def run_msg(argv, interactive=False, cwd="", rows=24, cols=80, term="") -> bytes:
-    # The last u32: no --publish ports (docs/network.md "Publishing a port").
+    # No --publish ports (docs/network.md "Publishing a port"), no -e values.
     return (message(RUN, 1 if interactive else 0, rows, cols, term, cwd) + strv(argv)
-            + strv(["LANG=C.UTF-8"]) + u32(0))
+            + strv(["LANG=C.UTF-8"]) + u32(0) + strv([]))
 
 
 # ---- connections as the Domain's user -----------------------------------------

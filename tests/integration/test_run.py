@@ -496,6 +496,53 @@ def test_env_reference_reaches_the_sandbox_and_no_file(rig):
     assert not after, f"the value is in files after the Domain ended: {after}"
 
 
+def test_environment_values_run_e_and_the_default_command(rig, test_images):
+    """Issue 26: plain `environment` values, `run -e NAME=VALUE` / `-e NAME`
+    (winning over the profile's), the profile's default `command` (a run
+    without `-- COMMAND`), `--` alone for the login shell, and
+    lazaret-escalate found by a login shell (Codex runs `bash -lc`), in a
+    file the sandbox cannot replace. The control: the login shell's PATH
+    has lost /run/lazaret/bin, so only the bind on /usr/local/bin finds it."""
+    token = "lztoken-" + secrets.token_hex(8)
+    rig.lz.write(rig.lz.config_path, f'''schema = "lazaret-trusted-host-config-v2"
+
+[profiles.deb]
+image = "{test_images.debian}"
+environment = {{ GREETING = "hello world", SHARED = "from-profile" }}
+env = {{ TOKEN = "env:LZ_TEST_TOKEN" }}
+command = ["bash", "-lc", "echo \\"default:$GREETING:$SHARED:$TOKEN:$EXTRA\\"; echo \\"path:$PATH\\"; command -v lazaret-escalate"]
+''')
+    env = {"LZ_TEST_TOKEN": token, "EXTRA": "x y"}
+    ws = ["--workspace", str(rig.ws)]
+    p = rig.lz.run(["run", "deb", *ws, "-e", "SHARED=from-run", "-e", "EXTRA"], env=env,
+                   timeout=RUN_TIMEOUT)
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    assert lines[0] == f"default:hello world:from-run:{token}:x y", p.stdout
+    assert "/run/lazaret/bin" not in lines[1], f"control: the login shell kept the PATH: {lines[1]}"
+    assert lines[2] == "/usr/local/bin/lazaret-escalate", p.stdout
+    # An explicit command replaces the default; the profile's value stands
+    # without -e; -e NAME of an unset variable is a usage error.
+    p = ok(rig.lz.run(["run", "deb", *ws, "--", "sh", "-c", "echo $SHARED"], env=env))
+    assert p.stdout == "from-profile\n"
+    p = rig.lz.run(["run", "deb", *ws, "-e", "LZ_NOT_SET_ANYWHERE", "--", "true"], env=env)
+    assert p.returncode == 2 and "LZ_NOT_SET_ANYWHERE is not set" in p.stderr, p.stderr
+    p = rig.lz.run(["run", "deb", *ws, "-e", "LAZARET_ESCALATE_CAPABILITY=x", "--", "true"],
+                   env=env)
+    assert p.returncode == 2 and "LAZARET_" in p.stderr, p.stderr
+    # `--` alone: the login shell, reading its commands from stdin.
+    p = ok(rig.lz.run(["run", "deb", *ws, "--"], env=env, input=b"echo login-shell:$GREETING\n"))
+    assert "login-shell:hello world" in p.stdout, p.stdout
+    # The bound client cannot be replaced or removed, even by root inside.
+    p = rig.lz.run(["run", "deb", *ws, "--", "sh", "-c",
+                    "cp /bin/true /usr/local/bin/lazaret-escalate; echo cp=$?; "
+                    "rm -f /usr/local/bin/lazaret-escalate; echo rm=$?; "
+                    "cmp -s /usr/local/bin/lazaret-escalate /run/lazaret/bin/lazaret-escalate; "
+                    "echo same=$?"], env=env)
+    assert "cp=0" not in p.stdout and "rm=0" not in p.stdout and "same=0" in p.stdout, \
+        (p.stdout, p.stderr)
+
+
 # ---- configuration fingerprint -----------------------------------------------------------------
 
 def test_changed_configuration_is_refused_while_running(rig, test_images):

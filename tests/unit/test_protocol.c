@@ -876,12 +876,44 @@ static void test_publish_parse(void **state)
 static void put_run_publish(uint32_t n, const uint32_t (*entries)[3])
 {
     lz_msg_run r = { .term = (char *) "", .cwd = (char *) "" };
-    lz_msg_run_encode(&wb, &r); /* n_publish = 0: the count is the last u32 */
-    wb.len -= 4;
+    /* n_publish = 0 and no -e values: the two counts are the last u32s. */
+    lz_msg_run_encode(&wb, &r);
+    wb.len -= 8;
     lz_wbuf_u32(&wb, n);
     for (uint32_t i = 0; i < n; i++)
         for (int k = 0; k < 3; k++)
             lz_wbuf_u32(&wb, entries[i][k]);
+    lz_wbuf_u32(&wb, 0);
+}
+
+/* run -e values (issue 26): carried as given; a name outside
+ * [A-Za-z_][A-Za-z0-9_]*, without '=', or in LAZARET_'s namespace (the
+ * escalation capability) makes the RUN malformed. */
+static void test_run_user_env(void **state)
+{
+    (void) state;
+    char *good[] = { (char *) "A=1", (char *) "_x9=a=b; $(c)", (char *) "EMPTY=", NULL };
+    lz_msg_run r = { .term = (char *) "", .cwd = (char *) "", .user_env = good, .user_envc = 3 };
+    lz_msg_run_encode(&wb, &r);
+    assert_true(reread(&wb, wb.len));
+    lz_msg_run got;
+    assert_true(lz_msg_run_decode(&rd, &got));
+    assert_int_equal(got.user_envc, 3);
+    assert_string_equal(got.user_env[1], "_x9=a=b; $(c)");
+    assert_null(got.user_env[3]);
+    lz_msg_run_clear(&got);
+    static const char *const bad[] = {
+        "LAZARET_ESCALATE_CAPABILITY=x", "9A=1", "A-B=1", "=1", "NOEQUALS", "A B=1"
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char *one[] = { (char *) bad[i], NULL };
+        lz_msg_run b = { .term = (char *) "", .cwd = (char *) "", .user_env = one, .user_envc = 1 };
+        lz_msg_run_encode(&wb, &b);
+        assert_true(reread(&wb, wb.len));
+        if (lz_msg_run_decode(&rd, &got))
+            fail_msg("accepted -e '%s'", bad[i]);
+        assert_false(lz_msg_user_env_ok(bad[i]));
+    }
 }
 
 static void test_run_publish_round_trip(void **state)
@@ -955,6 +987,7 @@ int main(void)
         cmocka_unit_test(test_sup_started_round_trip),
         cmocka_unit_test(test_publish_parse),
         cmocka_unit_test(test_run_publish_round_trip),
+        cmocka_unit_test(test_run_user_env),
     };
     return cmocka_run_group_tests_name("test_protocol", tests, NULL, NULL);
 }

@@ -329,6 +329,23 @@ static void check_v1_has_no_v2(const lz_config_doc *doc)
     assert_int_equal(p->dns, LZ_DNS_DECL_UNSET);
 }
 
+/* Issue 26: plain environment values and the default command. */
+static void check_v2_environment_command(const lz_config_doc *doc)
+{
+    const lz_profile_decl *p = profile(doc, "claude");
+    assert_int_equal(p->n_environment, 2);
+    /* In the parser's order (toml++ sorts a table's keys). */
+    assert_string_equal(p->environment[0].name, "ANTHROPIC_BASE_URL");
+    assert_string_equal(p->environment[0].value, "http://api.example:8080; $(not a shell)");
+    assert_string_equal(p->environment[1].name, "IS_SANDBOX");
+    assert_string_equal(p->environment[1].value, "1");
+    assert_int_equal(p->n_command, 3);
+    assert_string_equal(p->command[0], "claude");
+    assert_string_equal(p->command[2], "");
+    assert_null(p->command[3]);
+    assert_int_equal(p->n_env, 1);
+}
+
 static void check_v2_minimal(const lz_config_doc *doc)
 {
     assert_int_equal(doc->schema_version, 2);
@@ -1139,6 +1156,33 @@ static const schema_case corpus[] = {
            "profiles.claude.allow_hosts[0]", 4),
     REFUSE("v2: underscore", P2("allow_hosts = [\"_x.example.com\"]\n"),
            "profiles.claude.allow_hosts[0]", 4),
+    /* -- environment values and the default command (issue 26) --------- */
+    ACCEPT("v2: environment and command",
+           P2("env = { TOKEN = \"env:TOKEN\" }\n"
+              "environment = { IS_SANDBOX = \"1\", ANTHROPIC_BASE_URL = \"http://api.example:8080; "
+              "$(not a shell)\" }\n"
+              "command = [\"claude\", \"--continue\", \"\"]\n"),
+           check_v2_environment_command),
+    REFUSE("v1: environment is unknown", P("environment = { A = \"1\" }\n"),
+           "profiles.claude.environment", 4),
+    REFUSE("v1: command is unknown", P("command = [\"claude\"]\n"), "profiles.claude.command", 4),
+    REFUSE("v2: environment name in env too",
+           P2("env = { TOKEN = \"env:TOKEN\" }\nenvironment = { TOKEN = \"plain\" }\n"),
+           "profiles.claude.environment.TOKEN", 5),
+    REFUSE("v2: environment value not a string", P2("environment = { A = 1 }\n"),
+           "profiles.claude.environment.A", 4),
+    REFUSE("v2: environment name invalid", P2("environment = { \"A-B\" = \"1\" }\n"),
+           "profiles.claude.environment.A-B", 4),
+    REFUSE("v2: environment name of Lazaret's",
+           P2("environment = { LAZARET_ESCALATE_CAPABILITY = \"x\" }\n"),
+           "profiles.claude.environment.LAZARET_ESCALATE_CAPABILITY", 4),
+    REFUSE("v2: command is a string", P2("command = \"claude --continue\"\n"),
+           "profiles.claude.command", 4),
+    REFUSE("v2: command empty", P2("command = []\n"), "profiles.claude.command", 4),
+    REFUSE("v2: command with an empty program", P2("command = [\"\", \"x\"]\n"),
+           "profiles.claude.command[0]", 4),
+    REFUSE("v2: command word not a string", P2("command = [\"claude\", 1]\n"),
+           "profiles.claude.command[1]", 4),
     REFUSE("v2: URL instead of a name", P2("allow_hosts = [\"https://api.example.com/\"]\n"),
            "profiles.claude.allow_hosts[0]", 4),
     REFUSE("v2: label of 64", P2("allow_hosts = [\"" LABEL64 ".example.com\"]\n"),

@@ -454,6 +454,7 @@ static void raw_run(lz_wbuf *b, uint32_t flags, uint32_t rows, uint32_t cols, ui
         lz_wbuf_str(b, "x");
     lz_wbuf_u32(b, 0); /* no locale variables */
     lz_wbuf_u32(b, 0); /* no --publish */
+    lz_wbuf_u32(b, 0); /* no run -e values */
 }
 
 static bool run_decodes(const lz_wbuf *b);
@@ -523,14 +524,15 @@ static void test_run_refuses_malformed(void **state)
     assert_false(run_decodes(&b));
     /* a count far beyond the message (no allocation of that size) */
     raw_run(&b, 0, 0, 0, 0);
-    b.len -= 12; /* argument count, locale count and publish count */
+    b.len -= 16; /* argument, locale, publish and -e counts */
     lz_wbuf_u32(&b, UINT32_MAX);
+    lz_wbuf_u32(&b, 0);
     lz_wbuf_u32(&b, 0);
     lz_wbuf_u32(&b, 0);
     assert_false(run_decodes(&b));
     /* an argument count larger than the arguments present */
     raw_run(&b, 0, 0, 0, 3);
-    b.len -= 9;
+    b.len -= 13;
     assert_false(run_decodes(&b));
     /* a TERM longer than 256 bytes */
     _cleanup_free_ char *term = repeat('t', 257);
@@ -541,9 +543,9 @@ static void test_run_refuses_malformed(void **state)
     lz_msg_run_encode(&b, &in);
     assert_true(run_decodes(&b));
     /* an argument with a NUL byte (its last byte precedes the 4-byte counts
-     * of locale variables and published ports) */
+     * of locale variables, published ports and -e values) */
     raw_run(&b, 0, 0, 0, 1);
-    b.data[b.len - 9] = '\0';
+    b.data[b.len - 13] = '\0';
     assert_false(run_decodes(&b));
     /* every truncation (missing fields), and a trailing byte */
     char *argv[] = { W("a"), W("bc"), NULL };
