@@ -262,11 +262,15 @@ def host_checks(rig, ws, esc, marks, net):
     control_traps_run_when_planted_on_the_host(lz, ws, marks, traps(lz)[1])
 
 
-def config(rig, test_images, name, env_names, esc, extra=None):
+def config(rig, test_images, name, environment, secrets, esc):
+    """A v2 profile NAME on the agent's image: API_NAME allowed, the test
+    resolver upstream, plain environment values and the API key as an env
+    reference (its value given to lazaret), the auto_approve rule."""
     profile = {"image": agent_image(test_images, name), "allow_hosts": [API_NAME],
-               "env": {k: f"env:{k}" for k in env_names},
-               "escalation": {"enabled": True, "auto_approve": [esc.rule()]},
-               **(extra or {})}
+               "env": {k: f"env:{k}" for k in secrets},
+               "escalation": {"enabled": True, "auto_approve": [esc.rule()]}}
+    if environment:
+        profile["environment"] = environment
     text = profiles_toml({name: profile}, network={"resolvers": [N.AGENT_DNS]})
     text = text.replace('"lazaret-trusted-host-config-v1"', '"lazaret-trusted-host-config-v2"')
     rig.lz.write(rig.lz.config_path, text)
@@ -274,9 +278,9 @@ def config(rig, test_images, name, env_names, esc, extra=None):
 
 # ---- Claude Code ----------------------------------------------------------------
 
+CLAUDE_SECRETS = {"ANTHROPIC_API_KEY": "sk-ant-lazaret-test-0000000000000000"}
 CLAUDE_ENV = {
     "ANTHROPIC_BASE_URL": f"http://{API_NAME}",
-    "ANTHROPIC_API_KEY": "sk-ant-lazaret-test-0000000000000000",
     "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
     "DISABLE_AUTOUPDATER": "1",
     "DISABLE_TELEMETRY": "1",
@@ -297,10 +301,10 @@ def test_claude_code(terms, agent_net, provider, test_images):
                                           "new_string": "return a + b"}}
     script = [{"tool": "Read", "input": {"file_path": "/workspace/calc.py"}}] + steps
     provider = provider({"anthropic": {"Fix": script, "TUI": TUI_SCRIPT(esc)}, "openai": []})
-    config(rig, test_images, "claude", CLAUDE_ENV, esc)
+    config(rig, test_images, "claude", CLAUDE_ENV, CLAUDE_SECRETS, esc)
     t = terms.shell("claude", ["claude", "-p", "Fix the failing test in this repository.",
                                "--dangerously-skip-permissions", "--model", "claude-lz-test"],
-                    env=CLAUDE_ENV)
+                    env=CLAUDE_SECRETS)
     answer_prompts(t)
     t.expect(DONE, timeout=AGENT_TIMEOUT, what="the agent's final answer")
     t.child.expect(pexpect.EOF, timeout=RUN_TIMEOUT)
@@ -331,7 +335,7 @@ def TUI_SCRIPT(esc):
 # workspace's trust dialog, the bypass-permissions warning.
 CLAUDE_STATE = {
     "hasCompletedOnboarding": True, "theme": "dark", "bypassPermissionsModeAccepted": True,
-    "customApiKeyResponses": {"approved": [CLAUDE_ENV["ANTHROPIC_API_KEY"][-20:]],
+    "customApiKeyResponses": {"approved": [CLAUDE_SECRETS["ANTHROPIC_API_KEY"][-20:]],
                               "rejected": []},
     "projects": {"/workspace": {"hasTrustDialogAccepted": True,
                                 "hasCompletedProjectOnboarding": True}},
@@ -367,7 +371,7 @@ def claude_tui(lz, ws, esc, provider):
             f"{json.dumps(CLAUDE_STATE)}\nLZEOF\n")
     pane = AgentPane(lz, ["run", "claude", "--workspace", ws, "--", "bash", "-c",
                           seed + "exec claude --dangerously-skip-permissions "
-                          "--model claude-lz-test"], CLAUDE_ENV)
+                          "--model claude-lz-test"], CLAUDE_SECRETS)
     try:
         _drive_tui(lz, ws, esc, provider, pane)
     finally:
@@ -411,7 +415,7 @@ def _drive_tui(lz, ws, esc, provider, pane):
 
 # ---- Codex CLI ------------------------------------------------------------------
 
-CODEX_ENV = {"LZ_FAKE_OPENAI_KEY": "sk-lazaret-test-0000000000000000"}
+CODEX_SECRETS = {"LZ_FAKE_OPENAI_KEY": "sk-lazaret-test-0000000000000000"}
 # A custom model provider (the fake), its own sandbox off (gVisor is the
 # sandbox), nothing asked (the script is the model), no update check.
 CODEX_CONFIG = f'''model = "gpt-lz-test"
@@ -440,12 +444,12 @@ def test_codex(terms, agent_net, provider, test_images):
     steps[1] = {"command": "sed -i 's/return a - b/return a + b/' calc.py && cat calc.py; "
                            "echo edit=$?"}
     provider = provider({"anthropic": [], "openai": steps})
-    config(rig, test_images, "codex", CODEX_ENV, esc)
+    config(rig, test_images, "codex", {}, CODEX_SECRETS, esc)
     # The configuration goes to the sandbox's ~/.codex, not the workspace.
     setup = f"mkdir -p ~/.codex && cat > ~/.codex/config.toml <<'LZEOF'\n{CODEX_CONFIG}LZEOF\n"
     t = terms.shell("codex", ["bash", "-c", setup + 'exec codex exec '
                               '--dangerously-bypass-approvals-and-sandbox '
-                              '"Fix the failing test in this repository."'], env=CODEX_ENV)
+                              '"Fix the failing test in this repository."'], env=CODEX_SECRETS)
     answer_prompts(t)
     t.expect(DONE, timeout=AGENT_TIMEOUT, what="the agent's final answer")
     t.child.expect(pexpect.EOF, timeout=RUN_TIMEOUT)
