@@ -159,7 +159,7 @@ static void csi_dispatch(lz_term_modes *m, uint8_t final)
     } else if (!m->leader && !m->intermediate && final == 'r') {
         unsigned top = param(m, 0, 0), bottom = param(m, 1, 0);
         if (bottom == 0 || (top ? top : 1) < bottom) {
-            m->scroll_top = top;
+            m->scroll_top = top || bottom ? (top ? top : 1) : 0;
             m->scroll_bottom = bottom;
         }
     } else if (m->leader == '>' && !m->intermediate && final == 'u') {
@@ -188,7 +188,7 @@ static void csi_start(lz_term_modes *m)
     m->state = ST_CSI;
     m->leader = m->intermediate = 0;
     m->nparams = 0;
-    m->param_started = false;
+    m->param_started = m->in_subparam = false;
     memset(m->params, 0, sizeof(m->params));
 }
 
@@ -234,7 +234,10 @@ size_t lz_term_modes_feed(lz_term_modes *m, const uint8_t *d, size_t n, bool *sw
                 m->state = ST_GROUND;
             break;
         case ST_CSI:
-            if (c >= '0' && c <= '9') {
+            if (c >= '0' && c <= '9' && m->in_subparam) {
+                /* a sub-parameter (after ':') belongs to the parameter
+                 * before it: none of the tracker's sequences has one */
+            } else if (c >= '0' && c <= '9') {
                 if (!m->param_started) {
                     m->param_started = true;
                     if (m->nparams < LZ_TERM_MODES_MAX_PARAMS)
@@ -246,10 +249,16 @@ size_t lz_term_modes_feed(lz_term_modes *m, const uint8_t *d, size_t n, bool *sw
                     if (*p > PARAM_MAX)
                         *p = PARAM_MAX;
                 }
-            } else if (c == ';' || c == ':') {
+            } else if (c == ':') {
+                if (!m->param_started && !m->in_subparam && m->nparams < LZ_TERM_MODES_MAX_PARAMS)
+                    m->nparams++; /* an empty parameter with sub-parameters */
+                m->param_started = true;
+                m->in_subparam = true;
+            } else if (c == ';') {
                 if (!m->param_started && m->nparams < LZ_TERM_MODES_MAX_PARAMS)
                     m->nparams++; /* an empty parameter: its default */
                 m->param_started = false;
+                m->in_subparam = false;
             } else if (c >= 0x3c && c <= 0x3f) {
                 /* a private leader only as the first byte */
                 if (m->nparams == 0 && !m->param_started && !m->leader)
@@ -323,10 +332,22 @@ static unsigned clamp(unsigned v, unsigned max)
     return v < 1 ? 1 : v > max ? max : v;
 }
 
+/* libvterm 0.1.4 crashes (a NULL dereference, found by fuzz_screen) on a
+ * wide character in a one-column screen: the emulator is never narrower
+ * than LZ_SCREEN_MIN_COLS (a terminal that narrow shows no prompt anyway). */
+static void vterm_size(unsigned *rows, unsigned *cols)
+{
+    *rows = clamp(*rows, LZ_SCREEN_MAX_ROWS);
+    *cols = clamp(*cols, LZ_SCREEN_MAX_COLS);
+    if (*cols < LZ_SCREEN_MIN_COLS)
+        *cols = LZ_SCREEN_MIN_COLS;
+}
+
 lz_screen *lz_screen_new(unsigned rows, unsigned cols)
 {
     lz_screen *s = lz_xcalloc(1, sizeof(*s));
-    s->vt = vterm_new((int) clamp(rows, LZ_SCREEN_MAX_ROWS), (int) clamp(cols, LZ_SCREEN_MAX_COLS));
+    vterm_size(&rows, &cols);
+    s->vt = vterm_new((int) rows, (int) cols);
     if (!s->vt)
         abort(); /* libvterm's allocation failed: as lz_xcalloc would */
     vterm_set_utf8(s->vt, 1);
@@ -352,8 +373,8 @@ void lz_screen_free(lz_screen *s)
 
 void lz_screen_resize(lz_screen *s, unsigned rows, unsigned cols)
 {
-    vterm_set_size(s->vt, (int) clamp(rows, LZ_SCREEN_MAX_ROWS),
-                   (int) clamp(cols, LZ_SCREEN_MAX_COLS));
+    vterm_size(&rows, &cols);
+    vterm_set_size(s->vt, (int) rows, (int) cols);
 }
 
 static void keep_normal_screen(lz_screen *s)
@@ -370,12 +391,30 @@ static void keep_normal_screen(lz_screen *s)
     vterm_state_get_cursorpos(s->st, &s->normal_cursor);
 }
 
+/* libvterm 0.1.4 copies string fragments (OSC, DCS) with strncpy past the
+ * bytes it was given, up to a NUL (found by fuzz_screen under ASan): it is
+ * given a copy with a NUL after it, never the caller's buffer. */
+#define VTERM_CHUNK 4096
+static void vterm_write(lz_screen *s, const uint8_t *d, size_t n)
+{
+    char chunk[VTERM_CHUNK + 1];
+    while (n > 0) {
+        size_t k = n < VTERM_CHUNK ? n : VTERM_CHUNK;
+        memcpy(chunk, d, k);
+        chunk[k] = '\0';
+        vterm_input_write(s->vt, chunk, k);
+        d += k;
+        n -= k;
+    }
+    explicit_bzero(chunk, sizeof(chunk)); /* session output: RELAY_WIPE */
+}
+
 void lz_screen_feed(lz_screen *s, const uint8_t *d, size_t n)
 {
     while (n > 0) {
         bool switching;
         size_t k = lz_term_modes_feed(&s->modes, d, n, &switching);
-        vterm_input_write(s->vt, (const char *) d, k);
+        vterm_write(s, d, k);
         if (switching && !s->modes.alt_screen)
             keep_normal_screen(s); /* the final byte, next round, enters the alternate one */
         d += k;
@@ -386,6 +425,28 @@ void lz_screen_feed(lz_screen *s, const uint8_t *d, size_t n)
 const lz_term_modes *lz_screen_modes(const lz_screen *s)
 {
     return &s->modes;
+}
+
+void lz_screen_cursor(const lz_screen *s, unsigned *row, unsigned *col)
+{
+    VTermPos pos;
+    vterm_state_get_cursorpos(s->st, &pos);
+    *row = (unsigned) pos.row;
+    *col = (unsigned) pos.col;
+}
+
+size_t lz_screen_row_text(const lz_screen *s, unsigned row, char *buf, size_t len)
+{
+    int rows, cols;
+    vterm_get_size(s->vt, &rows, &cols);
+    if (len == 0 || row >= (unsigned) rows)
+        return 0;
+    size_t n = vterm_screen_get_text(
+        s->vs, buf, len - 1,
+        (VTermRect){
+            .start_row = (int) row, .end_row = (int) row + 1, .start_col = 0, .end_col = cols });
+    buf[n] = '\0';
+    return n;
 }
 
 /* ---- the repaint encoder ---- */
@@ -476,12 +537,6 @@ static bool same_pen(const pen *a, const pen *b)
            same_color(&a->bg, &b->bg, false);
 }
 
-static bool default_pen(const pen *p)
-{
-    return !p->bold && !p->italic && !p->blink && !p->reverse && !p->strike && !p->underline &&
-           !p->font && VTERM_COLOR_IS_DEFAULT_FG(&p->fg) && VTERM_COLOR_IS_DEFAULT_BG(&p->bg);
-}
-
 /* A code point the terminal prints as a glyph: controls (C0, DEL, C1 as
  * code points), surrogates and values beyond Unicode become '?' — only
  * printable text reaches the terminal from a repaint. */
@@ -513,11 +568,24 @@ static void put_char(lz_screen_buf *b, uint32_t cp)
     lz_screen_buf_put(b, u, n);
 }
 
-static bool blank(const VTermScreenCell *c)
+/* An empty cell that EL in the pen tail leaves: no character, no attribute
+ * an erase would not give it (only the background counts). */
+static bool blank_in(const VTermScreenCell *c, const pen *tail)
 {
     pen p = cell_pen(c);
-    return (c->chars[0] == 0 || c->chars[0] == ' ') && !p.reverse && !p.underline && !p.strike &&
-           VTERM_COLOR_IS_DEFAULT_BG(&p.bg);
+    pen bg_only = default_pen_value();
+    bg_only.bg = tail->bg;
+    return (c->chars[0] == 0 || c->chars[0] == ' ') && same_pen(&p, tail) &&
+           same_pen(tail, &bg_only);
+}
+
+/* The combining diacritical blocks: a cell that starts with one (a mark
+ * printed first on a line) would merge into nothing when written again. */
+static bool combining(uint32_t cp)
+{
+    return (cp >= 0x300 && cp <= 0x36f) || (cp >= 0x1ab0 && cp <= 0x1aff) ||
+           (cp >= 0x1dc0 && cp <= 0x1dff) || (cp >= 0x20d0 && cp <= 0x20ff) ||
+           (cp >= 0xfe20 && cp <= 0xfe2f);
 }
 
 /* Draw rows x cols cells (get(at, r, c)) from the top left, every row
@@ -529,15 +597,21 @@ static void paint(lz_screen_buf *b, int rows, int cols,
     put_str(b, "\x1b[0m");
     for (int r = 0; r < rows; r++) {
         put_fmt(b, "\x1b[%u;1H", (unsigned) r + 1);
-        int last = -1; /* the last cell that is not a default blank */
-        for (int c = 0; c < cols; c++) {
-            VTermScreenCell cell;
-            get(at, r, c, &cell);
-            if (!blank(&cell))
-                last = c;
+        /* The row's tail of empty cells of one background (what EL left
+         * there) is erased with EL in that background; the rest is drawn. */
+        VTermScreenCell cell;
+        get(at, r, cols - 1, &cell);
+        pen tail = cell_pen(&cell);
+        int last = cols - 1;
+        if (blank_in(&cell, &tail)) {
+            while (last >= 0) {
+                get(at, r, last, &cell);
+                if (!blank_in(&cell, &tail))
+                    break;
+                last--;
+            }
         }
         for (int c = 0; c <= last && c < cols;) {
-            VTermScreenCell cell;
             get(at, r, c, &cell);
             int width = cell.width > 0 ? cell.width : 1;
             if (c + width > cols)
@@ -549,6 +623,8 @@ static void paint(lz_screen_buf *b, int rows, int cols,
             }
             if (cell.chars[0] == 0 || cell.chars[0] == (uint32_t) -1) {
                 put_str(b, " ");
+            } else if (combining(cell.chars[0])) {
+                put_str(b, "?"); /* a mark with nothing to combine with */
             } else {
                 put_char(b, cell.chars[0]);
                 for (int k = 1; k < VTERM_MAX_CHARS_PER_CELL && cell.chars[k]; k++)
@@ -558,9 +634,9 @@ static void paint(lz_screen_buf *b, int rows, int cols,
             c += width;
         }
         if (last + 1 < cols) {
-            if (!default_pen(&cur)) {
-                put_str(b, "\x1b[0m");
-                cur = default_pen_value();
+            if (!same_pen(&cur, &tail)) {
+                put_pen(b, &tail);
+                cur = tail;
             }
             put_str(b, "\x1b[K");
         }
@@ -690,14 +766,17 @@ bool lz_screen_take_cursor_report(lz_screen *s, uint8_t *d, size_t *n)
 
 void lz_screen_reset(lz_screen *s, lz_screen_buf *b)
 {
-    static const char reset[] = LZ_TERM_INPUT_MODES_OFF LZ_TERM_SCREEN_MODES_OFF;
-    put_str(b, reset);
-    /* Lazaret's own bytes, fed so that the emulator knows where the cursor
-     * went (out of the alternate screen: back where the program left the
-     * normal one). */
-    lz_screen_feed(s, (const uint8_t *) reset, sizeof(reset) - 1);
+    static const char leave[] = "\x1b[?1049l";
+    /* Out of the alternate screen the cursor goes back where the program
+     * left the normal one: the emulator is told too (Lazaret's own bytes),
+     * then where the cursor is is written last, since resetting the scroll
+     * region and origin mode move it home. */
+    if (s->modes.alt_screen)
+        lz_screen_feed(s, (const uint8_t *) leave, sizeof(leave) - 1);
+    put_str(b, LZ_TERM_INPUT_MODES_OFF LZ_TERM_SCREEN_MODES_OFF);
     VTermPos pos;
     vterm_state_get_cursorpos(s->st, &pos);
+    put_fmt(b, "\x1b[%u;%uH", (unsigned) pos.row + 1, (unsigned) pos.col + 1);
     bool line_empty = pos.col == 0;
     int rows, cols;
     vterm_get_size(s->vt, &rows, &cols);

@@ -72,6 +72,7 @@ typedef struct lz_term_modes {
     unsigned nparams;
     unsigned params[LZ_TERM_MODES_MAX_PARAMS];
     bool param_started;
+    bool in_subparam;
     bool hold_switch; /* stopped before an alternate-screen switch's final byte */
 } lz_term_modes;
 
@@ -108,6 +109,7 @@ typedef struct lz_screen lz_screen;
 /* rows/cols: the terminal's size (clamped to 1..LZ_SCREEN_MAX_*). */
 #define LZ_SCREEN_MAX_ROWS 500
 #define LZ_SCREEN_MAX_COLS 1000
+#define LZ_SCREEN_MIN_COLS 4
 lz_screen *lz_screen_new(unsigned rows, unsigned cols);
 void lz_screen_free(lz_screen *s);
 void lz_screen_resize(lz_screen *s, unsigned rows, unsigned cols);
@@ -138,7 +140,9 @@ void lz_screen_reset(lz_screen *s, lz_screen_buf *b);
 #define LZ_SCREEN_ASK_CURSOR "\x1b[6n"
 bool lz_screen_take_cursor_report(lz_screen *s, uint8_t *d, size_t *n);
 
-/* The tracker's view (tests). */
+/* The tracker's view, the cursor (0-based) and a row's text (tests). */
 const lz_term_modes *lz_screen_modes(const lz_screen *s);
+void lz_screen_cursor(const lz_screen *s, unsigned *row, unsigned *col);
+size_t lz_screen_row_text(const lz_screen *s, unsigned row, char *buf, size_t len);
 
 #endif

@@ -204,9 +204,10 @@ def test_terminal_is_reset_when_the_domain_is_stopped(rig, pane_rig, mode):
     p.wait(p.dead, "the session's end")
     m = p.modes()
     assert m.startswith("0 cursor=1 any=0 button=0 sgr=0 kcursor=0 wrap=1"), m
-    text = p.tmux("capture-pane", "-p")
-    lines = [ln for ln in text.splitlines() if "lazaret" in ln]
-    assert lines and lines[0].startswith("lazaret: "), text
-    if mode == "inline":
-        # The probe left its cursor mid-line: the message is on the next one.
-        assert "inline three: PROBE READY\n" in text, text
+    lines = p.tmux("capture-pane", "-p").splitlines()
+    # The message: at column 0 of the line after the last one drawn on the
+    # normal screen (Lazaret's start-up lines; inline, the probe's line,
+    # where it left its cursor mid-line), not where the program's cursor was.
+    last = max(i for i, ln in enumerate(lines)
+               if ln.startswith("lazaret: image ready" if mode == "alt" else "inline three"))
+    assert lines[last + 1].startswith("lazaret: error: "), "\n".join(lines)
