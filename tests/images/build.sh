@@ -198,6 +198,7 @@ populate_debian() {
 stage_agent() {
     name=$1 d=$2
     command -v npm >/dev/null 2>&1 || die "npm is missing: apt-get install npm"
+    pkgs=""
     eval "pkgs=\$AGENT_PACKAGES_$name"
     lib=$d/usr/local/lib
     mkdir -p "$lib" "$d/usr/local/bin"

@@ -28,6 +28,7 @@ fails before the edit (the commit is the agent's fix).
 
 import json
 import re
+import shlex
 import subprocess
 import time
 from pathlib import Path
@@ -343,17 +344,20 @@ CLAUDE_STATE = {
 
 
 class AgentPane(Pane):
-    """test_term_screen's Pane with the agent's environment."""
+    """test_term_screen's Pane with the agent's environment. The pane runs
+    `lazaret ARGS` under sh, which prints LZ-EXIT=STATUS after it and stays:
+    what Lazaret left on the terminal is what the next program gets (no
+    "Pane is dead" line of tmux's own drawn over it)."""
 
     def __init__(self, lz, argv, env, rows=ROWS, cols=COLS):
         self.sock = str(lz.path("tmux.sock"))
         e = lz.env({"TERM": "xterm-256color", **env})
         u = lz.user
         cmd = ["setpriv", f"--reuid={u.uid}", f"--regid={u.gid}", "--init-groups", "env", "-i",
-               *(f"{k}={v}" for k, v in e.items()), str(lz.bin), *map(str, argv)]
+               *(f"{k}={v}" for k, v in e.items()), "/bin/sh", "-c",
+               '"$@"; echo "LZ-EXIT=$?"; exec sleep 600', "sh", str(lz.bin), *map(str, argv)]
         self.tmux("-f", "/dev/null", "new-session", "-d", "-x", str(cols), "-y", str(rows),
-                  "-c", str(lz.home), subprocess.list2cmdline(cmd))
-        self.tmux("set-option", "-g", "remain-on-exit", "on")
+                  "-c", str(lz.home), shlex.join(cmd))  # tmux gives it to sh -c
 
     def text(self) -> str:
         return self.tmux("capture-pane", "-p")
@@ -407,7 +411,9 @@ def _drive_tui(lz, ws, esc, provider, pane):
     pane.wait(lambda: pane.has("again to exit"), "Claude Code's answer to Ctrl-C", now=pane.text)
     stop = lz.run(["stop", "--workspace", ws])
     assert stop.returncode == 0, stop.stderr
-    pane.wait(pane.dead, "the end of the session after lazaret stop", now=pane.text)
+    pane.wait(lambda: pane.has("LZ-EXIT=125"), "the end of the session after lazaret stop",
+              now=pane.text)
+    assert pane.has("was stopped with 'lazaret stop'"), pane.text()
     modes = pane.modes()
     assert modes.startswith("0 cursor=1"), \
         f"the pane after lazaret stop is not restored ({modes}):\n{pane.text()}"
