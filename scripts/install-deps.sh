@@ -9,7 +9,7 @@ libtomlplusplus-dev libjansson-dev libssl-dev libsqlite3-dev libmnl-dev
 libseccomp-dev libcap-dev libcmocka-dev libsubid-dev libvterm-dev
 runsc slirp4netns uidmap nftables iproute2 skopeo umoci busybox-static debootstrap docker-registry
 git python3 python3-pytest python3-pexpect python3-cryptography python3-yaml python3-jsonschema
-python3-kubernetes tmux passwd util-linux procps gh
+python3-kubernetes tmux passwd util-linux procps gh npm
 groff-base bash-completion zsh cppcheck clang-format-14
 "
 

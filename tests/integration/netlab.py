@@ -57,7 +57,13 @@ HOST_PREFIXES = ["198.18.7.0/24", "203.0.113.0/24", PRIVATE_PREFIX]
 NS_ADDRS = [HOST_A, HOST_B, NEITHER, DNS_SERVER, PRIVATE]
 # Addresses of names learned in test_learned.py (a test serves on them).
 LEARN_ADDRS = ["198.18.7.21", "198.18.7.22", "198.18.7.23"]
-EXTRA_ADDRS = [UPSTREAM_DNS] + LEARN_ADDRS  # on NS too, without the per-address servers
+# The fake model providers of the real coding agents (test_agents.py, port 80)
+# and their resolver: addresses of their own, so that no other test's
+# servers share a port with them.
+AGENT_API = "198.18.7.40"
+AGENT_DNS = "203.0.113.40"
+EXTRA_ADDRS = [UPSTREAM_DNS] + LEARN_ADDRS + [AGENT_API, AGENT_DNS]  # on NS too, without
+#                                                 the per-address servers
 
 TCP_PORT = 7070
 UDP_PORT = 7071
