@@ -110,8 +110,11 @@ void lz_term_modes_encode(const lz_term_modes *m, lz_screen_buf *b);
     "\x1b[?9l\x1b[?1000l\x1b[?1001l\x1b[?1002l\x1b[?1003l\x1b[?1004l\x1b[?1005l\x1b[?1006l"        \
     "\x1b[?1015l\x1b[?1016l\x1b[?2004l\x1b[=0;1u\x1b[<99u\x1b[>4;0m\x1b[?1l\x1b>"
 /* ... and the screen's: out of the alternate screen, full scroll region, no
- * origin mode, autowrap, default pen, visible cursor. */
-#define LZ_TERM_SCREEN_MODES_OFF "\x1b[?1049l\x1b[r\x1b[?6l\x1b[?7h\x1b[0m\x1b[?25h"
+ * origin mode, autowrap, default pen, visible cursor, ASCII in G0 and G1
+ * with G0 shifted in, no insert mode (round a26 F2: the line-drawing set and
+ * insert mode outlived a stop). */
+#define LZ_TERM_SCREEN_MODES_OFF                                                                   \
+    "\x1b[?1049l\x1b[r\x1b[?6l\x1b[?7h\x1b[0m\x1b[?25h\x1b(B\x1b)B\x0f\x1b[4l"
 
 /* ---- the screen ---- */
 

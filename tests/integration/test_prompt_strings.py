@@ -61,3 +61,61 @@ def test_prompt_hidden_in_dcs(rig, opener):
             assert verdict == "BLOCKED", screen
     finally:
         p.close()
+
+
+# ---- the terminal after `lazaret stop` (round a26, F2 and F3) -------------------------------
+
+CHECK = "after-reset-qrstuvwx"
+FLAGS = "button=#{mouse_button_flag} insert=#{insert_flag} alt=#{alternate_on}"
+
+
+class TailPane(Pane):
+    """The CLI under a shell that prints a check line after it and stays."""
+
+    def __init__(self, lz, argv):
+        import shlex
+        import subprocess
+        from test_term_screen import COLS, ROWS
+        self.sock = str(lz.path("tmux.sock"))
+        e = lz.env({"TERM": "xterm-256color"})
+        u = lz.user
+        script = shlex.join([str(lz.bin), *map(str, argv)]) + \
+            f'; echo "CLI-EXITED-$?"; echo {CHECK}; exec sleep 600'
+        cmd = ["setpriv", f"--reuid={u.uid}", f"--regid={u.gid}", "--init-groups", "env", "-i",
+               *(f"{k}={v}" for k, v in e.items()), "/bin/sh", "-c", script]
+        conf = lz.write("tmux.conf", "set -g remain-on-exit on\n", mode=0o644)
+        self.tmux("-f", str(conf), "new-session", "-d", "-x", str(COLS), "-y", str(ROWS),
+                  "-c", str(lz.home), subprocess.list2cmdline(cmd))
+
+
+@pytest.mark.parametrize("variant", ["control-none", "charset", "dcs"])
+def test_terminal_after_stop(rig, variant):
+    """The program turns on button mouse reporting (which the reset always
+    covered: the control), then selects the line-drawing set and insert mode
+    (F2) or leaves a DCS string open (F3: tmux took the reset and the message
+    as its payload); the developer runs `lazaret stop`. After the CLI ends,
+    mouse reporting and insert mode are off and the shell's next line comes
+    out in plain ASCII. Both failed on 90de7a8."""
+    rig.config({"bb": {}})
+    setup = {"control-none": "", "charset": r"\033)0\016\033[4h", "dcs": r"\033Pq"}[variant]
+    script = ("#!/bin/sh\n"
+              "printf '\\033[?1002h\\033[?1006h'\n"
+              f"printf 'READY\\r\\n{setup}'\n"
+              "touch /workspace/ready; exec sleep 600\n")
+    rig.lz.write(rig.ws / "k.sh", script, mode=0o755)
+    p = TailPane(rig.lz, ["run", "bb", "--workspace", rig.ws, "--", "/bin/sh", "/workspace/k.sh"])
+    try:
+        p.wait((rig.ws / "ready").exists, "the program's setup")
+        p.wait(lambda: "READY" in p.tmux("capture-pane", "-p"), "the program's output")
+        r = rig.lz.run(["stop", "--workspace", rig.ws])
+        assert r.returncode == 0, r.stderr
+        p.wait(lambda: p.tmux("display-message", "-p", "#{pane_current_command}").strip() ==
+               "sleep", "the CLI's end")
+        p.wait(lambda: CHECK in p.tmux("capture-pane", "-p"), "the shell's check line", 10)
+        text = p.tmux("capture-pane", "-p", "-e")
+        flags = p.tmux("display-message", "-p", FLAGS).strip()
+        assert "button=0" in flags and "insert=0" in flags, (flags, text)
+        assert "\x0e" not in text and "the Domain was stopped" in p.tmux("capture-pane", "-p"), \
+            text
+    finally:
+        p.close()
