@@ -9,9 +9,17 @@ libtomlplusplus-dev libjansson-dev libssl-dev libsqlite3-dev libmnl-dev
 libseccomp-dev libcap-dev libcmocka-dev libsubid-dev libvterm-dev
 runsc slirp4netns uidmap nftables iproute2 skopeo umoci busybox-static debootstrap docker-registry
 git python3 python3-pytest python3-pexpect python3-cryptography python3-yaml python3-jsonschema
-python3-kubernetes tmux passwd util-linux procps gh npm
+python3-kubernetes tmux passwd util-linux procps gh
 groff-base bash-completion zsh cppcheck clang-format-14
 "
+
+# npm (the agent tests' image build installs the agents with it): Debian's
+# package only when no npm is there. A Node.js from elsewhere (NodeSource's
+# nodejs, as on these machines) brings its own npm and conflicts with
+# Debian's npm package.
+if ! command -v npm >/dev/null 2>&1; then
+    PACKAGES="$PACKAGES npm"
+fi
 
 missing=""
 for p in $PACKAGES; do
