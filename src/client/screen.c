@@ -397,6 +397,27 @@ void lz_screen_resize(lz_screen *s, unsigned rows, unsigned cols)
     vterm_set_size(s->vt, (int) rows, (int) cols);
 }
 
+/* libvterm's cursor, inside the screen: libvterm 0.1.4 can leave its
+ * column at -1 (fuzz_screen: a wide character with a 1-column program
+ * size after ESC 5 and a VT inside a CSI); the repaint and the reset put
+ * the cursor where the terminal would have it, the first column. */
+static VTermPos cursor_pos(const lz_screen *s)
+{
+    VTermPos pos;
+    vterm_state_get_cursorpos(s->st, &pos);
+    int rows, cols;
+    vterm_get_size(s->vt, &rows, &cols);
+    if (pos.row < 0)
+        pos.row = 0;
+    if (pos.row >= rows)
+        pos.row = rows - 1;
+    if (pos.col < 0)
+        pos.col = 0;
+    if (pos.col >= cols)
+        pos.col = cols - 1;
+    return pos;
+}
+
 static void keep_normal_screen(lz_screen *s)
 {
     int rows, cols;
@@ -408,7 +429,7 @@ static void keep_normal_screen(lz_screen *s)
     for (int r = 0; r < rows; r++)
         for (int c = 0; c < cols; c++)
             vterm_screen_get_cell(s->vs, (VTermPos){ r, c }, &s->normal[r * cols + c]);
-    vterm_state_get_cursorpos(s->st, &s->normal_cursor);
+    s->normal_cursor = cursor_pos(s);
 }
 
 /* libvterm 0.1.4 copies string fragments (OSC, DCS) with strncpy past the
@@ -498,8 +519,7 @@ const lz_term_modes *lz_screen_modes(const lz_screen *s)
 
 void lz_screen_cursor(const lz_screen *s, unsigned *row, unsigned *col)
 {
-    VTermPos pos;
-    vterm_state_get_cursorpos(s->st, &pos);
+    VTermPos pos = cursor_pos(s);
     *row = (unsigned) pos.row;
     *col = (unsigned) pos.col;
 }
@@ -779,8 +799,7 @@ void lz_screen_repaint(const lz_screen *s, lz_screen_buf *b)
         else
             put_fmt(b, "\x1b[%ur", m->scroll_top);
     }
-    VTermPos pos;
-    vterm_state_get_cursorpos(s->st, &pos);
+    VTermPos pos = cursor_pos(s);
     unsigned row = (unsigned) pos.row + 1;
     if (m->mode[LZ_MODE_ORIGIN]) {
         put_str(b, "\x1b[?6h");
@@ -843,8 +862,7 @@ void lz_screen_reset(lz_screen *s, lz_screen_buf *b)
     if (s->modes.alt_screen)
         lz_screen_feed(s, (const uint8_t *) leave, sizeof(leave) - 1);
     put_str(b, LZ_TERM_INPUT_MODES_OFF LZ_TERM_SCREEN_MODES_OFF);
-    VTermPos pos;
-    vterm_state_get_cursorpos(s->st, &pos);
+    VTermPos pos = cursor_pos(s);
     put_fmt(b, "\x1b[%u;%uH", (unsigned) pos.row + 1, (unsigned) pos.col + 1);
     bool line_empty = pos.col == 0;
     int rows, cols;

@@ -270,6 +270,13 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     atexit(remove_tmp);
 
     CFG.profile = lz_xstrdup("fuzz");
+    /* The status the coordinator publishes hashes the configuration's parts
+     * (digest.c lz_configuration_parts): every string a load sets. */
+    CFG.image = lz_xstrdup("oci:/nonexistent/fuzz:latest");
+    CFG.storage_root = (lz_path_plan) LZ_PATH_PLAN_INIT;
+    CFG.storage_root.label = lz_xstrdup("/nonexistent/fuzz-storage");
+    CFG.runtime_root = (lz_path_plan) LZ_PATH_PLAN_INIT;
+    CFG.runtime_root.label = lz_xstrdup("/nonexistent/fuzz-runtime");
     CFG.workspace = (lz_path_plan) LZ_PATH_PLAN_INIT;
     CFG.workspace.label = lz_xstrdup("/nonexistent/fuzz-workspace");
     lz_error *err = NULL;

@@ -333,7 +333,10 @@ echo hi | busybox nc -w 3 {N.NEITHER} {TCP_PORT}; echo "T rc=$?"
         count = rig.ws / "refused"
         looper = rig.start("e2e", sh(
             f"i=0; while :; do busybox nc -w 1 {N.NEITHER} 7001 </dev/null; "
-            f"i=$((i+1)); echo $i > /workspace/refused; done"))
+            # Written aside and renamed: the stop may kill the loop between
+            # a truncation and its write (an empty count, seen in make check).
+            f"i=$((i+1)); echo $i > /workspace/refused.tmp; "
+            f"mv /workspace/refused.tmp /workspace/refused; done"))
         deadline = time.monotonic() + 20
         while not (count.exists() and count.read_text().strip().isdigit()
                    and int(count.read_text()) >= 30) and time.monotonic() < deadline:
