@@ -55,12 +55,16 @@ lz_attempt_result lz_cli_relay_terminal(lz_client *cl)
     *cl->status = LZ_EXIT_RUN_LAZARET_FAILED;
 
     for (;;) {
+        /* While the screen's emulator is behind (a sandbox's costly output:
+         * client/screen.h lz_screen_queue), it works in slices between
+         * which keys, signals and more output are read. */
+        bool behind = lz_client_screen_work(cl);
         struct pollfd p[3] = {
             { .fd = cl->sock, .events = POLLIN },
             { .fd = cl->started && stdin_open ? STDIN_FILENO : -1, .events = POLLIN },
             { .fd = sfd, .events = POLLIN },
         };
-        if (poll(p, 3, -1) < 0) {
+        if (poll(p, 3, behind ? 0 : -1) < 0) {
             if (errno == EINTR)
                 continue;
             break;

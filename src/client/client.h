@@ -86,6 +86,10 @@ struct lz_client {
      * it and go nowhere else; the coordinator holds the session's output
      * back meanwhile. */
     bool prompting;
+    /* ... in place of a prompt: a request denied without being shown (too
+     * large for the terminal), said until a key is pressed; the session's
+     * output goes to the screen's copy only meanwhile. */
+    bool prompt_is_notice;
     /* The terminal went away without a SIGHUP reaching us (we are not its
      * session leader nor in its foreground group): a read of 0 or EIO from
      * the raw terminal, or EIO writing to it. */
@@ -141,6 +145,23 @@ void lz_client_send_resize(lz_client *cl, unsigned rows, unsigned cols);
 /* Keystrokes while a prompt is up (cl->prompting): y then Enter approves;
  * Enter after anything else, Ctrl-C or Ctrl-D denies. */
 void lz_client_prompt_keys(lz_client *cl, const uint8_t *data, size_t n);
+
+/* The screen's emulator works through the session's output in slices of
+ * about this much time (client/screen.h lz_screen_queue, attack round a26
+ * F4), so that keys and signals are read between them; a repaint waits
+ * for it at most LZ_CLIENT_REPAINT_WAIT_NS. */
+#define LZ_CLIENT_SCREEN_SLICE_NS 4000000
+#define LZ_CLIENT_REPAINT_WAIT_NS 100000000
+
+/* One slice of the screen's work. True while the screen is still behind
+ * the output: the caller comes back without waiting. */
+bool lz_client_screen_work(lz_client *cl);
+
+/* A denial shown in place of a prompt goes away (a key, or the program's
+ * exit): the session's screen comes back with what was printed meanwhile,
+ * and (say_again: nobody pressed a key, maybe nobody saw it) the denial
+ * once more below it. */
+void lz_client_end_notice(lz_client *cl, bool say_again);
 
 /* Forget what the session held (the notices a prompt held back). */
 void lz_client_clear(lz_client *cl);

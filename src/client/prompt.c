@@ -32,6 +32,8 @@
 /* Narrower than this, a prompt is not shown (each argument would take
  * most of the screen): denied. */
 #define PROMPT_MIN_COLS 40
+/* Below a denial shown instead of a prompt (it stays until a key). */
+#define PROMPT_ANY_KEY "Press any key to go back to the session. "
 
 static int64_t ms_since(const struct timespec *t)
 {
@@ -71,6 +73,9 @@ void lz_client_clear(lz_client *cl)
 static void release_notices(lz_client *cl)
 {
     if (cl->screen) {
+        /* Output still being emulated (a sandbox's costly output) gets a
+         * short while; past it the repaint shows less (screen.h). */
+        lz_screen_catch_up(cl->screen, LZ_CLIENT_REPAINT_WAIT_NS);
         lz_screen_buf b = { 0 };
         lz_screen_repaint(cl->screen, &b);
         FILE *po = cl->ui->prompt_out();
@@ -91,6 +96,11 @@ static void release_notices(lz_client *cl)
         fprintf(out, "lazaret: %zu more notices arrived during the prompt (see %s)\r\n",
                 cl->held_dropped, cl->log_label);
     lz_client_clear(cl);
+}
+
+bool lz_client_screen_work(lz_client *cl)
+{
+    return cl->screen && lz_screen_work(cl->screen, LZ_CLIENT_SCREEN_SLICE_NS);
 }
 
 /* The prompt's text as it goes to the raw terminal: each line escaped
@@ -130,6 +140,28 @@ static size_t prompt_lines(const char *text, unsigned cols, FILE *out)
     return lines;
 }
 
+/* Whatever state the sandbox's output left the terminal in, the prompt
+ * (or a denial) is drawn on a clean, normal screen (attack round i11,
+ * A6: a scroll region had hidden the real executable under a fake one):
+ * leave the
+ * alternate screen, soft reset (DECSTR: margins, origin mode, insert
+ * mode, character sets, attributes), explicit resets for terminals
+ * without DECSTR (scroll region, G0 ASCII and shift-in, origin mode,
+ * autowrap, visible cursor, attributes), then clear the screen and
+ * start at its top left: nothing drawn before can pass for a part of
+ * the prompt (the scrollback stays the developer's). Before that, every
+ * mode that reports input or changes keys goes off (mouse, focus,
+ * bracketed paste, kitty keyboard, modifyOtherKeys, application keypad
+ * and cursor keys): the answer is typed as plain keys, and a click is
+ * no answer. The repaint afterwards sets the program's modes again. */
+static void clean_screen(FILE *out)
+{
+    fputs(LZ_TERM_INPUT_MODES_OFF, out);
+    fputs("\x1b[?1049l\x1b[!p\x1b[r\x1b(B\x0f\x1b[?6l\x1b[?7h\x1b[?25h\x1b[0m"
+          "\x1b[H\x1b[2J\x1b[H",
+          out);
+}
+
 /* The prompt is drawn on the terminal the session's output goes to (an
  * interactive session has a terminal on stdout), whatever stderr is
  * (attack round i11d, D6: with stderr redirected to a file the prompt was
@@ -166,41 +198,41 @@ int lz_client_on_prompt(void *ctx, lz_proto_msg *m)
                   prompt_lines(PROMPT_QUESTION "\n", cols, NULL) +
                   prompt_lines(PROMPT_GRACE_NOTE "\n", cols, NULL) + 1;
     if (cols < PROMPT_MIN_COLS || need > rows) {
-        fputs(LZ_TERM_STRINGS_END, out); /* the denial must be seen: round a26 */
-        fprintf(out,
-                "\r\nlazaret: a host escalation request (#%u) needs %zu lines of at "
-                "least %d columns to be shown whole; this terminal has %u of %u: "
-                "denied. Make the window larger to be asked such requests.\r\n",
-                no, need, PROMPT_MIN_COLS, rows, cols);
-        fflush(out);
+        /* Denied without being shown. The denial is said on a clean
+         * screen (attack round a26: a string the sandbox left open must
+         * not swallow it; the session's own screen must not garble it),
+         * kept until the developer presses a key, then the session's
+         * screen comes back as after a prompt. */
         lz_wbuf b;
         lz_msg_pair_encode(&b, LZ_MSG_DECISION, no, 0);
         lz_client_post(cl, &b);
+        if (cl->screen)
+            clean_screen(out);
+        else
+            fputs(LZ_TERM_STRINGS_END "\r\n", out);
+        fprintf(out,
+                "lazaret: a host escalation request (#%u) needs %zu lines of at "
+                "least %d columns to be shown whole; this terminal has %u of %u: "
+                "denied. Make the window larger to be asked such requests.\r\n",
+                no, need, PROMPT_MIN_COLS, rows, cols);
+        if (cl->screen) {
+            fputs(PROMPT_ANY_KEY, out);
+            cl->prompting = cl->prompt_is_notice = true;
+            cl->prompt_no = no;
+            clock_gettime(CLOCK_MONOTONIC, &cl->prompt_shown);
+            cl->grace_keys = false;
+        }
+        fflush(out);
         free(notice);
         free(text);
         return 0;
     }
     cl->prompting = true;
+    cl->prompt_is_notice = false;
     cl->prompt_no = no;
     cl->answer_len = 0;
     cl->withdrawn = false;
-    /* Whatever state the sandbox's output left the terminal in, the prompt
-     * is drawn on a clean, normal screen (attack round i11, A6: a scroll
-     * region had hidden the real executable under a fake one): leave the
-     * alternate screen, soft reset (DECSTR: margins, origin mode, insert
-     * mode, character sets, attributes), explicit resets for terminals
-     * without DECSTR (scroll region, G0 ASCII and shift-in, origin mode,
-     * autowrap, visible cursor, attributes), then clear the screen and
-     * start at its top left: nothing drawn before can pass for a part of
-     * the prompt (the scrollback stays the developer's). Before that, every
-     * mode that reports input or changes keys goes off (mouse, focus,
-     * bracketed paste, kitty keyboard, modifyOtherKeys, application keypad
-     * and cursor keys): the answer is typed as plain keys, and a click is
-     * no answer. The repaint afterwards sets the program's modes again. */
-    fputs(LZ_TERM_INPUT_MODES_OFF, out);
-    fputs("\x1b[?1049l\x1b[!p\x1b[r\x1b(B\x0f\x1b[?6l\x1b[?7h\x1b[?25h\x1b[0m"
-          "\x1b[H\x1b[2J\x1b[H",
-          out);
+    clean_screen(out);
     /* The sandbox can withdraw a request and ask another at once: say so,
      * above the new one (attack round i11c, C2). */
     prompt_lines(notice, cols, out);
@@ -221,7 +253,7 @@ int lz_client_on_prompt_closed(void *ctx, lz_proto_msg *m)
     char *why;
     if (!lz_msg_prompt_decode(&m->r, LZ_MSG_PROMPT_CLOSED, &no, &why))
         return -1;
-    if (cl->prompting && no == cl->prompt_no) {
+    if (cl->prompting && !cl->prompt_is_notice && no == cl->prompt_no) {
         FILE *out = cl->ui->prompt_out();
         cl->prompting = false;
         cl->withdrawn = true;
@@ -235,6 +267,24 @@ int lz_client_on_prompt_closed(void *ctx, lz_proto_msg *m)
     return 0;
 }
 
+void lz_client_end_notice(lz_client *cl, bool say_again)
+{
+    if (!cl->prompt_is_notice)
+        return;
+    if (say_again) {
+        char *again = lz_xasprintf("the host escalation request #%u was denied without being "
+                                   "shown: it needs a larger window",
+                                   cl->prompt_no);
+        lz_client_hold_notice(cl, again);
+        free(again);
+    }
+    FILE *out = cl->ui->prompt_out();
+    fputs("\r\n", out);
+    fflush(out);
+    cl->prompting = cl->prompt_is_notice = false;
+    release_notices(cl);
+}
+
 void lz_client_prompt_keys(lz_client *cl, const uint8_t *data, size_t n)
 {
     FILE *out = cl->ui->prompt_out();
@@ -244,6 +294,12 @@ void lz_client_prompt_keys(lz_client *cl, const uint8_t *data, size_t n)
             fputs("\r\n" PROMPT_GRACE_NOTE, out);
         fflush(out);
         cl->grace_keys = true;
+        return;
+    }
+    if (cl->prompt_is_notice) {
+        /* A denial shown in place of a prompt: any key takes it away (and
+         * goes nowhere else). */
+        lz_client_end_notice(cl, false);
         return;
     }
     /* Only printable ASCII is echoed. */

@@ -1,11 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0
  *
  * The session's screen (screen.h): libvterm keeps the cells, the cursor and
- * the pen; the tracker below keeps the modes libvterm 0.1.4 keeps to itself
- * (it has no getter for bracketed paste, focus, mouse encodings, cursor
- * and keypad modes, the scroll region or autowrap) and those it does not
- * know (kitty keyboard, modifyOtherKeys). docs/escalation.md says why a
- * repaint from this state, not a redraw asked of the program.
+ * the pen; the tracker (term_modes.c) keeps the modes libvterm keeps to
+ * itself or does not know. docs/escalation.md says why a repaint from this
+ * state, not a redraw asked of the program.
  */
 #include "client/screen.h"
 
@@ -14,305 +12,13 @@
 #include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <vterm.h>
 
 #include "common/util.h"
 
-void lz_screen_buf_put(lz_screen_buf *b, const char *p, size_t n)
-{
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 4096;
-        while (cap < b->len + n + 1)
-            cap *= 2;
-        b->data = lz_xrealloc(b->data, cap, 1);
-        b->cap = cap;
-    }
-    memcpy(b->data + b->len, p, n);
-    b->len += n;
-    b->data[b->len] = '\0';
-}
-
-static void put_str(lz_screen_buf *b, const char *s)
-{
-    lz_screen_buf_put(b, s, strlen(s));
-}
-
-__attribute__((format(printf, 2, 3))) static void put_fmt(lz_screen_buf *b, const char *fmt, ...)
-{
-    char tmp[64];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
-    va_end(ap);
-    if (n > 0)
-        lz_screen_buf_put(b, tmp, (size_t) n < sizeof(tmp) ? (size_t) n : sizeof(tmp) - 1);
-}
-
-void lz_screen_buf_free(lz_screen_buf *b)
-{
-    free(b->data);
-    *b = (lz_screen_buf){ 0 };
-}
-
-/* ---- the mode tracker ---- */
-
-enum { ST_GROUND, ST_ESC, ST_ESC_INTER, ST_CSI, ST_STRING };
-
-/* The DEC private mode numbers, in lz_term_mode's order. */
-static const unsigned dec_numbers[LZ_MODE_COUNT] = {
-    [LZ_MODE_CURSOR_KEYS] = 1,     [LZ_MODE_ORIGIN] = 6,           [LZ_MODE_AUTOWRAP] = 7,
-    [LZ_MODE_CURSOR_VISIBLE] = 25, [LZ_MODE_MOUSE_X10] = 9,        [LZ_MODE_MOUSE_NORMAL] = 1000,
-    [LZ_MODE_MOUSE_HILITE] = 1001, [LZ_MODE_MOUSE_BUTTON] = 1002,  [LZ_MODE_MOUSE_ANY] = 1003,
-    [LZ_MODE_FOCUS] = 1004,        [LZ_MODE_MOUSE_UTF8] = 1005,    [LZ_MODE_MOUSE_SGR] = 1006,
-    [LZ_MODE_MOUSE_URXVT] = 1015,  [LZ_MODE_MOUSE_SGR_PIX] = 1016, [LZ_MODE_BRACKETED_PASTE] = 2004,
-};
-
-/* Parameters above this are clamped (no mode number is larger). */
-#define PARAM_MAX 99999u
-
-void lz_term_modes_init(lz_term_modes *m)
-{
-    *m = (lz_term_modes){ 0 };
-    m->mode[LZ_MODE_AUTOWRAP] = true;
-    m->mode[LZ_MODE_CURSOR_VISIBLE] = true;
-}
-
-/* RIS resets the terminal, the parser's state aside. */
-static void hard_reset(lz_term_modes *m)
-{
-    uint8_t state = m->state;
-    lz_term_modes_init(m);
-    m->state = state;
-}
-
-/* DECSTR: what a soft reset resets (xterm). */
-static void soft_reset(lz_term_modes *m)
-{
-    m->mode[LZ_MODE_CURSOR_KEYS] = false;
-    m->mode[LZ_MODE_ORIGIN] = false;
-    m->mode[LZ_MODE_AUTOWRAP] = true;
-    m->mode[LZ_MODE_CURSOR_VISIBLE] = true;
-    m->keypad_app = false;
-    m->scroll_top = m->scroll_bottom = 0;
-}
-
-static unsigned param(const lz_term_modes *m, unsigned i, unsigned dflt)
-{
-    return i < m->nparams && m->params[i] ? m->params[i] : dflt;
-}
-
-static bool is_alt_mode(unsigned p)
-{
-    return p == 47 || p == 1047 || p == 1049;
-}
-
-/* Would this final byte switch between the normal and the alternate
- * screen? */
-static bool csi_switches(const lz_term_modes *m, uint8_t final)
-{
-    if (m->leader != '?' || m->intermediate || (final != 'h' && final != 'l'))
-        return false;
-    for (unsigned i = 0; i < m->nparams; i++)
-        if (is_alt_mode(m->params[i]) && (final == 'h') != (m->alt_screen != 0))
-            return true;
-    return false;
-}
-
-static void kitty_push(lz_term_modes *m, unsigned flags)
-{
-    memmove(m->kitty_flags + 1, m->kitty_flags, sizeof(m->kitty_flags) - sizeof(m->kitty_flags[0]));
-    m->kitty_flags[0] = flags;
-    if (m->kitty_depth < LZ_TERM_MODES_KITTY_DEPTH)
-        m->kitty_depth++;
-}
-
-static void kitty_pop(lz_term_modes *m, unsigned n)
-{
-    if (n >= m->kitty_depth) {
-        memset(m->kitty_flags, 0, sizeof(m->kitty_flags));
-        m->kitty_depth = 0;
-        return;
-    }
-    memmove(m->kitty_flags, m->kitty_flags + n, (LZ_TERM_MODES_KITTY_DEPTH - n) * sizeof(unsigned));
-    memset(m->kitty_flags + LZ_TERM_MODES_KITTY_DEPTH - n, 0, n * sizeof(unsigned));
-    m->kitty_depth -= n;
-}
-
-static void csi_dispatch(lz_term_modes *m, uint8_t final)
-{
-    if (m->leader == '?' && !m->intermediate && (final == 'h' || final == 'l')) {
-        bool on = final == 'h';
-        for (unsigned i = 0; i < m->nparams; i++) {
-            unsigned p = m->params[i];
-            if (is_alt_mode(p)) {
-                if (on && !m->alt_screen)
-                    m->alt_screen = p;
-                else if (!on)
-                    m->alt_screen = 0;
-                continue;
-            }
-            for (unsigned k = 0; k < LZ_MODE_COUNT; k++)
-                if (dec_numbers[k] == p)
-                    m->mode[k] = on;
-        }
-    } else if (!m->leader && m->intermediate == '!' && final == 'p') {
-        soft_reset(m);
-    } else if (!m->leader && !m->intermediate && final == 'r') {
-        unsigned top = param(m, 0, 0), bottom = param(m, 1, 0);
-        if (bottom == 0 || (top ? top : 1) < bottom) {
-            m->scroll_top = top || bottom ? (top ? top : 1) : 0;
-            m->scroll_bottom = bottom;
-        }
-    } else if (m->leader == '>' && !m->intermediate && final == 'u') {
-        kitty_push(m, param(m, 0, 0));
-    } else if (m->leader == '<' && !m->intermediate && final == 'u') {
-        kitty_pop(m, param(m, 0, 1));
-    } else if (m->leader == '=' && !m->intermediate && final == 'u') {
-        unsigned flags = param(m, 0, 0), how = param(m, 1, 1);
-        if (how == 1)
-            m->kitty_flags[0] = flags;
-        else if (how == 2)
-            m->kitty_flags[0] |= flags;
-        else if (how == 3)
-            m->kitty_flags[0] &= ~flags;
-    } else if (m->leader == '>' && !m->intermediate && (final == 'm' || final == 'n')) {
-        /* xterm's key modifier resources: only modifyOtherKeys (4) matters. */
-        if (m->nparams == 0 || (m->params[0] == 4 && final == 'n'))
-            m->modify_other_keys = 0;
-        else if (m->params[0] == 4)
-            m->modify_other_keys = param(m, 1, 0);
-    }
-}
-
-static void csi_start(lz_term_modes *m)
-{
-    m->state = ST_CSI;
-    m->leader = m->intermediate = 0;
-    m->nparams = 0;
-    m->param_started = m->in_subparam = false;
-    memset(m->params, 0, sizeof(m->params));
-}
-
-size_t lz_term_modes_feed(lz_term_modes *m, const uint8_t *d, size_t n, bool *switching)
-{
-    *switching = false;
-    for (size_t i = 0; i < n; i++) {
-        uint8_t c = d[i];
-        /* CAN and SUB cancel any sequence; ESC starts a new one, also
-         * inside a string (where ESC \ is the string terminator). */
-        if (c == 0x18 || c == 0x1a) {
-            m->state = ST_GROUND;
-            continue;
-        }
-        if (c == 0x1b) {
-            m->state = ST_ESC;
-            continue;
-        }
-        switch (m->state) {
-        case ST_GROUND:
-            break;
-        case ST_ESC:
-            if (c == '[') {
-                csi_start(m);
-            } else if (c == ']' || c == 'P' || c == 'X' || c == '^' || c == '_') {
-                m->state = ST_STRING;
-            } else if (c >= 0x20 && c <= 0x2f) {
-                m->state = ST_ESC_INTER;
-            } else if (c < 0x20) {
-                /* a control inside the sequence is executed; ESC waits on */
-            } else {
-                if (c == 'c')
-                    hard_reset(m);
-                else if (c == '=')
-                    m->keypad_app = true;
-                else if (c == '>')
-                    m->keypad_app = false;
-                m->state = ST_GROUND;
-            }
-            break;
-        case ST_ESC_INTER:
-            if (c >= 0x30 && c <= 0x7e)
-                m->state = ST_GROUND;
-            break;
-        case ST_CSI:
-            if (c >= '0' && c <= '9' && m->in_subparam) {
-                /* a sub-parameter (after ':') belongs to the parameter
-                 * before it: none of the tracker's sequences has one */
-            } else if (c >= '0' && c <= '9') {
-                if (!m->param_started) {
-                    m->param_started = true;
-                    if (m->nparams < LZ_TERM_MODES_MAX_PARAMS)
-                        m->nparams++;
-                }
-                if (m->nparams <= LZ_TERM_MODES_MAX_PARAMS) {
-                    unsigned *p = &m->params[m->nparams - 1];
-                    *p = *p * 10 + (unsigned) (c - '0');
-                    if (*p > PARAM_MAX)
-                        *p = PARAM_MAX;
-                }
-            } else if (c == ':') {
-                if (!m->param_started && !m->in_subparam && m->nparams < LZ_TERM_MODES_MAX_PARAMS)
-                    m->nparams++; /* an empty parameter with sub-parameters */
-                m->param_started = true;
-                m->in_subparam = true;
-            } else if (c == ';') {
-                if (!m->param_started && m->nparams < LZ_TERM_MODES_MAX_PARAMS)
-                    m->nparams++; /* an empty parameter: its default */
-                m->param_started = false;
-                m->in_subparam = false;
-            } else if (c >= 0x3c && c <= 0x3f) {
-                /* a private leader only as the first byte */
-                if (m->nparams == 0 && !m->param_started && !m->leader)
-                    m->leader = c;
-                else
-                    m->state = ST_GROUND; /* malformed: ignored whole, as xterm does */
-            } else if (c >= 0x20 && c <= 0x2f) {
-                m->intermediate = c;
-            } else if (c >= 0x40 && c <= 0x7e) {
-                if (csi_switches(m, c) && !m->hold_switch) {
-                    m->hold_switch = true;
-                    *switching = true;
-                    return i;
-                }
-                m->hold_switch = false;
-                csi_dispatch(m, c);
-                m->state = ST_GROUND;
-            }
-            /* other controls are executed by the terminal; bytes >= 0x80
-             * inside a sequence are ignored */
-            break;
-        case ST_STRING:
-            if (c == 0x07)
-                m->state = ST_GROUND;
-            break;
-        default:
-            m->state = ST_GROUND;
-            break;
-        }
-    }
-    return n;
-}
-
-void lz_term_modes_encode(const lz_term_modes *m, lz_screen_buf *b)
-{
-    for (unsigned k = 0; k < LZ_MODE_COUNT; k++) {
-        if (k == LZ_MODE_ORIGIN || k == LZ_MODE_CURSOR_VISIBLE)
-            continue; /* order-sensitive: lz_screen_repaint */
-        bool dflt = k == LZ_MODE_AUTOWRAP;
-        if (m->mode[k] != dflt)
-            put_fmt(b, m->mode[k] ? "\x1b[?%uh" : "\x1b[?%ul", dec_numbers[k]);
-    }
-    if (m->keypad_app)
-        put_str(b, "\x1b=");
-    /* The kitty stack bottom first; an entry set without a push is the
-     * terminal's own (depth 0). */
-    for (unsigned i = m->kitty_depth; i > 0; i--)
-        put_fmt(b, "\x1b[>%uu", m->kitty_flags[i - 1]);
-    if (m->kitty_depth == 0 && m->kitty_flags[0])
-        put_fmt(b, "\x1b[=%u;1u", m->kitty_flags[0]);
-    if (m->modify_other_keys)
-        put_fmt(b, "\x1b[>4;%um", m->modify_other_keys);
-}
+#define put_str lz_screen_buf_str
+#define put_fmt lz_screen_buf_fmt
 
 /* ---- the screen ---- */
 
@@ -326,6 +32,10 @@ struct lz_screen {
     VTermScreenCell *normal;
     int normal_rows, normal_cols;
     VTermPos normal_cursor;
+    /* Session output not yet emulated (lz_screen_queue): a copy, wiped
+     * as it is consumed (RELAY_WIPE). */
+    uint8_t *pending;
+    size_t pending_off, pending_len, pending_cap;
 };
 
 static unsigned clamp(unsigned v, unsigned max)
@@ -363,6 +73,17 @@ static void vterm_release(void *p, void *allocdata)
 
 static VTermAllocatorFunctions wiping_allocator = { .malloc = vterm_alloc, .free = vterm_release };
 
+/* lz_screen_work's slices. A byte that can start a control sequence or
+ * move the cursor down (ESC, LF, VT, FF, and 0xC2, which starts a C1
+ * control in UTF-8) may cost the emulator a pass over every cell: DECALN,
+ * erasing, inserting or deleting lines, scrolling (about 8 ns a cell,
+ * measured: 0.85 ms for one DECALN at 200x500). A slice holds at most
+ * SLICE_BYTES bytes and at most as many of those bytes as the screen's
+ * cells fit in SLICE_CELLS (at least one), so that one slice costs about
+ * 2 ms at most, whatever the output; the clock is read between slices. */
+#define SLICE_BYTES 4096
+#define SLICE_CELLS 250000
+
 lz_screen *lz_screen_new(unsigned rows, unsigned cols)
 {
     lz_screen *s = lz_xcalloc(1, sizeof(*s));
@@ -388,6 +109,9 @@ void lz_screen_free(lz_screen *s)
         explicit_bzero(s->normal, (size_t) s->normal_rows * (size_t) s->normal_cols *
                                       sizeof(*s->normal)); /* session output: RELAY_WIPE */
     free(s->normal);
+    if (s->pending)
+        explicit_bzero(s->pending, s->pending_cap); /* session output: RELAY_WIPE */
+    free(s->pending);
     free(s);
 }
 
@@ -468,7 +192,8 @@ static bool plain(uint8_t c)
 static size_t skip_scrolled_off(lz_screen *s, const uint8_t *d, size_t n)
 {
     const lz_term_modes *m = &s->modes;
-    if (m->state != ST_GROUND || m->scroll_top || m->scroll_bottom || m->mode[LZ_MODE_ORIGIN])
+    if (!lz_term_modes_between_sequences(m) || m->scroll_top || m->scroll_bottom ||
+        m->mode[LZ_MODE_ORIGIN])
         return 0;
     int rows, cols;
     vterm_get_size(s->vt, &rows, &cols);
@@ -496,11 +221,9 @@ static size_t skip_scrolled_off(lz_screen *s, const uint8_t *d, size_t n)
     return cut;
 }
 
-void lz_screen_feed(lz_screen *s, const uint8_t *d, size_t n)
+/* Output to the tracker and the emulator, in step. */
+static void emulate(lz_screen *s, const uint8_t *d, size_t n)
 {
-    size_t skipped = n >= 1024 ? skip_scrolled_off(s, d, n) : 0;
-    d += skipped;
-    n -= skipped;
     while (n > 0) {
         bool switching;
         size_t k = lz_term_modes_feed(&s->modes, d, n, &switching);
@@ -510,6 +233,149 @@ void lz_screen_feed(lz_screen *s, const uint8_t *d, size_t n)
         d += k;
         n -= k;
     }
+}
+
+static size_t skip_at_start(lz_screen *s, const uint8_t *d, size_t n)
+{
+    return n >= 1024 ? skip_scrolled_off(s, d, n) : 0;
+}
+
+static void drop_pending(lz_screen *s)
+{
+    if (s->pending_len)
+        explicit_bzero(s->pending, s->pending_len); /* session output: RELAY_WIPE */
+    s->pending_off = s->pending_len = 0;
+}
+
+void lz_screen_feed(lz_screen *s, const uint8_t *d, size_t n)
+{
+    (void) lz_screen_work(s, -1); /* in order: what was queued first */
+    size_t skipped = skip_at_start(s, d, n);
+    emulate(s, d + skipped, n - skipped);
+}
+
+/* Give up emulating what is queued (lz_screen_catch_up, or a backlog
+ * past LZ_SCREEN_MAX_BEHIND). The tracker still reads all of it (cheap:
+ * one pass, bounded state), so the modes a repaint sets and a reset's view
+ * of the alternate screen stay right; the emulator starts over on a blank
+ * screen, in the screen the program is in, with its scroll region, origin
+ * mode and autowrap, the cursor home. Only the repaint's cells are lost
+ * (the program's next redraw brings them back). */
+static void skip_pending(lz_screen *s)
+{
+    const uint8_t *d = s->pending + s->pending_off;
+    size_t n = s->pending_len - s->pending_off;
+    while (n > 0) {
+        bool switching;
+        size_t k = lz_term_modes_feed(&s->modes, d, n, &switching);
+        d += k;
+        n -= k;
+    }
+    drop_pending(s);
+    static const char leave[] = "\x1b[?1049l";
+    vterm_write(s, (const uint8_t *) leave, sizeof(leave) - 1);
+    vterm_screen_reset(s->vs, 1);
+    const lz_term_modes *m = &s->modes;
+    lz_screen_buf b = { 0 };
+    if (m->alt_screen) {
+        keep_normal_screen(s); /* blank */
+        put_fmt(&b, "\x1b[?%uh", m->alt_screen);
+    }
+    if (m->scroll_top || m->scroll_bottom)
+        put_fmt(&b, "\x1b[%u;%ur", m->scroll_top, m->scroll_bottom);
+    if (m->mode[LZ_MODE_ORIGIN])
+        put_str(&b, "\x1b[?6h");
+    if (!m->mode[LZ_MODE_AUTOWRAP])
+        put_str(&b, "\x1b[?7l");
+    put_str(&b, "\x1b[H");
+    vterm_write(s, (const uint8_t *) b.data, b.len); /* Lazaret's own bytes */
+    lz_screen_buf_free(&b);
+}
+
+void lz_screen_queue(lz_screen *s, const uint8_t *d, size_t n)
+{
+    if (s->pending_off == s->pending_len) {
+        drop_pending(s);
+        size_t skipped = skip_at_start(s, d, n);
+        d += skipped;
+        n -= skipped;
+    } else if (s->pending_len - s->pending_off + n > LZ_SCREEN_MAX_BEHIND) {
+        skip_pending(s);
+    } else if (s->pending_off > 0 && n > s->pending_cap - s->pending_len) {
+        /* what was emulated is gone: keep the rest at the start */
+        size_t left = s->pending_len - s->pending_off;
+        memmove(s->pending, s->pending + s->pending_off, left);
+        explicit_bzero(s->pending + left, s->pending_len - left); /* RELAY_WIPE */
+        s->pending_off = 0;
+        s->pending_len = left;
+    }
+    if (n > s->pending_cap - s->pending_len) {
+        size_t cap = s->pending_len + n;
+        cap = cap < LZ_SCREEN_MAX_BEHIND ? LZ_SCREEN_MAX_BEHIND : cap;
+        uint8_t *p = lz_xcalloc(1, cap);
+        if (s->pending_len)
+            memcpy(p, s->pending, s->pending_len);
+        if (s->pending)
+            explicit_bzero(s->pending, s->pending_cap);
+        free(s->pending);
+        s->pending = p;
+        s->pending_cap = cap;
+    }
+    memcpy(s->pending + s->pending_len, d, n);
+    s->pending_len += n;
+}
+
+static int64_t now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t) t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+/* How many bytes of d (n > 0) make one slice (SLICE_BYTES). */
+static size_t slice_len(const lz_screen *s, const uint8_t *d, size_t n)
+{
+    int rows, cols;
+    vterm_get_size(s->vt, &rows, &cols);
+    size_t costly = SLICE_CELLS / ((size_t) rows * (size_t) cols);
+    if (costly < 1)
+        costly = 1;
+    size_t i = 0, seen = 0;
+    while (i < n && i < SLICE_BYTES) {
+        uint8_t c = d[i++];
+        if ((c == 0x1b || c == '\n' || c == '\v' || c == '\f' || c == 0xc2) && ++seen == costly)
+            break;
+    }
+    return i;
+}
+
+bool lz_screen_work(lz_screen *s, int64_t budget_ns)
+{
+    int64_t start = budget_ns >= 0 ? now_ns() : 0;
+    while (s->pending_off < s->pending_len) {
+        const uint8_t *d = s->pending + s->pending_off;
+        size_t left = s->pending_len - s->pending_off;
+        size_t k = budget_ns >= 0 ? slice_len(s, d, left) : left;
+        emulate(s, d, k);
+        s->pending_off += k;
+        if (budget_ns >= 0 && now_ns() - start >= budget_ns)
+            break;
+    }
+    if (s->pending_off < s->pending_len)
+        return true;
+    drop_pending(s);
+    return false;
+}
+
+void lz_screen_catch_up(lz_screen *s, int64_t budget_ns)
+{
+    if (lz_screen_work(s, budget_ns))
+        skip_pending(s);
+}
+
+bool lz_screen_behind(const lz_screen *s)
+{
+    return s->pending_off < s->pending_len;
 }
 
 const lz_term_modes *lz_screen_modes(const lz_screen *s)
@@ -859,6 +725,15 @@ void lz_screen_reset(lz_screen *s, lz_screen_buf *b)
      * left the normal one: the emulator is told too (Lazaret's own bytes),
      * then where the cursor is is written last, since resetting the scroll
      * region and origin mode move it home. */
+    if (lz_screen_behind(s)) {
+        /* The emulator is behind the terminal (a sandbox's costly output:
+         * lz_screen_work), and catching up could take seconds: what the
+         * program changed is reset all the same, and the message goes on
+         * a new line below wherever the terminal's cursor is. */
+        drop_pending(s);
+        put_str(b, LZ_TERM_INPUT_MODES_OFF LZ_TERM_SCREEN_MODES_OFF "\r\n");
+        return;
+    }
     if (s->modes.alt_screen)
         lz_screen_feed(s, (const uint8_t *) leave, sizeof(leave) - 1);
     put_str(b, LZ_TERM_INPUT_MODES_OFF LZ_TERM_SCREEN_MODES_OFF);

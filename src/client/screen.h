@@ -26,6 +26,10 @@ typedef struct lz_screen_buf {
     size_t len, cap;
 } lz_screen_buf;
 void lz_screen_buf_put(lz_screen_buf *b, const char *p, size_t n);
+void lz_screen_buf_str(lz_screen_buf *b, const char *s);
+/* At most 63 bytes of formatted text (sequences and numbers). */
+__attribute__((format(printf, 2, 3))) void lz_screen_buf_fmt(lz_screen_buf *b, const char *fmt,
+                                                             ...);
 void lz_screen_buf_free(lz_screen_buf *b);
 
 /* ---- the mode tracker: a bounded parser of the sandbox's output ---- */
@@ -87,6 +91,9 @@ void lz_term_modes_init(lz_term_modes *m);
  * the screen being left). */
 size_t lz_term_modes_feed(lz_term_modes *m, const uint8_t *d, size_t n, bool *switching);
 
+/* Not inside a control sequence or string. */
+bool lz_term_modes_between_sequences(const lz_term_modes *m);
+
 /* The sequences that set m's modes on a terminal whose modes are at their
  * defaults (scroll region excepted: see lz_screen_repaint), appended to b. */
 void lz_term_modes_encode(const lz_term_modes *m, lz_screen_buf *b);
@@ -128,8 +135,26 @@ lz_screen *lz_screen_new(unsigned rows, unsigned cols);
 void lz_screen_free(lz_screen *s);
 void lz_screen_resize(lz_screen *s, unsigned rows, unsigned cols);
 
-/* Session output, as it is written to the terminal. */
+/* Session output, as it is written to the terminal: emulated now (after
+ * anything still queued). */
 void lz_screen_feed(lz_screen *s, const uint8_t *d, size_t n);
+
+/* The same, in slices (attack round a26 F4): some output costs the
+ * emulator far more than the terminal (DECALN fills the screen in 3
+ * bytes; 64 KiB of it took 2 s at 50x200, 19 s at 200x500), and a CLI
+ * busy emulating reads no keys and no signals. lz_screen_queue keeps a
+ * copy of the output; lz_screen_work emulates it for about budget_ns
+ * (negative: all of it) and returns whether some is left
+ * (lz_screen_behind). The output itself goes to the terminal at once: the
+ * emulator only lags. A backlog past LZ_SCREEN_MAX_BEHIND is given up
+ * (only the mode tracker reads it; the emulator starts over on a blank
+ * screen), and so is what lz_screen_catch_up cannot emulate within its
+ * budget: a repaint never waits long for the emulator. */
+#define LZ_SCREEN_MAX_BEHIND (1u << 20)
+void lz_screen_queue(lz_screen *s, const uint8_t *d, size_t n);
+bool lz_screen_work(lz_screen *s, int64_t budget_ns);
+void lz_screen_catch_up(lz_screen *s, int64_t budget_ns);
+bool lz_screen_behind(const lz_screen *s);
 
 /* Append to b what redraws the screen and sets the program's modes again on
  * a terminal in the normal screen with default modes (what the prompt
@@ -140,7 +165,8 @@ void lz_screen_repaint(const lz_screen *s, lz_screen_buf *b);
 
 /* Append to b what ends the program's changes on the developer's terminal
  * (LZ_TERM_INPUT_MODES_OFF, LZ_TERM_SCREEN_MODES_OFF) and leaves the
- * cursor at the start of a line nothing was written on. */
+ * cursor at the start of a line nothing was written on. Output still
+ * queued is dropped (the reset does not wait for the emulator). */
 void lz_screen_reset(lz_screen *s, lz_screen_buf *b);
 
 /* Where the session starts on the screen: the session's output is drawn

@@ -102,8 +102,10 @@ static int on_output(void *ctx, lz_proto_msg *m)
     if (!(cl->prompting && cl->screen) && lz_write_all(cl->ui->output_fd, d, len) < 0 &&
         cl->interactive && (errno == EIO || errno == EPIPE || errno == ENXIO))
         cl->terminal_gone = true;
-    if (cl->screen)
-        lz_screen_feed(cl->screen, d, len);
+    if (cl->screen) {
+        lz_screen_queue(cl->screen, d, len);
+        (void) lz_screen_work(cl->screen, LZ_CLIENT_SCREEN_SLICE_NS);
+    }
     return 0;
 }
 
@@ -115,6 +117,7 @@ static int on_exit_msg(void *ctx, lz_proto_msg *m)
         return -1;
     *cl->status = (int) (code & 0xff);
     cl->exited = cl->ended = true;
+    lz_client_end_notice(cl, true); /* what the program printed last is shown */
     /* A program that exits restores the terminal itself, or meant not to
      * (as after ssh, nothing is undone); one killed by a signal could not. */
     if (outcome == LZ_EXIT_OUTCOME_TERMINATED)

@@ -598,9 +598,15 @@ def test_prompt_too_tall_for_the_terminal_is_denied(terms, host):
     typed, printed = t.marker("R")
     t.line(f"lazaret-escalate -- {tool} \"$(head -c 3000 /dev/zero | tr '\\0' a)\" "
            f"\"$(head -c 3000 /dev/zero | tr '\\0' b)\"; echo {typed}:$?")
-    t.expect(f"{printed}:{DENIED}", what="the too-tall request denied")
+    t.expect("Press any key to go back to the session.", what="the too-tall request denied")
     assert "needs" in t.text and "Make the window larger" in t.text
     assert QUESTION not in t.text
+    # The denial stays on a cleared screen until a key (not the program's):
+    # the session's screen then comes back with what it printed meanwhile.
+    shown = t.text[t.text.rindex("\x1b[2J"):]
+    assert "Make the window larger" in shown and printed not in shown, shown
+    answer(t, "q")
+    t.expect(f"{printed}:{DENIED}", what="the session's screen back after a key")
     done = ask(t, tool, "short")  # the control
     t.expect(QUESTION, what="the short request's prompt")
     assert "=> runs '" + str(tool) + "' with 1 argument" in t.text
@@ -690,3 +696,5 @@ def test_prompt_on_a_narrow_terminal_is_denied(terms, host):
     assert QUESTION not in t.text
     assert host.ran("tool") == []
     t.wait_exit()
+    # the program ended with the denial up: said again below its screen
+    assert "was denied without being shown" in t.text[t.text.rindex(f"rc={DENIED}"):], t.text

@@ -651,3 +651,41 @@ def test_state_reset_asks_on_a_terminal(terms, answer):
     else:
         assert st != 0 and "Nothing was removed." in t.text, t.text
         assert uppers[0].read_text() == "kept\n", "a reset answered n removed state"
+
+
+# ---- output that is costly to emulate ------------------------------------------
+
+def test_costly_output_leaves_signals_and_keys_served(terms):
+    """Attack round a26 F4: the CLI keeps a copy of the session's screen
+    (client/screen.h), and DECALN (ESC # 8) fills every cell of it in 3
+    bytes. A sandbox printing nothing else on a 200x500 terminal once held
+    the CLI for seconds per message, reading no keys and no signals. The
+    emulator now works in slices of a few milliseconds. While such a flood
+    runs: a window resize reaches the program, and SIGTERM ends the CLI
+    within a second or two. The control (the same output emulated at once
+    takes many slices' time) is test_screen.c
+    test_costly_output_is_emulated_in_slices."""
+    terms.config()
+    terms.lz.write(terms.ws / "decaln", b"\x1b#8" * 300000, mode=0o644)
+    t = terms.shell(rows=200, cols=500)
+    t.prompt(timeout=RUN_TIMEOUT)
+    # one foreground job: its shell gets the SIGWINCH
+    t.line("sh -c 'trap \"stty size > size-after-winch\" WINCH; while :; do cat decaln; done'")
+    flood = re.compile(re.escape(b"\x1b#8" * 2000))
+    t.expect(flood, what="the DECALN flood")
+    t.expect(flood, what="more of the DECALN flood")
+    t.child.setwinsize(199, 499)  # SIGWINCH to the CLI, which tells the sandbox
+    size_file = terms.ws / "size-after-winch"
+    deadline = time.monotonic() + 10
+    while not (size_file.exists() and size_file.read_text().endswith("\n")) \
+            and time.monotonic() < deadline:
+        t.expect(flood, what="the flood while the resize travels")
+    assert size_file.exists(), "the resize did not reach the program during the flood"
+    assert size_file.read_text() == "199 499\n", size_file.read_text()
+    t0 = time.monotonic()
+    os.kill(t.pid, signal.SIGTERM)
+    st = t.wait_exit()
+    took = time.monotonic() - t0
+    terms.check_report(t, st)
+    assert st == 128 + signal.SIGTERM, f"the CLI exited {st}"
+    assert took < 2.0, f"SIGTERM during the flood ended the CLI only after {took:.1f} s"

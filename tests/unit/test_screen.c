@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cmocka.h>
 
@@ -308,6 +309,104 @@ static void test_scrolled_off_lines_leave_the_same_screen(void **state)
     }
 }
 
+static int64_t now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t) t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+/* Attack round a26 F4: output that is costly to emulate (DECALN fills the
+ * whole screen in 3 bytes) is worked through in slices, each far shorter
+ * than the whole, and leaves the same screen as feeding it at once. The
+ * control is the whole feed's own time, measured in the same run. */
+static void test_costly_output_is_emulated_in_slices(void **state)
+{
+    (void) state;
+    lz_screen_buf out = { 0 };
+    for (int i = 0; i < 300; i++) {
+        char piece[64];
+        int n = snprintf(piece, sizeof(piece), "\x1b#8\x1b[%d;%dHrow %d%s", i % 100 + 1,
+                         i % 400 + 1, i, i % 50 == 0 ? "\x1b[?1049h" : "");
+        lz_screen_buf_put(&out, piece, (size_t) n);
+    }
+    lz_screen *whole = lz_screen_new(100, 500), *sliced = lz_screen_new(100, 500);
+
+    int64_t t0 = now_ns();
+    lz_screen_feed(whole, (const uint8_t *) out.data, out.len);
+    int64_t whole_ns = now_ns() - t0;
+
+    lz_screen_queue(sliced, (const uint8_t *) out.data, out.len);
+    assert_true(lz_screen_behind(sliced));
+    unsigned calls = 0;
+    int64_t longest = 0;
+    for (bool behind = true; behind; calls++) {
+        int64_t c0 = now_ns();
+        behind = lz_screen_work(sliced, 1000000);
+        int64_t took = now_ns() - c0;
+        longest = took > longest ? took : longest;
+    }
+    assert_false(lz_screen_behind(sliced));
+    print_message("whole %.1f ms; %u slices of at most %.2f ms\n", (double) whole_ns / 1e6, calls,
+                  (double) longest / 1e6);
+    /* the control: at once, this output holds the caller for many slices */
+    assert_true(whole_ns > 20 * 1000000);
+    assert_true(calls >= 10);
+    assert_true(longest * 5 < whole_ns);
+
+    for (unsigned r = 0; r < 100; r++) {
+        char a[2048], b[2048];
+        lz_screen_row_text(whole, r, a, sizeof(a));
+        lz_screen_row_text(sliced, r, b, sizeof(b));
+        assert_string_equal(a, b);
+    }
+    unsigned ar, ac, br, bc;
+    lz_screen_cursor(whole, &ar, &ac);
+    lz_screen_cursor(sliced, &br, &bc);
+    assert_int_equal(ar, br);
+    assert_int_equal(ac, bc);
+    assert_int_equal(lz_screen_modes(whole)->alt_screen, lz_screen_modes(sliced)->alt_screen);
+
+    /* Past its budget, catching up gives up the cells but not the modes
+     * nor the screen the program is in. */
+    lz_screen *lossy = lz_screen_new(100, 500);
+    lz_screen_queue(lossy, (const uint8_t *) out.data, out.len);
+    lz_screen_catch_up(lossy, 0);
+    assert_false(lz_screen_behind(lossy));
+    assert_memory_equal(lz_screen_modes(whole)->mode, lz_screen_modes(lossy)->mode,
+                        sizeof(lz_screen_modes(whole)->mode));
+    assert_int_equal(lz_screen_modes(whole)->alt_screen, lz_screen_modes(lossy)->alt_screen);
+    lz_screen_free(lossy);
+
+    /* A backlog past LZ_SCREEN_MAX_BEHIND: the older part is given up. */
+    lz_screen *flood = lz_screen_new(10, 40);
+    size_t half = LZ_SCREEN_MAX_BEHIND / 2 + 1;
+    uint8_t *xs = malloc(half);
+    assert_non_null(xs);
+    memset(xs, 'x', half);
+    lz_screen_queue(flood, xs, half);
+    memset(xs, 'y', half);
+    lz_screen_queue(flood, xs, half);
+    lz_screen_catch_up(flood, -1);
+    char row[64];
+    lz_screen_row_text(flood, 0, row, sizeof(row));
+    assert_string_equal(row, "yyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyy");
+    free(xs);
+    lz_screen_free(flood);
+
+    /* a reset while behind drops what is left and still ends on a new line */
+    lz_screen_queue(sliced, (const uint8_t *) out.data, out.len);
+    lz_screen_buf b = { 0 };
+    lz_screen_reset(sliced, &b);
+    assert_false(lz_screen_behind(sliced));
+    assert_true(b.len >= 2 && memcmp(b.data + b.len - 2, "\r\n", 2) == 0);
+    lz_screen_buf_free(&b);
+
+    lz_screen_buf_free(&out);
+    lz_screen_free(whole);
+    lz_screen_free(sliced);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -322,6 +421,7 @@ int main(void)
         cmocka_unit_test(test_reset_and_fresh_line),
         cmocka_unit_test(test_cursor_report_is_taken_out_of_the_input),
         cmocka_unit_test(test_scrolled_off_lines_leave_the_same_screen),
+        cmocka_unit_test(test_costly_output_is_emulated_in_slices),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
