@@ -45,7 +45,10 @@ static int on_progress(void *ctx, lz_proto_msg *m)
     if (cl->prompting)
         lz_client_hold_notice(cl, t);
     else if (cl->interactive ? raw : cl->started)
-        lz_print_remote(cl->ui->notices(), raw ? "\r\nlazaret: " : "lazaret: ", t,
+        /* On the session's terminal, after ending any string or sequence
+         * the sandbox left open (LZ_TERM_STRINGS_END, round a26 F1). */
+        lz_print_remote(cl->ui->notices(),
+                        raw ? LZ_TERM_STRINGS_END "\r\nlazaret: " : "lazaret: ", t,
                         raw ? "\r\n" : "\n");
     else
         cl->ui->progress(LZ_PROGRESS_NOTE, t, NULL);

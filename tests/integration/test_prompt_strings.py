@@ -63,6 +63,29 @@ def test_prompt_hidden_in_dcs(rig, opener):
         p.close()
 
 
+@pytest.mark.parametrize("opener", ["", r"\033Ptmux;"], ids=["control-none", "dcs"])
+def test_git_sentry_notice_seen_after_an_open_string(rig, opener):
+    """A Git Sentry notice (here: a nested repository set aside) is
+    Lazaret's own line on the session's terminal: it must be seen whatever
+    string the sandbox left open. Control: with no opener it is on screen;
+    on 1d69018 (notices without LZ_TERM_STRINGS_END) the DCS took it as
+    payload."""
+    rig.config({"bb": {}})
+    script = ("#!/bin/sh\n"
+              f"printf 'before the notice\\r\\n{opener}'\n"
+              "mkdir -p nested && git init -q nested\n"
+              "exec sleep 600\n")
+    rig.lz.write(rig.ws / "notice.sh", script, mode=0o755)
+    p = Pane(rig.lz, rig.ws, ["run", "bb", "--workspace", rig.ws, "--", "/bin/sh",
+                              "/workspace/notice.sh"])
+    try:
+        p.wait(lambda: "before the notice" in p.tmux("capture-pane", "-p"), "the program's line")
+        p.wait(lambda: "Git Sentry" in p.tmux("capture-pane", "-p"), "the Git Sentry notice",
+               timeout=4)  # tmux's own string timeout is 5 s
+    finally:
+        p.close()
+
+
 # ---- the terminal after `lazaret stop` (round a26, F2 and F3) -------------------------------
 
 CHECK = "after-reset-qrstuvwx"
