@@ -90,6 +90,11 @@ struct lz_option;
 int lz_cli_parse_flags(const char *cmd, const struct lz_option *table, size_t n, int argc,
                        char **argv, int first, bool *flags);
 
+/* Ask QUESTION (formatted, " [y/N] " appended) on stderr and read one line
+ * of stdin: true only for y, Y or yes (`state reset`, `image prune`
+ * without --yes, on a terminal). */
+bool lz_cli_confirm(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 /* Print "lazaret CMD: MESSAGE" and "Try 'lazaret CMD --help'." to stderr;
  * returns LZ_EXIT_USAGE. */
 int lz_cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

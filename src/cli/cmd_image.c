@@ -370,16 +370,6 @@ out:
     return status;
 }
 
-static bool confirm(void)
-{
-    fprintf(stderr, "Remove them? [y/N] ");
-    fflush(stderr);
-    char line[16];
-    if (!fgets(line, sizeof(line), stdin))
-        return false;
-    return strcmp(line, "y\n") == 0 || strcmp(line, "yes\n") == 0 || strcmp(line, "Y\n") == 0;
-}
-
 static int image_prune(const lz_global_options *g, bool dry_run, bool yes)
 {
     lz_error *err = NULL;
@@ -462,7 +452,7 @@ static int image_prune(const lz_global_options *g, bool dry_run, bool yes)
                                 "--dry-run shows what goes");
             goto out;
         }
-        if (!confirm()) {
+        if (!lz_cli_confirm("Remove them?")) {
             printf("Nothing was removed.\n");
             status = LZ_EXIT_OK;
             goto out;

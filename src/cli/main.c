@@ -90,6 +90,20 @@ bool lz_cli_wants_help(int argc, char **argv)
     return false;
 }
 
+bool lz_cli_confirm(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputs(" [y/N] ", stderr);
+    fflush(stderr);
+    char line[16];
+    if (!fgets(line, sizeof(line), stdin))
+        return false;
+    return strcmp(line, "y\n") == 0 || strcmp(line, "yes\n") == 0 || strcmp(line, "Y\n") == 0;
+}
+
 int lz_cli_usage_error(const char *cmd, const char *fmt, ...)
 {
     va_list ap;

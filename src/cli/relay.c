@@ -54,11 +54,12 @@ lz_attempt_result lz_cli_relay_terminal(lz_client *cl)
     bool stdin_open = true;
     *cl->status = LZ_EXIT_RUN_LAZARET_FAILED;
 
+    bool output_waiting = false;
     for (;;) {
-        /* While the screen's emulator is behind (a sandbox's costly output:
-         * client/screen.h lz_screen_queue), it works in slices between
-         * which keys, signals and more output are read. */
-        bool behind = lz_client_screen_work(cl);
+        /* While the screen's emulator is behind (client/screen.h
+         * lz_screen_queue), it works in slices between which keys, signals
+         * and more output are read. */
+        bool behind = lz_client_screen_work(cl, output_waiting);
         struct pollfd p[3] = {
             { .fd = cl->sock, .events = POLLIN },
             { .fd = cl->started && stdin_open ? STDIN_FILENO : -1, .events = POLLIN },
@@ -69,6 +70,7 @@ lz_attempt_result lz_cli_relay_terminal(lz_client *cl)
                 continue;
             break;
         }
+        output_waiting = p[0].revents & POLLIN;
         if (p[2].revents & POLLIN) {
             struct signalfd_siginfo si;
             if (read(sfd, &si, sizeof(si)) == sizeof(si)) {

@@ -52,16 +52,6 @@ static int remove_layer(int droot, const char *name, const char *label, lz_error
                               "point or a file outside your subordinate ids stops the removal)");
 }
 
-static int confirm(const state_target *t, const char *what)
-{
-    fprintf(stderr, "%sReset Domain %.16s…? [y/N] ", what, t->id);
-    fflush(stderr);
-    char line[16];
-    if (!fgets(line, sizeof(line), stdin))
-        return 0;
-    return strcmp(line, "y\n") == 0 || strcmp(line, "yes\n") == 0 || strcmp(line, "Y\n") == 0;
-}
-
 int state_reset(const lz_global_options *g, const state_opts *opts)
 {
     state_target t = { .droot = -1 };
@@ -121,7 +111,7 @@ int state_reset(const lz_global_options *g, const state_opts *opts)
             lz_error_hint(&err, "add --yes to confirm (lazaret state reset --yes %.12s)", t.id);
             goto out;
         }
-        if (!confirm(&t, what)) {
+        if (!lz_cli_confirm("%sReset Domain %.16s…?", what, t.id)) {
             fprintf(stderr, "Nothing was removed.\n");
             goto out;
         }

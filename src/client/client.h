@@ -153,9 +153,14 @@ void lz_client_prompt_keys(lz_client *cl, const uint8_t *data, size_t n);
 #define LZ_CLIENT_SCREEN_SLICE_NS 4000000
 #define LZ_CLIENT_REPAINT_WAIT_NS 100000000
 
-/* One slice of the screen's work. True while the screen is still behind
- * the output: the caller comes back without waiting. */
-bool lz_client_screen_work(lz_client *cl);
+/* One slice of the screen's work, unless more output is waiting
+ * (output_waiting) and less than LZ_CLIENT_SCREEN_BATCH is queued: output
+ * that piles up is emulated in one go, lines scrolled off skipped (10 MiB/s
+ * in 4 KiB messages at 50x200, over 200 MiB/s in 64 KiB ones, measured).
+ * True while the screen is behind the output: the caller comes back
+ * without waiting. */
+#define LZ_CLIENT_SCREEN_BATCH (256u * 1024)
+bool lz_client_screen_work(lz_client *cl, bool output_waiting);
 
 /* A denial shown in place of a prompt goes away (a key, or the program's
  * exit): the session's screen comes back with what was printed meanwhile,

@@ -36,6 +36,7 @@ struct lz_screen {
      * as it is consumed (RELAY_WIPE). */
     uint8_t *pending;
     size_t pending_off, pending_len, pending_cap;
+    bool unlooked; /* queued since lz_screen_work last looked for lines scrolled off */
 };
 
 static unsigned clamp(unsigned v, unsigned max)
@@ -294,11 +295,9 @@ static void skip_pending(lz_screen *s)
 
 void lz_screen_queue(lz_screen *s, const uint8_t *d, size_t n)
 {
+    s->unlooked = true; /* lz_screen_work looks for lines scrolled off */
     if (s->pending_off == s->pending_len) {
         drop_pending(s);
-        size_t skipped = skip_at_start(s, d, n);
-        d += skipped;
-        n -= skipped;
     } else if (s->pending_len - s->pending_off + n > LZ_SCREEN_MAX_BEHIND) {
         skip_pending(s);
     } else if (s->pending_off > 0 && n > s->pending_cap - s->pending_len) {
@@ -352,6 +351,13 @@ static size_t slice_len(const lz_screen *s, const uint8_t *d, size_t n)
 bool lz_screen_work(lz_screen *s, int64_t budget_ns)
 {
     int64_t start = budget_ns >= 0 ? now_ns() : 0;
+    if (s->unlooked) {
+        /* Over everything queued so far: the more output waited, the more
+         * of it is skipped (a `cat` of a large file in 4 KiB reads). */
+        s->unlooked = false;
+        s->pending_off +=
+            skip_at_start(s, s->pending + s->pending_off, s->pending_len - s->pending_off);
+    }
     while (s->pending_off < s->pending_len) {
         const uint8_t *d = s->pending + s->pending_off;
         size_t left = s->pending_len - s->pending_off;
@@ -376,6 +382,11 @@ void lz_screen_catch_up(lz_screen *s, int64_t budget_ns)
 bool lz_screen_behind(const lz_screen *s)
 {
     return s->pending_off < s->pending_len;
+}
+
+size_t lz_screen_backlog(const lz_screen *s)
+{
+    return s->pending_len - s->pending_off;
 }
 
 const lz_term_modes *lz_screen_modes(const lz_screen *s)

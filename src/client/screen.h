@@ -146,7 +146,9 @@ void lz_screen_feed(lz_screen *s, const uint8_t *d, size_t n);
  * copy of the output; lz_screen_work emulates it for about budget_ns
  * (negative: all of it) and returns whether some is left
  * (lz_screen_behind). The output itself goes to the terminal at once: the
- * emulator only lags. A backlog past LZ_SCREEN_MAX_BEHIND is given up
+ * emulator only lags. Lines scrolled off are looked for over everything
+ * queued when lz_screen_work starts, so a caller that lets output pile up
+ * while more is coming emulates far less of it. A backlog past LZ_SCREEN_MAX_BEHIND is given up
  * (only the mode tracker reads it; the emulator starts over on a blank
  * screen), and so is what lz_screen_catch_up cannot emulate within its
  * budget: a repaint never waits long for the emulator. */
@@ -155,6 +157,7 @@ void lz_screen_queue(lz_screen *s, const uint8_t *d, size_t n);
 bool lz_screen_work(lz_screen *s, int64_t budget_ns);
 void lz_screen_catch_up(lz_screen *s, int64_t budget_ns);
 bool lz_screen_behind(const lz_screen *s);
+size_t lz_screen_backlog(const lz_screen *s); /* bytes queued, not yet emulated */
 
 /* Append to b what redraws the screen and sets the program's modes again on
  * a terminal in the normal screen with default modes (what the prompt

@@ -105,10 +105,8 @@ static int on_output(void *ctx, lz_proto_msg *m)
     if (!(cl->prompting && cl->screen) && lz_write_all(cl->ui->output_fd, d, len) < 0 &&
         cl->interactive && (errno == EIO || errno == EPIPE || errno == ENXIO))
         cl->terminal_gone = true;
-    if (cl->screen) {
-        lz_screen_queue(cl->screen, d, len);
-        (void) lz_screen_work(cl->screen, LZ_CLIENT_SCREEN_SLICE_NS);
-    }
+    if (cl->screen)
+        lz_screen_queue(cl->screen, d, len); /* emulated by lz_client_screen_work */
     return 0;
 }
 

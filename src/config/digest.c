@@ -146,51 +146,49 @@ static void frame_environment(lz_frame *f, const lz_resolved_config *cfg)
     free(items);
 }
 
-/* Every field of ConfigurationFingerprintV1 after its separator. */
-static void frame_v1_fields(lz_frame *fp, const lz_resolved_config *cfg)
+/* The fields the fingerprint and the parts share, each framed one way. */
+
+static void frame_persistent_dirs(lz_frame *f, const lz_resolved_config *cfg)
 {
-    lz_frame f = *fp;
-    lz_frame *items;
-
-    lz_frame_bytes(&f, cfg->profile, strlen(cfg->profile));
-    lz_frame_bytes(&f, cfg->storage_root.label, strlen(cfg->storage_root.label));
-    lz_frame_bytes(&f, cfg->runtime_root.label, strlen(cfg->runtime_root.label));
-    lz_frame_bytes(&f, cfg->image, strlen(cfg->image));
-    lz_frame_bool(&f, cfg->isolate_gitignored);
-
-    items = lz_xcalloc(cfg->n_persistent_dirs, sizeof(lz_frame));
+    lz_frame *items = lz_xcalloc(cfg->n_persistent_dirs, sizeof(lz_frame));
     for (size_t i = 0; i < cfg->n_persistent_dirs; i++)
         lz_frame_bytes(&items[i], cfg->persistent_dirs[i], strlen(cfg->persistent_dirs[i]));
-    lz_frame_sorted_list(&f, items, cfg->n_persistent_dirs);
+    lz_frame_sorted_list(f, items, cfg->n_persistent_dirs);
     free(items);
+}
 
-    items = lz_xcalloc(cfg->n_env, sizeof(lz_frame));
+/* env: names only (values are never hashed). */
+static void frame_env_references(lz_frame *f, const lz_resolved_config *cfg)
+{
+    lz_frame *items = lz_xcalloc(cfg->n_env, sizeof(lz_frame));
     for (size_t i = 0; i < cfg->n_env; i++) {
         lz_frame_bytes(&items[i], cfg->env[i].sandbox_name, strlen(cfg->env[i].sandbox_name));
         lz_frame_bytes(&items[i], cfg->env[i].host_name, strlen(cfg->env[i].host_name));
     }
-    lz_frame_sorted_list(&f, items, cfg->n_env);
+    lz_frame_sorted_list(f, items, cfg->n_env);
     free(items);
+}
 
-    items = lz_xcalloc(cfg->n_volumes, sizeof(lz_frame));
+static void frame_volumes(lz_frame *f, const lz_resolved_config *cfg)
+{
+    lz_frame *items = lz_xcalloc(cfg->n_volumes, sizeof(lz_frame));
     for (size_t i = 0; i < cfg->n_volumes; i++) {
         const lz_resolved_volume *v = &cfg->volumes[i];
-        uint8_t kind = v->kind == LZ_VOLUME_DIRECTORY ? 1 : 0;
-        uint8_t access = v->access == LZ_ACCESS_READ_WRITE ? 1 : 0;
         lz_frame_bytes(&items[i], v->source.label, strlen(v->source.label));
         lz_frame_bytes(&items[i], v->container, strlen(v->container));
-        lz_frame_raw(&items[i], &kind, 1);
-        lz_frame_raw(&items[i], &access, 1);
+        lz_frame_bool(&items[i], v->kind == LZ_VOLUME_DIRECTORY);
+        lz_frame_bool(&items[i], v->access == LZ_ACCESS_READ_WRITE);
         lz_frame_bool(&items[i], v->create);
     }
-    lz_frame_sorted_list(&f, items, cfg->n_volumes);
+    lz_frame_sorted_list(f, items, cfg->n_volumes);
     free(items);
+}
 
-    frame_prefixes(&f, &cfg->allow);
-    frame_prefixes(&f, &cfg->deny);
-    lz_frame_bool(&f, cfg->escalation_enabled);
-
-    items = lz_xcalloc(cfg->n_rules, sizeof(lz_frame));
+/* escalation.enabled, then the rules. */
+static void frame_rules(lz_frame *f, const lz_resolved_config *cfg)
+{
+    lz_frame_bool(f, cfg->escalation_enabled);
+    lz_frame *items = lz_xcalloc(cfg->n_rules, sizeof(lz_frame));
     for (size_t i = 0; i < cfg->n_rules; i++) {
         const lz_resolved_rule *r = &cfg->rules[i];
         lz_frame_bytes(&items[i], r->executable.label, strlen(r->executable.label));
@@ -202,9 +200,34 @@ static void frame_v1_fields(lz_frame *fp, const lz_resolved_config *cfg)
         free(args);
         lz_frame_bool(&items[i], r->allow_extra_args);
     }
-    lz_frame_sorted_list(&f, items, cfg->n_rules);
+    lz_frame_sorted_list(f, items, cfg->n_rules);
     free(items);
-    *fp = f;
+}
+
+/* Resolvers are asked in the declared order: the list keeps it. */
+static void frame_resolvers(lz_frame *f, const lz_resolved_config *cfg)
+{
+    lz_frame *items = lz_xcalloc(cfg->n_resolvers, sizeof(lz_frame));
+    for (size_t i = 0; i < cfg->n_resolvers; i++)
+        lz_frame_bytes(&items[i], cfg->resolvers[i], 4);
+    lz_frame_ordered_list(f, items, cfg->n_resolvers);
+    free(items);
+}
+
+/* Every field of ConfigurationFingerprintV1 after its separator. */
+static void frame_v1_fields(lz_frame *f, const lz_resolved_config *cfg)
+{
+    lz_frame_bytes(f, cfg->profile, strlen(cfg->profile));
+    lz_frame_bytes(f, cfg->storage_root.label, strlen(cfg->storage_root.label));
+    lz_frame_bytes(f, cfg->runtime_root.label, strlen(cfg->runtime_root.label));
+    lz_frame_bytes(f, cfg->image, strlen(cfg->image));
+    lz_frame_bool(f, cfg->isolate_gitignored);
+    frame_persistent_dirs(f, cfg);
+    frame_env_references(f, cfg);
+    frame_volumes(f, cfg);
+    frame_prefixes(f, &cfg->allow);
+    frame_prefixes(f, &cfg->deny);
+    frame_rules(f, cfg);
 }
 
 int lz_configuration_fingerprint_v1(const lz_resolved_config *cfg, uint8_t out[32], lz_error **err)
@@ -240,12 +263,7 @@ int lz_configuration_fingerprint_v2(const lz_resolved_config *cfg, uint8_t out[3
     frame_hosts(&f, &cfg->deny_hosts);
     const char *mode = cfg->dns_mode == LZ_DNS_STRICT ? "strict" : "forward";
     lz_frame_bytes(&f, mode, strlen(mode));
-    /* Resolvers are asked in the declared order: the list keeps it. */
-    lz_frame *items = lz_xcalloc(cfg->n_resolvers, sizeof(lz_frame));
-    for (size_t i = 0; i < cfg->n_resolvers; i++)
-        lz_frame_bytes(&items[i], cfg->resolvers[i], 4);
-    lz_frame_ordered_list(&f, items, cfg->n_resolvers);
-    free(items);
+    frame_resolvers(&f, cfg);
     /* Issue 26: plain environment values, framed only when there are any,
      * so every earlier v2 file keeps its fingerprint (a tagged frame: no
      * configuration without the key frames these bytes). */
@@ -261,24 +279,6 @@ int lz_configuration_fingerprint_v2(const lz_resolved_config *cfg, uint8_t out[3
 
 /* ---- parts (issue 26) ---------------------------------------------------- */
 
-static void frame_rules(lz_frame *f, const lz_resolved_config *cfg)
-{
-    lz_frame_bool(f, cfg->escalation_enabled);
-    lz_frame *items = lz_xcalloc(cfg->n_rules, sizeof(lz_frame));
-    for (size_t i = 0; i < cfg->n_rules; i++) {
-        const lz_resolved_rule *r = &cfg->rules[i];
-        lz_frame_bytes(&items[i], r->executable.label, strlen(r->executable.label));
-        lz_frame *args = lz_xcalloc(r->n_args, sizeof(lz_frame));
-        for (size_t k = 0; k < r->n_args; k++)
-            lz_frame_bytes(&args[k], r->args[k], strlen(r->args[k]));
-        lz_frame_ordered_list(&items[i], args, r->n_args);
-        free(args);
-        lz_frame_bool(&items[i], r->allow_extra_args);
-    }
-    lz_frame_sorted_list(f, items, cfg->n_rules);
-    free(items);
-}
-
 int lz_configuration_parts(const lz_resolved_config *cfg, lz_config_part out[LZ_CONFIG_PARTS],
                            lz_error **err)
 {
@@ -289,7 +289,6 @@ int lz_configuration_parts(const lz_resolved_config *cfg, lz_config_part out[LZ_
     };
     for (size_t k = 0; k < LZ_CONFIG_PARTS; k++) {
         lz_frame f = { 0 };
-        lz_frame *items;
         lz_frame_bytes(&f, names[k], strlen(names[k]));
         switch (k) {
         case 0:
@@ -299,36 +298,15 @@ int lz_configuration_parts(const lz_resolved_config *cfg, lz_config_part out[LZ_
             lz_frame_bool(&f, cfg->isolate_gitignored);
             break;
         case 2:
-            items = lz_xcalloc(cfg->n_persistent_dirs, sizeof(lz_frame));
-            for (size_t i = 0; i < cfg->n_persistent_dirs; i++)
-                lz_frame_bytes(&items[i], cfg->persistent_dirs[i], strlen(cfg->persistent_dirs[i]));
-            lz_frame_sorted_list(&f, items, cfg->n_persistent_dirs);
-            free(items);
+            frame_persistent_dirs(&f, cfg);
             break;
-        case 3: /* env: names only (values are never hashed); environment:
-                 * the plain values, as the fingerprint frames them */
-            items = lz_xcalloc(cfg->n_env, sizeof(lz_frame));
-            for (size_t i = 0; i < cfg->n_env; i++) {
-                lz_frame_bytes(&items[i], cfg->env[i].sandbox_name,
-                               strlen(cfg->env[i].sandbox_name));
-                lz_frame_bytes(&items[i], cfg->env[i].host_name, strlen(cfg->env[i].host_name));
-            }
-            lz_frame_sorted_list(&f, items, cfg->n_env);
-            free(items);
+        case 3: /* env: names only; environment: the plain values, as the
+                 * fingerprint frames them */
+            frame_env_references(&f, cfg);
             frame_environment(&f, cfg);
             break;
         case 4:
-            items = lz_xcalloc(cfg->n_volumes, sizeof(lz_frame));
-            for (size_t i = 0; i < cfg->n_volumes; i++) {
-                const lz_resolved_volume *v = &cfg->volumes[i];
-                lz_frame_bytes(&items[i], v->source.label, strlen(v->source.label));
-                lz_frame_bytes(&items[i], v->container, strlen(v->container));
-                lz_frame_bool(&items[i], v->kind == LZ_VOLUME_DIRECTORY);
-                lz_frame_bool(&items[i], v->access == LZ_ACCESS_READ_WRITE);
-                lz_frame_bool(&items[i], v->create);
-            }
-            lz_frame_sorted_list(&f, items, cfg->n_volumes);
-            free(items);
+            frame_volumes(&f, cfg);
             break;
         case 5:
             frame_prefixes(&f, &cfg->allow);
@@ -341,15 +319,10 @@ int lz_configuration_parts(const lz_resolved_config *cfg, lz_config_part out[LZ_
             frame_hosts(&f, &cfg->allow_hosts);
             frame_hosts(&f, &cfg->deny_hosts);
             break;
-        case 8: {
+        case 8:
             lz_frame_bool(&f, cfg->dns_mode == LZ_DNS_STRICT);
-            lz_frame *res = lz_xcalloc(cfg->n_resolvers, sizeof(lz_frame));
-            for (size_t i = 0; i < cfg->n_resolvers; i++)
-                lz_frame_bytes(&res[i], cfg->resolvers[i], 4);
-            lz_frame_ordered_list(&f, res, cfg->n_resolvers);
-            free(res);
+            frame_resolvers(&f, cfg);
             break;
-        }
         default:
             lz_frame_bytes(&f, cfg->storage_root.label, strlen(cfg->storage_root.label));
             lz_frame_bytes(&f, cfg->runtime_root.label, strlen(cfg->runtime_root.label));

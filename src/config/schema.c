@@ -111,6 +111,16 @@ static int decode_persistent_dirs(lz_schema_ctx *c, const lz_toml_node *n, const
     return 0;
 }
 
+/* A key of `env` or `environment`: a variable's name. */
+static int check_variable_name(lz_schema_ctx *c, const lz_toml_entry *e, const char *kp)
+{
+    lz_source_pos kpos = { e->line, e->column };
+    if (!lz_env_name_valid(e->key))
+        return lz_schema_fail(c, &kpos, kp, "environment names match [A-Za-z_][A-Za-z0-9_]*",
+                              "'%s' is not a valid environment variable name", e->key);
+    return 0;
+}
+
 static int decode_env(lz_schema_ctx *c, const lz_toml_node *n, const char *keypath,
                       lz_profile_decl *pr)
 {
@@ -122,12 +132,9 @@ static int decode_env(lz_schema_ctx *c, const lz_toml_node *n, const char *keypa
     for (size_t i = 0; i < count; i++) {
         const lz_toml_entry *e = &n->u.table.entries[i];
         _cleanup_free_ char *kp = lz_schema_child_path(keypath, e->key);
-        lz_source_pos kpos = { e->line, e->column };
-        if (!lz_env_name_valid(e->key))
-            return lz_schema_fail(c, &kpos, kp, "environment names match [A-Za-z_][A-Za-z0-9_]*",
-                                  "'%s' is not a valid environment variable name", e->key);
-        if (lz_schema_expect_type(c, e->value, LZ_TOML_STRING, kp, "a string \"env:HOST_NAME\"") <
-            0)
+        if (check_variable_name(c, e, kp) < 0 ||
+            lz_schema_expect_type(c, e->value, LZ_TOML_STRING, kp, "a string \"env:HOST_NAME\"") <
+                0)
             return -1;
         const char *v = e->value->u.string.bytes;
         lz_source_pos vpos = lz_schema_pos(e->value);
@@ -159,9 +166,8 @@ static int decode_environment(lz_schema_ctx *c, const lz_toml_node *n, const cha
         const lz_toml_entry *e = &n->u.table.entries[i];
         _cleanup_free_ char *kp = lz_schema_child_path(keypath, e->key);
         lz_source_pos kpos = { e->line, e->column };
-        if (!lz_env_name_valid(e->key))
-            return lz_schema_fail(c, &kpos, kp, "environment names match [A-Za-z_][A-Za-z0-9_]*",
-                                  "'%s' is not a valid environment variable name", e->key);
+        if (check_variable_name(c, e, kp) < 0)
+            return -1;
         if (strncmp(e->key, "LAZARET_", 8) == 0)
             return lz_schema_fail(c, &kpos, kp, "choose a name that does not start with LAZARET_",
                                   "names starting with LAZARET_ are Lazaret's own in the sandbox");

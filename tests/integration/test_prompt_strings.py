@@ -96,19 +96,7 @@ class TailPane(Pane):
     """The CLI under a shell that prints a check line after it and stays."""
 
     def __init__(self, lz, argv):
-        import shlex
-        import subprocess
-        from test_term_screen import COLS, ROWS
-        self.sock = str(lz.path("tmux.sock"))
-        e = lz.env({"TERM": "xterm-256color"})
-        u = lz.user
-        script = shlex.join([str(lz.bin), *map(str, argv)]) + \
-            f'; echo "CLI-EXITED-$?"; echo {CHECK}; exec sleep 600'
-        cmd = ["setpriv", f"--reuid={u.uid}", f"--regid={u.gid}", "--init-groups", "env", "-i",
-               *(f"{k}={v}" for k, v in e.items()), "/bin/sh", "-c", script]
-        conf = lz.write("tmux.conf", "set -g remain-on-exit on\n", mode=0o644)
-        self.tmux("-f", str(conf), "new-session", "-d", "-x", str(COLS), "-y", str(ROWS),
-                  "-c", str(lz.home), subprocess.list2cmdline(cmd))
+        super().__init__(lz, None, argv, then=f"echo {CHECK}; ")
 
 
 @pytest.mark.parametrize("variant", ["control-none", "charset", "dcs"])

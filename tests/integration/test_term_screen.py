@@ -85,7 +85,8 @@ def cells(capture: str) -> list:
 class Pane:
     """One tmux server (a socket of the test's own) with one pane."""
 
-    def __init__(self, lz, ws, argv):
+    def __init__(self, lz, ws, argv, then=""):
+        """then: shell commands the pane runs after the exit marker."""
         self.sock = str(lz.path("tmux.sock"))
         e = lz.env({"TERM": "xterm-256color"})
         u = lz.user
@@ -94,7 +95,7 @@ class Pane:
         # live on to show what the CLI left. The marker is printed where the
         # CLI left the cursor.
         script = shlex.join([str(lz.bin), *map(str, argv)]) + \
-            f'; echo "{EXITED}$?"; exec sleep 600'
+            f'; echo "{EXITED}$?"; {then}exec sleep 600'
         cmd = ["setpriv", f"--reuid={u.uid}", f"--regid={u.gid}", "--init-groups", "env", "-i",
                *(f"{k}={v}" for k, v in e.items()), "/bin/sh", "-c", script]
         # The pane stays after its command ends (remain-on-exit, set before

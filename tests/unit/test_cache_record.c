@@ -19,41 +19,18 @@
 
 #include <cmocka.h>
 
+#include "unit_tmpdir.h"
+
 #include "common/util.h"
 #include "fs/cache_record.h"
 #include "supervisor/runsc_info.h"
 
-static char dir[64];
-static int dir_fd = -1;
-
 static int setup(void **state)
 {
     (void) state;
-    snprintf(dir, sizeof(dir), "/tmp/lz-cache-XXXXXX");
-    if (!mkdtemp(dir))
-        return -1;
-    dir_fd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
-    return dir_fd < 0 ? -1 : 0;
+    return unit_tmpdir_setup("/tmp/lz-cache-", O_PATH);
 }
-
-static int teardown(void **state)
-{
-    (void) state;
-    char cmd[128];
-    snprintf(cmd, sizeof(cmd), "rm -rf -- '%s'", dir);
-    close(dir_fd);
-    return system(cmd) == 0 ? 0 : -1;
-}
-
-static void write_file(const char *name, const char *text)
-{
-    char path[128];
-    snprintf(path, sizeof(path), "%s/%s", dir, name);
-    FILE *f = fopen(path, "w");
-    assert_non_null(f);
-    fputs(text, f);
-    assert_int_equal(fclose(f), 0);
-}
+#define teardown unit_tmpdir_teardown
 
 static void test_parse_exact_record_only(void **state)
 {

@@ -19,43 +19,20 @@
 
 #include <cmocka.h>
 
+#include "unit_tmpdir.h"
+
 #include "common/util.h"
 #include "oci/catalog.h"
 
 #define D1 "1bdb82c968659c9b76277a84ca45600625fd6e30b284aa1e495f89acdd31baa9"
 #define D2 "f1105da002cad3b291e261c257690c5f14c0b0f0cb6580d2706d64a62e468da2"
 
-static char dir[64];
-static int dir_fd = -1;
-
 static int setup(void **state)
 {
     (void) state;
-    snprintf(dir, sizeof(dir), "/tmp/lz-catalog-XXXXXX");
-    if (!mkdtemp(dir))
-        return -1;
-    dir_fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    return dir_fd < 0 ? -1 : 0;
+    return unit_tmpdir_setup("/tmp/lz-catalog-", O_RDONLY);
 }
-
-static int teardown(void **state)
-{
-    (void) state;
-    char cmd[128];
-    snprintf(cmd, sizeof(cmd), "rm -rf -- '%s'", dir);
-    close(dir_fd);
-    return system(cmd) == 0 ? 0 : -1;
-}
-
-static void write_file(const char *name, const char *text)
-{
-    char path[128];
-    snprintf(path, sizeof(path), "%s/%s", dir, name);
-    FILE *f = fopen(path, "w");
-    assert_non_null(f);
-    fputs(text, f);
-    assert_int_equal(fclose(f), 0);
-}
+#define teardown unit_tmpdir_teardown
 
 static void test_entry_names(void **state)
 {
