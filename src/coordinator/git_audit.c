@@ -276,28 +276,47 @@ static bool workspace_used_by_another_domain(coord *c)
 }
 
 /* The Domain ends: the placeholders it made on the host go, so the
- * developer's project looks as before the run (issue 26). */
-static void remove_placeholders(coord *c)
+ * developer's project looks as before the run (issue 26); and so do the
+ * configuration lock names it held (git_sentry.h LZ_GIT_LOCK_HOLD), so
+ * that the host's `git config` works again: whatever the last audit
+ * found, no sandbox process is left to write into a lock file. Not while
+ * another Domain uses the workspace: there each is a mount point of that
+ * Domain's sandbox (its removal would stop it). */
+static void remove_placeholders(coord *c, bool audited)
 {
     if (workspace_used_by_another_domain(c)) {
         clog_(c, "Git Sentry: another running Domain uses this workspace: its placeholder "
-                 "directories stay");
+                 "directories and configuration lock names stay");
         return;
     }
     size_t removed = 0;
     lz_error *err = NULL;
-    if (lz_git_sentry_remove_placeholders(&c->git, &removed, &err) < 0)
+    if (!audited) {
+        /* placeholders stay with what the failed audit could not check */
+    } else if (lz_git_sentry_remove_placeholders(&c->git, &removed, &err) < 0) {
         log_error(c, "cannot remove the placeholder directories of git-ignored paths", err);
-    else if (removed)
+    } else if (removed) {
         clog_(c, "Git Sentry: removed %zu empty placeholder director%s from the workspace", removed,
               removed == 1 ? "y" : "ies");
+    }
+    lz_error_free(err);
+    err = NULL;
+    if (lz_git_sentry_release_locks(&c->git, &removed, &err) < 0)
+        log_error(c, "cannot remove a configuration lock name the Domain held", err);
+    else if (removed)
+        clog_(c, "Git Sentry: released %zu configuration lock name%s", removed,
+              removed == 1 ? "" : "s");
     lz_error_free(err);
 }
 
 void git_audit_final(coord *c)
 {
-    if (c->git.ws_fd < 0 || c->sentry_failed)
+    if (c->git.ws_fd < 0)
         return;
+    if (c->sentry_failed) {
+        remove_placeholders(c, false);
+        return;
+    }
     char *report = NULL;
     lz_error *e = NULL;
     c->git.final = true;
@@ -311,10 +330,9 @@ void git_audit_final(coord *c)
     } else if (n > 0) {
         clog_(c, "Git Sentry (teardown): %s", report);
     }
-    if (n >= 0) {
+    if (n >= 0)
         lz_git_sentry_done(&c->git);
-        remove_placeholders(c);
-    }
+    remove_placeholders(c, n >= 0);
     lz_error_free(e);
     free(report);
 }

@@ -198,8 +198,8 @@ void session_exec(coord *c, session *s)
             return;
     }
     if (c->git.kind == LZ_GIT_REPO || c->git.kind == LZ_GIT_BARE) {
-        /* Git's own refusal inside is bare ("could not write config file
-         * .git/config: Device or resource busy"): say once, on the
+        /* Git's own refusal inside is bare ("could not lock config file
+         * .git/config: File exists": its lock name is held, docs/git.md): say once, on the
          * developer's terminal like the line above, why and what works
          * instead (docs/git.md "Configuring Git in the sandbox", issue 26). */
         lz_wbuf b;
@@ -207,11 +207,11 @@ void session_exec(coord *c, session *s)
             &b, LZ_MSG_PROGRESS,
             c->git.kind == LZ_GIT_REPO
                 ? "Git Sentry: .git/config is read-only in the sandbox (git config there fails "
-                  "with \"Device or resource busy\"); use git config --global (kept across "
+                  "with \"could not lock config file\"); use git config --global (kept across "
                   "restarts when persistent_dirs holds the sandbox's home, e.g. /root) or git -c "
                   "NAME=VALUE; see docs/git.md \"Configuring Git in the sandbox\""
                 : "Git Sentry: the repository's config is read-only in the sandbox (git config "
-                  "there fails with \"Device or resource busy\"); use git config --global "
+                  "there fails with \"could not lock config file\"); use git config --global "
                   "(kept across restarts when persistent_dirs holds the sandbox's home, e.g. "
                   "/root) or git -c NAME=VALUE; see docs/git.md \"Configuring Git in the "
                   "sandbox\"");

@@ -110,6 +110,10 @@ typedef struct lz_git_plan {
     size_t n_members;
 
     char *quarantine_rel; /* where forbidden entries go, relative to the workspace */
+    /* The lock names held (config.lock beside each Git directory's config:
+     * LZ_GIT_LOCK_HOLD), relative; removed when the Domain ends. */
+    char **lock_holds;
+    size_t n_lock_holds;
 
     /* Audit state (lz_git_sentry_watch onwards). */
     int ws_fd;         /* O_PATH of the workspace, -1 before the plan */
@@ -201,6 +205,26 @@ void lz_git_sentry_done(lz_git_plan *plan);
  * of that Domain's sandbox. *ret_removed: how many went. */
 LZ_MUST_CHECK
 int lz_git_sentry_remove_placeholders(const lz_git_plan *plan, size_t *ret_removed, lz_error **err);
+
+/* What a held lock name holds (docs/git.md "The host's git config while a
+ * Domain runs"): the host's Git creates `config.lock` (O_EXCL) and renames
+ * it over `config`; while the Domain runs that name is this file, bound
+ * read-only in the sandbox, so the host's `git config` fails at once
+ * ("could not lock config file ...: File exists") and no lock file the
+ * sandbox could write into (attack round a27, F6) ever becomes the host's
+ * configuration. */
+#define LZ_GIT_LOCK_HOLD                                                                           \
+    "Lazaret: a sandbox runs on this repository. While it runs, this file keeps\n"                 \
+    "the host's git from changing the configuration next to it (the sandbox could\n"               \
+    "write into git's lock file). Stop it first (lazaret stop), then change the\n"                 \
+    "configuration. Lazaret removes this file when the sandbox ends.\n"
+
+/* The Domain ends: remove every lock name it held (LZ_GIT_LOCK_HOLD), where
+ * the file there is still exactly that; only when no other Domain uses
+ * the workspace (the caller's check, as for the placeholders).
+ * *ret_removed: how many went. */
+LZ_MUST_CHECK
+int lz_git_sentry_release_locks(const lz_git_plan *plan, size_t *ret_removed, lz_error **err);
 
 /* Record in the Domain Root that the audit failed on `what`: the next plan
  * refuses to start while any of the named paths exists. */

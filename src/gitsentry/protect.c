@@ -66,6 +66,86 @@ int lz_gs_protect_if_exists(builder *b, const char *rel, lz_error **err)
     return 0;
 }
 
+/* Is the file at rel exactly LZ_GIT_LOCK_HOLD (read through dir, name)? */
+static bool is_lock_hold(int dir, const char *name)
+{
+    _cleanup_close_ int fd = openat(dir, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
+        (size_t) st.st_size != sizeof(LZ_GIT_LOCK_HOLD) - 1)
+        return false;
+    char buf[sizeof(LZ_GIT_LOCK_HOLD)];
+    ssize_t n = pread(fd, buf, sizeof(buf), 0);
+    return n == (ssize_t) sizeof(LZ_GIT_LOCK_HOLD) - 1 &&
+           memcmp(buf, LZ_GIT_LOCK_HOLD, (size_t) n) == 0;
+}
+
+/* Hold the lock name of the configuration file rel (an existing regular
+ * file, protected read-only): LZ_GIT_LOCK_HOLD at rel.lock, bound
+ * read-only too (git_sentry.h). One already there is reused (another
+ * Domain on this workspace holds it, or a Domain that was killed left it);
+ * any other file there is a host Git's lock (one running, or one that
+ * crashed) and refuses the start. */
+static int hold_lock_name(builder *b, const char *rel, lz_error **err)
+{
+    _cleanup_free_ char *lock = lz_xasprintf("%s.lock", rel);
+    const char *name;
+    _cleanup_close_ int pfd = lz_open_parent_confined(b->ws_fd, lock, &name, err);
+    if (pfd < 0)
+        return -1;
+    int fd = openat(pfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0444);
+    if (fd >= 0) {
+        bool ok = write(fd, LZ_GIT_LOCK_HOLD, sizeof(LZ_GIT_LOCK_HOLD) - 1) ==
+                  (ssize_t) sizeof(LZ_GIT_LOCK_HOLD) - 1;
+        int e = errno;
+        close(fd);
+        if (!ok) {
+            (void) unlinkat(pfd, name, 0);
+            return lz_error_set(err, e, "cannot write %s/%s", b->ws, lock);
+        }
+    } else if (errno != EEXIST) {
+        return lz_error_set(err, errno, "cannot create %s/%s", b->ws, lock);
+    } else if (!is_lock_hold(pfd, name)) {
+        lz_error_set(err, 0,
+                     "Git Sentry: %s/%s exists: a git command on the host is changing %s, or "
+                     "one was interrupted",
+                     b->ws, lock, rel);
+        return lz_error_hint(err, "when no git command runs in %s, remove %s/%s and run again",
+                             b->ws, b->ws, lock);
+    }
+    b->p->lock_holds = lz_xrealloc(b->p->lock_holds, b->p->n_lock_holds + 1, sizeof(char *));
+    b->p->lock_holds[b->p->n_lock_holds++] = lz_xstrdup(lock);
+    lz_gs_add_mount(b, lock, LZ_MOUNT_FROM_WORKSPACE, true, false);
+    return 0;
+}
+
+int lz_git_sentry_release_locks(const lz_git_plan *plan, size_t *ret_removed, lz_error **err)
+{
+    *ret_removed = 0;
+    if (plan->ws_fd < 0)
+        return 0;
+    int r = 0;
+    for (size_t i = 0; i < plan->n_lock_holds; i++) {
+        const char *name;
+        lz_error *e = NULL;
+        _cleanup_close_ int pfd =
+            lz_open_parent_confined(plan->ws_fd, plan->lock_holds[i], &name, &e);
+        if (pfd < 0) {
+            lz_error_free(e);
+            continue; /* its directory went: nothing to hold any more */
+        }
+        /* Only what is still exactly the hold: anything else there is not
+         * Lazaret's to remove (a host Git's own lock, after a stop). */
+        if (!is_lock_hold(pfd, name))
+            continue;
+        if (unlinkat(pfd, name, 0) == 0)
+            (*ret_removed)++;
+        else if (errno != ENOENT && r == 0)
+            r = lz_error_set(err, errno, "cannot remove %s", plan->lock_holds[i]);
+    }
+    return r;
+}
+
 /* The places inside one Git directory `gd` (relative to the workspace; "."
  * for a bare workspace) that decide what Git executes or how it is
  * configured. */
@@ -92,6 +172,16 @@ int lz_gs_protect_git_dir(builder *b, const char *gd, int depth, lz_error **err)
     for (size_t i = 0; i < LZ_ARRAY_SIZE(fixed); i++) {
         _cleanup_free_ char *rel = lz_rel_join(gd, fixed[i]);
         if (lz_gs_protect_if_exists(b, rel, err) < 0)
+            return -1;
+    }
+    /* The files `git config` rewrites through a lock file in this (the
+     * sandbox's writable) directory: their lock names held. */
+    static const char *const rewritten[] = { "config", "config.worktree" };
+    for (size_t i = 0; i < LZ_ARRAY_SIZE(rewritten); i++) {
+        _cleanup_free_ char *rel = lz_rel_join(gd, rewritten[i]);
+        struct stat st;
+        if (!lz_gs_in_ignored_copy(b->p, rel) && lz_lstat_confined(b->ws_fd, rel, &st) == 0 &&
+            S_ISREG(st.st_mode) && hold_lock_name(b, rel, err) < 0)
             return -1;
     }
 

@@ -133,6 +133,9 @@ void lz_git_plan_clear(lz_git_plan *plan)
     free(plan->wd_slots);
     free(plan->child_slots);
     free(plan->quarantine_rel);
+    for (size_t i = 0; i < plan->n_lock_holds; i++)
+        free(plan->lock_holds[i]);
+    free(plan->lock_holds);
     free(plan->failed_rel);
     free(plan->start_report);
     if (plan->ws_fd >= 0)

@@ -30,11 +30,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/inotify.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include "common/text.h"
+#include "fs/atomic.h"
 #include "fs/confined.h"
 
 /* How long the guard waits for the killed sandbox processes to be gone
@@ -200,12 +202,11 @@ int sup_guard_arm(sup *s, lz_error **err)
 }
 
 /* Kill both sandbox processes and wait (bounded) until they are gone. */
+static void signal_sandbox(sup *s, int sig);
 static void kill_sandbox_now(sup *s)
 {
     int fds[2] = { s->sandbox_pidfd, s->gofer_pidfd };
-    for (int i = 0; i < 2; i++)
-        if (fds[i] >= 0)
-            lz_best_effort((int) syscall(SYS_pidfd_send_signal, fds[i], SIGKILL, NULL, 0));
+    signal_sandbox(s, SIGKILL);
     for (int i = 0; i < 2; i++) {
         if (fds[i] < 0)
             continue;
@@ -238,63 +239,28 @@ static char *read_bounded(int fd, size_t max, size_t *len)
     return buf;
 }
 
-/* Does this configuration line hold what may make Git run a program or
- * read another file? Deliberately broad (a word anywhere, any "!"): a
- * false alarm only sets the developer's own host edit aside, with a
- * message; a miss would run the sandbox's program on the host. */
-static bool line_may_run(const char *line, size_t n)
-{
-    static const char *const words[] = {
-        "fsmonitor", "hook",  "ssh",      "editor",  "pager",     "askpass",    "helper",
-        "textconv",  "clean", "smudge",   "process", "command",   "program",    "proxy",
-        "include",   "path",  "worktree", "gitdir",  "bare",      "sequence",   "external",
-        "tool",      "cmd",   "exec",     "gpg",     "filter",    "driver",     "receive",
-        "upload",    "shell", "alias",    "url",     "insteadof", "credential", "sparse",
-    };
-    char low[512];
-    if (n >= sizeof(low))
-        return true; /* longer than any honest line Git writes */
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char) line[i];
-        if (c == '!' || c == '\0')
-            return true;
-        low[i] = (char) (c >= 'A' && c <= 'Z' ? c + 32 : c);
-    }
-    low[n] = '\0';
-    for (size_t i = 0; i < sizeof(words) / sizeof(*words); i++)
-        if (strstr(low, words[i]))
-            return true;
-    return false;
-}
-
-/* Is there a line in now that the old content did not hold and that may
- * run a program? */
-static bool new_lines_may_run(const char *old, size_t old_len, const char *now, size_t now_len)
-{
-    for (size_t at = 0; at < now_len;) {
-        const char *nl = memchr(now + at, '\n', now_len - at);
-        size_t n = nl ? (size_t) (nl - (now + at)) : now_len - at;
-        bool seen = false;
-        for (size_t o = 0; o < old_len && !seen;) {
-            const char *onl = memchr(old + o, '\n', old_len - o);
-            size_t on = onl ? (size_t) (onl - (old + o)) : old_len - o;
-            seen = on == n && memcmp(old + o, now + at, n) == 0;
-            o += on + 1;
-        }
-        if (!seen && line_may_run(now + at, n))
-            return true;
-        at += n + 1;
-    }
-    return false;
-}
-
 #define GUARD_READ_MAX (1 << 20)
 
-/* A protected file whose mount was lost: when what is at its path now
- * holds a new line that may run a program (the sandbox could have written
- * it in the window), it is moved aside beside it (<name>.lazaret-window)
- * and the content from before the host's rename is put back. Appends what
- * was done to *report. False when it could not be made safe. */
+/* A random suffix for a name beside a guarded one (0 when getrandom
+ * fails: the RENAME_NOREPLACE retries then fail safe). */
+static unsigned long long random_suffix(void)
+{
+    uint64_t r = 0;
+    if (getrandom(&r, sizeof(r), 0) != (ssize_t) sizeof(r))
+        return 0;
+    return (unsigned long long) r;
+}
+
+/* A protected file whose mount was lost: whatever is at its path now, when
+ * it differs from what it held before, is moved aside beside it
+ * (<name>.lazaret-window-<random>: a name the sandbox cannot have made in
+ * advance, attack round a27 F1) and the content from before is put back —
+ * even when the move fails. Any difference, not only lines that look like
+ * they run a program: a word list missed `protocol.ext.allow` with an
+ * `ext::` remote (round a27 F3), and a lock name held for each
+ * configuration file keeps the host's own `git config` from ever coming
+ * here (docs/git.md). Appends what was done to *report. False when it
+ * could not be made safe. */
 static bool neutralise(int ws, const struct sup_guard *g, char **report)
 {
     const char *name = NULL;
@@ -316,24 +282,32 @@ static bool neutralise(int ws, const struct sup_guard *g, char **report)
                                    ? read_bounded(now, GUARD_READ_MAX, &now_len)
                                    : NULL;
     /* Unreadable, not a regular file (a symlink, say) or too large: not
-     * trusted, set aside like a dangerous one. */
-    if (old && cur && !new_lines_may_run(old, old_len, cur, now_len))
+     * trusted, set aside like a changed one. */
+    if (old && cur && old_len == now_len && memcmp(old, cur, old_len) == 0)
         return true;
-    _cleanup_free_ char *aside = lz_xasprintf("%s.lazaret-window", name);
-    if (renameat2(dir, name, dir, aside, RENAME_NOREPLACE) < 0)
-        return false;
-    bool restored = false;
-    if (old) {
-        _cleanup_close_ int fd = openat(
-            dir, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, ob.st_mode & 0777);
-        restored = fd >= 0 && write(fd, old, old_len) == (ssize_t) old_len;
+    _cleanup_free_ char *aside = NULL;
+    bool moved = false;
+    for (int attempt = 0; attempt < 8 && !moved; attempt++) {
+        free(aside);
+        aside = lz_xasprintf("%s.lazaret-window-%016llx", name, random_suffix());
+        moved = renameat2(dir, name, dir, aside, RENAME_NOREPLACE) == 0;
+        if (!moved && errno != EEXIST)
+            break;
     }
+    /* Put back through a new file renamed over whatever is there now. */
+    lz_error *we = NULL;
+    bool restored = old && lz_write_atomic(dir, name, old, old_len, ob.st_mode & 0777,
+                                           LZ_ATOMIC_NO_SYNC, g->label, &we) == 0;
+    lz_error_free(we);
+    if (!moved && !restored)
+        return false;
     _cleanup_free_ char *label = lz_text_printable(g->label);
-    char *more = lz_xasprintf("%s%s%s moved to %s.lazaret-window%s", *report ? *report : "",
-                              *report ? "; " : "", label, label,
-                              restored ? ", and its content from before the host's change "
-                                         "put back"
-                                       : "");
+    _cleanup_free_ char *aside_label = lz_text_printable(aside);
+    char *more =
+        lz_xasprintf("%s%s%s %s%s%s", *report ? *report : "", *report ? "; " : "", label,
+                     moved ? "moved aside to " : "replaced (it could not be moved aside)",
+                     moved ? aside_label : "",
+                     restored ? ", and its content from before the host's change put back" : "");
     free(*report);
     *report = more;
     return true;
@@ -390,14 +364,30 @@ static void guard_failed(sup *s, const bool *lost, ssize_t m, int read_errno)
     lz_close(&s->guard_inotify_fd);
 }
 
+/* Send sig to both sandbox processes by pidfd. */
+static void signal_sandbox(sup *s, int sig)
+{
+    int fds[2] = { s->sandbox_pidfd, s->gofer_pidfd };
+    for (int i = 0; i < 2; i++)
+        if (fds[i] >= 0)
+            lz_best_effort((int) syscall(SYS_pidfd_send_signal, fds[i], sig, NULL, 0));
+}
+
 void sup_guard_changed(sup *s)
 {
     if (s->mountinfo_fd < 0)
         return;
+    /* Stopped first, then the table is read (attack round a27 F2: the
+     * sandbox chose the table's size, 12,000 mounts took up to 751 ms to
+     * read and decide while it went on writing): what the sandbox can do
+     * after the host's change no longer depends on how long that takes. */
+    signal_sandbox(s, SIGSTOP);
     _cleanup_free_ bool *lost = lz_xcalloc(s->n_guards, sizeof(bool));
     ssize_t m = count_missing(s, lost);
     if (m != 0)
         guard_failed(s, lost, m, errno);
+    else
+        signal_sandbox(s, SIGCONT);
 }
 
 void sup_guard_renamed(sup *s)

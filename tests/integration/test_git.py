@@ -673,7 +673,7 @@ def test_git_config_hooks_and_dot_git_are_protected_inside(rig):
 
 def test_git_config_global_is_the_way_inside(rig):
     """(issue 26) What a careful user needs when `git config user.name x`
-    fails inside: the failure is git's own EBUSY on the read-only .git/config
+    fails inside: the failure is git's own on the held .git/config.lock
     (the message docs/git.md "Configuring Git in the sandbox" quotes), while
     `git config --global` writes the sandbox home's ~/.gitconfig, which a
     persistent /root keeps for the next generation, where commits use it.
@@ -692,8 +692,7 @@ def test_git_config_global_is_the_way_inside(rig):
                        "git config --global user.email sb@lazaret.invalid")), ws=ws))
     got = steps(p.stdout)
     assert got == {"local": "FAIL", "global": "OK"}, p.stdout + p.stderr
-    assert "could not write config file .git/config: Device or resource busy" in p.stdout, \
-        p.stdout
+    assert "could not lock config file .git/config: File exists" in p.stdout, p.stdout
     left, _ = wait_torn_down(lz, TEARDOWN_TIMEOUT)
     assert not left, "\n".join(left)
     p = ok(rig.run("bb", sh("git config --show-origin user.name; echo x > f; git add f; "

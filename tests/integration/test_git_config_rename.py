@@ -80,48 +80,131 @@ def test_control_rename_detaches_a_readonly_bind_and_the_loop_plants_fsmonitor(l
         f"the control's planted fsmonitor did not run: {problem}"
 
 
-@pytest.mark.parametrize("key,value", [("user.name", "Host2"), ("core.pager", "less")])
-def test_host_rename_over_protected_config_stops_the_sandbox_and_leaves_nothing(rig, key, value):
-    """The loop inside a session; the host renames over .git/config. The
-    Domain is stopped with a message naming the file, and the host's
-    configuration holds no program-running key afterwards: whatever the
-    sandbox got in during the window was set aside (.git/config.lazaret-window)
-    and the content from before the rename put back. The window (appends
-    that landed) is printed for docs/git.md. The developer's own change
-    stays when it is harmless (user.name) and nothing landed; one that may
-    run a program (core.pager) cannot be told from the sandbox's, so it is
-    set aside too (deterministically exercising the set-aside path)."""
+LOCK_APPENDER = """
+import os, sys, time
+path, line, stop = sys.argv[1], sys.argv[2].encode(), sys.argv[3]
+n = 0
+print("LOOP-UP", flush=True)
+while not os.path.exists(stop):
+    try:  # never creating the lock: only the host's Git does
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+    except OSError:
+        continue
+    try:
+        os.write(fd, line)
+        n += 1
+    except OSError:
+        pass
+    os.close(fd)
+print("WROTE:%d" % n, flush=True)
+"""
+
+
+def test_control_the_hosts_lock_file_takes_what_a_loop_appends(lz):
+    """Control for the lock name held (attack round a27, F6): without it,
+    a loop that appends to .git/config.lock whenever it exists (never
+    creating it) — what a sandbox can do in the shared .git — gets its
+    line into the host's configuration through the host's own `git
+    config` (its rename of config.lock), no mount detached, no race with
+    any guard. Here on the host, as the developer's user."""
+    ws = new_repo(lz, "ws")
+    marker = lz.home / "PLANTED-lock-control"
+    # Blank lines first: appended before the host's Git wrote, the start is
+    # overwritten by its text, and only blank lines may be cut
+    line = "\n" * 512 + f"[core]\n\tfsmonitor = {planted(marker)}\n"
+    proc = subprocess.Popen(["python3", "-c", LOCK_APPENDER, str(ws / ".git" / "config.lock"),
+                             line, str(ws / "STOP")],
+                            cwd=ws, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=lz.env(None), user=lz.user.uid, group=lz.user.gid)
+    try:
+        assert proc.stdout.readline().strip() == b"LOOP-UP", proc.stderr.read()
+        for i in range(50):
+            git(lz, ws, "config", "user.name", f"Host{i}", check=False)
+            if fsmonitor_lines(ws / ".git" / "config"):
+                break
+    finally:
+        (ws / "STOP").touch()
+        out, err = proc.communicate(timeout=30)
+    assert fsmonitor_lines(ws / ".git" / "config") > 0, (out, err)
+    problem = host_git_problem(lz, [ws], marker, may_fail=True)
+    assert problem and "ran the command" in problem, problem
+
+
+def test_host_git_config_is_held_off_while_the_domain_runs(rig):
+    """The lock name of .git/config is held while the Domain runs (docs/git.md
+    "The host's git config while a Domain runs"): the host's `git config`
+    fails at once and changes nothing, the same lock-append loop inside the
+    sandbox writes nothing anywhere, the sandbox can neither remove nor
+    write the held name, and the Domain runs on. After it ends the name is
+    released and the host's `git config` works."""
+    ws = new_repo(rig.lz, "ws")
+    marker = rig.lz.home / "PLANTED-lock"
+    rig.config({"bb": {}})
+    before = (ws / ".git" / "config").read_bytes()
+    loop = ("rm -f .git/config.lock 2>/dev/null && echo REMOVED\n"
+            "echo x >> .git/config.lock 2>/dev/null && echo APPENDED\n" +
+            attack_loop("/workspace/.git/config.lock", marker) + "sleep 0.3\n")
+    s = rig.start("bb", sh(loop), ws=ws)
+    s.read_until("LOOP-UP", timeout=RUN_TIMEOUT)
+    time.sleep(SETTLE_S)
+    held = (ws / ".git" / "config.lock").read_text()
+    fails = [git(rig.lz, ws, "config", "user.name", f"Host{i}", check=False) for i in range(5)]
+    (ws / "STOP").touch()
+    r = s.finish(timeout=30)
+    assert r.returncode == 0, (r.returncode, r.stdout[-500:], r.stderr[-2000:])
+    assert "REMOVED" not in r.stdout and "APPENDED" not in r.stdout, r.stdout[-500:]
+    assert "WROTE:0" in r.stdout, r.stdout[-500:]
+    assert "a sandbox runs on this repository" in held, held
+    for p in fails:
+        assert p.returncode != 0 and "could not lock config file" in p.stderr, p.stderr
+    assert (ws / ".git" / "config").read_bytes() == before
+    left, _ = wait_torn_down(rig.lz, TEARDOWN_TIMEOUT)
+    assert not left, left
+    assert not (ws / ".git" / "config.lock").exists(), "the lock name was not released"
+    git(rig.lz, ws, "config", "user.name", "Host-after")
+    assert "Host-after" in (ws / ".git" / "config").read_text()
+    assert host_git_problem(rig.lz, [ws], marker) is None
+
+
+def test_host_rename_over_protected_config_stops_the_sandbox_and_leaves_nothing(rig):
+    """The loop appends to .git/config inside a session, after making the
+    name the old guard set files aside under (`config.lazaret-window`,
+    attack round a27 F1); the host replaces .git/config by a rename, as an
+    editor saves (a harmless line added). The Domain is stopped with a
+    message naming the file; whatever is at the path is moved aside under
+    a name the sandbox could not make in advance, and the content from
+    before put back: any change, not only lines that look like they run a
+    program (round a27 F3). The window (appends that landed) is printed
+    for docs/git.md."""
     ws = new_repo(rig.lz, "ws")
     marker = rig.lz.home / "PLANTED-rename"
     rig.config({"bb": {}})
-    s = rig.start("bb", sh(attack_loop("/workspace/.git/config", marker)), ws=ws)
+    before = (ws / ".git" / "config").read_bytes()
+    blocker = "echo blocker > /workspace/.git/config.lazaret-window\n"
+    s = rig.start("bb", sh(blocker + attack_loop("/workspace/.git/config", marker)), ws=ws)
     s.read_until("LOOP-UP", timeout=RUN_TIMEOUT)
     time.sleep(SETTLE_S)
     assert fsmonitor_lines(ws / ".git" / "config") == 0
     t0 = time.monotonic()
-    git(rig.lz, ws, "config", key, value)
+    edit = rig.lz.write("edited-config", before + b"[user]\n\tname = Editor\n", mode=0o644)
+    p = rig.lz.run_as_user(["mv", str(edit), str(ws / ".git" / "config")], cwd=ws)
+    assert p.returncode == 0, p.stderr
     try:
         r = s.finish(timeout=20)
     finally:
         (ws / "STOP").touch()
     stopped_s = time.monotonic() - t0
-    aside = ws / ".git" / "config.lazaret-window"
-    window = fsmonitor_lines(aside)
-    print(f"rename to session end: {stopped_s:.3f} s; appends in the window: {window}; "
-          f"set aside: {aside.exists()}")
+    asides = sorted((ws / ".git").glob("config.lazaret-window-*"))
+    window = sum(fsmonitor_lines(a) for a in asides)
+    print(f"rename to session end: {stopped_s:.3f} s; appends in the window: {window}")
     assert r.returncode != 0 and "WROTE:" not in r.stdout, (r.returncode, r.stdout[-500:])
     assert ".git/config was replaced or removed on the host" in r.stderr, r.stderr[-3000:]
-    assert "config --list --show-origin" in r.stderr, r.stderr[-3000:]
-    assert fsmonitor_lines(ws / ".git" / "config") == 0, (ws / ".git" / "config").read_text()
+    assert "moved aside to" in r.stderr and "put back" in r.stderr, r.stderr[-3000:]
+    assert (ws / ".git" / "config").read_bytes() == before
+    assert len(asides) == 1 and b"name = Editor" in asides[0].read_bytes(), asides
+    assert (ws / ".git" / "config.lazaret-window").read_text() == "blocker\n"
     problem = host_git_problem(rig.lz, [ws], marker)
     assert problem is None, problem
-    config = (ws / ".git" / "config").read_text()
-    if window or key == "core.pager":
-        assert "moved to" in r.stderr and "put back" in r.stderr, r.stderr[-3000:]
-        assert value not in config, config
-        assert f"{value}" in aside.read_text()
-    else:
-        assert value in config and not aside.exists(), config
     left, _ = wait_torn_down(rig.lz, TEARDOWN_TIMEOUT)
     assert not left, left
     # The next run starts with the protection back (a new generation binds
