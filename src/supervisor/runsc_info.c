@@ -235,19 +235,20 @@ int lz_runsc_facts_key(const char *runsc_path, char *buf, size_t size)
 
 static void facts_value(const lz_runsc_facts *f, char *buf, size_t size)
 {
-    snprintf(buf, size, "date=%ld,statx=%d,netcover=%d", f->release_date, f->statx_ok ? 1 : 0,
-             f->netstack_cover ? 1 : 0);
+    snprintf(buf, size, "date=%ld,statx=%d,netcover=%d,directfs=%d", f->release_date,
+             f->statx_ok ? 1 : 0, f->netstack_cover ? 1 : 0, f->has_directfs ? 1 : 0);
 }
 
 bool lz_runsc_facts_parse_value(const char *value, lz_runsc_facts *ret)
 {
     long date;
-    int statx_ok, cover, end = -1;
-    if (sscanf(value, "date=%8ld,statx=%1d,netcover=%1d%n", &date, &statx_ok, &cover, &end) != 3 ||
+    int statx_ok, cover, directfs, end = -1;
+    if (sscanf(value, "date=%8ld,statx=%1d,netcover=%1d,directfs=%1d%n", &date, &statx_ok, &cover,
+               &directfs, &end) != 4 ||
         end < 0 || value[end] != '\0' || date < 0 || (statx_ok != 0 && statx_ok != 1) ||
-        (cover != 0 && cover != 1))
+        (cover != 0 && cover != 1) || (directfs != 0 && directfs != 1))
         return false;
-    lz_runsc_facts f = { date, statx_ok == 1, cover == 1 };
+    lz_runsc_facts f = { date, statx_ok == 1, cover == 1, directfs == 1 };
     /* Canonical form only: the value must be what facts_value writes. */
     char canon[64];
     facts_value(&f, canon, sizeof(canon));

@@ -58,6 +58,9 @@ typedef struct lz_runsc_facts {
      * network namespace and started once /proc/sys/net was covered in the
      * supervisor's mount namespace (lifecycle.c, sup_cover_proc_sys_net). */
     bool netstack_cover;
+    /* Its `runsc flags` lists --directfs (2023 on, default true): Lazaret
+     * passes --directfs=false (docs/platform.md "Other differences"). */
+    bool has_directfs;
 } lz_runsc_facts;
 
 /* The cache file, in the Storage Root (Lazaret's own; no sandbox has it). */
@@ -73,7 +76,8 @@ typedef struct lz_runsc_facts {
 #define LZ_RUNSC_FACTS_KEY_MAX (128 + 2 * 128 + 65 + 17)
 int lz_runsc_facts_key(const char *runsc_path, char *buf, size_t size);
 
-/* Parse a cached value ("date=YYYYMMDD,statx=0|1,netcover=0|1"): true only for exactly
+/* Parse a cached value ("date=YYYYMMDD,statx=0|1,netcover=0|1,directfs=0|1"):
+ * true only for exactly
  * the text Lazaret writes (a truncated or edited value is a miss, never a
  * wrong answer). */
 bool lz_runsc_facts_parse_value(const char *value, lz_runsc_facts *ret);

@@ -71,6 +71,8 @@ static int load_runsc_facts(sup *s, lz_error **err)
                           "(docs/errors.md \"runsc\")",
                           LZ_RUNSC_ENV);
     }
+    if (r == 0)
+        s->facts.has_directfs = lz_runsc_flags_has(fl.data, "directfs");
     for (size_t i = 0; r == 0 && lz_runsc_needed_flags[i]; i++)
         if (!lz_runsc_flags_has(fl.data, lz_runsc_needed_flags[i])) {
             lz_error_set(err, 0, "%s does not accept --%s, which Lazaret needs", s->sc->runsc,
@@ -176,6 +178,14 @@ static int supervisor_main(spawn_ctx *c)
      * an in-sandbox overlay of the root only, discarded with the sandbox.
      * Bind mounts (workspace, persistent dirs, volumes) are not wrapped. */
     s.runsc_globals[s.n_globals++] = lz_xstrdup("--overlay2=root:memory");
+    /* Every file the sandbox reaches goes through the gofer, as on the
+     * releases Lazaret's mount protections were built and attacked on
+     * (docs/platform.md "Other differences of 2024-07-29"): with directfs
+     * (2023 on, default true) the sentry opens host files itself, and the
+     * Git Sentry's read-only binds inside /workspace were seen replaced on
+     * the host by the sandbox's writes. */
+    if (s.facts.has_directfs)
+        s.runsc_globals[s.n_globals++] = lz_xstrdup("--directfs=false");
     if (c->sc->log_path)
         s.runsc_globals[s.n_globals++] = lz_xasprintf("--log=%s", c->sc->log_path);
     s.runsc_globals[s.n_globals] = NULL;

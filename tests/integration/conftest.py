@@ -211,7 +211,8 @@ NEW_RUNSC_ID = "runsc-20240729"
 # (docs/testing.md "Both runsc releases" says why each is here): every
 # start path, network and publish, the terminal, escalation, the Git
 # Sentry's layout, keep-id and recovery. "file.py::name" (every
-# parametrization of the test).
+# parametrization of the test) or "file.py::name[id]" (on the newer runsc
+# only the parametrization id; the system's runsc runs them all).
 RUNSC_BOTH = frozenset({
     # start paths: cold start; joining sessions; stop and start again; the
     # runsc facts (statx shim, netstack cover) learned and kept
@@ -234,7 +235,8 @@ RUNSC_BOTH = frozenset({
     "test_escalation.py::test_auto_approved_rule_runs_on_the_host",
     "test_escalation.py::test_prompt_approve_and_deny",
     # the Git Sentry's layout
-    "test_git.py::test_attack_is_stopped",
+    "test_git.py::test_attack_is_stopped[rename-dot-git]",
+    "test_git.py::test_attack_is_stopped[hooks-path-parent-renamed]",
     "test_git.py::test_git_config_hooks_and_dot_git_are_protected_inside",
     "test_git.py::test_ignored_paths_are_the_domains_own",
     # keep-id (the image's user with the developer's files) and recovery
@@ -250,9 +252,34 @@ def pytest_configure(config):
                             "LAZARET_TEST_RUNSC_NEW (conftest.RUNSC_BOTH)")
 
 
+_RUNSC_BOTH_FUNCS = {n.split("[")[0] for n in RUNSC_BOTH}
+
+
 def _in_runsc_both(metafunc) -> bool:
     name = f"{Path(metafunc.definition.fspath).name}::{metafunc.definition.originalname}"
-    return name in RUNSC_BOTH or metafunc.definition.get_closest_marker("runsc_both") is not None
+    return (name in _RUNSC_BOTH_FUNCS or
+            metafunc.definition.get_closest_marker("runsc_both") is not None)
+
+
+def pytest_collection_modifyitems(config, items):
+    """On the newer runsc, only the parametrizations RUNSC_BOTH names by id
+    (for a test named with one)."""
+    keep, drop = [], []
+    for item in items:
+        spec = getattr(item, "callspec", None)
+        if spec is None or spec.params.get("runsc") != NEW_RUNSC_ID:
+            keep.append(item)
+            continue
+        func = f"{Path(item.fspath).name}::{item.originalname}"
+        rest = spec.id.replace(f"{NEW_RUNSC_ID}-", "", 1).replace(f"-{NEW_RUNSC_ID}", "", 1)
+        named = {n[len(func) + 1:-1] for n in RUNSC_BOTH if n.startswith(func + "[")}
+        if not named or rest in named:
+            keep.append(item)
+        else:
+            drop.append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
 
 
 def pytest_generate_tests(metafunc):

@@ -120,7 +120,7 @@ def test_runsc_facts_are_kept_and_decide_the_statx_shim(rig):
     facts = _storage(rig) / "runsc-facts"
     text = facts.read_text()
     m = re.fullmatch(r"(lazaret-runsc-facts-v2 lazaret=\S+ runsc=\S+ kernel=\S+) "
-                     r"date=(\d{8}),statx=([01]),(netcover=[01])\n", text)
+                     r"date=(\d{8}),statx=([01]),(netcover=[01],directfs=[01])\n", text)
     assert m, text
     # Where the runsc lacks statx(AT_NO_AUTOMOUNT) (2022), the shim is
     # preloaded; where it has it (2024), not.
@@ -168,7 +168,7 @@ def test_the_first_start_learns_whether_the_netstack_needs_the_cover(rig, runsc)
     facts = _storage(rig) / "runsc-facts"
     text = facts.read_text()
     m = re.fullmatch(r"(\S+ lazaret=\S+ runsc=\S+ kernel=\S+ date=\d{8},statx=[01]),"
-                     r"netcover=([01])\n", text)
+                     r"netcover=([01])(,directfs=[01])\n", text)
     assert m and m.group(2) == ("1" if refuses else "0"), text
     # A start with the answer known asks nothing again.
     ok(rig.run("bb", ["true"], env={"LAZARET_LOG": "debug"}))
@@ -178,7 +178,7 @@ def test_the_first_start_learns_whether_the_netstack_needs_the_cover(rig, runsc)
         # Control: the kept answer is what makes the start work. Said the
         # other way round, this runsc refuses the sandbox's network, with
         # runsc's own message and Lazaret's status 125.
-        facts.write_text(f"{m.group(1)},netcover=0\n")
+        facts.write_text(f"{m.group(1)},netcover=0{m.group(3)}\n")
         bad = rig.run("bb", ["true"])
         assert bad.returncode == 125, bad
         assert "cannot run with network enabled in root network namespace" in bad.stderr, \
@@ -190,7 +190,7 @@ def test_the_first_start_learns_whether_the_netstack_needs_the_cover(rig, runsc)
     else:
         # Control: the cover changes nothing for this runsc, and a record
         # that asks for it still starts (the cover is harmless).
-        facts.write_text(f"{m.group(1)},netcover=1\n")
+        facts.write_text(f"{m.group(1)},netcover=1{m.group(3)}\n")
         ok(rig.run("bb", ["true"]))
 
 

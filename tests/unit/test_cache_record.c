@@ -152,32 +152,34 @@ static void test_runsc_facts_round_trip_and_strictness(void **state)
     assert_int_equal(uname(&u), 0);
     assert_non_null(strstr(key, " kernel="));
     assert_non_null(strstr(key, u.release));
-    lz_runsc_facts f = { 20221219, false, true }, g = { 0, true, false };
+    lz_runsc_facts f = { 20221219, false, true, true }, g = { 0, true, false, false };
     assert_int_equal(lz_runsc_facts_load(dir_fd, key, &g), -1);
     lz_runsc_facts_store(dir_fd, key, &f);
     assert_int_equal(lz_runsc_facts_load(dir_fd, key, &g), 0);
     assert_int_equal(g.release_date, 20221219);
     assert_false(g.statx_ok);
     assert_true(g.netstack_cover);
+    assert_true(g.has_directfs);
     /* Only the canonical value: */
     lz_runsc_facts h;
-    assert_true(lz_runsc_facts_parse_value("date=20230214,statx=1,netcover=0", &h));
+    assert_true(lz_runsc_facts_parse_value("date=20230214,statx=1,netcover=0,directfs=0", &h));
     assert_int_equal(h.release_date, 20230214);
     assert_true(h.statx_ok);
     assert_false(h.netstack_cover);
-    assert_true(lz_runsc_facts_parse_value("date=0,statx=0,netcover=1", &h));
+    assert_true(lz_runsc_facts_parse_value("date=0,statx=0,netcover=1,directfs=1", &h));
     assert_true(h.netstack_cover);
-    const char *bad[] = { "date=20230214,statx=2,netcover=0",
-                          "date=020230214,statx=1,netcover=0",
-                          "date=20230214,statx=1,netcover=0x",
-                          "date=+2023021,statx=1,netcover=0",
-                          "date=-1,statx=0,netcover=0",
-                          "statx=1,date=20230214,netcover=0",
-                          "date=2023 0214,statx=1,netcover=0",
-                          "date=20230214,statx=01,netcover=0",
-                          "date=20230214,statx=1",
-                          "date=20230214,statx=1,netcover=2",
-                          "date=20230214,statx=1,netcover=",
+    assert_true(h.has_directfs);
+    const char *bad[] = { "date=20230214,statx=2,netcover=0,directfs=0",
+                          "date=020230214,statx=1,netcover=0,directfs=0",
+                          "date=20230214,statx=1,netcover=0,directfs=0x",
+                          "date=+2023021,statx=1,netcover=0,directfs=0",
+                          "date=-1,statx=0,netcover=0,directfs=0",
+                          "statx=1,date=20230214,netcover=0,directfs=0",
+                          "date=2023 0214,statx=1,netcover=0,directfs=0",
+                          "date=20230214,statx=01,netcover=0,directfs=0",
+                          "date=20230214,statx=1,netcover=0",
+                          "date=20230214,statx=1,netcover=2,directfs=0",
+                          "date=20230214,statx=1,netcover=0,directfs=",
                           "" };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
         assert_false(lz_runsc_facts_parse_value(bad[i], &h));
