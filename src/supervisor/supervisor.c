@@ -181,9 +181,9 @@ static int supervisor_main(spawn_ctx *c)
     /* Every file the sandbox reaches goes through the gofer, as on the
      * releases Lazaret's mount protections were built and attacked on
      * (docs/platform.md "Other differences of 2024-07-29"): with directfs
-     * (2023 on, default true) the sentry opens host files itself, and the
-     * Git Sentry's read-only binds inside /workspace were seen replaced on
-     * the host by the sandbox's writes. */
+     * (2023 on, default true) the sentry opens host files itself, and on
+     * 2024-07-29 the sandbox got .git/config, which the Git Sentry binds
+     * read-only, replaced on the host (test_git.py). */
     if (s.facts.has_directfs)
         s.runsc_globals[s.n_globals++] = lz_xstrdup("--directfs=false");
     if (c->sc->log_path)
