@@ -62,10 +62,6 @@ const char lz_usage_doctor[] =
 
 /* runsc --version answers at once; a hang is a broken install. */
 #define PROBE_TIMEOUT_MS 5000
-/* Release dates (YYYYMMDD) at which runsc behaviour changed (docs/platform.md
- * "runsc releases"). */
-#define RUNSC_NETSTACK_OK_FROM LZ_RUNSC_NETSTACK_OK_FROM
-#define RUNSC_STATX_OK_FROM 20230601L
 
 typedef enum { ST_OK, ST_WARN, ST_FAIL } check_status;
 
@@ -131,14 +127,44 @@ static int find_tool(doctor *d, const char *name, char **ret_path)
 
 /* ---- runsc ---------------------------------------------------------------- */
 
+/* What the first start with this runsc learned (runsc_info.h), from the
+ * default Storage Root's cache: the same key a start uses (this binary,
+ * this runsc, this kernel). false when nothing was learned yet. */
+static bool learned_runsc_facts(const char *runsc, lz_runsc_facts *ret)
+{
+    char key[LZ_RUNSC_FACTS_KEY_MAX];
+    if (lz_runsc_facts_key(runsc, key, sizeof(key)) < 0)
+        return false;
+    const char *dh = getenv("XDG_DATA_HOME"), *home = getenv("HOME");
+    _cleanup_free_ char *dir = NULL;
+    if (dh && dh[0] == '/')
+        dir = lz_xasprintf("%s/lazaret", dh);
+    else if (home && home[0] == '/')
+        dir = lz_xasprintf("%s/.local/share/lazaret", home);
+    else
+        return false;
+    int fd = open(dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    int r = lz_runsc_facts_load(fd, key, ret);
+    close(fd);
+    return r == 0;
+}
+
 static void check_runsc(doctor *d)
 {
     _cleanup_free_ char *path = NULL;
-    if (find_tool(d, "runsc", &path) < 0) {
+    bool from_env = false;
+    lz_error *le = NULL;
+    if (lz_runsc_locate(&path, &from_env, &le) < 0) {
         report(d, ST_FAIL, "runsc", "runsc is gVisor's container runtime: every sandbox runs in it",
-               "sudo apt-get install runsc", "not found in PATH or the system directories");
+               le->hint ? le->hint : "sudo apt-get install runsc", "%s%s%s", le->message,
+               le->errnum ? ": " : "", le->errnum ? strerror(le->errnum) : "");
+        lz_error_free(le);
         return;
     }
+    const char *reinstall = from_env ? "point " LZ_RUNSC_ENV " at a working runsc, or unset it"
+                                     : "sudo apt-get install --reinstall runsc";
 
     char *argv[] = { (char *) "runsc", (char *) "--version", NULL };
     lz_spawn_options opt = { .timeout_ms = PROBE_TIMEOUT_MS, .capture_max = 4096 };
@@ -147,12 +173,11 @@ static void check_runsc(doctor *d)
     int st = lz_spawn_capture(path, argv, &opt, &out, &e);
     if (st != 0) {
         if (st < 0)
-            report(d, ST_FAIL, "runsc", NULL, "sudo apt-get install --reinstall runsc",
-                   "%s --version failed: %s%s%s", path, e->message, e->errnum ? ": " : "",
-                   e->errnum ? strerror(e->errnum) : "");
+            report(d, ST_FAIL, "runsc", NULL, reinstall, "%s --version failed: %s%s%s", path,
+                   e->message, e->errnum ? ": " : "", e->errnum ? strerror(e->errnum) : "");
         else
-            report(d, ST_FAIL, "runsc", NULL, "sudo apt-get install --reinstall runsc",
-                   "%s --version exited with status %d", path, st);
+            report(d, ST_FAIL, "runsc", NULL, reinstall, "%s --version exited with status %d", path,
+                   st);
         lz_error_free(e);
         lz_spawn_output_free(&out);
         return;
@@ -164,46 +189,94 @@ static void check_runsc(doctor *d)
     long date = lz_runsc_release_date(out.data);
     lz_spawn_output_free(&out);
 
+    const char *origin = from_env ? "set by " LZ_RUNSC_ENV : "from the system directories";
     char when[32] = "unknown";
     if (date)
         snprintf(when, sizeof(when), "%04ld-%02ld-%02ld", date / 10000, date / 100 % 100,
                  date % 100);
     if (date)
-        report(d, ST_OK, "runsc", NULL, NULL, "%s, version %s (release %s)", path, version, when);
+        report(d, ST_OK, "runsc", NULL, NULL, "%s (%s), version %s (release %s)", path, origin,
+               version, when);
     else
         report(d, ST_WARN, "runsc", NULL, NULL,
-               "%s, version '%s': release date unknown, Lazaret assumes the oldest behaviour", path,
-               version);
+               "%s (%s), version '%s': release date unknown; Lazaret decides by what its probes "
+               "find, not by the date",
+               path, origin, version);
 
-    /* Capability decisions. An unknown date is treated as old: the fallbacks
-     * work with every release, the newer paths do not. */
-    /* Always runsc's own network stack: host networking of releases before
-     * 2023-02-14 breaks blocking socket I/O and one recvmsg panics the
-     * sandbox (docs/network.md "runsc's network stack"). */
-    if (date >= RUNSC_NETSTACK_OK_FROM)
+    /* The flags Lazaret passes, and the platform runsc picks itself
+     * (Lazaret passes no --platform): from `runsc flags`. */
+    char *fargv[] = { (char *) "runsc", (char *) "flags", NULL };
+    lz_spawn_options fopt = { .timeout_ms = PROBE_TIMEOUT_MS,
+                              .capture_max = LZ_RUNSC_FLAGS_MAX,
+                              .merge_stderr = true }; /* runsc prints its flags on stderr */
+    lz_spawn_output fl = { 0 };
+    e = NULL;
+    st = lz_spawn_capture(path, fargv, &fopt, &fl, &e);
+    lz_error_free(e);
+    if (st != 0 || !fl.data || fl.truncated) {
+        report(d, ST_FAIL, "runsc flags", NULL, reinstall, "%s flags %s", path,
+               st < 0 ? "could not run" : "failed");
+        lz_spawn_output_free(&fl);
+        return;
+    }
+    const char *missing = NULL;
+    for (size_t i = 0; !missing && lz_runsc_needed_flags[i]; i++)
+        if (!lz_runsc_flags_has(fl.data, lz_runsc_needed_flags[i]))
+            missing = lz_runsc_needed_flags[i];
+    if (missing)
+        report(d, ST_FAIL, "runsc flags", "Lazaret refuses to start a sandbox with this runsc",
+               "use a supported runsc (docs/runtime.md \"Which runsc\")", "%s does not accept --%s",
+               path, missing);
+    else
+        report(d, ST_OK, "runsc flags", NULL, NULL,
+               "accepts every flag Lazaret passes (--root, --ignore-cgroups, --network, "
+               "--overlay2, --log)");
+    char platform[32];
+    if (lz_runsc_flags_default_platform(fl.data, platform, sizeof(platform)))
+        report(d, ST_OK, "platform", NULL, NULL,
+               "%s (runsc's default; Lazaret passes no --platform)", platform);
+    else
+        report(d, ST_WARN, "platform", NULL, NULL,
+               "unknown: 'runsc flags' names no default platform");
+    lz_spawn_output_free(&fl);
+
+    /* The release-dependent paths: what the first start with this runsc
+     * learned, when it is in the default Storage Root. */
+    lz_runsc_facts f;
+    bool learned = learned_runsc_facts(path, &f);
+    if (!learned)
         report(d, ST_OK, "network mode", NULL, NULL,
-               "release %s: Lazaret uses runsc's own network stack (--network=sandbox) inside a "
-               "dedicated sandbox network namespace behind its router",
-               when);
+               "runsc's own network stack (--network=sandbox) inside a dedicated sandbox network "
+               "namespace behind its router; whether this runsc needs /proc/sys/net covered for "
+               "it (releases up to 2024-07-29 on Linux 6.5 and later) is learned by the first "
+               "start with it");
+    else if (f.netstack_cover)
+        report(d, ST_OK, "network mode", NULL, NULL,
+               "runsc's own network stack (--network=sandbox) inside a dedicated sandbox network "
+               "namespace behind its router; learned at the first start: this runsc refuses it "
+               "while /proc/sys/net/core shows the host's files, so the Runtime Supervisor covers "
+               "/proc/sys/net in its own mount namespace (never host networking: its socket bugs "
+               "break blocking reads and can end the sandbox)");
     else
         report(d, ST_OK, "network mode", NULL, NULL,
-               "release %s: Lazaret uses runsc's own network stack (--network=sandbox) inside a "
-               "dedicated sandbox network namespace behind its router; this release refuses it "
-               "in a namespace where /proc/sys/net/core/rmem_default is visible, so the Runtime "
-               "Supervisor covers /proc/sys/net in its own mount namespace (never host "
-               "networking: its socket bugs break blocking reads and can end the sandbox)",
-               when);
-    if (date >= RUNSC_STATX_OK_FROM)
+               "runsc's own network stack (--network=sandbox) inside a dedicated sandbox network "
+               "namespace behind its router; learned at the first start: no cover of "
+               "/proc/sys/net needed");
+    if (!learned)
         report(d, ST_OK, "statx", NULL, NULL,
-               "release %s accepts statx(AT_NO_AUTOMOUNT): no workaround needed", when);
+               "whether statx(AT_NO_AUTOMOUNT) works is learned by the first start with this "
+               "runsc (releases before 2023-06 reject it: Lazaret then injects a preload library "
+               "that clears the flag)");
+    else if (f.statx_ok)
+        report(d, ST_OK, "statx", NULL, NULL,
+               "learned at the first start: statx(AT_NO_AUTOMOUNT) works, no workaround needed");
     else
         report(d, ST_WARN, "statx",
                "without it, ls and stat from coreutils 9 (Debian 12 and newer images) fail with "
                "\"Invalid argument\" inside the sandbox",
                NULL,
-               "release %s (before 2023-06) rejects statx(AT_NO_AUTOMOUNT): Lazaret injects a "
-               "preload library that clears the flag",
-               when);
+               "learned at the first start: this runsc rejects statx(AT_NO_AUTOMOUNT); Lazaret "
+               "injects a preload library that clears the flag");
 }
 
 /* ---- resource limits (docs/limits.md) --------------------------------------- */

@@ -27,6 +27,7 @@
 #include "gitsentry/git_sentry.h"
 #include "store/domain_store.h"
 #include "supervisor/giveback.h"
+#include "supervisor/runsc_info.h"
 #include "ns/userns.h"
 
 /* sun_path through the retained directory descriptor: short whatever the
@@ -186,11 +187,12 @@ static int start_coordinator(const lz_resolved_config *cfg, int dirfd, int lock_
     lz_domain_store *store = NULL;
     int listen_fd = -1, r = -1;
 
-    if (lz_spawn_find_program("runsc", LZ_SPAWN_SYSTEM_PATH, &runsc, err) < 0) {
-        lz_error_prefix(err, "gVisor's runsc is required");
-        lz_error_hint(err, "install it: sudo apt-get install runsc (then: lazaret doctor)");
+    /* $LAZARET_RUNSC or the system's (docs/runtime.md "Which runsc"):
+     * decided here, from the developer's own environment, which no
+     * sandbox can reach; the coordinator and supervisor get the path. */
+    bool runsc_from_env;
+    if (lz_runsc_locate(&runsc, &runsc_from_env, err) < 0)
         goto out;
-    }
     if (find_guest_files(&guest_exec, &guest_fix, err) < 0)
         goto out;
     /* Fail here, on the user's terminal, rather than in the coordinator. */

@@ -353,6 +353,15 @@ static int run_pty(bool login, char **cmd)
         say("cannot create a pipe: ", strerror(errno), "");
         return 125;
     }
+    /* The relay holds the slave open itself until the keeper has ended: a
+     * master whose slave no process has open reports POLLHUP and reads EIO
+     * (Linux does, and so does runsc from 2023 on; runsc 2022 did not), and
+     * the keeper opens the slave only after the fork - the relay would take
+     * that for the end of the session and stop relaying while the command
+     * runs (issue 27: no prompt on runsc 2024-07-29). Without a controlling
+     * terminal of ours (O_NOCTTY); closed when the keeper is reaped, so that
+     * the end of the last holder still ends the relay. */
+    int hold = open(name, O_RDWR | O_NOCTTY | O_CLOEXEC);
     pid_t keeper = fork();
     if (keeper < 0) {
         say("cannot fork: ", strerror(errno), "");
@@ -361,6 +370,8 @@ static int run_pty(bool login, char **cmd)
     if (keeper == 0) {
         close(ctl[1]);
         close(master);
+        if (hold >= 0)
+            close(hold);
         signal(SIGPIPE, SIG_IGN);
         _exit(session_keeper(name, ctl[0], login, cmd));
     }
@@ -396,8 +407,12 @@ static int run_pty(bool login, char **cmd)
                 unsigned char sig = (unsigned char) si.ssi_signo;
                 if (sig == SIGCHLD) {
                     int st;
-                    if (waitpid(keeper, &st, WNOHANG) == keeper)
+                    if (waitpid(keeper, &st, WNOHANG) == keeper) {
                         status = status_of(st);
+                        if (hold >= 0)
+                            close(hold);
+                        hold = -1;
+                    }
                 } else if (sig == SIGWINCH) {
                     copy_winsize(STDIN_FILENO, master);
                     lz_write_all(ctl[1], (const char *) &sig, 1);
@@ -431,6 +446,8 @@ static int run_pty(bool login, char **cmd)
         }
     }
     close(ctl[1]);
+    if (hold >= 0)
+        close(hold);
     if (status < 0) {
         int st;
         if (waitpid(keeper, &st, 0) == keeper)

@@ -62,7 +62,7 @@ typedef struct sup {
     lz_runsc_facts facts;   /* what this runsc does (runsc_info.h), cached */
     bool facts_were_cached; /* found in the Storage Root: nothing to probe */
     int facts_dir_fd;       /* the Storage Root, where they are kept; -1: not kept */
-    char facts_key[64 + 2 * LZ_CACHE_IDENTITY_MAX];
+    char facts_key[LZ_RUNSC_FACTS_KEY_MAX];
     bool resolv_written;     /* /etc/resolv.conf is in the root overlay already */
     lz_network net;          /* the Network Sidecar */
     bool cover_proc_sys_net; /* this runsc needs sup_cover_proc_sys_net() */

@@ -19,13 +19,14 @@
 
 #include "common/timing.h"
 
-/* runsc releases before 2023 refuse --network=sandbox ("cannot run with
- * network enabled in root network namespace") whenever
+/* runsc releases up to release-20240729.0 refuse --network=sandbox
+ * ("cannot run with network enabled in root network namespace") whenever
  * /proc/sys/net/core/rmem_default is accessible from a thread that joined
- * the sandbox's network namespace (its isRootNS() check, in
- * release-20221219.0); current kernels show that file in every network
- * namespace. A tmpfs over /proc/sys/net in this process's own mount
- * namespace, where runsc runs, hides it - after the Network Sidecar's
+ * the sandbox's network namespace (isRootNS() in runsc/sandbox/network.go,
+ * called by `runsc start`); Linux 6.5 and later show that file in every
+ * network namespace (release-20240807.0 checks dev_weight instead). Which
+ * runsc needs it is found by its first start (start_learning_netstack). A tmpfs over /proc/sys/net
+ * in this process's own mount namespace, where runsc runs, hides it - after the Network Sidecar's
  * sysctl writes, which it would hide too (docs/platform.md "runsc's
  * netstack in a rootless namespace"). Nothing of the host changes: the
  * mount namespace is the supervisor's and ends with it. */
@@ -36,7 +37,8 @@ int sup_cover_proc_sys_net(lz_error **err)
         lz_error_set(err, errno,
                      "cannot prepare runsc's network stack: mounting a tmpfs over "
                      "/proc/sys/net in the supervisor's mount namespace failed");
-        return lz_error_hint(err, "run 'lazaret doctor'; a runsc from 2023 on does not need it");
+        return lz_error_hint(err, "run 'lazaret doctor' (docs/errors.md \"runsc\"); a runsc "
+                                  "from 2024-08-07 on does not need it (LAZARET_RUNSC)");
     }
     return 0;
 }
@@ -67,9 +69,11 @@ void sup_prepare(sup *s)
         return;
     lz_timing_mark("supervisor: state mounted, spec written");
     /* SUP_START already here: nothing left to overlap, and `runsc run
-     * --detach` (create and start in one Go process) is ~13 ms shorter. */
+     * --detach` (create and start in one Go process) is ~13 ms shorter.
+     * Not while this runsc's netstack is being learned: that needs a
+     * `runsc start` of its own to try again (start_learning_netstack). */
     struct pollfd p = { .fd = s->sock, .events = POLLIN };
-    if (poll(&p, 1, 0) == 1)
+    if (s->facts_were_cached && poll(&p, 1, 0) == 1)
         return;
     _cleanup_free_ char *bundle = sup_join(s->sc->generation_dir, "bundle");
     _cleanup_free_ char *pidfile = sup_join(s->sc->generation_dir, "sandbox.pid");
@@ -85,13 +89,73 @@ void sup_prepare(sup *s)
     lz_timing_mark("supervisor: runsc create");
 }
 
+/* The first start with this runsc (and kernel): does its netstack accept
+ * the sandbox's own network namespace as it is? `runsc start` sets up the
+ * network before anything of the container runs, and a start refused
+ * there leaves the container "created" (runsc/container Start returns
+ * before it changes the status), so it can be asked twice: as it is - the
+ * answer Lazaret prefers, since runsc's own root-namespace check then
+ * stays in force - and, refused, once more with /proc/sys/net covered.
+ * Refused both ways is an error that shows both answers; a guess is never
+ * made. */
+static int start_learning_netstack(sup *s, lz_error **err)
+{
+    char *const start[] = { (char *) "start", (char *) s->sc->container_id, NULL };
+    lz_error *bare = NULL, *covered = NULL;
+    if (sup_runsc_simple(s, start, "runsc-start.err", &bare) == 0) {
+        s->facts.netstack_cover = false;
+        return 0;
+    }
+    lz_timing_mark("supervisor: runsc start refused without the /proc/sys/net cover");
+    if (sup_cover_proc_sys_net(err) < 0) {
+        lz_error_free(bare);
+        return -1;
+    }
+    s->cover_proc_sys_net = true;
+    if (sup_runsc_simple(s, start, "runsc-start-covered.err", &covered) == 0) {
+        lz_error_free(bare);
+        s->facts.netstack_cover = true;
+        return 0;
+    }
+    lz_error_set(err, 0,
+                 "%s could not start the sandbox, neither as it is (%s) nor with /proc/sys/net "
+                 "covered (%s)",
+                 s->sc->runsc, bare->message, covered->message);
+    lz_error_hint(err,
+                  "see %s/runsc-start.err, runsc-start-covered.err and the runsc log %s; "
+                  "'lazaret doctor' checks this runsc; another can be chosen with %s "
+                  "(docs/errors.md \"runsc\")",
+                  s->sc->generation_dir, s->sc->log_path ? s->sc->log_path : "(none)",
+                  LZ_RUNSC_ENV);
+    lz_error_free(bare);
+    lz_error_free(covered);
+    return -1;
+}
+
 int sup_start(sup *s, lz_error **err)
 {
     if (s->prepare_err) {
         *err = lz_error_take(&s->prepare_err);
         return -1;
     }
-    if (s->created) {
+    if (!s->facts_were_cached) {
+        /* The create sup_prepare made unless SUP_START came first (then
+         * it left it to here). */
+        if (!s->created) {
+            _cleanup_free_ char *bundle = sup_join(s->sc->generation_dir, "bundle");
+            _cleanup_free_ char *pidfile = sup_join(s->sc->generation_dir, "sandbox.pid");
+            char *const create[] = {
+                (char *) "create", (char *) "--bundle",          bundle, (char *) "--pid-file",
+                pidfile,           (char *) s->sc->container_id, NULL
+            };
+            s->created = true;
+            if (sup_runsc_simple(s, create, "runsc-create.err", err) < 0)
+                return -1;
+        }
+        if (start_learning_netstack(s, err) < 0)
+            return -1;
+        lz_timing_mark("supervisor: runsc start (netstack learned)");
+    } else if (s->created) {
         char *const start[] = { (char *) "start", (char *) s->sc->container_id, NULL };
         if (sup_runsc_simple(s, start, "runsc-start.err", err) < 0)
             return -1;
@@ -135,8 +199,9 @@ int sup_start(sup *s, lz_error **err)
         bool answered = status >= 0 && WIFEXITED(status) && WEXITSTATUS(status) <= 1;
         s->facts.statx_ok = answered && WEXITSTATUS(status) == 0;
         /* Kept only as a real answer (0 works, 1 fails), never a failed
-         * runsc exec; and only with the release date known. */
-        if (answered && s->facts.release_date && s->facts_dir_fd >= 0)
+         * runsc exec. An unknown release date is kept too: it decides
+         * nothing. */
+        if (answered && s->facts_dir_fd >= 0)
             lz_runsc_facts_store(s->facts_dir_fd, s->facts_key, &s->facts);
         lz_timing_mark("supervisor: statx probe");
     }

@@ -34,9 +34,13 @@ typedef struct spawn_ctx {
 } spawn_ctx;
 
 /* What this runsc does (runsc_info.h): from the Storage Root's cache when
- * it was learned for this very binary, else its release date now and the
- * statx behaviour in sup_start, both kept for the next start. */
-static void load_runsc_facts(sup *s)
+ * it was learned for this very binary (and kernel), else asked now: its
+ * release date (shown only) and the flags it accepts, here; whether its
+ * netstack needs /proc/sys/net covered and how statx behaves, by this
+ * start's sandbox (lifecycle.c), all kept for the next start. A runsc
+ * that lacks a flag Lazaret passes is refused here, by name, rather than
+ * failing later with runsc's own usage text. */
+static int load_runsc_facts(sup *s, lz_error **err)
 {
     lz_error *e = NULL;
     s->facts_dir_fd = -1;
@@ -46,13 +50,40 @@ static void load_runsc_facts(sup *s)
     if (s->facts_dir_fd >= 0 &&
         lz_runsc_facts_load(s->facts_dir_fd, s->facts_key, &s->facts) == 0) {
         s->facts_were_cached = true;
-        return;
+        return 0;
     }
     lz_spawn_output out = { 0 };
-    char *const argv[] = { (char *) "runsc", (char *) "--version", NULL };
-    if (lz_spawn_capture(s->sc->runsc, argv, NULL, &out, NULL) == 0 && out.data)
+    char *const version[] = { (char *) "runsc", (char *) "--version", NULL };
+    if (lz_spawn_capture(s->sc->runsc, version, NULL, &out, NULL) == 0 && out.data)
         s->facts.release_date = lz_runsc_release_date(out.data);
     lz_spawn_output_free(&out);
+    /* runsc prints its flags on stderr. */
+    char *const flags[] = { (char *) "runsc", (char *) "flags", NULL };
+    const lz_spawn_options fopt = { .capture_max = LZ_RUNSC_FLAGS_MAX, .merge_stderr = true };
+    lz_spawn_output fl = { 0 };
+    int st = lz_spawn_capture(s->sc->runsc, flags, &fopt, &fl, NULL);
+    int r = 0;
+    if (st != 0 || !fl.data || fl.truncated) {
+        lz_error_set(err, 0, "cannot ask %s which flags it accepts ('runsc flags' %s)",
+                     s->sc->runsc, st < 0 ? "could not run" : "failed");
+        r = lz_error_hint(err,
+                          "run 'lazaret doctor'; reinstall runsc or set %s to another "
+                          "(docs/errors.md \"runsc\")",
+                          LZ_RUNSC_ENV);
+    }
+    if (r == 0)
+        s->facts.has_directfs = lz_runsc_flags_has(fl.data, "directfs");
+    for (size_t i = 0; r == 0 && lz_runsc_needed_flags[i]; i++)
+        if (!lz_runsc_flags_has(fl.data, lz_runsc_needed_flags[i])) {
+            lz_error_set(err, 0, "%s does not accept --%s, which Lazaret needs", s->sc->runsc,
+                         lz_runsc_needed_flags[i]);
+            r = lz_error_hint(err,
+                              "use a runsc Lazaret supports (docs/runtime.md \"Which "
+                              "runsc\"): unset %s or point it at another",
+                              LZ_RUNSC_ENV);
+        }
+    lz_spawn_output_free(&fl);
+    return r;
 }
 
 static int supervisor_main(spawn_ctx *c)
@@ -133,21 +164,34 @@ static int supervisor_main(spawn_ctx *c)
     /* runsc's own network stack (gVisor's netstack), always: runsc 2022's
      * host networking breaks blocking socket I/O and a recvmsg with an
      * address buffer panics the whole sandbox (docs/network.md "runsc's
-     * network stack"). Releases before 2023 refuse it in any but a "non-root"
-     * network namespace, which they recognise by a check this supervisor
-     * satisfies (cover_proc_sys_net). */
-    load_runsc_facts(&s);
+     * network stack"). Releases up to 2024-07-29 refuse it in any but a
+     * "non-root" network namespace, which they recognise by a check that
+     * current kernels fail and this supervisor can satisfy
+     * (cover_proc_sys_net): whether this runsc needs that is what its
+     * first start found (lifecycle.c), never its date. */
+    lz_error *facts_err = NULL;
+    if (load_runsc_facts(&s, &facts_err) < 0)
+        s.prepare_err = facts_err; /* answered to SUP_START */
     s.runsc_globals[s.n_globals++] = lz_xstrdup("--network=sandbox");
-    s.cover_proc_sys_net = s.facts.release_date < LZ_RUNSC_NETSTACK_OK_FROM;
+    s.cover_proc_sys_net = s.facts_were_cached && s.facts.netstack_cover;
     /* The image is shared read-only by every Domain: the sandbox writes to
      * an in-sandbox overlay of the root only, discarded with the sandbox.
      * Bind mounts (workspace, persistent dirs, volumes) are not wrapped. */
     s.runsc_globals[s.n_globals++] = lz_xstrdup("--overlay2=root:memory");
+    /* Every file the sandbox reaches goes through the gofer, as on the
+     * releases Lazaret's mount protections were built and attacked on
+     * (docs/platform.md "Other differences of 2024-07-29"): with directfs
+     * (2023 on, default true) the sentry opens host files itself, and on
+     * 2024-07-29 the sandbox got .git/config, which the Git Sentry binds
+     * read-only, replaced on the host (test_git.py). */
+    if (s.facts.has_directfs)
+        s.runsc_globals[s.n_globals++] = lz_xstrdup("--directfs=false");
     if (c->sc->log_path)
         s.runsc_globals[s.n_globals++] = lz_xasprintf("--log=%s", c->sc->log_path);
     s.runsc_globals[s.n_globals] = NULL;
     lz_timing_mark("supervisor: runsc version read, flags set");
-    sup_prepare(&s);
+    if (!s.prepare_err)
+        sup_prepare(&s);
     return sup_request_loop(&s);
 }
 

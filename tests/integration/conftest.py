@@ -16,6 +16,11 @@ switches to the test user. Fixtures:
     make_lz        make_lz(user=None) -> Lz: a fresh environment for user
                    (default test_user), removed after the test
     lz             make_lz() for test_user
+    runsc          None (the system's runsc), or the newer runsc the tests of
+                   RUNSC_BOTH run on a second time (env LAZARET_TEST_RUNSC_NEW,
+                   default /opt/lazaret/runsc-20240729/runsc): every Lz of
+                   such a test sets LAZARET_RUNSC to it (docs/testing.md
+                   "Both runsc releases")
     test_images    TestImages: .busybox / .debian, oci: references of the
                    offline images tests/images/build.sh builds (once, as root,
                    cached in /var/cache/lazaret-test-images or env
@@ -195,10 +200,110 @@ def tun_usable(_root):
         yield
 
 
+# ---- runsc: the system's, and a second pass on the newer one ------------------
+
+# The runsc Debian 13 and bookworm-backports ship (scripts/install-deps.sh
+# installs it there, beside the system's).
+NEW_RUNSC = Path(os.environ.get("LAZARET_TEST_RUNSC_NEW", "/opt/lazaret/runsc-20240729/runsc"))
+NEW_RUNSC_ID = "runsc-20240729"
+
+# The tests that run twice, on the system's runsc and on NEW_RUNSC
+# (docs/testing.md "Both runsc releases" says why each is here): every
+# start path, network and publish, the terminal, escalation, the Git
+# Sentry's layout, keep-id and recovery. "file.py::name" (every
+# parametrization of the test) or "file.py::name[id]" (on the newer runsc
+# only the parametrization id; the system's runsc runs them all).
+RUNSC_BOTH = frozenset({
+    # start paths: cold start; joining sessions; stop and start again; the
+    # runsc facts (statx shim, netstack cover) learned and kept
+    "test_run.py::test_first_run_starts_and_exits_with_the_command_status",
+    "test_run.py::test_two_sessions_share_one_sandbox_and_coordinator",
+    "test_run.py::test_stop_ends_the_running_domain_and_tells_its_sessions",
+    "test_launch.py::test_runsc_facts_are_kept_and_decide_the_statx_shim",
+    "test_launch.py::test_the_first_start_learns_whether_the_netstack_needs_the_cover",
+    # network and publish
+    "test_network.py::test_allowed_prefixes_are_reachable",
+    "test_network.py::test_denied_destinations_are_refused_quickly",
+    "test_network.py::test_dns_through_the_provided_resolver",
+    "test_network.py::test_raw_and_packet_sockets_are_refused_inside",
+    "test_publish.py::test_published_port_answers_on_loopback_only",
+    # the terminal
+    "test_terminal.py::test_prompt_tty_and_environment",
+    "test_terminal.py::test_window_size_follows_resize",
+    "test_terminal.py::test_ctrl_c_and_ctrl_backslash_signal_the_foreground_command",
+    # escalation
+    "test_escalation.py::test_auto_approved_rule_runs_on_the_host",
+    "test_escalation.py::test_prompt_approve_and_deny",
+    # the Git Sentry's layout
+    "test_git.py::test_attack_is_stopped[rename-dot-git]",
+    "test_git.py::test_attack_is_stopped[hooks-path-parent-renamed]",
+    "test_git.py::test_git_config_hooks_and_dot_git_are_protected_inside",
+    "test_git.py::test_ignored_paths_are_the_domains_own",
+    # keep-id (the image's user with the developer's files) and recovery
+    "test_agent_user.py::test_commands_run_as_the_images_user_with_the_developers_files",
+    "test_run.py::test_coordinator_killed_during_a_session",
+    "test_run.py::test_supervisor_killed_during_a_session",
+    "test_lifecycle.py::test_rerun_after_interrupting_a_cold_start_always_works",
+})
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "runsc_both: runs on the system's runsc and on "
+                            "LAZARET_TEST_RUNSC_NEW (conftest.RUNSC_BOTH)")
+
+
+_RUNSC_BOTH_FUNCS = {n.split("[")[0] for n in RUNSC_BOTH}
+
+
+def _in_runsc_both(metafunc) -> bool:
+    name = f"{Path(metafunc.definition.fspath).name}::{metafunc.definition.originalname}"
+    return (name in _RUNSC_BOTH_FUNCS or
+            metafunc.definition.get_closest_marker("runsc_both") is not None)
+
+
+def pytest_collection_modifyitems(config, items):
+    """On the newer runsc, only the parametrizations RUNSC_BOTH names by id
+    (for a test named with one)."""
+    keep, drop = [], []
+    for item in items:
+        spec = getattr(item, "callspec", None)
+        if spec is None or spec.params.get("runsc") != NEW_RUNSC_ID:
+            keep.append(item)
+            continue
+        func = f"{Path(item.fspath).name}::{item.originalname}"
+        rest = spec.id.replace(f"{NEW_RUNSC_ID}-", "", 1).replace(f"-{NEW_RUNSC_ID}", "", 1)
+        named = {n[len(func) + 1:-1] for n in RUNSC_BOTH if n.startswith(func + "[")}
+        if not named or rest in named:
+            keep.append(item)
+        else:
+            drop.append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+
+
+def pytest_generate_tests(metafunc):
+    if "runsc" in metafunc.fixturenames and _in_runsc_both(metafunc):
+        metafunc.parametrize("runsc", ["system", NEW_RUNSC_ID], indirect=True)
+
+
+@pytest.fixture
+def runsc(request, skip_or_fail):
+    """None: the system's runsc; else the newer runsc's path (LAZARET_RUNSC)."""
+    if getattr(request, "param", "system") == "system":
+        return None
+    if not os.access(NEW_RUNSC, os.X_OK):
+        skip_or_fail(f"{NEW_RUNSC} is missing: scripts/install-deps.sh installs it "
+                     "(or set LAZARET_TEST_RUNSC_NEW)")
+    return NEW_RUNSC
+
+
 class Lz:
-    def __init__(self, lazaret_bin: Path, user: LzUser, sanitizer_env: dict, check_report):
+    def __init__(self, lazaret_bin: Path, user: LzUser, sanitizer_env: dict, check_report,
+                 runsc: Path = None):
         self.bin = lazaret_bin
         self.user = user
+        self.runsc = runsc
         self._sanitizer_env = sanitizer_env
         self._check_report = check_report
         self.root = Path(tempfile.mkdtemp(prefix="lzt-", dir="/tmp"))
@@ -265,6 +370,8 @@ class Lz:
             "LANG": "C.UTF-8",
             **self._sanitizer_env,
         }
+        if self.runsc:
+            e["LAZARET_RUNSC"] = str(self.runsc)
         for k, v in (env or {}).items():
             if v is None:
                 e.pop(k, None)
@@ -299,11 +406,12 @@ class Lz:
 
 
 @pytest.fixture
-def make_lz(lazaret_bin, test_user, tun_usable, sanitizer_env, assert_no_sanitizer_report):
+def make_lz(lazaret_bin, test_user, tun_usable, sanitizer_env, assert_no_sanitizer_report, runsc):
     made = []
 
     def make(user: LzUser = None) -> Lz:
-        env = Lz(lazaret_bin, user or test_user, sanitizer_env, assert_no_sanitizer_report)
+        env = Lz(lazaret_bin, user or test_user, sanitizer_env, assert_no_sanitizer_report,
+                 runsc)
         made.append(env)
         return env
 

@@ -4,9 +4,12 @@ each failure, the runsc capability decisions, and a safe PATH search."""
 
 import os
 import re
+import shutil
 import subprocess
 
 import pytest
+
+from conftest import ok
 
 NOSUB_USER = "lztest-nosub"
 LINE = re.compile(r"^(ok|warn|FAIL)\s+(.{16}) (.*)$")
@@ -39,8 +42,11 @@ def doctor(lz, **kw):
 
 
 def fake_runsc(lz, body):
-    lz.write("bin/runsc", "#!/bin/sh\n" + body, mode=0o755)
-    return {"PATH": f"{lz.home}/bin:/usr/local/bin:/usr/bin:/bin"}
+    """A runsc of the test's own, chosen with LAZARET_RUNSC; `runsc flags`
+    answers as the system's does unless body handles it."""
+    lz.write("bin/runsc", "#!/bin/sh\n" + body +
+             '[ "$1" = flags ] && exec /usr/bin/runsc flags\n', mode=0o755)
+    return {"LAZARET_RUNSC": f"{lz.home}/bin/runsc"}
 
 
 @pytest.fixture(scope="session")
@@ -60,50 +66,127 @@ def test_all_prerequisites_ok(lz):
     assert p.stdout.splitlines()[-1].startswith("All required checks passed")
 
 
-def test_runsc_decisions_follow_the_installed_release(lz):
-    real = subprocess.run(["runsc", "--version"], capture_output=True, text=True,
+@pytest.mark.runsc_both
+def test_runsc_path_version_platform_and_what_was_learned(lz, runsc):
+    path = str(runsc or "/usr/bin/runsc")
+    real = subprocess.run([path, "--version"], capture_output=True, text=True,
                           env={"PATH": "/usr/bin:/bin"}).stdout
     date = runsc_release(real)
     assert date, real
+    flags = subprocess.run([path, "flags"], capture_output=True, text=True).stderr
+    platform = re.search(r'-platform string\n.*\(default "(\w+)"\)', flags).group(1)
     _, checks = doctor(lz)
     iso = f"{date // 10000:04d}-{date // 100 % 100:02d}-{date % 100:02d}"
+    origin = "set by LAZARET_RUNSC" if runsc else "from the system directories"
+    assert checks["runsc"]["detail"].startswith(f"{path} ({origin}), version "), checks["runsc"]
     assert f"(release {iso})" in checks["runsc"]["detail"]
+    assert checks["runsc flags"]["status"] == "ok", checks["runsc flags"]
+    assert checks["platform"]["detail"].startswith(f"{platform} (runsc's default"), checks
+    # Nothing learned yet: the decisions are left to the first start, never
+    # to the date.
     net, statx = checks["network mode"], checks["statx"]
-    # Always runsc's own network stack; an old release needs the cover.
     assert net["status"] == "ok" and "(--network=sandbox)" in net["detail"]
-    assert ("covers /proc/sys/net" in net["detail"]) == (date < 20230101), net
-    if date < 20230601:
-        assert statx["status"] == "warn" and "AT_NO_AUTOMOUNT" in statx["detail"]
-        assert "injects" in statx["detail"]
-    else:
-        assert statx["status"] == "ok"
+    assert "learned by the first start" in net["detail"], net
+    assert "learned by the first start" in statx["detail"], statx
 
 
-@pytest.mark.parametrize("version,cover,statx", [
-    ("runsc version 0.0~20221219.0", True, "warn"),
-    ("runsc version release-20230320.0", False, "warn"),
-    ("runsc version release-20240101.0", False, "ok"),
+def test_doctor_reports_what_the_first_start_learned(rig):
+    rig.config({"bb": {}})
+    ok(rig.run("bb", ["true"]))
+    text = (rig.lz.home / ".local/share/lazaret/runsc-facts").read_text()
+    cover = ",netcover=1," in text
+    statx_ok = ",statx=1," in text
+    _, checks = doctor(rig.lz)
+    net, statx = checks["network mode"], checks["statx"]
+    assert "learned at the first start" in net["detail"], net
+    assert ("covers /proc/sys/net" in net["detail"]) == cover, (net, text)
+    assert statx["status"] == ("ok" if statx_ok else "warn"), (statx, text)
+    # Control: another runsc binary (a copy: another identity) has learned
+    # nothing yet.
+    own = rig.lz.home / "bin" / "runsc"
+    rig.lz.mkdir("bin")
+    shutil.copy("/usr/bin/runsc", own)
+    os.chown(own, rig.lz.user.uid, rig.lz.user.gid)
+    _, checks = doctor(rig.lz, env={"LAZARET_RUNSC": own})
+    assert "learned by the first start" in checks["network mode"]["detail"], checks
+
+
+@pytest.mark.parametrize("version", [
+    "runsc version 0.0~20221219.0",
+    "runsc version release-20230320.0",
+    "runsc version release-20240101.0",
 ])
-def test_runsc_version_parsing(lz, version, cover, statx):
-    env = fake_runsc(lz, f"echo '{version}'\necho 'spec: 1.1.0'\n")
+def test_runsc_version_parsing(lz, version):
+    env = fake_runsc(lz, f"[ \"$1\" = --version ] && echo '{version}' && echo 'spec: 1.1.0' "
+                         "&& exit 0\n")
     p, checks = doctor(lz, env=env)
     assert checks["runsc"]["status"] == "ok"
-    assert checks["runsc"]["detail"].startswith(f"{lz.home}/bin/runsc, version ")
+    assert checks["runsc"]["detail"].startswith(
+        f"{lz.home}/bin/runsc (set by LAZARET_RUNSC), version ")
     assert checks["network mode"]["status"] == "ok"
     assert "runsc's own network stack (--network=sandbox)" in checks["network mode"]["detail"]
-    assert ("covers /proc/sys/net" in checks["network mode"]["detail"]) == cover
-    assert checks["statx"]["status"] == statx
+    # The date decides nothing: the first start learns.
+    assert "learned by the first start" in checks["network mode"]["detail"]
     assert p.returncode == 0, p.stdout
 
 
-def test_runsc_without_release_date_assumes_oldest(lz):
-    env = fake_runsc(lz, "printf 'runsc version custom-build\\033[31m\\n'\n")
+def test_runsc_without_release_date_is_probed_not_guessed(lz):
+    env = fake_runsc(lz, "[ \"$1\" = --version ] && printf 'runsc version custom-build"
+                         "\\033[31m\\n' && exit 0\n")
     p, checks = doctor(lz, env=env)
     assert checks["runsc"]["status"] == "warn"
     assert "release date unknown" in checks["runsc"]["detail"]
     assert "\033" not in p.stdout  # program output is sanitised before printing
-    assert "covers /proc/sys/net" in checks["network mode"]["detail"]  # oldest behaviour
-    assert checks["statx"]["status"] == "warn"
+    assert "learned by the first start" in checks["network mode"]["detail"]
+
+
+def test_a_runsc_without_a_needed_flag_fails_by_name(lz):
+    env = fake_runsc(lz, "[ \"$1\" = --version ] && echo 'runsc version release-20990101.0' "
+                         "&& exit 0\n"
+                         "[ \"$1\" = flags ] && /usr/bin/runsc flags 2>&1 | "
+                         "grep -v -e '^  -overlay2' >&2 && exit 0\n")
+    p, checks = doctor(lz, env=env)
+    assert p.returncode == 1
+    assert checks["runsc flags"]["status"] == "FAIL"
+    assert "does not accept --overlay2" in checks["runsc flags"]["detail"]
+    # Control: the same runsc with every flag passes the check.
+    env = fake_runsc(lz, "[ \"$1\" = --version ] && echo 'runsc version release-20990101.0' "
+                         "&& exit 0\n")
+    _, checks = doctor(lz, env=env)
+    assert checks["runsc flags"]["status"] == "ok"
+
+
+@pytest.mark.parametrize("setup,message", [
+    ("relative", "is not an absolute path"),
+    ("world-writable", "is owned by uid"),
+    ("dir-writable", "lies in a directory"),
+    ("not-executable", "is not a program you can run"),
+])
+def test_lazaret_runsc_is_validated(rig, setup, message):
+    lz = rig.lz
+    good = fake_runsc(lz, "[ \"$1\" = --version ] && echo 'runsc version release-20990101.0' "
+                          "&& exit 0\n")
+    own = lz.home / "bin" / "runsc"
+    # Control: as installed, the test's own runsc is accepted.
+    _, checks = doctor(lz, env=good)
+    assert checks["runsc"]["status"] == "ok", checks["runsc"]
+    env = dict(good)
+    if setup == "relative":
+        env["LAZARET_RUNSC"] = "bin/runsc"
+    elif setup == "world-writable":
+        os.chmod(own, 0o757)
+    elif setup == "dir-writable":
+        os.chmod(lz.home / "bin", 0o777)
+    else:
+        os.chmod(own, 0o644)
+    p, checks = doctor(lz, env=env)
+    assert p.returncode == 1
+    assert checks["runsc"]["status"] == "FAIL" and message in checks["runsc"]["detail"], checks
+    assert "network mode" not in checks
+    # lazaret run refuses it the same way, before anything starts.
+    rig.config({"bb": {}})
+    r = rig.run("bb", ["true"], env=env)
+    assert r.returncode == 125 and message in r.stderr, r.stderr
 
 
 def test_broken_runsc_fails_with_reinstall_fix(lz):
@@ -112,7 +195,7 @@ def test_broken_runsc_fails_with_reinstall_fix(lz):
     assert p.returncode == 1
     assert checks["runsc"]["status"] == "FAIL"
     assert "exited with status 3" in checks["runsc"]["detail"]
-    assert checks["runsc"]["fix"] == "sudo apt-get install --reinstall runsc"
+    assert checks["runsc"]["fix"] == "point LAZARET_RUNSC at a working runsc, or unset it"
     assert "network mode" not in checks
 
 
@@ -135,14 +218,14 @@ def test_relative_path_entries_are_never_searched(lz):
     env = {"PATH": ".::bin:/usr/local/bin:/usr/bin:/bin"}
     p, checks = doctor(lz, env=env, cwd=lz.home)
     assert checks["runsc"]["status"] == "ok"
-    assert checks["runsc"]["detail"].startswith("/usr/bin/runsc,")
+    assert checks["runsc"]["detail"].startswith("/usr/bin/runsc (from the system directories),")
     assert not marker.exists()
 
 
 def test_non_executable_candidate_is_skipped(lz):
     lz.write("bin/runsc", "#!/bin/sh\necho 'runsc version release-20990101.0'\n", mode=0o644)
     _, checks = doctor(lz, env={"PATH": f"{lz.home}/bin:/usr/bin:/bin"})
-    assert checks["runsc"]["detail"].startswith("/usr/bin/runsc,")
+    assert checks["runsc"]["detail"].startswith("/usr/bin/runsc (from the system directories),")
 
 
 def test_tools_outside_user_path_are_found(lz):

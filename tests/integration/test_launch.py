@@ -119,21 +119,79 @@ def test_runsc_facts_are_kept_and_decide_the_statx_shim(rig):
     first = ok(rig.run("bb", env)).stdout
     facts = _storage(rig) / "runsc-facts"
     text = facts.read_text()
-    m = re.fullmatch(r"(lazaret-runsc-facts-v1 lazaret=\S+ runsc=\S+) "
-                     r"date=(\d{8}),statx=([01])\n", text)
+    m = re.fullmatch(r"(lazaret-runsc-facts-v2 lazaret=\S+ runsc=\S+ kernel=\S+) "
+                     r"date=(\d{8}),statx=([01]),(netcover=[01],directfs=[01])\n", text)
     assert m, text
-    # This runsc (2022) lacks statx(AT_NO_AUTOMOUNT): the shim is preloaded.
+    # Where the runsc lacks statx(AT_NO_AUTOMOUNT) (2022), the shim is
+    # preloaded; where it has it (2024), not.
     preloaded = "lazaret-statx-fix.so" in first
     assert preloaded == (m.group(3) == "0"), (text, first)
     # Control: a record under the same key that says the opposite decides
     # the next start (no probe was run to contradict it).
-    facts.write_text(f"{m.group(1)} date={m.group(2)},statx={1 - int(m.group(3))}\n")
+    facts.write_text(f"{m.group(1)} date={m.group(2)},statx={1 - int(m.group(3))},"
+                     f"{m.group(4)}\n")
     flipped = ok(rig.run("bb", env)).stdout
     assert ("lazaret-statx-fix.so" in flipped) != preloaded, flipped
     # A damaged record is probed again and rewritten with the true answer.
     facts.write_text("garbage\n")
     assert ("lazaret-statx-fix.so" in ok(rig.run("bb", env)).stdout) == preloaded
     assert facts.read_text() == text
+
+
+def _shows_rmem_default_in_a_new_netns() -> bool:
+    """Does a fresh network namespace show /proc/sys/net/core/rmem_default
+    (Linux 6.5 on: the sysctl is per namespace)? Asked in one, as root."""
+    p = subprocess.run(["unshare", "--net", "--mount", "sh", "-c",
+                        "mount -t proc proc /proc && "
+                        "test -e /proc/sys/net/core/rmem_default && echo shown || echo hidden"],
+                       capture_output=True, text=True, timeout=30, check=True)
+    return p.stdout.strip() == "shown"
+
+
+def test_the_first_start_learns_whether_the_netstack_needs_the_cover(rig, runsc):
+    """runsc releases up to 2024-07-29 take a network namespace that shows
+    /proc/sys/net/core/rmem_default for the host's own and refuse
+    --network=sandbox there (docs/platform.md "Netstack in a rootless
+    namespace"). The first start with a runsc finds out, by a refused
+    `runsc start` and a second one with /proc/sys/net covered, and keeps
+    the answer; no release date decides."""
+    binary = Path(runsc or "/usr/bin/runsc").read_bytes()
+    # The oracle, independent of Lazaret: the binary's own check and what
+    # this kernel shows in a new network namespace.
+    refuses = b"/proc/sys/net/core/rmem_default" in binary and _shows_rmem_default_in_a_new_netns()
+    rig.config({"bb": {}})
+    first = ok(rig.run("bb", ["true"], env={"LAZARET_LOG": "debug"}))
+    logs = "".join(f.read_text() for f in rig.lz.root.rglob("logs/coordinator.log"))
+    learned = "runsc start refused without the /proc/sys/net cover" in logs
+    assert learned == refuses, (refuses, logs[-3000:])
+    assert "supervisor: runsc start (netstack learned)" in logs, logs[-3000:]
+    facts = _storage(rig) / "runsc-facts"
+    text = facts.read_text()
+    m = re.fullmatch(r"(\S+ lazaret=\S+ runsc=\S+ kernel=\S+ date=\d{8},statx=[01]),"
+                     r"netcover=([01])(,directfs=[01])\n", text)
+    assert m and m.group(2) == ("1" if refuses else "0"), text
+    # A start with the answer known asks nothing again.
+    ok(rig.run("bb", ["true"], env={"LAZARET_LOG": "debug"}))
+    logs2 = "".join(f.read_text() for f in rig.lz.root.rglob("logs/coordinator.log"))[len(logs):]
+    assert "netstack learned" not in logs2 and "timing: supervisor: runsc" in logs2, logs2[-2000:]
+    if refuses:
+        # Control: the kept answer is what makes the start work. Said the
+        # other way round, this runsc refuses the sandbox's network, with
+        # runsc's own message and Lazaret's status 125.
+        facts.write_text(f"{m.group(1)},netcover=0{m.group(3)}\n")
+        bad = rig.run("bb", ["true"])
+        assert bad.returncode == 125, bad
+        assert "cannot run with network enabled in root network namespace" in bad.stderr, \
+            bad.stderr
+        # A damaged record is learned again, and the start works.
+        facts.write_text("garbage\n")
+        ok(rig.run("bb", ["true"]))
+        assert facts.read_text() == text
+    else:
+        # Control: the cover changes nothing for this runsc, and a record
+        # that asks for it still starts (the cover is harmless).
+        facts.write_text(f"{m.group(1)},netcover=1{m.group(3)}\n")
+        ok(rig.run("bb", ["true"]))
 
 
 def test_resolv_conf_is_the_sidecars_resolver(rig, test_images):

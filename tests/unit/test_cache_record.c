@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -123,24 +124,82 @@ static void test_runsc_facts_round_trip_and_strictness(void **state)
     assert_int_equal(lz_runsc_facts_key("/nonexistent/runsc", key, sizeof(key)), -1);
     assert_int_equal(lz_runsc_facts_key("/bin/sh", key, 16), -1); /* does not fit */
     assert_int_equal(lz_runsc_facts_key("/bin/sh", key, sizeof(key)), 0);
-    lz_runsc_facts f = { 20221219, false }, g = { 0, true };
+    /* The kernel is part of the key: a new kernel asks again. */
+    struct utsname u;
+    assert_int_equal(uname(&u), 0);
+    assert_non_null(strstr(key, " kernel="));
+    assert_non_null(strstr(key, u.release));
+    lz_runsc_facts f = { 20221219, false, true, true }, g = { 0, true, false, false };
     assert_int_equal(lz_runsc_facts_load(dir_fd, key, &g), -1);
     lz_runsc_facts_store(dir_fd, key, &f);
     assert_int_equal(lz_runsc_facts_load(dir_fd, key, &g), 0);
     assert_int_equal(g.release_date, 20221219);
     assert_false(g.statx_ok);
+    assert_true(g.netstack_cover);
+    assert_true(g.has_directfs);
     /* Only the canonical value: */
     lz_runsc_facts h;
-    assert_true(lz_runsc_facts_parse_value("date=20230214,statx=1", &h));
+    assert_true(lz_runsc_facts_parse_value("date=20230214,statx=1,netcover=0,directfs=0", &h));
     assert_int_equal(h.release_date, 20230214);
     assert_true(h.statx_ok);
-    const char *bad[] = {
-        "date=20230214,statx=2",  "date=020230214,statx=1", "date=20230214,statx=1x",
-        "date=+2023021,statx=1",  "date=-1,statx=0",        "statx=1,date=20230214",
-        "date=2023 0214,statx=1", "date=20230214,statx=01", ""
-    };
+    assert_false(h.netstack_cover);
+    assert_true(lz_runsc_facts_parse_value("date=0,statx=0,netcover=1,directfs=1", &h));
+    assert_true(h.netstack_cover);
+    assert_true(h.has_directfs);
+    const char *bad[] = { "date=20230214,statx=2,netcover=0,directfs=0",
+                          "date=020230214,statx=1,netcover=0,directfs=0",
+                          "date=20230214,statx=1,netcover=0,directfs=0x",
+                          "date=+2023021,statx=1,netcover=0,directfs=0",
+                          "date=-1,statx=0,netcover=0,directfs=0",
+                          "statx=1,date=20230214,netcover=0,directfs=0",
+                          "date=2023 0214,statx=1,netcover=0,directfs=0",
+                          "date=20230214,statx=01,netcover=0,directfs=0",
+                          "date=20230214,statx=1,netcover=0",
+                          "date=20230214,statx=1,netcover=2,directfs=0",
+                          "date=20230214,statx=1,netcover=0,directfs=",
+                          "" };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
         assert_false(lz_runsc_facts_parse_value(bad[i], &h));
+}
+
+/* `runsc flags` as the 2022 and 2024 releases print it (abridged). */
+static void test_runsc_flags_parsing(void **state)
+{
+    (void) state;
+    static const char out2022[] =
+        "  -ignore-cgroups\n"
+        "    \tdon't configure cgroups.\n"
+        "  -network value\n"
+        "    \tspecifies which network to use: sandbox (default), host, none.\n"
+        "  -overlay2 value\n"
+        "    \twrap mounts with overlayfs.\n"
+        "  -platform string\n"
+        "    \tspecifies which platform to use: ptrace (default), kvm. (default \"ptrace\")\n"
+        "  -platform_device_path string\n"
+        "    \tpath to a platform-specific device file (e.g. /dev/kvm for KVM platform). If "
+        "unset, will use a sane platform-specific default.\n";
+    static const char out2024[] =
+        "  -platform string\n"
+        "    \tspecifies which platform to use: systrap (default), ptrace, kvm. (default "
+        "\"systrap\")\n"
+        "  -network value\n";
+    static const char no_default[] = "  -platform string\n    \tthe platform\n"
+                                     "  -other string\n    \t(default \"x\")\n";
+    char p[32];
+    assert_true(lz_runsc_flags_has(out2022, "network"));
+    assert_true(lz_runsc_flags_has(out2022, "ignore-cgroups"));
+    assert_true(lz_runsc_flags_has(out2022, "platform"));
+    assert_false(lz_runsc_flags_has(out2022, "netw"));    /* a prefix is not the flag */
+    assert_false(lz_runsc_flags_has(out2022, "log"));     /* absent */
+    assert_false(lz_runsc_flags_has(out2022, "cgroups")); /* a suffix neither */
+    assert_true(lz_runsc_flags_default_platform(out2022, p, sizeof(p)));
+    assert_string_equal(p, "ptrace");
+    assert_true(lz_runsc_flags_default_platform(out2024, p, sizeof(p)));
+    assert_string_equal(p, "systrap");
+    /* Another flag's default is not the platform's. */
+    assert_false(lz_runsc_flags_default_platform(no_default, p, sizeof(p)));
+    assert_false(lz_runsc_flags_default_platform("", p, sizeof(p)));
+    assert_false(lz_runsc_flags_default_platform(out2024, p, 4)); /* does not fit */
 }
 
 int main(void)
@@ -148,6 +207,7 @@ int main(void)
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
     const struct CMUnitTest tests[] = {
         T(test_parse_exact_record_only),
+        T(test_runsc_flags_parsing),
         T(test_store_then_load),
         T(test_load_refuses_what_is_not_a_plain_record),
         T(test_runsc_facts_round_trip_and_strictness),
