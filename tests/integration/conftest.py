@@ -239,6 +239,9 @@ RUNSC_BOTH = frozenset({
     "test_git.py::test_attack_is_stopped[hooks-path-parent-renamed]",
     "test_git.py::test_git_config_hooks_and_dot_git_are_protected_inside",
     "test_git.py::test_ignored_paths_are_the_domains_own",
+    "test_git_config_rename.py::test_host_git_config_is_held_off_while_the_domain_runs",
+    "test_git_config_rename.py::"
+    "test_host_rename_over_protected_config_stops_the_sandbox_and_leaves_nothing",
     # keep-id (the image's user with the developer's files) and recovery
     "test_agent_user.py::test_commands_run_as_the_images_user_with_the_developers_files",
     "test_run.py::test_coordinator_killed_during_a_session",
