@@ -236,9 +236,23 @@ void git_audit_freeze_stats(coord *c)
           c->git.moves_followed, c->git.full_walks, lz_sentry_eye_requests(c->git.eye));
 }
 
-/* Does another running Domain (another profile) use this workspace? Its
- * sandbox has its own copies mounted on the placeholders: removing one on
- * the host would detach that mount under it. A running Domain whose status
+/* Is one workspace the other, or inside it (both normalized absolute
+ * paths)? A Domain on a repository nested in this workspace, or on one
+ * this workspace is nested in, has mounts on the same host names (attack
+ * round a27b, G4: the end of one stopped the other). */
+static bool workspaces_overlap(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b), n = la < lb ? la : lb;
+    if (strncmp(a, b, n) != 0)
+        return false;
+    const char *longer = la < lb ? b : a;
+    return la == lb || longer[n] == '/' || (n == 1 && a[0] == '/');
+}
+
+/* Does another running Domain (another profile) use this workspace, or
+ * one overlapping it? Its sandbox has its own copies mounted on the
+ * placeholders and the held lock names: removing one on the host would
+ * detach that mount under it. A running Domain whose status
  * cannot be read (still starting, say) counts as one: then the
  * placeholders stay, as before issue 26. */
 static bool workspace_used_by_another_domain(coord *c)
@@ -266,7 +280,7 @@ static bool workspace_used_by_another_domain(coord *c)
             /* Running without a readable status: counted as using it. */
             json_t *st = lz_domain_running_status(dfd);
             const char *ws = json_string_value(json_object_get(st, "workspace"));
-            used = !ws || strcmp(ws, c->a->cfg->workspace.label) == 0;
+            used = !ws || workspaces_overlap(ws, c->a->cfg->workspace.label);
             json_decref(st);
         }
         close(dfd);

@@ -158,7 +158,14 @@ static int protect_config_file(builder *b, const char *abs, bool create, lz_erro
         if (fd >= 0)
             close(fd);
     }
-    return lz_gs_protect_if_exists(b, rel, err);
+    if (lz_gs_protect_if_exists(b, rel, err) < 0)
+        return -1;
+    /* `git config --file` rewrites it through rel.lock, which the sandbox
+     * could write into (attack round a27b, G1): held like config's. */
+    if (lz_gs_in_ignored_copy(b->p, rel) || lz_lstat_confined(b->ws_fd, rel, &st) < 0 ||
+        !S_ISREG(st.st_mode))
+        return 0;
+    return lz_gs_hold_lock_name(b, rel, err);
 }
 
 /* One entry of `git config --show-origin -z` output: the origin

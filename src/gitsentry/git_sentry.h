@@ -217,7 +217,9 @@ int lz_git_sentry_remove_placeholders(const lz_git_plan *plan, size_t *ret_remov
     "Lazaret: a sandbox runs on this repository. While it runs, this file keeps\n"                 \
     "the host's git from changing the configuration next to it (the sandbox could\n"               \
     "write into git's lock file). Stop it first (lazaret stop), then change the\n"                 \
-    "configuration. Lazaret removes this file when the sandbox ends.\n"
+    "configuration. Lazaret removes this file when the sandbox ends; when no\n"                    \
+    "sandbox runs on this repository any more (lazaret status lists none, e.g.\n"                  \
+    "after a crash), you may remove it yourself.\n"
 
 /* The Domain ends: remove every lock name it held (LZ_GIT_LOCK_HOLD), where
  * the file there is still exactly that; only when no other Domain uses

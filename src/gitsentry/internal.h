@@ -163,6 +163,10 @@ LZ_MUST_CHECK
 int lz_gs_protect_if_exists(builder *b, const char *rel, lz_error **err);
 LZ_MUST_CHECK
 int lz_gs_protect_git_dir(builder *b, const char *gd, int depth, lz_error **err);
+/* The lock name of the configuration file rel (an existing regular file
+ * protected read-only) held while the Domain runs (git_sentry.h
+ * LZ_GIT_LOCK_HOLD). */
+int lz_gs_hold_lock_name(builder *b, const char *rel, lz_error **err);
 bool lz_gs_valid_git_dir(int ws_fd, const char *gd, char **ret_why);
 
 /* ---- config_sources.c ---------------------------------------------- */

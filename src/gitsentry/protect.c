@@ -86,9 +86,12 @@ static bool is_lock_hold(int dir, const char *name)
  * Domain on this workspace holds it, or a Domain that was killed left it);
  * any other file there is a host Git's lock (one running, or one that
  * crashed) and refuses the start. */
-static int hold_lock_name(builder *b, const char *rel, lz_error **err)
+int lz_gs_hold_lock_name(builder *b, const char *rel, lz_error **err)
 {
     _cleanup_free_ char *lock = lz_xasprintf("%s.lock", rel);
+    for (size_t i = 0; i < b->p->n_lock_holds; i++)
+        if (strcmp(b->p->lock_holds[i], lock) == 0)
+            return 0; /* named twice (an include listed by two scopes) */
     const char *name;
     _cleanup_close_ int pfd = lz_open_parent_confined(b->ws_fd, lock, &name, err);
     if (pfd < 0)
@@ -181,7 +184,7 @@ int lz_gs_protect_git_dir(builder *b, const char *gd, int depth, lz_error **err)
         _cleanup_free_ char *rel = lz_rel_join(gd, rewritten[i]);
         struct stat st;
         if (!lz_gs_in_ignored_copy(b->p, rel) && lz_lstat_confined(b->ws_fd, rel, &st) == 0 &&
-            S_ISREG(st.st_mode) && hold_lock_name(b, rel, err) < 0)
+            S_ISREG(st.st_mode) && lz_gs_hold_lock_name(b, rel, err) < 0)
             return -1;
     }
 

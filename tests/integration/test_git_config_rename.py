@@ -243,3 +243,62 @@ def test_host_rename_of_protected_hooks_away_stops_the_sandbox(rig):
     assert not (ws / ".git" / "hooks" / "pre-commit").exists()
     problem = host_git_problem(rig.lz, [ws], marker)
     assert problem is None, problem
+
+
+def test_an_included_configuration_files_lock_name_is_held_too(rig):
+    """Attack round a27b, G1: a file the repository's configuration
+    includes from the work tree (`include.path = ../team.gitconfig`) is
+    rewritten by the host's `git config --file` through team.gitconfig.lock,
+    in a directory the sandbox writes. Its lock name is held like config's:
+    the host's command fails, the append loop inside writes nothing, and
+    the name is released when the Domain ends. (The mechanism's control is
+    test_control_the_hosts_lock_file_takes_what_a_loop_appends.)"""
+    ws = new_repo(rig.lz, "ws")
+    rig.lz.write(ws / "team.gitconfig", "[user]\n\tname = Team\n", mode=0o644)
+    git(rig.lz, ws, "config", "include.path", "../team.gitconfig")
+    marker = rig.lz.home / "PLANTED-include-lock"
+    rig.config({"bb": {}})
+    s = rig.start("bb", sh(attack_loop("/workspace/team.gitconfig.lock", marker)), ws=ws)
+    s.read_until("LOOP-UP", timeout=RUN_TIMEOUT)
+    time.sleep(SETTLE_S)
+    held = (ws / "team.gitconfig.lock").read_text()
+    p = git(rig.lz, ws, "config", "--file", "team.gitconfig", "user.name", "Host", check=False)
+    (ws / "STOP").touch()
+    r = s.finish(timeout=30)
+    assert r.returncode == 0 and "WROTE:0" in r.stdout, (r.stdout[-500:], r.stderr[-2000:])
+    assert "a sandbox runs on this repository" in held, held
+    assert p.returncode != 0 and "could not lock config file" in p.stderr, p.stderr
+    left, _ = wait_torn_down(rig.lz, TEARDOWN_TIMEOUT)
+    assert not left, left
+    assert not (ws / "team.gitconfig.lock").exists()
+    assert (ws / "team.gitconfig").read_text() == "[user]\n\tname = Team\n"
+    assert host_git_problem(rig.lz, [ws], marker) is None
+
+
+def test_the_end_of_a_nested_domain_leaves_the_outer_domains_holds(rig):
+    """Attack round a27b, G4: Domain A on a workspace, Domain B (another
+    profile) on a repository nested in it. Each held inner/.git/config.lock
+    (B made it, A reused it); when B ended it removed the name — a mount
+    point of A's sandbox — and A's guard stopped A. A running Domain whose
+    workspace contains this one (or lies in it) now keeps the names."""
+    outer = new_repo(rig.lz, "outer")
+    inner = new_repo(rig.lz, "outer/inner")
+    rig.config({"a": {}, "b": {}})
+    a = rig.hold("a", ws=outer)
+    b = rig.hold("b", ws=inner)
+    assert (inner / ".git" / "config.lock").exists()
+    rig.release(b)
+    # B's teardown is over when its coordinator is gone; A must run on.
+    deadline = time.monotonic() + TEARDOWN_TIMEOUT
+    while len(rig.coordinators()) > 1 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert len(rig.coordinators()) == 1, rig.coordinators()
+    assert (inner / ".git" / "config.lock").exists(), "B's end released A's hold"
+    r = rig.run("a", sh("echo A-ALIVE"), ws=outer)
+    assert "A-ALIVE" in r.stdout, (r.stdout, r.stderr[-2000:])
+    assert a.proc.poll() is None, "A's session ended"
+    rig.release(a)
+    left, _ = wait_torn_down(rig.lz, TEARDOWN_TIMEOUT)
+    assert not left, left
+    assert not (inner / ".git" / "config.lock").exists()
+    assert not (outer / ".git" / "config.lock").exists()
