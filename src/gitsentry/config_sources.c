@@ -197,9 +197,92 @@ static char *origin_file(const char *origin, const char *top)
     return path[0] == '/' ? lz_xstrdup(path) : lz_xasprintf("%s/%s", top, path);
 }
 
+/* Does the configuration key (as `git config --list` prints it: section
+ * and name lowercased, the subsection as written) name a program the
+ * host's Git runs? Those whose value is a command line or a program path
+ * (attack round a27b, G6). */
+static bool key_names_program(const char *key)
+{
+    const char *first = strchr(key, '.');
+    const char *last = strrchr(key, '.');
+    if (!first)
+        return false;
+    size_t sl = (size_t) (first - key);
+    const char *name = last + 1;
+    bool sub = first != last;
+#define SECTION(s) (sl == sizeof(s) - 1 && strncmp(key, s, sl) == 0)
+#define NAME(n) (strcmp(name, n) == 0)
+    if (SECTION("alias") || SECTION("pager"))
+        return true;
+    if (!sub) {
+        if (SECTION("core"))
+            return NAME("fsmonitor") || NAME("editor") || NAME("pager") || NAME("sshcommand") ||
+                   NAME("askpass") || NAME("gitproxy") || NAME("alternaterefscommand");
+        if (SECTION("sequence"))
+            return NAME("editor");
+        if (SECTION("uploadpack"))
+            return NAME("packobjectshook");
+        if (SECTION("diff"))
+            return NAME("external");
+    } else {
+        if (SECTION("filter"))
+            return NAME("clean") || NAME("smudge") || NAME("process");
+        if (SECTION("diff"))
+            return NAME("textconv") || NAME("command");
+        if (SECTION("merge"))
+            return NAME("driver");
+        if (SECTION("difftool") || SECTION("mergetool"))
+            return NAME("cmd") || NAME("path");
+        if (SECTION("remote"))
+            return NAME("uploadpack") || NAME("receivepack");
+    }
+    if (SECTION("gpg"))
+        return NAME("program");
+    if (SECTION("credential"))
+        return NAME("helper");
+    return false;
+#undef SECTION
+#undef NAME
+}
+
+/* A value that names a program: every whitespace-separated word (quotes
+ * stripped, an alias's leading `!` dropped), taken relative to the work
+ * tree's top `top` (where Git runs filters, drivers and `!` aliases) or
+ * absolute, that is an existing regular file inside the workspace is
+ * protected read-only: the sandbox could rewrite it, and the host's Git
+ * would run it (attack round a27b, G6). Words are not parsed as a shell
+ * would: a word that is no path names nothing and costs nothing. */
+static int protect_program_words(builder *b, const char *value, const char *top, lz_error **err)
+{
+    _cleanup_free_ char *copy = lz_xstrdup(value);
+    for (char *save = NULL, *w = strtok_r(copy, " \t\n\r\f\v", &save); w;
+         w = strtok_r(NULL, " \t\n\r\f\v", &save)) {
+        char *o = w;
+        for (const char *c = w; *c; c++)
+            if (*c != '"' && *c != '\'')
+                *o++ = *c;
+        *o = '\0';
+        if (w[0] == '!')
+            w++;
+        if (!*w)
+            continue;
+        _cleanup_free_ char *abs = expand_git_path(w, top);
+        _cleanup_free_ char *rel = abs ? lz_lexical_rel(b->ws, abs) : NULL;
+        struct stat st;
+        if (!rel || lz_lstat_confined(b->ws_fd, rel, &st) < 0 || !S_ISREG(st.st_mode))
+            continue;
+        if (lz_gs_protect_if_exists(b, rel, err) < 0)
+            return -1;
+    }
+    return 0;
+}
+
 /* Configuration files that an include pulls in from inside the workspace,
- * and core.hooksPath when it points inside: both are sandbox-writable
- * places the host's Git would obey. */
+ * core.hooksPath when it points inside, and the programs that
+ * configuration names inside: all sandbox-writable places the host's Git
+ * would obey. gd is the Git directory with the work tree wt; gd NULL: Git
+ * follows wt's protected `.git` file (a linked worktree, a submodule
+ * checkout), and relative values are relative to wt, where Git runs. */
 int lz_gs_protect_config_sources(builder *b, const char *gd, const char *wt, lz_error **err)
 {
     lz_spawn_output out = { 0 };
@@ -207,7 +290,7 @@ int lz_gs_protect_config_sources(builder *b, const char *gd, const char *wt, lz_
                            (char *) "--list", (char *) "-z",         NULL };
     /* hooksPath and relative origins are relative to the work tree's top
      * (the Git directory where there is none). */
-    const char *base = wt ? wt : strcmp(gd, ".") ? gd : "";
+    const char *base = wt ? wt : gd && strcmp(gd, ".") ? gd : "";
     _cleanup_free_ char *top = *base ? lz_xasprintf("%s/%s", b->ws, base) : lz_xstrdup(b->ws);
     int status = lz_gs_host_git_in(b, gd, wt, args, &out, err);
     if (status < 0)
@@ -240,6 +323,12 @@ int lz_gs_protect_config_sources(builder *b, const char *gd, const char *wt, lz_
                 if (r == 0)
                     r = lz_gs_protect_if_exists(b, rel, err);
             }
+        }
+        const char *nl = strchr(e.kv, '\n');
+        if (r == 0 && nl) {
+            _cleanup_free_ char *key = lz_xstrndup(e.kv, (size_t) (nl - e.kv));
+            if (key_names_program(key))
+                r = protect_program_words(b, nl + 1, top, err);
         }
     }
     lz_spawn_output_free(&out);

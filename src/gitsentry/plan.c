@@ -204,6 +204,12 @@ int lz_git_sentry_plan(const lz_resolved_config *cfg, lz_git_plan *ret, lz_error
         /* The git dir lies outside the workspace (not visible inside); the
          * .git file itself must not be redirected by the sandbox. */
         lz_gs_add_mount(&b, ".git", LZ_MOUNT_FROM_WORKSPACE, true, false);
+        /* Its configuration (the main repository's, and the worktree's
+         * own) may name a hooks directory, an include or a program inside
+         * the workspace — a relative core.hooksPath (husky) names one here
+         * (attack round a27b, G5): asked through the protected `.git`. */
+        if (lz_gs_protect_config_sources(&b, NULL, "", err) < 0)
+            goto out;
         /* A linked worktree or a --separate-git-dir checkout as the
          * workspace has ignored files like any other (attack round i12e,
          * W1: none were isolated): Git follows the protected `.git` file. */
@@ -251,13 +257,20 @@ int lz_git_sentry_plan(const lz_resolved_config *cfg, lz_git_plan *ret, lz_error
         const char *gd = p.git_dirs[g];
         if (strcmp(gd, ".git") == 0 && p.kind == LZ_GIT_REPO)
             continue; /* done above */
-        size_t len = strlen(gd);
-        _cleanup_free_ char *wt = NULL;
-        if (len > 5 && strcmp(gd + len - 5, "/.git") == 0)
-            wt = lz_xstrndup(gd, len - 5);
+        /* A submodule's Git directory (.git/modules/sub) has its work tree
+         * elsewhere (sub/): relative paths of its configuration are
+         * relative to that (attack round a27b, G5c). */
+        _cleanup_free_ char *wt = nested_work_tree(&b, gd);
         if (lz_gs_protect_config_sources(&b, gd, wt, err) < 0)
             goto out;
     }
+    /* Work trees behind a `.git` file (a linked worktree, a submodule
+     * checkout): Git run there resolves a relative core.hooksPath and the
+     * programs its configuration names against that tree's top, not the
+     * main work tree's (attack round a27b, G5b). */
+    for (size_t t = 0; t < b.n_gitfile_trees; t++)
+        if (lz_gs_protect_config_sources(&b, NULL, b.gitfile_trees[t], err) < 0)
+            goto out;
     /* The ignored files of every other work tree found (nested repositories,
      * submodule checkouts): the top's Git does not list what lies in a
      * repository of its own (attack round i12c, N1: nested/.env and a
