@@ -46,6 +46,7 @@ import escalation as E  # noqa: E402  (the timer's compilation)
 DEBIAN_REF = f"oci:{L.IMAGES}/debian:bookworm"
 TIMER = "lzbench-timer"
 TRUE = "/bin/true"
+NOSHIM = "lazaret, LD_PRELOAD unset"
 GIT = ["/usr/bin/git", "-c", "safe.directory=*", "--no-optional-locks", "-C", "/workspace",
        "status", "--porcelain"]
 
@@ -179,10 +180,10 @@ def bench(args):
         for b in baselines:
             b.ask("sleeper w")
 
-        sides = ["lazaret", *names]
+        sides = ["lazaret", NOSHIM, *names]
         fork = {s: [] for s in sides}
         fork_total = {s: [] for s in sides}
-        git = {s: [] for s in sides}
+        git = {s: [] for s in sides if s != NOSHIM}
         git_out = {}
         timer = f"/workspace/{TIMER}"
         say(f"fork+exec ({args.execs} per round) and git status ({args.git} per round): "
@@ -191,9 +192,17 @@ def bench(args):
             order = sides if r % 2 == 0 else sides[::-1]
             for s in order:
                 for kind, n, prog in (("fork", args.execs, [TRUE]), ("git", args.git, GIT)):
+                    if kind not in ("fork", *([] if s == NOSHIM else ["git"])):
+                        continue
                     argv = [timer, str(n), *prog]
                     if s == "lazaret":
                         _, _, out, _ = lz.run("run", "bench", "--", *argv)
+                    elif s == NOSHIM:
+                        # The breakdown: the same without the statx shim that
+                        # Lazaret preloads on runsc releases that need it
+                        # (docs/runtime.md; LD_PRELOAD, inherited by every exec).
+                        _, _, out, _ = lz.run("run", "bench", "--", "/usr/bin/env",
+                                              "-u", "LD_PRELOAD", *argv)
                     else:
                         out = baselines[names.index(s)].ask("execout w " + " ".join(argv),
                                                             raw=True)
@@ -243,6 +252,8 @@ def print_table(res, meta):
     for title, key, _ in rows(res):
         lz = res[key]["lazaret"]["median"]
         cells = [f"{title}:", f"Lazaret {lz:.3f}"]
+        if NOSHIM in res[key]:
+            cells.append(f"[{NOSHIM}] {res[key][NOSHIM]['median']:.3f}")
         for s in sides[1:]:
             m = res[key][s]["median"]
             cells.append(f"[{s}] {m:.3f} ({lz / m:.2f}x)")
@@ -290,6 +301,12 @@ def section(res, meta):
             + " |")
     lines.append("| cold `runsc run` of /bin/true (Lazaret: see Launch) | | " + " | ".join(
         f"{res['cold'][n]['median']:.1f} | " for n in names) + " |")
+    for title_, key, _ in rows(res)[:2]:
+        x = res[key][NOSHIM]["median"]
+        lines.append(f"| {title_}: Lazaret with `LD_PRELOAD` unset (`env -u LD_PRELOAD` "
+                     f"before the timer: no statx shim) | {x:.2f} | " + " | ".join(
+                         f"{res[key][n]['median']:.2f} | {x / res[key][n]['median']:.2f}x"
+                         for n in names) + " |")
     lines += [
         "",
         f"`git status --porcelain` printed: " + "; ".join(

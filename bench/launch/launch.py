@@ -806,6 +806,15 @@ def replace_section(text: str, title: str, section: str) -> str:
     if m:
         return text[:m.start()] + section + ("\n" if m.end() < len(text) else "") + \
             text[m.end():]
+    # A release's first section of a benchmark goes after the other
+    # releases' sections of the same benchmark ("## Launch, runsc …").
+    prefix, sep, _ = title.partition(", runsc ")
+    others = list(re.finditer(rf"^## {re.escape(prefix + sep)}.*?\n.*?(?=^## |\Z)", text,
+                              re.S | re.M)) if sep else []
+    if others:
+        end = others[-1].end()
+        if end < len(text):
+            return text[:end] + section + "\n" + text[end:]
     return text.rstrip("\n") + "\n\n" + section
 
 
