@@ -47,6 +47,13 @@ DEBIAN_REF = f"oci:{L.IMAGES}/debian:bookworm"
 TIMER = "lzbench-timer"
 TRUE = "/bin/true"
 NOSHIM = "lazaret, LD_PRELOAD unset"
+# Writes into the root filesystem's overlay (the overlay medium's row): 611
+# files, 3.4 MiB of the image copied and removed again. A script in the
+# workspace, because the baseline's line protocol splits on blanks.
+WRITE_SCRIPT = "lzbench-write.sh"
+WRITE_TEXT = ("#!/bin/sh\nset -e\n"
+              "cp -r /usr/lib/x86_64-linux-gnu/perl-base /root/lzbench-w\n"
+              "rm -rf /root/lzbench-w\n")
 GIT = ["/usr/bin/git", "-c", "safe.directory=*", "--no-optional-locks", "-C", "/workspace",
        "status", "--porcelain"]
 
@@ -127,8 +134,10 @@ def bench(args):
         say(f"making the workspace: a Git repository of {L.IGNORED_PACKAGES} packages")
         L.git_workspace(user, ws, False)
         E.compile_timer(ws / TIMER, ids)
+        (ws / WRITE_SCRIPT).write_text(WRITE_TEXT)
+        os.chown(ws / WRITE_SCRIPT, *ids)
         ident = ["-c", "user.name=Bench", "-c", "user.email=bench@lazaret.invalid"]
-        for argv in (["add", TIMER], [*ident, "commit", "-q", "-m", "timer"]):
+        for argv in (["add", TIMER, WRITE_SCRIPT], [*ident, "commit", "-q", "-m", "timer"]):
             subprocess.run(["git", "-C", str(ws), *argv], check=True, env=user.env(),
                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, **user.creds())
         lz = L.Lazaret(binary, user, ws, user.home / "logs")
@@ -184,6 +193,7 @@ def bench(args):
         fork = {s: [] for s in sides}
         fork_total = {s: [] for s in sides}
         git = {s: [] for s in sides if s != NOSHIM}
+        write = {s: [] for s in sides if s != NOSHIM}
         git_out = {}
         timer = f"/workspace/{TIMER}"
         say(f"fork+exec ({args.execs} per round) and git status ({args.git} per round): "
@@ -191,8 +201,10 @@ def bench(args):
         for r in range(args.rounds + 1):
             order = sides if r % 2 == 0 else sides[::-1]
             for s in order:
-                for kind, n, prog in (("fork", args.execs, [TRUE]), ("git", args.git, GIT)):
-                    if kind not in ("fork", *([] if s == NOSHIM else ["git"])):
+                for kind, n, prog in (("fork", args.execs, [TRUE]), ("git", args.git, GIT),
+                                      ("write", args.writes,
+                                       ["/bin/sh", f"/workspace/{WRITE_SCRIPT}"])):
+                    if s == NOSHIM and kind != "fork":
                         continue
                     argv = [timer, str(n), *prog]
                     if s == "lazaret":
@@ -212,9 +224,11 @@ def bench(args):
                     if kind == "fork":
                         fork[s] += samples
                         fork_total[s].append(sum(samples))
-                    else:
+                    elif kind == "git":
                         git[s] += samples
                         git_out[s] = " ".join(other)
+                    else:
+                        write[s] += samples
         if sleeper.poll() is not None or len(L.coordinators(user.uid)) != 1:
             die(f"the Domain did not stay up: the samples are not joins\n{lz.diagnose()}")
         res = {
@@ -223,6 +237,7 @@ def bench(args):
             "fork": {s: L.summary(v) for s, v in fork.items()},
             "fork_total": {s: L.summary(v) for s, v in fork_total.items()},
             "git": {s: L.summary(v) for s, v in git.items()},
+            "write": {s: L.summary(v) for s, v in write.items()}, "writes_n": args.writes,
             "git_output": git_out,
             "first_run_ms": L.ms(first),
         }
@@ -243,6 +258,7 @@ def rows(res):
         ("fork+exec of /bin/true, one", "fork", 1),
         (f"{res['execs']} fork+exec of /bin/true (a round's total)", "fork_total", 1),
         ("`git status` of 2,500 packages in /workspace", "git", 1),
+        ("copy 611 files (3.4 MiB) into /root and remove them (the root overlay)", "write", 1),
     ]
 
 
@@ -277,8 +293,10 @@ def section(res, meta):
         f"through `LAZARET_RUNSC`), lazaret {meta['version']} (release build, revision "
         f"{meta['revision']}). Re-run: `sudo bench/inside/run.sh --runsc {meta['runsc_path']}"
         + "".join(f" --variant='{' '.join(v)}'" for v in res["variant_flags"])
-        + f" --rounds {res['rounds']}` (1 warm-up round + {res['rounds']} rounds of "
-        f"{res['execs']} fork+exec and {res['git_n']} `git status` per side; the sides take "
+        + f" --execs {res['execs']} --git {res['git_n']} --writes {res['writes_n']}"
+        f" --rounds {res['rounds']}` (1 warm-up round + {res['rounds']} rounds of "
+        f"{res['execs']} fork+exec, {res['git_n']} `git status` and {res['writes_n']} "
+        "copy+remove per side; the sides take "
         "turns round by round).",
         "",
         "Image: the tests' Debian bookworm (minbase + git; `/bin/true` is coreutils', "
@@ -325,6 +343,7 @@ def main():
                     "(repeatable; default: one baseline with runsc's defaults)")
     ap.add_argument("--execs", type=int, default=200, help="fork+exec per round (200)")
     ap.add_argument("--git", type=int, default=5, help="git status per round (5)")
+    ap.add_argument("--writes", type=int, default=3, help="copy+remove runs per round (3)")
     ap.add_argument("--rounds", type=int, default=5, help="rounds after the warm-up (5)")
     ap.add_argument("--cold", type=int, default=5, help="cold runsc run per variant (5)")
     ap.add_argument("--no-write", action="store_true", help="do not touch docs/performance.md")
@@ -334,7 +353,7 @@ def main():
     if os.geteuid() != 0:
         die("run as root (sudo bench/inside/run.sh): it creates the unprivileged user "
             f"{L.BENCH_USER} that Lazaret runs as")
-    if args.rounds < 1 or args.execs < 1 or args.git < 1 or args.cold < 1:
+    if min(args.rounds, args.execs, args.git, args.cold, args.writes) < 1:
         die("--rounds, --execs, --git and --cold need at least 1")
     for tool in ("unshare", "newuidmap", "umoci"):
         if not shutil.which(tool):
