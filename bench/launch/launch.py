@@ -412,6 +412,16 @@ def check_domain_runsc(uid, runsc):
     sandbox and gofer), so that a Lazaret side measured on the wrong
     release cannot pass for the other (LAZARET_RUNSC ignored or refused)."""
     want = os.path.realpath(runsc)
+    with open(want, "rb") as f:
+        head = f.read(4096)
+    if head.startswith(b"#!"):
+        # A wrapper script that adds runsc flags for an experiment
+        # (docs/performance.md "Issue 27"): its `exec /PATH …` line names
+        # the binary that runs.
+        m = re.search(rb"^exec (/\S+)", head, re.M)
+        if not m:
+            die(f"{runsc} is a script without an `exec /PATH` line")
+        want = os.path.realpath(m.group(1).decode())
     seen = set()
     for coordinator in coordinators(uid):
         for pid in descendants(coordinator):
