@@ -30,7 +30,6 @@ import json
 import os
 import pwd
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -43,7 +42,8 @@ sys.path.insert(0, str(HERE.parent / "escalation"))
 import launch as L  # noqa: E402  (bench/launch/launch.py: the shared helpers)
 import escalation as E  # noqa: E402  (the timer's compilation)
 
-DEBIAN_REF = f"oci:{L.IMAGES}/debian:bookworm"
+DEFAULT_IMAGE = "debian:bookworm"
+NODE = ["/usr/bin/node", "-e", "0"]
 TIMER = "lzbench-timer"
 TRUE = "/bin/true"
 NOSHIM = "lazaret, LD_PRELOAD unset"
@@ -104,9 +104,9 @@ def wait_running(lz, proc, log):
 def bench(args):
     binary = L.ensure_binary()
     L.ensure_image()
-    if subprocess.run(["umoci", "stat", "--image", f"{L.IMAGES / 'debian'}:bookworm"],
+    if subprocess.run(["umoci", "stat", "--image", f"{L.IMAGES}/{args.image}"],
                       stdin=subprocess.DEVNULL, capture_output=True).returncode != 0:
-        die(f"{L.IMAGES}/debian is missing: sudo sh tests/images/build.sh {L.IMAGES}")
+        die(f"{L.IMAGES}/{args.image} is missing: sudo sh tests/images/build.sh {L.IMAGES}")
     L.ensure_user(L.BENCH_USER)
     pw = pwd.getpwnam(L.BENCH_USER)
     ids = (pw.pw_uid, pw.pw_gid)
@@ -127,7 +127,7 @@ def bench(args):
         cfg = user.home / ".config/lazaret/config.toml"
         cfg.write_text('schema = "lazaret-trusted-host-config-v1"\n'
                        "[profiles.bench]\n"
-                       f'image = "{DEBIAN_REF}"\n')
+                       f'image = "oci:{L.IMAGES}/{args.image}"\n')
         os.chown(cfg, *ids)
         os.chmod(cfg, 0o600)
         ws = user.home / "ws"
@@ -153,6 +153,8 @@ def bench(args):
             if b"/ld-linux" not in f.read(4096):
                 die(f"{rootfs[0]}/usr/bin/true is not dynamically linked")
 
+        # An image with Node.js (tests/images' agents-*) adds the node row.
+        has_node = (rootfs[0] / NODE[0][1:]).exists()
         for i, flags in enumerate(args.variants):
             base = user.home / f"baseline{i}"
             for d, mode in (("", 0o755), ("runsc", 0o700), ("tmp", 0o700)):
@@ -194,6 +196,7 @@ def bench(args):
         fork_total = {s: [] for s in sides}
         git = {s: [] for s in sides if s != NOSHIM}
         write = {s: [] for s in sides if s != NOSHIM}
+        node = {s: [] for s in sides if s != NOSHIM}
         git_out = {}
         timer = f"/workspace/{TIMER}"
         say(f"fork+exec ({args.execs} per round) and git status ({args.git} per round): "
@@ -203,8 +206,9 @@ def bench(args):
             for s in order:
                 for kind, n, prog in (("fork", args.execs, [TRUE]), ("git", args.git, GIT),
                                       ("write", args.writes,
-                                       ["/bin/sh", f"/workspace/{WRITE_SCRIPT}"])):
-                    if s == NOSHIM and kind != "fork":
+                                       ["/bin/sh", f"/workspace/{WRITE_SCRIPT}"]),
+                                      ("node", args.nodes, NODE)):
+                    if (s == NOSHIM and kind != "fork") or (kind == "node" and not has_node):
                         continue
                     argv = [timer, str(n), *prog]
                     if s == "lazaret":
@@ -227,8 +231,10 @@ def bench(args):
                     elif kind == "git":
                         git[s] += samples
                         git_out[s] = " ".join(other)
-                    else:
+                    elif kind == "write":
                         write[s] += samples
+                    else:
+                        node[s] += samples
         if sleeper.poll() is not None or len(L.coordinators(user.uid)) != 1:
             die(f"the Domain did not stay up: the samples are not joins\n{lz.diagnose()}")
         res = {
@@ -238,9 +244,12 @@ def bench(args):
             "fork_total": {s: L.summary(v) for s, v in fork_total.items()},
             "git": {s: L.summary(v) for s, v in git.items()},
             "write": {s: L.summary(v) for s, v in write.items()}, "writes_n": args.writes,
+            "image": args.image,
             "git_output": git_out,
             "first_run_ms": L.ms(first),
         }
+        if has_node:
+            res["node"] = {s: L.summary(v) for s, v in node.items()}
         return res, binary
     finally:
         for b in baselines:
@@ -253,13 +262,17 @@ def bench(args):
 
 
 def rows(res):
-    """[(title, what, key, unit scale)]"""
-    return [
+    """[(title, key, unit scale)] of the rows the run has."""
+    out = [
         ("fork+exec of /bin/true, one", "fork", 1),
         (f"{res['execs']} fork+exec of /bin/true (a round's total)", "fork_total", 1),
         ("`git status` of 2,500 packages in /workspace", "git", 1),
-        ("copy 611 files (3.4 MiB) into /root and remove them (the root overlay)", "write", 1),
+        ("copy /usr/lib/x86_64-linux-gnu/perl-base (611 files, 3.4 MiB in bookworm) into "
+         "/root and remove it (the root overlay)", "write", 1),
     ]
+    if "node" in res:
+        out.append(("`node -e 0` (Node.js start)", "node", 1))
+    return out
 
 
 def print_table(res, meta):
@@ -279,28 +292,33 @@ def print_table(res, meta):
     print(f"git status output: {res['git_output']}")
 
 
-def title(meta):
-    return f"Inside a Domain, runsc {meta['runsc'].rsplit(' ', 1)[-1]}"
+def title(meta, res):
+    image = "" if res["image"] == DEFAULT_IMAGE else f" ({res['image']})"
+    return f"Inside a Domain{image}, runsc {meta['runsc'].rsplit(' ', 1)[-1]}"
 
 
 def section(res, meta):
     names = res["variants"]
     lines = [
-        f"## {title(meta)}",
+        f"## {title(meta, res)}",
         "",
         f"Measured {meta['date']} on {meta['nproc']} CPUs ({meta['cpu']}), kernel "
         f"{meta['kernel']}, `{meta['runsc']}` (`{meta['runsc_path']}`, both sides; Lazaret "
         f"through `LAZARET_RUNSC`), lazaret {meta['version']} (release build, revision "
         f"{meta['revision']}). Re-run: `sudo bench/inside/run.sh --runsc {meta['runsc_path']}"
         + "".join(f" --variant='{' '.join(v)}'" for v in res["variant_flags"])
+        + ("" if res["image"] == DEFAULT_IMAGE else f" --image {res['image']}")
         + f" --execs {res['execs']} --git {res['git_n']} --writes {res['writes_n']}"
         f" --rounds {res['rounds']}` (1 warm-up round + {res['rounds']} rounds of "
         f"{res['execs']} fork+exec, {res['git_n']} `git status` and {res['writes_n']} "
         "copy+remove per side; the sides take "
         "turns round by round).",
         "",
-        "Image: the tests' Debian bookworm (minbase + git; `/bin/true` is coreutils', "
-        "dynamically linked). Workspace: a Git repository of 2,500 packages holding the "
+        ("Image: the tests' Debian bookworm (minbase + git; `/bin/true` is coreutils', "
+         "dynamically linked). " if res["image"] == DEFAULT_IMAGE else
+         f"Image: the tests' `{res['image']}` (Debian trixie minbase with Node.js, git; "
+         "`/bin/true` is coreutils', dynamically linked). ")
+        + "Workspace: a Git repository of 2,500 packages holding the "
         "timer (bench/escalation/timer.c, static), which times each run inside the sandbox. "
         "Lazaret: `lazaret run bench -- /workspace/lzbench-timer …` joining a Domain kept "
         "alive by another session. Bare: bench/launch's namespace and flags "
@@ -327,7 +345,7 @@ def section(res, meta):
                          for n in names) + " |")
     lines += [
         "",
-        f"`git status --porcelain` printed: " + "; ".join(
+        "`git status --porcelain` printed: " + "; ".join(
             f"{s}: {o or '(nothing: clean)'}" for s, o in res["git_output"].items()) + ".",
         "",
     ]
@@ -344,6 +362,11 @@ def main():
     ap.add_argument("--execs", type=int, default=200, help="fork+exec per round (200)")
     ap.add_argument("--git", type=int, default=5, help="git status per round (5)")
     ap.add_argument("--writes", type=int, default=3, help="copy+remove runs per round (3)")
+    ap.add_argument("--nodes", type=int, default=5,
+                    help="`node -e 0` per round, if the image has /usr/bin/node (5)")
+    ap.add_argument("--image", default=DEFAULT_IMAGE, metavar="NAME:TAG",
+                    help=f"an image of tests/images' cache ({DEFAULT_IMAGE}; agents-codex:latest "
+                    "adds the node row); another image writes its own section")
     ap.add_argument("--rounds", type=int, default=5, help="rounds after the warm-up (5)")
     ap.add_argument("--cold", type=int, default=5, help="cold runsc run per variant (5)")
     ap.add_argument("--no-write", action="store_true", help="do not touch docs/performance.md")
@@ -353,7 +376,7 @@ def main():
     if os.geteuid() != 0:
         die("run as root (sudo bench/inside/run.sh): it creates the unprivileged user "
             f"{L.BENCH_USER} that Lazaret runs as")
-    if min(args.rounds, args.execs, args.git, args.cold, args.writes) < 1:
+    if min(args.rounds, args.execs, args.git, args.cold, args.writes, args.nodes) < 1:
         die("--rounds, --execs, --git and --cold need at least 1")
     for tool in ("unshare", "newuidmap", "umoci"):
         if not shutil.which(tool):
@@ -371,8 +394,8 @@ def main():
     if args.json:
         Path(args.json).write_text(json.dumps({"meta": meta, **res}, indent=2) + "\n")
     if not args.no_write:
-        L.write_section(title(meta), section(res, meta))
-        say(f"wrote the \"{title(meta)}\" section of {L.DOC.relative_to(L.REPO)}")
+        L.write_section(title(meta, res), section(res, meta))
+        say(f"wrote the \"{title(meta, res)}\" section of {L.DOC.relative_to(L.REPO)}")
     return 0
 
 
