@@ -51,6 +51,9 @@ IMAGE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 SUBID_COUNT = 65536
 SUBID_FIRST = 100000
 RUNSC_FLAGS = ["--ignore-cgroups", "--network=none", "--overlay2=root:memory"]
+# The runsc both sides use unless --runsc names another (docs/runtime.md
+# "Which runsc": Lazaret is given the same one through LAZARET_RUNSC).
+RUNSC_DEFAULT = "/usr/bin/runsc"
 UNSHARE = ["unshare", "--user", "--map-root-user", "--map-auto", "--mount", "--pid", "--fork",
            "--mount-proc", "--propagation", "private"]
 TEARDOWN_TIMEOUT = 60.0
@@ -71,9 +74,11 @@ def ms(ns):
 
 # ---- baseline: runs inside the user namespace ---------------------------------
 
-def inner_main(base: Path):
+def inner_main(base: Path, runsc_path=RUNSC_DEFAULT, extra_flags=()):
     """Line protocol on stdin/stdout: 'cold ID', 'sleeper ID', 'exec ID',
-    'burst ID', 'teardown ID', 'quit'. Answers 'ok NANOSECONDS' or 'err MESSAGE'."""
+    'burst ID', 'teardown ID', 'quit'. Answers 'ok NANOSECONDS' or 'err MESSAGE'.
+    runsc_path: the runsc binary of the run (--runsc); extra_flags: more
+    global runsc flags (bench/inside's --platform)."""
     # We are pid 1 of the namespace: sandbox processes reparent to us when
     # runsc exits, and runsc waits for them to be gone, so zombies would
     # stall it ("waiting sandbox stop: context deadline exceeded"). pid 1
@@ -88,7 +93,7 @@ def inner_main(base: Path):
                 return code
             if pid == worker:
                 return os.waitstatus_to_exitcode(status)
-    runsc = ["runsc", *RUNSC_FLAGS, f"--root={base / 'runsc'}"]
+    runsc = [runsc_path, *RUNSC_FLAGS, *extra_flags, f"--root={base / 'runsc'}"]
     tmp = base / "tmp"
 
     def run(argv):
@@ -136,6 +141,14 @@ def inner_main(base: Path):
                 f"ok {time.perf_counter_ns() - t0}"
         elif cmd == "teardown":
             reply = timed(["kill", cid, "KILL"], ["delete", cid])
+        elif cmd == "execout":
+            # 'execout ID ARG...': `runsc exec ID ARG...`, its stdout as the
+            # answer (bench/inside: the timer's samples), lines joined by spaces.
+            cid, *argv = cid.split()
+            p = run(["exec", cid, *argv])
+            reply = "ok " + " ".join(p.stdout.split()) if p.returncode == 0 else \
+                f"err runsc exec {' '.join(argv)}: status {p.returncode}: " + \
+                ((p.stderr + p.stdout).strip().replace("\n", " | ") or "(no message)")
         elif cmd == "quit":
             break
         else:
@@ -149,14 +162,17 @@ def inner_main(base: Path):
 
 
 class Baseline:
-    def __init__(self, user, base: Path, log: Path):
+    def __init__(self, user, base: Path, log: Path, runsc=RUNSC_DEFAULT, flags=()):
         self.log = open(log, "w")
         self.proc = subprocess.Popen(
-            [*UNSHARE, "--kill-child", "/usr/bin/python3", str(Path(__file__).resolve()), "--inner", str(base)],
+            [*UNSHARE, "--kill-child", "/usr/bin/python3", str(Path(__file__).resolve()),
+             "--inner", str(base), "--runsc", str(runsc),
+             *(f"--inner-flag={f}" for f in flags)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, text=True,
             cwd=str(base), env=user.env(), **user.creds())
 
-    def ask(self, cmd):
+    def ask(self, cmd, raw=False):
+        """The answer's number, or with raw its text after "ok "."""
         self.proc.stdin.write(cmd + "\n")
         self.proc.stdin.flush()
         reply = self.proc.stdout.readline().strip()
@@ -164,7 +180,7 @@ class Baseline:
             die(f"baseline helper died (see {self.log.name})")
         if not reply.startswith("ok "):
             die(f"baseline '{cmd}': {reply[4:]}")
-        return int(reply[3:])
+        return reply[3:] if raw else int(reply[3:])
 
     def close(self):
         if self.proc.poll() is None:
@@ -206,18 +222,23 @@ def _free_subid_start():
 
 
 class User:
-    def __init__(self, name, home: Path, runtime: Path):
+    def __init__(self, name, home: Path, runtime: Path, runsc=None):
         pw = pwd.getpwnam(name)
         self.name, self.uid, self.gid = name, pw.pw_uid, pw.pw_gid
         self.groups = [g for g in os.getgrouplist(name, pw.pw_gid) if g != pw.pw_gid]
         self.home, self.runtime = home, runtime
+        # The runsc Lazaret is to use (LAZARET_RUNSC), None for its own choice.
+        self.runsc = runsc
 
     def creds(self):
         return {"user": self.uid, "group": self.gid, "extra_groups": self.groups}
 
     def env(self):
-        return {"HOME": str(self.home), "XDG_RUNTIME_DIR": str(self.runtime),
-                "PATH": SAFE_PATH, "LANG": "C.UTF-8"}
+        env = {"HOME": str(self.home), "XDG_RUNTIME_DIR": str(self.runtime),
+               "PATH": SAFE_PATH, "LANG": "C.UTF-8"}
+        if self.runsc:
+            env["LAZARET_RUNSC"] = str(self.runsc)
+        return env
 
 
 def ensure_user(name):
@@ -383,6 +404,35 @@ def descendants(root_pid):
 
 def coordinators(uid):
     return [pid for pid, name in user_procs(uid).items() if name == "lz-coordinator"]
+
+
+def check_domain_runsc(uid, runsc):
+    """Dies unless every runsc process below the user's coordinators runs
+    the runsc binary given (/proc/PID/exe: runsc re-executes itself as
+    sandbox and gofer), so that a Lazaret side measured on the wrong
+    release cannot pass for the other (LAZARET_RUNSC ignored or refused)."""
+    want = os.path.realpath(runsc)
+    with open(want, "rb") as f:
+        head = f.read(4096)
+    if head.startswith(b"#!"):
+        # A wrapper script that adds runsc flags for an experiment
+        # (docs/performance.md "Issue 27"): its `exec /PATH …` line names
+        # the binary that runs.
+        m = re.search(rb"^exec (/\S+)", head, re.M)
+        if not m:
+            die(f"{runsc} is a script without an `exec /PATH` line")
+        want = os.path.realpath(m.group(1).decode())
+    seen = set()
+    for coordinator in coordinators(uid):
+        for pid in descendants(coordinator):
+            try:
+                exe = os.readlink(f"/proc/{pid}/exe")
+            except OSError:
+                continue
+            if os.path.basename(exe).startswith("runsc"):
+                seen.add(exe)
+    if seen != {want}:
+        die(f"the Domain's runsc processes run {sorted(seen) or 'nothing'}, not {want}")
 
 
 def wait_pids_gone(pids, timeout):
@@ -663,13 +713,19 @@ sudo bench/launch/run.sh
 """
 
 
+def launch_title(meta):
+    return f"Launch, runsc {meta['runsc'].rsplit(' ', 1)[-1]}"
+
+
 def launch_section(res, meta):
     lines = [
-        "## Launch",
+        f"## {launch_title(meta)}",
         "",
         f"Measured {meta['date']} on {meta['nproc']} CPUs ({meta['cpu']}), kernel "
         f"{meta['kernel']}, `{meta['runsc']}`, lazaret {meta['version']} "
-        f"(release build, revision {meta['revision']}). Re-run: `sudo bench/launch/run.sh` "
+        f"(release build, revision {meta['revision']}). Both sides ran `{meta['runsc_path']}` "
+        "(Lazaret through `LAZARET_RUNSC`). "
+        f"Re-run: `sudo bench/launch/run.sh --runsc {meta['runsc_path']}` "
         f"({res['cold']['lazaret']['n']} cold starts and teardowns, "
         f"{res['warm']['lazaret']['n']} warm joins; Lazaret and baseline samples "
         "interleaved).",
@@ -760,6 +816,15 @@ def replace_section(text: str, title: str, section: str) -> str:
     if m:
         return text[:m.start()] + section + ("\n" if m.end() < len(text) else "") + \
             text[m.end():]
+    # A release's first section of a benchmark goes after the other
+    # releases' sections of the same benchmark ("## Launch, runsc …").
+    prefix, sep, _ = title.partition(", runsc ")
+    others = list(re.finditer(rf"^## {re.escape(prefix + sep)}.*?\n.*?(?=^## |\Z)", text,
+                              re.S | re.M)) if sep else []
+    if others:
+        end = others[-1].end()
+        if end < len(text):
+            return text[:end] + section + "\n" + text[end:]
     return text.rstrip("\n") + "\n\n" + section
 
 
@@ -769,13 +834,15 @@ def write_section(title: str, section: str):
     DOC.write_text(replace_section(text, title, section).rstrip("\n") + "\n")
 
 
-def write_doc(section):
-    write_section("Launch", section)
+def write_doc(section, title):
+    write_section(title, section)
 
 
 # ---- the benchmark ---------------------------------------------------------------
 
-def write_bundle(d: Path, rootfs: Path, args, uid, gid):
+def write_bundle(d: Path, rootfs: Path, args, uid, gid, binds=()):
+    """A bundle of rootfs running args; binds: (host dir, guest dir) pairs
+    mounted read-write (bench/inside's workspace)."""
     d.mkdir()
     spec = {
         "ociVersion": "1.0.2",
@@ -793,7 +860,8 @@ def write_bundle(d: Path, rootfs: Path, args, uid, gid):
              "options": ["nosuid", "strictatime", "mode=755", "size=65536k"]},
             {"destination": "/sys", "type": "sysfs", "source": "sysfs",
              "options": ["nosuid", "noexec", "nodev", "ro"]},
-        ],
+        ] + [{"destination": guest, "type": "bind", "source": str(host),
+              "options": ["rbind", "rw"]} for host, guest in binds],
         "linux": {"namespaces": [{"type": t} for t in ("pid", "ipc", "uts", "mount", "network")]},
     }
     (d / "config.json").write_text(json.dumps(spec, indent=2) + "\n")
@@ -898,7 +966,7 @@ def bench(args):
     root = Path(tempfile.mkdtemp(prefix="lzbench-", dir="/tmp"))
     os.chmod(root, 0o755)
     say(f"working in {root}")
-    user = User(BENCH_USER, root / "home", root / "run")
+    user = User(BENCH_USER, root / "home", root / "run", runsc=args.runsc)
     lz = sleeper = baseline = None
     try:
         mkdir_user(user.home, 0o755, ids)
@@ -933,7 +1001,7 @@ def bench(args):
         base = user.home / "baseline"
         write_bundle(base / "true", rootfs[0], ["/bin/true"], *ids)
         write_bundle(base / "sleep", rootfs[0], ["/bin/sleep", "600"], *ids)
-        baseline = Baseline(user, base, root / "baseline.log")
+        baseline = Baseline(user, base, root / "baseline.log", args.runsc)
         lz.ignore_tree = baseline.proc.pid
 
         # 2. Cold start and teardown, interleaved with runsc run / kill+delete.
@@ -988,6 +1056,7 @@ def bench(args):
         sleeper, sleeper_log = lz.start("run", "bench", "--", "sleep", "600",
                                         env={"LAZARET_LOG": "debug"})
         wait_running(lz, sleeper, sleeper_log)
+        check_domain_runsc(user.uid, args.runsc)
         coord = coordinators(user.uid)
         baseline.ask("sleeper w")
         warm = {"lazaret": [], "runsc": []}
@@ -1088,6 +1157,20 @@ def bench(args):
         end_bench(sleeper, user.uid, root, args.keep)
 
 
+def check_runsc(path):
+    """The absolute path of a runsc the benchmark user can run (Lazaret
+    checks LAZARET_RUNSC itself too, docs/runtime.md)."""
+    p = Path(path)
+    if not p.is_absolute():
+        die(f"--runsc {path}: give an absolute path")
+    if not (p.is_file() and os.access(p, os.X_OK)):
+        die(f"--runsc {path}: not an executable file (scripts/install-deps.sh installs "
+            "the newer release at /opt/lazaret/runsc-20240729/runsc)")
+    if not runsc_version(p).startswith("runsc version"):
+        die(f"--runsc {path}: `{path} --version` does not name a runsc release")
+    return str(p)
+
+
 def stop_process(p):
     """End a session the benchmark started (SIGTERM, SIGKILL after 30 s)."""
     if p is not None and p.poll() is None:
@@ -1121,7 +1204,18 @@ def stats(v):
             "min": min(v), "max": max(v)}
 
 
-def run_meta(binary) -> dict:
+def runsc_version(runsc=RUNSC_DEFAULT) -> str:
+    """The first line of `runsc --version`, e.g. "runsc version 0.0~20240729.0"."""
+    out = capture([str(runsc), "--version"])
+    return out.splitlines()[0] if out else f"{runsc}: no version"
+
+
+def runsc_release(runsc=RUNSC_DEFAULT) -> str:
+    """The release alone ("0.0~20240729.0"), for section titles."""
+    return runsc_version(runsc).rsplit(" ", 1)[-1]
+
+
+def run_meta(binary, runsc="runsc") -> dict:
     """Where and on what a benchmark ran: date, CPUs, kernel, runsc, the
     Lazaret binary's version and the revision of src (shared by every
     benchmark under bench/)."""
@@ -1138,7 +1232,8 @@ def run_meta(binary) -> dict:
     return {
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "nproc": os.cpu_count(), "cpu": re.sub(r"\s+", " ", cpu), "kernel": platform.release(),
-        "runsc": capture(["runsc", "--version"]).splitlines()[0],
+        "runsc": runsc_version(runsc),
+        "runsc_path": str(runsc),
         "version": capture([str(binary), "--version"]).replace("lazaret ", "") or "?",
         "revision": rev,
     }
@@ -1153,28 +1248,35 @@ def main():
     ap.add_argument("--no-write", action="store_true", help="do not touch docs/performance.md")
     ap.add_argument("--keep", action="store_true", help="keep the /tmp/lzbench-* directory")
     ap.add_argument("--json", metavar="FILE", help="also write every sample to FILE")
+    ap.add_argument("--runsc", metavar="PATH", default=RUNSC_DEFAULT,
+                    help="the runsc of both sides: the baseline's, and Lazaret's through "
+                    f"LAZARET_RUNSC ({RUNSC_DEFAULT}); each release writes its own section")
     ap.add_argument("--inner", metavar="DIR", help=argparse.SUPPRESS)
+    ap.add_argument("--inner-flag", action="append", default=[], help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.inner:
-        return inner_main(Path(args.inner))
+        return inner_main(Path(args.inner), args.runsc, args.inner_flag)
     if os.geteuid() != 0:
         die("run as root (sudo bench/launch/run.sh): it creates the unprivileged user "
             f"{BENCH_USER} that Lazaret runs as")
     if args.cold < 2 or args.warm < 2:
         die("--cold and --warm need at least 2 samples")
-    for tool in ("runsc", "unshare", "newuidmap", "umoci"):
+    for tool in ("unshare", "newuidmap", "umoci"):
         if not shutil.which(tool):
             die(f"{tool} is missing: scripts/install-deps.sh")
+    args.runsc = check_runsc(args.runsc)
+    say(f"runsc of both sides: {args.runsc} ({runsc_version(args.runsc)})")
 
     with M.tun_usable():
         res, binary = bench(args)
+    meta = run_meta(binary, args.runsc)
+    print(f"{meta['runsc']} ({args.runsc})")
     print_table(res)
-    meta = run_meta(binary)
     if args.json:
         Path(args.json).write_text(json.dumps({"meta": meta, **res}, indent=2) + "\n")
     if not args.no_write:
-        write_doc(launch_section(res, meta))
-        say(f"wrote the Launch section of {DOC.relative_to(REPO)}")
+        write_doc(launch_section(res, meta), launch_title(meta))
+        say(f"wrote the \"{launch_title(meta)}\" section of {DOC.relative_to(REPO)}")
     return 0
 
 

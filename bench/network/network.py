@@ -130,7 +130,7 @@ def bench(args):
     root = Path(tempfile.mkdtemp(prefix="lzbench-", dir="/tmp"))
     os.chmod(root, 0o755)
     L.say(f"working in {root}")
-    user = L.User(L.BENCH_USER, root / "home", root / "run")
+    user = L.User(L.BENCH_USER, root / "home", root / "run", runsc=args.runsc)
     net = sleeper = None
     with L.M.tun_usable():  # the tests' machine-wide bookkeeping
         try:
@@ -176,6 +176,7 @@ def bench(args):
             L.say("warm-up")
             parse(inside("lat", N.HOST_A, N.TCP_PORT, 3), "warm-up")
             coord = L.coordinators(user.uid)
+            L.check_domain_runsc(user.uid, args.runsc)
             # The parts: the same client in the router's namespace (where
             # slirp4netns runs), so its traffic takes slirp4netns and the
             # host's stack but neither gVisor nor the veth link and the
@@ -249,11 +250,13 @@ def print_table(res, args):
 def network_section(res, meta, args):
     t = res["tput"]
     lines = [
-        "## Network",
+        f"## {title(meta)}",
         "",
         f"Measured {meta['date']} on {meta['nproc']} CPUs ({meta['cpu']}), kernel "
         f"{meta['kernel']}, `{meta['runsc']}`, `{meta['slirp']}`, lazaret {meta['version']} "
-        f"(release build, revision {meta['revision']}). Re-run: `sudo bench/network/run.sh` "
+        f"(release build, revision {meta['revision']}). Lazaret ran `{meta['runsc_path']}` "
+        "(`LAZARET_RUNSC`). "
+        f"Re-run: `sudo bench/network/run.sh --runsc {meta['runsc_path']}` "
         f"({t['sidecar']['n']} downloads of {args.mib} MiB and {res['connect']['sidecar']['n']} "
         "connections each way; sidecar and host samples interleaved).",
         "",
@@ -315,8 +318,13 @@ def network_section(res, meta, args):
     return "\n".join(lines)
 
 
-def write_doc(section):
-    text = L.replace_section(DOC.read_text() if DOC.exists() else L.INTRO, "Network", section)
+def title(meta):
+    """One section per runsc release: a run on one leaves the other's alone."""
+    return f"Network, runsc {meta['runsc'].rsplit(' ', 1)[-1]}"
+
+
+def write_doc(section, meta):
+    text = L.replace_section(DOC.read_text() if DOC.exists() else L.INTRO, title(meta), section)
     if "sudo bench/network/run.sh\n" not in text:
         text = text.replace("sudo bench/launch/run.sh\n```",
                             "sudo bench/launch/run.sh\nsudo bench/network/run.sh\n```", 1)
@@ -331,27 +339,32 @@ def main():
     ap.add_argument("--no-write", action="store_true", help="do not touch docs/performance.md")
     ap.add_argument("--keep", action="store_true", help="keep the /tmp/lzbench-* directory")
     ap.add_argument("--json", metavar="FILE", help="also write every sample to FILE")
+    ap.add_argument("--runsc", metavar="PATH", default=L.RUNSC_DEFAULT,
+                    help=f"the runsc Lazaret uses, through LAZARET_RUNSC ({L.RUNSC_DEFAULT}); "
+                    "each release writes its own section")
     args = ap.parse_args()
     if os.geteuid() != 0:
         L.die("run as root (sudo bench/network/run.sh): it creates the unprivileged user "
               f"{L.BENCH_USER} and the test host's network namespace")
     if args.mib < 1 or args.downloads < 1 or args.connects < 2:
         L.die("--mib and --downloads need at least 1, --connects at least 2")
-    for tool in ("runsc", "slirp4netns", "nft", "ip", "nsenter", "perl"):
+    for tool in ("slirp4netns", "nft", "ip", "nsenter", "perl"):
         if not shutil.which(tool):
             L.die(f"{tool} is missing: scripts/install-deps.sh")
+    args.runsc = L.check_runsc(args.runsc)
+    L.say(f"Lazaret's runsc: {args.runsc} ({L.runsc_version(args.runsc)})")
 
     raw, binary = bench(args)
     res = {k: {side: stats(v) for side, v in raw[k].items()} for k, *_ in ROWS}
     print_table(res, args)
-    meta = L.run_meta(binary)
+    meta = L.run_meta(binary, args.runsc)
     meta["slirp"] = L.capture(["slirp4netns", "--version"]).splitlines()[0]
     if args.json:
         Path(args.json).write_text(json.dumps({"meta": meta, "summary": res, "raw": raw},
                                               indent=2) + "\n")
     if not args.no_write:
-        write_doc(network_section(res, meta, args))
-        L.say(f"wrote the Network section of {DOC.relative_to(REPO)}")
+        write_doc(network_section(res, meta, args), meta)
+        L.say(f"wrote the \"{title(meta)}\" section of {DOC.relative_to(REPO)}")
     return 0
 
 

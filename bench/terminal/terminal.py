@@ -68,7 +68,7 @@ def die(msg):
 
 # ---- baseline: runs inside the user namespace ---------------------------------
 
-def inner_main(base: Path, tty_fd: int):
+def inner_main(base: Path, tty_fd: int, runsc_path=L.RUNSC_DEFAULT):
     """Line protocol on stdin/stdout: 'sleeper', 'shell', 'pipecat', 'quit'.
     Answers 'ok [VALUES]' or 'err MESSAGE'. tty_fd: the pty slave the shell
     gets."""
@@ -82,7 +82,7 @@ def inner_main(base: Path, tty_fd: int):
                 return code
             if pid == worker:
                 code = os.waitstatus_to_exitcode(status)
-    runsc = ["runsc", *L.RUNSC_FLAGS, f"--root={base / 'runsc'}"]
+    runsc = [runsc_path, *L.RUNSC_FLAGS, f"--root={base / 'runsc'}"]
     shell = None
     for line in sys.stdin:
         cmd = line.strip()
@@ -102,7 +102,7 @@ def inner_main(base: Path, tty_fd: int):
                 for i in range(3):
                     os.dup2(tty_fd, i)
                 fcntl.ioctl(0, termios.TIOCSCTTY, 0)
-                os.execvp("runsc", runsc + ["exec", "--process", str(base / "shell.json"),
+                os.execv(runsc_path, runsc + ["exec", "--process", str(base / "shell.json"),
                                             SLEEPER])
             reply = "ok"
         elif cmd == "pipecat":
@@ -131,11 +131,11 @@ def inner_main(base: Path, tty_fd: int):
 
 
 class Baseline:
-    def __init__(self, user, base: Path, log: Path, slave: int):
+    def __init__(self, user, base: Path, log: Path, slave: int, runsc=L.RUNSC_DEFAULT):
         self.log = open(log, "w")
         self.proc = subprocess.Popen(
             [*L.UNSHARE, "--kill-child", "/usr/bin/python3", str(Path(__file__).resolve()),
-             "--inner", str(base), "--tty-fd", str(slave)],
+             "--inner", str(base), "--tty-fd", str(slave), "--runsc", str(runsc)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, text=True,
             cwd=str(base), env=user.env(), pass_fds=[slave], **user.creds())
 
@@ -281,7 +281,7 @@ def bench(args):
     root = Path(tempfile.mkdtemp(prefix="lzbench-term-", dir="/tmp"))
     os.chmod(root, 0o755)
     say(f"working in {root}")
-    user = L.User(L.BENCH_USER, root / "home", root / "run")
+    user = L.User(L.BENCH_USER, root / "home", root / "run", runsc=args.runsc)
     lzp = baseline = None
     masters = []
     try:
@@ -320,7 +320,7 @@ def bench(args):
             start_new_session=True, preexec_fn=lambda: fcntl.ioctl(0, termios.TIOCSCTTY, 0),
             **user.creds())
         os.close(ls_)
-        baseline = Baseline(user, base, root / "baseline.log", bs)
+        baseline = Baseline(user, base, root / "baseline.log", bs, args.runsc)
         os.close(bs)
         baseline.ask("sleeper")
         baseline.ask("shell")
@@ -328,6 +328,7 @@ def bench(args):
         for s in shells.values():
             s.read_until(b"# ", timeout=120)
             s.drain()
+        L.check_domain_runsc(user.uid, args.runsc)
 
         say(f"creating the {SIZE >> 20} MiB file in both sandboxes")
         for s in shells.values():
@@ -441,11 +442,13 @@ def section(res, meta):
     rc = c["lazaret"]["median"] / c["runsc"]["median"]
     rk = k["lazaret"]["median"] / k["runsc"]["median"]
     lines = [
-        "## Terminal",
+        f"## {title(meta)}",
         "",
         f"Measured {meta['date']} on {meta['nproc']} CPUs ({meta['cpu']}), kernel "
         f"{meta['kernel']}, `{meta['runsc']}`, lazaret {meta['version']} "
-        f"(release build, revision {meta['revision']}). Re-run: `sudo bench/terminal/run.sh` "
+        f"(release build, revision {meta['revision']}). Both sides ran `{meta['runsc_path']}` "
+        "(Lazaret through `LAZARET_RUNSC`). "
+        f"Re-run: `sudo bench/terminal/run.sh --runsc {meta['runsc_path']}` "
         f"({c['lazaret']['n']} `cat` samples and {k['lazaret']['n']} keystrokes per side, "
         "Lazaret and baseline alternating).",
         "",
@@ -494,8 +497,13 @@ def section(res, meta):
     return "\n".join(lines)
 
 
-def write_doc(text_section):
-    L.write_section("Terminal", text_section)
+def title(meta):
+    """One section per runsc release: a run on one leaves the other's alone."""
+    return f"Terminal, runsc {meta['runsc'].rsplit(' ', 1)[-1]}"
+
+
+def write_doc(text_section, meta):
+    L.write_section(title(meta), text_section)
 
 
 def main():
@@ -507,26 +515,33 @@ def main():
     ap.add_argument("--json", metavar="FILE", help="also write every sample to FILE")
     ap.add_argument("--inner", metavar="DIR", help=argparse.SUPPRESS)
     ap.add_argument("--tty-fd", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--runsc", metavar="PATH", default=L.RUNSC_DEFAULT,
+                    help="the runsc of both sides: the baseline's, and Lazaret's through "
+                    f"LAZARET_RUNSC ({L.RUNSC_DEFAULT}); each release writes its own section")
     args = ap.parse_args()
     if args.inner:
-        return inner_main(Path(args.inner), args.tty_fd)
+        return inner_main(Path(args.inner), args.tty_fd, args.runsc)
     if os.geteuid() != 0:
         die("run as root (sudo bench/terminal/run.sh): it creates the unprivileged user "
             f"{L.BENCH_USER} that Lazaret runs as")
     if args.cat < 1 or args.keys < 20:
         die("--cat needs at least 1 sample, --keys at least 20")
-    for tool in ("runsc", "unshare", "newuidmap", "umoci"):
+    for tool in ("unshare", "newuidmap", "umoci"):
         if not shutil.which(tool):
             die(f"{tool} is missing: scripts/install-deps.sh")
+    args.runsc = L.check_runsc(args.runsc)
+    say(f"runsc of both sides: {args.runsc} ({L.runsc_version(args.runsc)})")
 
-    res, binary = bench(args)
+    with L.M.tun_usable():  # the Domain's Network Sidecar opens /dev/net/tun
+        res, binary = bench(args)
+    meta = L.run_meta(binary, args.runsc)
+    print(f"{meta['runsc']} ({args.runsc})")
     print_table(res)
-    meta = L.run_meta(binary)
     if args.json:
         Path(args.json).write_text(json.dumps({"meta": meta, **res}, indent=2) + "\n")
     if not args.no_write:
-        write_doc(section(res, meta))
-        say(f"wrote the Terminal section of {DOC.relative_to(L.REPO)}")
+        write_doc(section(res, meta), meta)
+        say(f"wrote the \"{title(meta)}\" section of {DOC.relative_to(L.REPO)}")
     return 0
 
 
