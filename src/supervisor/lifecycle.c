@@ -43,6 +43,20 @@ int sup_cover_proc_sys_net(lz_error **err)
     return 0;
 }
 
+/* `runsc create` of the generation's bundle. Marked created before the
+ * call: a create that failed half-way is deleted by sup_stop too. */
+static int runsc_create(sup *s, lz_error **err)
+{
+    _cleanup_free_ char *bundle = sup_join(s->sc->generation_dir, "bundle");
+    _cleanup_free_ char *pidfile = sup_join(s->sc->generation_dir, "sandbox.pid");
+    char *const create[] = {
+        (char *) "create", (char *) "--bundle",          bundle, (char *) "--pid-file",
+        pidfile,           (char *) s->sc->container_id, NULL
+    };
+    s->created = true;
+    return sup_runsc_simple(s, create, "runsc-create.err", err);
+}
+
 /* Everything before the sandbox's init runs: the Network Sidecar, the
  * persistent overlays, the runtime spec and, unless SUP_START is already
  * waiting, `runsc create`. Done as soon as the supervisor runs, before it
@@ -75,16 +89,7 @@ void sup_prepare(sup *s)
     struct pollfd p = { .fd = s->sock, .events = POLLIN };
     if (s->facts_were_cached && poll(&p, 1, 0) == 1)
         return;
-    _cleanup_free_ char *bundle = sup_join(s->sc->generation_dir, "bundle");
-    _cleanup_free_ char *pidfile = sup_join(s->sc->generation_dir, "sandbox.pid");
-    char *const create[] = {
-        (char *) "create", (char *) "--bundle",          bundle, (char *) "--pid-file",
-        pidfile,           (char *) s->sc->container_id, NULL
-    };
-    /* Marked before the call: a create that failed half-way is deleted
-     * by sup_stop too. */
-    s->created = true;
-    if (sup_runsc_simple(s, create, "runsc-create.err", err) < 0)
+    if (runsc_create(s, err) < 0)
         return;
     lz_timing_mark("supervisor: runsc create");
 }
@@ -141,17 +146,8 @@ int sup_start(sup *s, lz_error **err)
     if (!s->facts_were_cached) {
         /* The create sup_prepare made unless SUP_START came first (then
          * it left it to here). */
-        if (!s->created) {
-            _cleanup_free_ char *bundle = sup_join(s->sc->generation_dir, "bundle");
-            _cleanup_free_ char *pidfile = sup_join(s->sc->generation_dir, "sandbox.pid");
-            char *const create[] = {
-                (char *) "create", (char *) "--bundle",          bundle, (char *) "--pid-file",
-                pidfile,           (char *) s->sc->container_id, NULL
-            };
-            s->created = true;
-            if (sup_runsc_simple(s, create, "runsc-create.err", err) < 0)
-                return -1;
-        }
+        if (!s->created && runsc_create(s, err) < 0)
+            return -1;
         if (start_learning_netstack(s, err) < 0)
             return -1;
         lz_timing_mark("supervisor: runsc start (netstack learned)");
