@@ -120,6 +120,7 @@ typedef struct session {
     lz_loop_source *master_src;
     queued_msg *q_head, *q_tail; /* messages waiting for the client, in order */
     size_t q_bytes;
+    bool backlog_told;               /* the log said once that this client fell behind */
     lz_loop_source *handshake_timer; /* until RUN is accepted */
     lz_loop_source *close_timer;     /* ends the slot when its EXIT_LINGER_MS are over */
     bool exit_sent;                  /* EXIT queued: close once it is sent (or on linger) */

@@ -118,6 +118,15 @@ void session_send(coord *c, session *s, const lz_wbuf *b)
         int r = lz_wire_try_send_bytes(s->sock, data, len, &err);
         if (r == 0)
             return;
+        if (r == 1 && !s->backlog_told) {
+            /* Once per session: a slow terminal (ssh) does this all the
+             * time, and the line is there to explain a stalled session. */
+            s->backlog_told = true;
+            clog_(c,
+                  "session #%u: its client is not reading as fast as its output comes; "
+                  "the output waits for it (said once per session)",
+                  s->no);
+        }
         if (r < 0) {
             log_error(c, "session message", err);
             lz_error_free(err);

@@ -727,8 +727,10 @@ def test_a_client_that_stops_reading_never_stalls_the_domain(terms):
     it (before the fix it sat in a blocking send of the REFUSED, and every
     other session and SIGTERM with it) nor end the Domain: the violation is
     handled and the concurrent interactive session keeps working. Control:
-    afterwards the peer's socket holds far more unread output than a send
-    could add without blocking, so the send path really was full."""
+    the coordinator said the peer's output had to wait before the violation
+    was sent, so the send path really was full. (The bytes left unread are
+    no measure of that: how many fit depends on the sizes of the datagrams
+    the flood happened to make, and on a busy machine fewer than 64 KiB did.)"""
     t = started_shell(terms)
     lz = terms.lz
     ctx = _context(lz)
@@ -739,25 +741,13 @@ def test_a_client_that_stops_reading_never_stalls_the_domain(terms):
         conn.send(hello(ctx))
         conn.send(run_msg(["sh", "-c", "while :; do echo " + "A" * 200 + "; done"],
                           interactive=True))
-        time.sleep(4)  # never read: the output piles up towards the coordinator
+        # Never read: the output piles up until the coordinator must hold it.
+        wait_log(log, mark, r"session #\d+: its client is not reading as fast as its output "
+                 r"comes; the output waits for it")
         conn.send(message(0x7777))  # a violation, whose REFUSED cannot be sent now
         wait_log(log, mark, r"session #\d+: protocol violation: unknown message type")
         shell_still_echoes(t, "after-non-reading-client")
         _same_domain(lz, ctx, "a non-reading client")
-        # The control: what was waiting unread in the peer's socket (sealed
-        # datagrams, counted as they are).
-        conn.sock.setblocking(False)
-        unread = 0
-        try:
-            while True:
-                data = conn.sock.recv(TLS_DATAGRAM_MAX)
-                if not data:
-                    break
-                unread += len(data)
-        except (BlockingIOError, ConnectionResetError):
-            pass
-        assert unread >= 64 * 1024, \
-            f"control failed: only {unread} bytes were waiting; the socket was never full"
     finally:
         conn.close()
     shell_still_echoes(t, "end")
