@@ -98,15 +98,6 @@ static void release_notices(lz_client *cl)
     lz_client_clear(cl);
 }
 
-bool lz_client_screen_work(lz_client *cl, bool output_waiting)
-{
-    if (!cl->screen)
-        return false;
-    if (output_waiting && lz_screen_backlog(cl->screen) < LZ_CLIENT_SCREEN_BATCH)
-        return lz_screen_behind(cl->screen);
-    return lz_screen_work(cl->screen, LZ_CLIENT_SCREEN_SLICE_NS);
-}
-
 /* The prompt's text as it goes to the raw terminal: each line escaped
  * once more (lz_text_printable is idempotent, and the coordinator's items
  * are ASCII already), newlines as CR LF, and lines longer than the

@@ -110,6 +110,19 @@ static int on_output(void *ctx, lz_proto_msg *m)
     return 0;
 }
 
+/* The screen's copy of the output (on_output queues it) is emulated here,
+ * a slice at a time between the relay's polls; while more output waits on
+ * the socket it is left to pile up, so that lines scrolled off are skipped
+ * over all of it (screen.h). Returns whether the emulator is behind. */
+bool lz_client_screen_work(lz_client *cl, bool output_waiting)
+{
+    if (!cl->screen)
+        return false;
+    if (output_waiting && lz_screen_backlog(cl->screen) < LZ_CLIENT_SCREEN_BATCH)
+        return lz_screen_behind(cl->screen);
+    return lz_screen_work(cl->screen, LZ_CLIENT_SCREEN_SLICE_NS);
+}
+
 static int on_exit_msg(void *ctx, lz_proto_msg *m)
 {
     lz_client *cl = ctx;
