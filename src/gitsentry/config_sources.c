@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0
  *
  * Git Sentry: where the host's Git takes its configuration from: the host's Git asked
- * (config --show-origin) about each Git directory, and what it names inside
- * the workspace — included files, core.hooksPath — protected read-only.
+ * (config --show-origin) about each Git directory, and about the
+ * repositories enclosing the workspace, and what it names inside the
+ * workspace — included files, core.hooksPath, programs — protected
+ * read-only.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -16,10 +18,11 @@
 #include "fs/relpath.h"
 #include "gitsentry/internal.h"
 
-/* The host's Git on the Git directory gd with the work tree wt (both
- * relative to the workspace; wt NULL: none). */
-int lz_gs_host_git_in(builder *b, const char *gd, const char *wt, char *const *args,
-                      lz_spawn_output *out, lz_error **err)
+/* The host's Git run with args, the extra environment `extra` (n_extra
+ * entries, NULL ones skipped) and the working directory cwd_fd. merge:
+ * its standard error into the capture too (to tell why it failed). */
+static int spawn_host_git(builder *b, char *const *extra, size_t n_extra, int cwd_fd, bool merge,
+                          char *const *args, lz_spawn_output *out, lz_error **err)
 {
     static char *git = NULL;
     if (!git && lz_spawn_find_program("git", LZ_SPAWN_SYSTEM_PATH, &git, err) < 0)
@@ -45,47 +48,23 @@ int lz_gs_host_git_in(builder *b, const char *gd, const char *wt, char *const *a
         argv[k++] = args[i];
     argv[k] = NULL;
     _cleanup_free_ char *home = getenv("HOME") ? lz_xasprintf("HOME=%s", getenv("HOME")) : NULL;
-    /* gd NULL: the work tree wt has a `.git` file (a linked worktree, a
-     * separate Git directory) that the plan protects read-only; Git follows
-     * it from wt, and discovery stops there (GIT_CEILING_DIRECTORIES). */
-    _cleanup_free_ char *gitdir = !gd               ? NULL
-                                  : strcmp(gd, ".") ? lz_xasprintf("GIT_DIR=%s/%s", b->ws, gd)
-                                                    : lz_xasprintf("GIT_DIR=%s", b->ws);
-    _cleanup_free_ char *worktree = !wt || !gd ? NULL
-                                    : *wt      ? lz_xasprintf("GIT_WORK_TREE=%s/%s", b->ws, wt)
-                                               : lz_xasprintf("GIT_WORK_TREE=%s", b->ws);
-    _cleanup_free_ char *ceiling = NULL;
-    if (!gd) {
-        _cleanup_free_ char *full =
-            wt && *wt ? lz_xasprintf("%s/%s", b->ws, wt) : lz_xstrdup(b->ws);
-        char *slash = strrchr(full, '/');
-        if (slash && slash != full)
-            *slash = '\0';
-        ceiling = lz_xasprintf("GIT_CEILING_DIRECTORIES=%s", full);
-    }
-    char *env[10] = { (char *) "PATH=" LZ_SPAWN_SYSTEM_PATH, (char *) "LC_ALL=C",
+    char *env[12] = { (char *) "PATH=" LZ_SPAWN_SYSTEM_PATH, (char *) "LC_ALL=C",
                       (char *) "GIT_CONFIG_NOSYSTEM=1", (char *) "GIT_TERMINAL_PROMPT=0",
                       (char *) "GIT_OPTIONAL_LOCKS=0" };
     size_t ne = 5;
-    char *const extra[] = { gitdir, home, worktree, ceiling };
-    for (size_t x = 0; x < LZ_ARRAY_SIZE(extra); x++)
+    if (home)
+        env[ne++] = home;
+    for (size_t x = 0; x < n_extra && ne + 1 < LZ_ARRAY_SIZE(env); x++)
         if (extra[x])
             env[ne++] = extra[x];
     env[ne] = NULL;
-    /* In the work tree itself, never where the coordinator was started
-     * (the developer's current directory: a subdirectory of the
-     * workspace, since `run` from one joins the top's Domain). Git answers
-     * relative to its working directory: from src/, `ls-files --others
-     * --ignored` listed only what is below src/, so a Domain first started
-     * there isolated nothing at the top (attack round i12b, F3). */
-    _cleanup_close_ int wt_fd =
-        wt && *wt ? lz_open_confined(b->ws_fd, wt, O_PATH | O_DIRECTORY, 0, wt, NULL) : -1;
     lz_spawn_options opt = { .envp = env,
                              .capture_max = 4 << 20,
                              .timeout_ms = 60000,
+                             .merge_stderr = merge,
                              .stop_on_fifo_wait = true,
                              .chdir_to_fd = true,
-                             .cwd_fd = wt_fd >= 0 ? wt_fd : b->ws_fd };
+                             .cwd_fd = cwd_fd };
     int status = lz_spawn_capture(git, argv, &opt, out, err);
     free(argv);
     /* A cut answer is a wrong answer: the paths after the cut would be
@@ -110,6 +89,49 @@ int lz_gs_host_git_in(builder *b, const char *gd, const char *wt, char *const *a
     return status;
 }
 
+/* The host's Git on the Git directory gd with the work tree wt (both
+ * relative to the workspace, or absolute for a repository enclosing it;
+ * wt NULL: none). */
+int lz_gs_host_git_in(builder *b, const char *gd, const char *wt, char *const *args,
+                      lz_spawn_output *out, lz_error **err)
+{
+    /* gd NULL: the work tree wt has a `.git` file (a linked worktree, a
+     * separate Git directory) that the plan protects read-only; Git follows
+     * it from wt, and discovery stops there (GIT_CEILING_DIRECTORIES). */
+    _cleanup_free_ char *gitdir = !gd               ? NULL
+                                  : gd[0] == '/'    ? lz_xasprintf("GIT_DIR=%s", gd)
+                                  : strcmp(gd, ".") ? lz_xasprintf("GIT_DIR=%s/%s", b->ws, gd)
+                                                    : lz_xasprintf("GIT_DIR=%s", b->ws);
+    _cleanup_free_ char *worktree = !wt || !gd     ? NULL
+                                    : wt[0] == '/' ? lz_xasprintf("GIT_WORK_TREE=%s", wt)
+                                    : *wt          ? lz_xasprintf("GIT_WORK_TREE=%s/%s", b->ws, wt)
+                                                   : lz_xasprintf("GIT_WORK_TREE=%s", b->ws);
+    _cleanup_free_ char *ceiling = NULL;
+    if (!gd) {
+        _cleanup_free_ char *full =
+            wt && *wt ? lz_xasprintf("%s/%s", b->ws, wt) : lz_xstrdup(b->ws);
+        char *slash = strrchr(full, '/');
+        if (slash && slash != full)
+            *slash = '\0';
+        ceiling = lz_xasprintf("GIT_CEILING_DIRECTORIES=%s", full);
+    }
+    char *const extra[] = { gitdir, worktree, ceiling };
+    /* In the work tree itself, never where the coordinator was started
+     * (the developer's current directory: a subdirectory of the
+     * workspace, since `run` from one joins the top's Domain). Git answers
+     * relative to its working directory: from src/, `ls-files --others
+     * --ignored` listed only what is below src/, so a Domain first started
+     * there isolated nothing at the top (attack round i12b, F3). An
+     * enclosing repository's (absolute wt) runs in the workspace, which
+     * lies inside its work tree. */
+    _cleanup_close_ int wt_fd =
+        wt && *wt && wt[0] != '/'
+            ? lz_open_confined(b->ws_fd, wt, O_PATH | O_DIRECTORY, 0, wt, NULL)
+            : -1;
+    return spawn_host_git(b, extra, LZ_ARRAY_SIZE(extra), wt_fd >= 0 ? wt_fd : b->ws_fd, false,
+                          args, out, err);
+}
+
 /* A path value of Git's configuration made absolute the way Git does: `~/`
  * is the developer's home, a relative one is relative to `base`. NULL for
  * `~user/` (another user's home: not ours to protect). */
@@ -126,6 +148,19 @@ static char *expand_git_path(const char *v, const char *base)
     return lz_xasprintf("%s/%s", base, v);
 }
 
+/* The absolute path abs relative to the workspace, NULL when outside it:
+ * "." and ".." taken lexically first, since a value relative to the top
+ * of an enclosing work tree ("./app/tools/x" from mono/, the workspace
+ * mono/app) only reaches the workspace once normalised. */
+static char *ws_rel(const builder *b, const char *abs)
+{
+    _cleanup_free_ char *norm = lz_lexical_rel("", abs);
+    if (!norm)
+        return NULL;
+    _cleanup_free_ char *full = lz_xasprintf("/%s", norm);
+    return lz_lexical_rel(b->ws, full);
+}
+
 /* A configuration file Git reads from `abs` (absolute, from Git's own
  * output): protect it when it lies inside the workspace. Lexically inside
  * means it must be reachable without a symlink (refused otherwise);
@@ -134,11 +169,11 @@ static char *expand_git_path(const char *v, const char *base)
  * first (an empty configuration file is valid). */
 static int protect_config_file(builder *b, const char *abs, bool create, lz_error **err)
 {
-    _cleanup_free_ char *rel = lz_lexical_rel(b->ws, abs);
+    _cleanup_free_ char *rel = ws_rel(b, abs);
     if (!rel) {
         _cleanup_free_ char *canon = lz_canonicalize(abs, NULL);
         if (canon)
-            rel = lz_lexical_rel(b->ws, canon);
+            rel = ws_rel(b, canon);
     }
     if (!rel || strcmp(rel, ".git") == 0)
         return 0;
@@ -267,7 +302,7 @@ static int protect_program_words(builder *b, const char *value, const char *top,
         if (!*w)
             continue;
         _cleanup_free_ char *abs = expand_git_path(w, top);
-        _cleanup_free_ char *rel = abs ? lz_lexical_rel(b->ws, abs) : NULL;
+        _cleanup_free_ char *rel = abs ? ws_rel(b, abs) : NULL;
         struct stat st;
         if (!rel || lz_lstat_confined(b->ws_fd, rel, &st) < 0 || !S_ISREG(st.st_mode))
             continue;
@@ -291,7 +326,9 @@ int lz_gs_protect_config_sources(builder *b, const char *gd, const char *wt, lz_
     /* hooksPath and relative origins are relative to the work tree's top
      * (the Git directory where there is none). */
     const char *base = wt ? wt : gd && strcmp(gd, ".") ? gd : "";
-    _cleanup_free_ char *top = *base ? lz_xasprintf("%s/%s", b->ws, base) : lz_xstrdup(b->ws);
+    _cleanup_free_ char *top = base[0] == '/' ? lz_xstrdup(base)
+                               : *base        ? lz_xasprintf("%s/%s", b->ws, base)
+                                              : lz_xstrdup(b->ws);
     int status = lz_gs_host_git_in(b, gd, wt, args, &out, err);
     if (status < 0)
         return -1;
@@ -304,11 +341,11 @@ int lz_gs_protect_config_sources(builder *b, const char *gd, const char *wt, lz_
         if (r == 0 && strncmp(e.kv, "core.hookspath\n", 15) == 0) {
             const char *v = e.kv + 15;
             _cleanup_free_ char *abs = expand_git_path(v, top);
-            _cleanup_free_ char *rel = abs ? lz_lexical_rel(b->ws, abs) : NULL;
+            _cleanup_free_ char *rel = abs ? ws_rel(b, abs) : NULL;
             if (!rel && abs) { /* through a host symlink into the workspace */
                 _cleanup_free_ char *canon = lz_canonicalize(abs, NULL);
                 if (canon)
-                    rel = lz_lexical_rel(b->ws, canon);
+                    rel = ws_rel(b, canon);
             }
             if (rel) {
                 struct stat st;
@@ -322,6 +359,17 @@ int lz_gs_protect_config_sources(builder *b, const char *gd, const char *wt, lz_
                 }
                 if (r == 0)
                     r = lz_gs_protect_if_exists(b, rel, err);
+                /* husky v9 sets core.hooksPath = .husky/_: the stubs it
+                 * generates there run the tracked .husky/<hook> one level
+                 * up (attack round a27b, G3). A hooks directory named `_`
+                 * is that layout (husky's name for its generated part):
+                 * its parent is protected too, unless that is the
+                 * workspace itself (docs/git.md "Hook managers"). */
+                const char *last = strrchr(rel, '/');
+                if (r == 0 && last && strcmp(last + 1, "_") == 0) {
+                    _cleanup_free_ char *parent = lz_xstrndup(rel, (size_t) (last - rel));
+                    r = lz_gs_protect_if_exists(b, parent, err);
+                }
             }
         }
         const char *nl = strchr(e.kv, '\n');
@@ -367,4 +415,157 @@ int lz_gs_protect_config_sources(builder *b, const char *gd, const char *wt, lz_
     }
     lz_spawn_output_free(&inc);
     return r;
+}
+
+/* The last non-empty line of out (Git may warn before it answers), cut
+ * off at its end in place; "" when none. */
+static const char *last_line(lz_spawn_output *out)
+{
+    size_t n = strlen(out->data);
+    while (n > 0 && out->data[n - 1] == '\n')
+        n--;
+    out->data[n] = '\0';
+    const char *nl = memrchr(out->data, '\n', n);
+    return nl ? nl + 1 : out->data;
+}
+
+/* Git's complaint for a message: its `fatal:` line (warnings may come
+ * first), else its first line; bounded. */
+static char *first_line(const lz_spawn_output *out)
+{
+    const char *fatal = strstr(out->data, "fatal: ");
+    const char *from = fatal ? fatal : out->data;
+    size_t n = strcspn(from, "\n");
+    return lz_xstrndup(from, n < 300 ? n : 300);
+}
+
+/* The repositories whose work tree encloses the workspace (attack round
+ * a27b, G2: `--workspace app` inside the monorepo mono/, whose
+ * core.hooksPath is app/.husky). The host's Git run in the workspace (or
+ * above it) uses their configuration, which can name hooks, includes and
+ * programs inside the workspace: those are protected exactly as for the
+ * workspace's own repository, by the same query (the repository given by
+ * its absolute Git directory and work tree). Found the way the host's Git
+ * finds them: discovery from the workspace's parent upward, then again
+ * from the parent of each one found's top (a submodule checkout inside a
+ * superproject). Discovery is the widest Git can do — across file systems,
+ * no GIT_CEILING_DIRECTORIES — since the developer's shells differ in
+ * those (docs/git.md "A workspace inside a repository"). */
+int lz_gs_protect_enclosing(builder *b, lz_error **err)
+{
+    _cleanup_free_ char *from = lz_xstrdup(".."); /* relative to the workspace */
+    for (int level = 0; level < MAX_MODULE_DEPTH; level++) {
+        _cleanup_close_ int cwd = openat(b->ws_fd, from, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (cwd < 0) {
+            lz_error_set(err, errno, "cannot open the directory %s/%s above the workspace", b->ws,
+                         from);
+            return lz_error_hint(err, "Lazaret asks the host's Git there which repository "
+                                      "encloses the workspace: make the directory searchable by "
+                                      "you (chmod u+x), then run again");
+        }
+        char *const across[] = { (char *) "GIT_DISCOVERY_ACROSS_FILESYSTEM=1" };
+        char *const ask[] = { (char *) "rev-parse",
+                              (char *) "--is-inside-git-dir",
+                              (char *) "--path-format=absolute",
+                              (char *) "--git-common-dir",
+                              (char *) "--absolute-git-dir",
+                              NULL };
+        lz_spawn_output out = { 0 };
+        int status = spawn_host_git(b, across, 1, cwd, true, ask, &out, err);
+        if (status < 0)
+            return -1;
+        if (status != 0) {
+            /* None above: the common case. A repository of another user
+             * the host's Git refuses ("dubious ownership") is not used by
+             * it either. Anything else: it cannot be told what the
+             * host's Git would obey there; fail closed. */
+            bool none =
+                strstr(out.data, "not a git repository") || strstr(out.data, "dubious ownership");
+            _cleanup_free_ char *why = none ? NULL : first_line(&out);
+            lz_spawn_output_free(&out);
+            if (none)
+                return 0;
+            _cleanup_free_ char *joined = lz_xasprintf("%s/%s", b->ws, from);
+            _cleanup_free_ char *dir = lz_lexical_rel("", joined);
+            lz_error_set(err, 0,
+                         "the Git repository that encloses the workspace %s cannot be read (the "
+                         "host's Git in /%s: %s)",
+                         b->ws, dir ? dir : "", why);
+            return lz_error_hint(err, "the host's Git run in the workspace would use that "
+                                      "repository's configuration, which may name files the "
+                                      "sandbox could rewrite: repair it ('git status' in the "
+                                      "workspace shows the problem), then run again");
+        }
+        _cleanup_free_ char *gitdir = lz_xstrdup(last_line(&out));
+        char *nl = memrchr(out.data, '\n', strlen(out.data));
+        if (nl)
+            *nl = '\0';
+        _cleanup_free_ char *common = lz_xstrdup(last_line(&out));
+        nl = memrchr(out.data, '\n', strlen(out.data));
+        if (nl)
+            *nl = '\0';
+        bool in_git_dir = strcmp(last_line(&out), "true") == 0;
+        lz_spawn_output_free(&out);
+        if (gitdir[0] != '/' || common[0] != '/') {
+            lz_error_set(err, 0,
+                         "the host's Git gave no Git directory for the repository "
+                         "enclosing the workspace %s",
+                         b->ws);
+            return lz_error_hint(err,
+                                 "run 'git rev-parse --absolute-git-dir' in %s to see why, "
+                                 "repair the repository, then run again",
+                                 b->ws);
+        }
+        if (in_git_dir) {
+            lz_error_set(err, 0, "the workspace %s lies inside the Git directory %s", b->ws,
+                         gitdir);
+            return lz_error_hint(err, "the sandbox could rewrite what the host's Git runs "
+                                      "there: give a workspace in the work tree instead");
+        }
+        /* Its Git directory inside the workspace (a `.git` file above
+         * pointing into it): protected as the workspace's own would be. */
+        const char *dirs[] = { gitdir, common };
+        for (size_t d = 0; d < LZ_ARRAY_SIZE(dirs); d++) {
+            _cleanup_free_ char *rel = ws_rel(b, dirs[d]);
+            if (rel && lz_gs_protect_git_dir(b, rel, 0, err) < 0)
+                return -1;
+        }
+        /* Discovery again, not GIT_DIR: with GIT_DIR alone Git takes its
+         * working directory for the top. */
+        char *const top_args[] = { (char *) "rev-parse", (char *) "--absolute-git-dir",
+                                   (char *) "--show-toplevel", NULL };
+        status = spawn_host_git(b, across, 1, cwd, false, top_args, &out, err);
+        if (status < 0)
+            return -1;
+        _cleanup_free_ char *top = status == 0 ? lz_xstrdup(last_line(&out)) : NULL;
+        nl = status == 0 ? memrchr(out.data, '\n', strlen(out.data)) : NULL;
+        if (nl)
+            *nl = '\0';
+        bool same = status == 0 && strcmp(last_line(&out), gitdir) == 0;
+        lz_spawn_output_free(&out);
+        if (!top || top[0] != '/' || !same) {
+            lz_error_set(err, 0,
+                         "the host's Git gave no work tree for the repository %s that "
+                         "encloses the workspace %s",
+                         gitdir, b->ws);
+            return lz_error_hint(err,
+                                 "run 'git rev-parse --show-toplevel' in %s to see why, "
+                                 "repair the repository, then run again",
+                                 b->ws);
+        }
+        if (lz_gs_protect_config_sources(b, gitdir, top, err) < 0)
+            return -1;
+        /* Up from its top's parent: a superproject around a submodule
+         * checkout. A top that does not hold the workspace (core.worktree
+         * elsewhere) or the root ends the search. */
+        _cleanup_free_ char *below = lz_lexical_rel(top, b->ws);
+        if (!below)
+            return 0;
+        size_t levels = lz_gs_path_depth(below) + 2; /* its components, and one more */
+        free(from);
+        from = lz_xcalloc(3 * levels, 1);
+        for (size_t i = 0; i < levels; i++)
+            strcat(from, i ? "/.." : "..");
+    }
+    return 0;
 }

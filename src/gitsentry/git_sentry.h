@@ -165,8 +165,10 @@ typedef struct lz_git_plan {
 /* Compute the plan for the resolved configuration's workspace. Refuses when
  * the Domain was marked unsafe and the entries named then still exist, when
  * the workspace's .git is a symlink or not a valid Git directory, when a
- * `.git` anywhere in the tree is a symlink, and when a protected path lies
- * below a symlink. Creates (on the host) the quarantine directory, a missing
+ * `.git` anywhere in the tree is a symlink, when a protected path lies
+ * below a symlink, when the host's Git cannot read a repository that
+ * encloses the workspace, and when the workspace lies inside a Git
+ * directory. Creates (on the host) the quarantine directory, a missing
  * hooks/ of each Git directory, empty files for includes that do not exist,
  * the Domain Root's ignored/ tree, and empty placeholders for literal
  * directory patterns of .gitignore. */

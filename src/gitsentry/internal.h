@@ -175,6 +175,10 @@ int lz_gs_host_git_in(builder *b, const char *gd, const char *wt, char *const *a
                       lz_spawn_output *out, lz_error **err);
 LZ_MUST_CHECK
 int lz_gs_protect_config_sources(builder *b, const char *gd, const char *wt, lz_error **err);
+/* The repositories whose work tree encloses the workspace: what their
+ * configuration names inside it. */
+LZ_MUST_CHECK
+int lz_gs_protect_enclosing(builder *b, lz_error **err);
 
 /* ---- records.c ----------------------------------------------------- */
 

@@ -230,6 +230,13 @@ int lz_git_sentry_plan(const lz_resolved_config *cfg, lz_git_plan *ret, lz_error
     default:
         break;
     }
+    /* The repositories around the workspace: a workspace below a
+     * repository's top (a package of a monorepo), or itself a nested
+     * repository or a submodule checkout; their configuration may name
+     * places inside it (attack round a27b, G2). */
+    if (lz_gs_protect_enclosing(&b, err) < 0)
+        goto out;
+    lz_timing_mark("coordinator: Git Sentry: enclosing repositories asked");
     if (make_quarantine(&b, err) < 0)
         goto out;
     /* Every other repository in the tree is the developer's: protect it

@@ -55,8 +55,16 @@ void lz_gs_index_mounts(lz_git_plan *p)
 void lz_gs_add_mount(builder *b, const char *rel, lz_mount_base base, bool readonly, bool dir)
 {
     lz_git_plan *p = b->p;
-    if (lz_gs_has_mount(p, rel))
+    if (lz_gs_has_mount(p, rel)) {
+        /* A bind point of the workspace asked for read-only later (a
+         * hooks directory's parent that husky's stubs run from, attack
+         * round a27b, G3) becomes read-only: the first caller's read-write
+         * must not win over a later protection. */
+        lz_workspace_mount *m = &p->mounts[*mount_slot(p, rel) - 1];
+        if (readonly && base == LZ_MOUNT_FROM_WORKSPACE && m->base == LZ_MOUNT_FROM_WORKSPACE)
+            m->readonly = true;
         return;
+    }
     size_t n = p->n_mounts;
     if (n == 0 || (n & (n - 1)) == 0) /* capacity: the next power of two */
         p->mounts = lz_xrealloc(p->mounts, n ? 2 * n : 1, sizeof(lz_workspace_mount));
