@@ -318,6 +318,24 @@ static int protect_program_words(builder *b, const char *value, const char *top,
  * would obey. gd is the Git directory with the work tree wt; gd NULL: Git
  * follows wt's protected `.git` file (a linked worktree, a submodule
  * checkout), and relative values are relative to wt, where Git runs. */
+/* The host's Git could not list a repository's configuration (exit
+ * status `status`): the start is refused (docs/errors.md). */
+static int config_unreadable(const builder *b, const char *gd, const char *wt, int status,
+                             lz_error **err)
+{
+    const char *where = wt ? wt : gd ? gd : ".";
+    _cleanup_free_ char *dir = where[0] == '/'                ? lz_xstrdup(where)
+                               : strcmp(where, ".") && *where ? lz_xasprintf("%s/%s", b->ws, where)
+                                                              : lz_xstrdup(b->ws);
+    lz_error_set(err, 0,
+                 "the host's Git cannot read the configuration of the repository in %s (git config "
+                 "--list exited with status %d)",
+                 dir, status);
+    return lz_error_hint(err, "Lazaret must know what that configuration names in the workspace "
+                              "before the sandbox starts: run `git config --list` there to see "
+                              "the error, mend it, then run again");
+}
+
 int lz_gs_protect_config_sources(builder *b, const char *gd, const char *wt, lz_error **err)
 {
     lz_spawn_output out = { 0 };
@@ -332,6 +350,13 @@ int lz_gs_protect_config_sources(builder *b, const char *gd, const char *wt, lz_
     int status = lz_gs_host_git_in(b, gd, wt, args, &out, err);
     if (status < 0)
         return -1;
+    if (status != 0) {
+        /* Unreadable now (a bad line in an included file of the work tree,
+         * say): nothing it names could be found, and the sandbox could
+         * mend the file into one the host's Git obeys. Fail closed. */
+        lz_spawn_output_free(&out);
+        return config_unreadable(b, gd, wt, status, err);
+    }
     int r = 0;
     config_entry e;
     for (size_t i = 0; r == 0 && status == 0 && next_config_entry(&out, &i, &e);) {
@@ -401,6 +426,10 @@ int lz_gs_protect_config_sources(builder *b, const char *gd, const char *wt, lz_
     status = lz_gs_host_git_in(b, gd, wt, inc_args, &inc, err);
     if (status < 0)
         return -1;
+    if (status > 1) { /* 1: no include at all */
+        lz_spawn_output_free(&inc);
+        return config_unreadable(b, gd, wt, status, err);
+    }
     for (size_t i = 0; r == 0 && status == 0 && next_config_entry(&inc, &i, &e);) {
         const char *v = strchr(e.kv, '\n');
         _cleanup_free_ char *file_abs = v && *++v ? origin_file(e.origin, top) : NULL;

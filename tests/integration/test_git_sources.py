@@ -289,3 +289,29 @@ def test_unreadable_enclosing_repository_refuses_the_start(rig):
     rig.lz.write(cfg, good, mode=0o644)
     p = rig.run("bb", ["touch", "RAN"], ws=app)
     assert p.returncode == 0 and marker.exists(), p.stdout + p.stderr
+
+
+def test_unreadable_configuration_of_the_workspace_refuses_the_start(rig):
+    """The workspace's own repository includes a file of its work tree that
+    the host's Git cannot parse: what the configuration names cannot be
+    told, and the sandbox could mend the included file into one the host's
+    Git obeys. The start is refused before the sandbox runs anything.
+    Control: once the file is repaired the same start runs, and the
+    included file is then protected (the sandbox cannot rewrite it).
+    Without git-ignored isolation, whose listing fails on the same file
+    first, the start is the configuration query's alone to refuse (before
+    this check it went ahead with nothing protected)."""
+    ws = new_repo(rig.lz, "badinc", files={"team.gitconfig": "[core\n"})
+    git(rig.lz, ws, "config", "include.path", "../team.gitconfig")
+    marker = ws / "RAN"
+    rig.config({"bb": {"isolate_gitignored": False}})
+    p = rig.run("bb", ["touch", "RAN"], ws=ws)
+    assert p.returncode != 0 and not marker.exists(), p.stdout + p.stderr
+    assert "cannot read the configuration of the repository" in p.stderr, p.stderr
+    assert "git config --list" in p.stderr, p.stderr
+    rig.lz.write(ws / "team.gitconfig", "[user]\n\tname = Team\n", mode=0o644)
+    p = rig.run("bb", sh("touch RAN; echo '[core] fsmonitor = /bin/false' >> team.gitconfig "
+                         "&& echo WROTE || echo REFUSED"), ws=ws)
+    assert p.returncode == 0 and marker.exists(), p.stdout + p.stderr
+    assert "REFUSED" in p.stdout and "fsmonitor" not in (ws / "team.gitconfig").read_text(), \
+        p.stdout + p.stderr
