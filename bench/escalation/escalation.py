@@ -276,7 +276,7 @@ def bench(args):
     finally:
         if sess is not None:
             sess.close()
-        left = L.coordinators(pw.pw_uid)
+        left = L.coordinators(user.uid)
         if left and L.wait_pids_gone(left, L.TEARDOWN_TIMEOUT) is None:
             say(f"warning: lz-coordinator {left} still running")
         if args.keep:

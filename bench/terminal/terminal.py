@@ -388,7 +388,7 @@ def bench(args):
             baseline.close()
         for m in masters:
             os.close(m)
-        left = L.coordinators(pw.pw_uid)
+        left = L.coordinators(user.uid)
         if left and L.wait_pids_gone(left, L.TEARDOWN_TIMEOUT) is None:
             say(f"warning: lz-coordinator {left} still running")
         if args.keep:
