@@ -9,15 +9,20 @@
  *                                              launcher lazaret-exec does
  *   lzbench-guard --allow-all -- COMMAND ...   a one-instruction filter that
  *                                              allows every syscall
+ *   lzbench-guard --short -- COMMAND ...       a three-instruction filter that
+ *                                              reads the syscall number and
+ *                                              denies one that does not exist
  *
  * Why: to tell the price of having a seccomp filter at all in gVisor from the
- * price of the guard's length (docs/performance.md, "The 2024
- * process-creation gap"). Built static by inside.py, run inside the sandbox.
+ * price of the guard's length, and a filter gVisor could recognise as
+ * allowing everything from one it has to run (docs/performance.md, "The
+ * 2024 process-creation gap"). Built static by inside.py, run inside the
+ * sandbox.
  */
 #include <errno.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
-#include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -26,10 +31,9 @@
 
 #include "guest/mode-guard.h"
 
-static int allow_all(void)
+static int install(struct sock_filter *filter, unsigned short len)
 {
-    struct sock_filter one[] = { BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW) };
-    struct sock_fprog prog = { .len = 1, .filter = one };
+    struct sock_fprog prog = { .len = len, .filter = filter };
     /* As the guard does: without CAP_SYS_ADMIN a filter needs no_new_privs. */
     if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) == 0)
         return 0;
@@ -38,17 +42,35 @@ static int allow_all(void)
     return (int) syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog);
 }
 
+static struct sock_filter allow_all[] = { BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW) };
+
+/* 4095 is no syscall on x86_64 or aarch64: the filter never denies. */
+static struct sock_filter short_filter[] = {
+    BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 4095, 0, 1),
+    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+};
+
 int main(int argc, char **argv)
 {
-    int i = 1;
-    bool all = i < argc && strcmp(argv[i], "--allow-all") == 0;
-    if (all)
-        i++;
+    int i = 1, r;
+    const char *mode = i < argc && strncmp(argv[i], "--", 2) == 0 && argv[i][2] ? argv[i++] : "";
     if (i >= argc || strcmp(argv[i], "--") != 0 || i + 1 >= argc) {
-        fputs("usage: lzbench-guard [--allow-all] -- COMMAND [ARG...]\n", stderr);
+        fputs("usage: lzbench-guard [--allow-all | --short] -- COMMAND [ARG...]\n", stderr);
         return 125;
     }
-    if ((all ? allow_all() : lz_mode_guard_install()) < 0) {
+    if (strcmp(mode, "--allow-all") == 0)
+        r = install(allow_all, 1);
+    else if (strcmp(mode, "--short") == 0)
+        r = install(short_filter, sizeof(short_filter) / sizeof(short_filter[0]));
+    else if (!*mode)
+        r = lz_mode_guard_install();
+    else {
+        fprintf(stderr, "lzbench-guard: unknown option %s\n", mode);
+        return 125;
+    }
+    if (r < 0) {
         fprintf(stderr, "lzbench-guard: cannot install the filter: %s\n", strerror(errno));
         return 125;
     }
