@@ -20,7 +20,7 @@ shell on pseudo-terminals, as bench/terminal does, while perf records the
 read/write-family system calls (raw_syscalls, filtered by number) of the whole
 machine. For each keystroke the first read that returned data and the first
 write after it, process by process along the path: the CLI (stdin in, TLS to
-the socket), the coordinator (socket in, its PTY out), the sandbox's sentry
+the socket), the coordinator (socket in, its PTY out), runsc's processes
 (the host terminal in, the echo out), and back. The tracing itself adds a
 few microseconds per traced call to both sides.
 """
