@@ -31,14 +31,12 @@ The helpers (user, image, build, statistics) are bench/launch's.
 import argparse
 import json
 import os
-import pwd
 import select
 import shutil
 import signal
 import sqlite3
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -201,34 +199,16 @@ def bench(args):
         die(f"{binary.parent / 'lazaret-escalate'} is missing (the coordinator copies the "
             "client from beside the CLI)")
     L.ensure_image()
-    L.ensure_user(L.BENCH_USER)
-    pw = pwd.getpwnam(L.BENCH_USER)
-    ids = (pw.pw_uid, pw.pw_gid)
-    if L.user_procs(pw.pw_uid):
-        die(f"{L.BENCH_USER} already runs processes {L.user_procs(pw.pw_uid)}: is another "
-            "benchmark running? (this one needs the user to itself)")
-    root = Path(tempfile.mkdtemp(prefix="lzbench-esc-", dir="/tmp"))
-    os.chmod(root, 0o755)
-    say(f"working in {root}")
-    user = L.User(L.BENCH_USER, root / "home", root / "run")
+    user, root, ids = L.fresh_user("lzbench-esc")
     sess = None
     try:
-        L.mkdir_user(user.home, 0o755, ids)
-        L.mkdir_user(user.runtime, 0o700, ids)
-        for d, mode in ((".config", 0o755), (".config/lazaret", 0o700), ("ws", 0o755),
-                        ("logs", 0o755)):
-            L.mkdir_user(user.home / d, mode, ids)
+        L.user_home(user, "[profiles.bench]\n"
+                    f'image = "{L.IMAGE_REF}"\n'
+                    "\n[profiles.bench.escalation]\n"
+                    "enabled = true\n"
+                    f'auto_approve = [{{ executable = "{HOST_TRUE}" }}]\n')
         timer = user.home / "ws" / TIMER
         compile_timer(timer, ids)
-        cfg = user.home / ".config/lazaret/config.toml"
-        cfg.write_text('schema = "lazaret-trusted-host-config-v1"\n'
-                       "[profiles.bench]\n"
-                       f'image = "{L.IMAGE_REF}"\n'
-                       "\n[profiles.bench.escalation]\n"
-                       "enabled = true\n"
-                       f'auto_approve = [{{ executable = "{HOST_TRUE}" }}]\n')
-        os.chown(cfg, *ids)
-        os.chmod(cfg, 0o600)
         lz = L.Lazaret(binary, user, user.home / "ws", user.home / "logs")
 
         say("first run (image preparation)")
@@ -296,7 +276,7 @@ def bench(args):
     finally:
         if sess is not None:
             sess.close()
-        left = L.coordinators(pw.pw_uid)
+        left = L.coordinators(user.uid)
         if left and L.wait_pids_gone(left, L.TEARDOWN_TIMEOUT) is None:
             say(f"warning: lz-coordinator {left} still running")
         if args.keep:
@@ -405,7 +385,8 @@ def main():
         if not shutil.which(tool):
             die(f"{tool} is missing: scripts/install-deps.sh")
 
-    res, binary = bench(args)
+    with L.M.tun_usable():  # the Domain's Network Sidecar opens /dev/net/tun
+        res, binary = bench(args)
     print_table(res)
     meta = L.run_meta(binary)
     if args.json:

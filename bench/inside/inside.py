@@ -28,11 +28,9 @@ take turns round by round.
 import argparse
 import json
 import os
-import pwd
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -44,6 +42,29 @@ import escalation as E  # noqa: E402  (the timer's compilation)
 
 DEFAULT_IMAGE = "debian:bookworm"
 NODE = ["/usr/bin/node", "-e", "0"]
+# The npm row: `npm --version` where the image has npm; agents-codex (Debian
+# trixie's nodejs package) has no npm but corepack, the same kind of program
+# (a `#!/usr/bin/env node` script loading its bundled JavaScript).
+NPM_CANDIDATES = (["/usr/bin/npm", "--version"], ["/usr/bin/corepack", "--version"])
+LAUNCHER = "lazaret-exec"
+# Bare-side modifiers of a --variant (tokens starting with "+"), each adding
+# one thing a Lazaret session has that the bare baseline does not:
+MODIFIERS = {
+    # the timer started by Lazaret's own launcher (committed into the
+    # workspace): its setuid/setgid seccomp guard, RLIMIT_CORE 0, not dumpable
+    "launcher": "the timer under Lazaret's launcher (`lazaret-exec --`)",
+    # Lazaret's process settings and extra mounts (launch.py write_bundle)
+    "spec": "Lazaret's process spec (caps, RLIMIT_NPROC, no no_new_privs, its env) and mounts",
+    # runsc --log=FILE, as Lazaret passes it
+    "log": "`--log=FILE`",
+    # the launcher's seccomp guard alone (guard.c, compiled with
+    # src/guest/mode-guard.c), and a filter that allows everything
+    "guard": "the timer under the launcher's seccomp guard alone (`lzbench-guard --`)",
+    "allowall": "the timer under a one-instruction allow-all seccomp filter",
+    "short": "the timer under a four-instruction filter that reads the syscall number and "
+             "allows all that exist (`lzbench-guard --short --`)",
+}
+GUARD = "lzbench-guard"
 TIMER = "lzbench-timer"
 TRUE = "/bin/true"
 NOSHIM = "lazaret, LD_PRELOAD unset"
@@ -84,6 +105,29 @@ def variant_name(flags):
     return " ".join(flags) if flags else "runsc's defaults"
 
 
+def split_variant(tokens):
+    """(runsc flags, {modifier}) of a --variant's tokens."""
+    flags = [t for t in tokens if not t.startswith("+")]
+    mods = {t[1:] for t in tokens if t.startswith("+")}
+    unknown = mods - MODIFIERS.keys()
+    if unknown:
+        die(f"unknown variant modifier(s) {sorted(unknown)}: known are "
+            + ", ".join(f"+{m}" for m in MODIFIERS))
+    return flags, mods
+
+
+def compile_guard(dest: Path, ids):
+    """guard.c with Lazaret's src/guest/mode-guard.c, static."""
+    p = subprocess.run(["gcc", "-std=c17", "-D_GNU_SOURCE", "-O2", "-static", "-Wall", "-Werror",
+                        "-I", str(L.REPO / "src"), "-o", str(dest), str(HERE / "guard.c"),
+                        str(L.REPO / "src/guest/mode-guard.c")],
+                       stdin=subprocess.DEVNULL, capture_output=True, text=True)
+    if p.returncode != 0:
+        die(f"cannot compile {HERE / 'guard.c'}:\n{p.stderr.strip()}")
+    os.chown(dest, *ids)
+    os.chmod(dest, 0o755)
+
+
 def wait_running(lz, proc, log):
     """Until the keep-alive `sleep 600` is seen in the sandbox (the Debian
     minbase image has no ps: read /proc)."""
@@ -107,37 +151,27 @@ def bench(args):
     if subprocess.run(["umoci", "stat", "--image", f"{L.IMAGES}/{args.image}"],
                       stdin=subprocess.DEVNULL, capture_output=True).returncode != 0:
         die(f"{L.IMAGES}/{args.image} is missing: sudo sh tests/images/build.sh {L.IMAGES}")
-    L.ensure_user(L.BENCH_USER)
-    pw = pwd.getpwnam(L.BENCH_USER)
-    ids = (pw.pw_uid, pw.pw_gid)
-    if L.user_procs(pw.pw_uid):
-        die(f"{L.BENCH_USER} already runs processes {L.user_procs(pw.pw_uid)}: is another "
-            "benchmark running? (this one needs the user to itself)")
-    root = Path(tempfile.mkdtemp(prefix="lzbench-inside-", dir="/tmp"))
-    os.chmod(root, 0o755)
-    say(f"working in {root}")
-    user = L.User(L.BENCH_USER, root / "home", root / "run", runsc=args.runsc)
+    user, root, ids = L.fresh_user("lzbench-inside", args.runsc)
     lz = sleeper = None
     baselines = []
     try:
-        L.mkdir_user(user.home, 0o755, ids)
-        L.mkdir_user(user.runtime, 0o700, ids)
-        for d, mode in ((".config", 0o755), (".config/lazaret", 0o700), ("logs", 0o755)):
-            L.mkdir_user(user.home / d, mode, ids)
-        cfg = user.home / ".config/lazaret/config.toml"
-        cfg.write_text('schema = "lazaret-trusted-host-config-v1"\n'
-                       "[profiles.bench]\n"
-                       f'image = "oci:{L.IMAGES}/{args.image}"\n')
-        os.chown(cfg, *ids)
-        os.chmod(cfg, 0o600)
+        # No ws: git_workspace makes it.
+        L.user_home(user, f'[profiles.bench]\nimage = "oci:{L.IMAGES}/{args.image}"\n',
+                    ("logs",))
         ws = user.home / "ws"
         say(f"making the workspace: a Git repository of {L.IGNORED_PACKAGES} packages")
         L.git_workspace(user, ws, False)
         E.compile_timer(ws / TIMER, ids)
         (ws / WRITE_SCRIPT).write_text(WRITE_TEXT)
         os.chown(ws / WRITE_SCRIPT, *ids)
+        # Lazaret's launcher (static) for the "+launcher" variants, the
+        # guard alone for "+guard" and "+allowall".
+        shutil.copy(binary.parent / LAUNCHER, ws / LAUNCHER)
+        os.chown(ws / LAUNCHER, *ids)
+        compile_guard(ws / GUARD, ids)
         ident = ["-c", "user.name=Bench", "-c", "user.email=bench@lazaret.invalid"]
-        for argv in (["add", TIMER, WRITE_SCRIPT], [*ident, "commit", "-q", "-m", "timer"]):
+        for argv in (["add", TIMER, WRITE_SCRIPT, LAUNCHER, GUARD],
+                     [*ident, "commit", "-q", "-m", "timer"]):
             subprocess.run(["git", "-C", str(ws), *argv], check=True, env=user.env(),
                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, **user.creds())
         lz = L.Lazaret(binary, user, ws, user.home / "logs")
@@ -153,16 +187,34 @@ def bench(args):
             if b"/ld-linux" not in f.read(4096):
                 die(f"{rootfs[0]}/usr/bin/true is not dynamically linked")
 
-        # An image with Node.js (tests/images' agents-*) adds the node row.
+        # An image with Node.js (tests/images' agents-*) adds the node row,
+        # and the npm row if it has npm or corepack.
         has_node = (rootfs[0] / NODE[0][1:]).exists()
-        for i, flags in enumerate(args.variants):
+        npm = next((c for c in NPM_CANDIDATES if has_node and (rootfs[0] / c[0][1:]).exists()),
+                   None)
+        # The environment of a Lazaret session ("+spec" gives it to the bare
+        # process too).
+        _, _, env_out, end = lz.run("run", "bench", "--", "/usr/bin/env")
+        lz.wait_teardown(end)
+        lazaret_env = [line for line in env_out.splitlines() if "=" in line]
+        for i, tokens in enumerate(args.variants):
+            flags, mods = split_variant(tokens)
             base = user.home / f"baseline{i}"
             for d, mode in (("", 0o755), ("runsc", 0o700), ("tmp", 0o700)):
                 L.mkdir_user(base / d, mode, ids)
+            if "log" in mods:
+                flags = [*flags, f"--log={base / 'runsc.log'}"]
             L.write_bundle(base / "true", rootfs[0], [TRUE], *ids)
             L.write_bundle(base / "sleep", rootfs[0], ["/bin/sleep", "600"], *ids,
-                           binds=[(ws, "/workspace")])
+                           binds=[(ws, "/workspace")],
+                           lazaret_env=lazaret_env if "spec" in mods else None)
             b = L.Baseline(user, base, root / f"baseline{i}.log", args.runsc, flags)
+            b.mods = mods
+            # Container ids differ between the baselines: runsc 2022-12-19
+            # names its control socket after the id in the abstract
+            # namespace, which the baselines' namespaces share.
+            b.cid = f"w{i}"
+            b.process = base / "sleep" / "process.json"
             baselines.append(b)
         lz.ignore_tree = None
 
@@ -189,7 +241,7 @@ def bench(args):
         wait_running(lz, sleeper, sleeper_log)
         L.check_domain_runsc(user.uid, args.runsc)
         for b in baselines:
-            b.ask("sleeper w")
+            b.ask(f"sleeper {b.cid}")
 
         sides = ["lazaret", NOSHIM, *names]
         fork = {s: [] for s in sides}
@@ -197,6 +249,7 @@ def bench(args):
         git = {s: [] for s in sides if s != NOSHIM}
         write = {s: [] for s in sides if s != NOSHIM}
         node = {s: [] for s in sides if s != NOSHIM}
+        npm_t = {s: [] for s in sides if s != NOSHIM}
         git_out = {}
         timer = f"/workspace/{TIMER}"
         say(f"fork+exec ({args.execs} per round) and git status ({args.git} per round): "
@@ -207,8 +260,9 @@ def bench(args):
                 for kind, n, prog in (("fork", args.execs, [TRUE]), ("git", args.git, GIT),
                                       ("write", args.writes,
                                        ["/bin/sh", f"/workspace/{WRITE_SCRIPT}"]),
-                                      ("node", args.nodes, NODE)):
-                    if (s == NOSHIM and kind != "fork") or (kind == "node" and not has_node):
+                                      ("node", args.nodes, NODE), ("npm", args.nodes, npm)):
+                    if (s == NOSHIM and kind != "fork") or (kind == "node" and not has_node) \
+                            or (kind == "npm" and not npm):
                         continue
                     argv = [timer, str(n), *prog]
                     if s == "lazaret":
@@ -220,8 +274,18 @@ def bench(args):
                         _, _, out, _ = lz.run("run", "bench", "--", "/usr/bin/env",
                                               "-u", "LD_PRELOAD", *argv)
                     else:
-                        out = baselines[names.index(s)].ask("execout w " + " ".join(argv),
-                                                            raw=True)
+                        b = baselines[names.index(s)]
+                        if "launcher" in b.mods:
+                            argv = [f"/workspace/{LAUNCHER}", "--", *argv]
+                        elif "guard" in b.mods:
+                            argv = [f"/workspace/{GUARD}", "--", *argv]
+                        elif "allowall" in b.mods:
+                            argv = [f"/workspace/{GUARD}", "--allow-all", "--", *argv]
+                        elif "short" in b.mods:
+                            argv = [f"/workspace/{GUARD}", "--short", "--", *argv]
+                        cmd = f"execoutp {b.cid} {b.process} " if "spec" in b.mods \
+                            else f"execout {b.cid} "
+                        out = b.ask(cmd + " ".join(argv), raw=True)
                     samples, other = parse_timer(out, n, f"{s} {kind}")
                     if not r:
                         continue
@@ -233,8 +297,10 @@ def bench(args):
                         git_out[s] = " ".join(other)
                     elif kind == "write":
                         write[s] += samples
-                    else:
+                    elif kind == "node":
                         node[s] += samples
+                    else:
+                        npm_t[s] += samples
         if sleeper.poll() is not None or len(L.coordinators(user.uid)) != 1:
             die(f"the Domain did not stay up: the samples are not joins\n{lz.diagnose()}")
         res = {
@@ -244,17 +310,22 @@ def bench(args):
             "fork_total": {s: L.summary(v) for s, v in fork_total.items()},
             "git": {s: L.summary(v) for s, v in git.items()},
             "write": {s: L.summary(v) for s, v in write.items()}, "writes_n": args.writes,
+            "nodes_n": args.nodes,
             "image": args.image,
             "git_output": git_out,
             "first_run_ms": L.ms(first),
         }
+        res["lazaret_env"] = lazaret_env
         if has_node:
             res["node"] = {s: L.summary(v) for s, v in node.items()}
+        if npm:
+            res["npm"] = {s: L.summary(v) for s, v in npm_t.items()}
+            res["npm_cmd"] = " ".join(npm)
         return res, binary
     finally:
         for b in baselines:
             try:
-                b.ask("teardown w")
+                b.ask(f"teardown {b.cid}")
             except SystemExit:
                 pass
             b.close()
@@ -272,6 +343,10 @@ def rows(res):
     ]
     if "node" in res:
         out.append(("`node -e 0` (Node.js start)", "node", 1))
+    if "npm" in res:
+        what = ("npm" if "npm " in res["npm_cmd"] else
+                "the image has no npm: corepack, the same kind of `#!/usr/bin/env node` CLI")
+        out.append((f"`{res['npm_cmd'].rsplit('/', 1)[-1]}` ({what})", "npm", 1))
     return out
 
 
@@ -309,7 +384,8 @@ def section(res, meta):
         + "".join(f" --variant='{' '.join(v)}'" for v in res["variant_flags"])
         + ("" if res["image"] == DEFAULT_IMAGE else f" --image {res['image']}")
         + f" --execs {res['execs']} --git {res['git_n']} --writes {res['writes_n']}"
-        f" --rounds {res['rounds']}` (1 warm-up round + {res['rounds']} rounds of "
+        + (f" --nodes {res['nodes_n']}" if "node" in res else "")
+        + f" --rounds {res['rounds']}` (1 warm-up round + {res['rounds']} rounds of "
         f"{res['execs']} fork+exec, {res['git_n']} `git status` and {res['writes_n']} "
         "copy+remove per side; the sides take "
         "turns round by round).",
@@ -327,6 +403,20 @@ def section(res, meta):
         "bind-mounted at `/workspace`, `runsc exec` of the same timer. Medians in ms; ratio "
         "= Lazaret / that bare variant.",
         "",
+    ]
+    mods = sorted({m for v in res["variant_flags"] for m in split_variant(v)[1]})
+    if mods or any("--network=sandbox" in v for v in res["variant_flags"]):
+        lines += [
+            "Variants that each add one thing a Lazaret session has (bench/README.md "
+            "\"inside/\"): " + "; ".join(f"`+{m}`: {MODIFIERS[m]}" for m in mods)
+            + ("; `--network=sandbox`: netstack with only loopback (runsc's "
+               "`/proc/sys/net` check covered as Lazaret's supervisor does)"
+               if any("--network=sandbox" in v for v in res["variant_flags"]) else "")
+            + ". A Lazaret session's environment: "
+            + ", ".join(f"`{e.split('=', 1)[0]}`" for e in res["lazaret_env"]) + ".",
+            "",
+        ]
+    lines += [
         "| work | Lazaret | " + " | ".join(f"bare, {n} | ratio" for n in names) + " |",
         "| --- | ---: | " + " | ".join("---: | ---:" for _ in names) + " |",
     ]

@@ -93,7 +93,19 @@ def inner_main(base: Path, runsc_path=RUNSC_DEFAULT, extra_flags=()):
                 return code
             if pid == worker:
                 return os.waitstatus_to_exitcode(status)
-    runsc = [runsc_path, *RUNSC_FLAGS, *extra_flags, f"--root={base / 'runsc'}"]
+    flags = list(extra_flags)
+    if "--network=sandbox" in flags:
+        # bench/inside's netstack variant: RUNSC_FLAGS' --network=none gives
+        # way, and runsc releases up to 2024-07-29 refuse netstack unless
+        # /proc/sys/net/core/rmem_default is hidden in runsc's mount
+        # namespace, which Lazaret's supervisor does the same way
+        # (src/supervisor/lifecycle.c sup_cover_proc_sys_net). This namespace's
+        # own /proc: nothing of the host changes.
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "nosuid,nodev,noexec,size=4k,mode=0555",
+                        "tmpfs", "/proc/sys/net"], check=True, stdin=subprocess.DEVNULL)
+    base_flags = [f for f in RUNSC_FLAGS
+                  if not (f.startswith("--network=") and "--network=sandbox" in flags)]
+    runsc = [runsc_path, *base_flags, *flags, f"--root={base / 'runsc'}"]
     tmp = base / "tmp"
 
     def run(argv):
@@ -130,6 +142,11 @@ def inner_main(base: Path, runsc_path=RUNSC_DEFAULT, extra_flags=()):
             reply = detached(cid)
         elif cmd == "exec":
             reply = timed(["exec", cid, "/bin/true"])
+        elif cmd == "timedexec":
+            # 'timedexec ID ARG...': `runsc exec ID ARG...` timed
+            # (bench/breakdown: the launcher's part of a warm join).
+            cid, *argv = cid.split()
+            reply = timed(["exec", cid, *argv])
         elif cmd == "burst":
             # 16 `runsc exec` at once, until the last has ended.
             t0 = time.perf_counter_ns()
@@ -141,11 +158,22 @@ def inner_main(base: Path, runsc_path=RUNSC_DEFAULT, extra_flags=()):
                 f"ok {time.perf_counter_ns() - t0}"
         elif cmd == "teardown":
             reply = timed(["kill", cid, "KILL"], ["delete", cid])
-        elif cmd == "execout":
+        elif cmd in ("execout", "execoutp"):
             # 'execout ID ARG...': `runsc exec ID ARG...`, its stdout as the
             # answer (bench/inside: the timer's samples), lines joined by spaces.
+            # 'execoutp ID PROCESS.JSON ARG...': the same with `runsc exec
+            # --process` of that process, its args replaced (bench/inside's
+            # "+spec": Lazaret's process settings).
             cid, *argv = cid.split()
-            p = run(["exec", cid, *argv])
+            if cmd == "execoutp":
+                proc_json, *argv = argv
+                process = json.loads(Path(proc_json).read_text())
+                process["args"] = argv
+                one = tmp / "process.json"
+                one.write_text(json.dumps(process))
+                p = run(["exec", "--process", str(one), cid])
+            else:
+                p = run(["exec", cid, *argv])
             reply = "ok " + " ".join(p.stdout.split()) if p.returncode == 0 else \
                 f"err runsc exec {' '.join(argv)}: status {p.returncode}: " + \
                 ((p.stderr + p.stdout).strip().replace("\n", " | ") or "(no message)")
@@ -840,18 +868,50 @@ def write_doc(section, title):
 
 # ---- the benchmark ---------------------------------------------------------------
 
-def write_bundle(d: Path, rootfs: Path, args, uid, gid, binds=()):
+# What Lazaret's runtime spec gives a sandbox process (src/oci/spec.c
+# lz_spec_process, lz_spec_container), for bench/inside's "+spec" variant:
+# root's capabilities, no no_new_privs, RLIMIT_NPROC, and its extra mounts.
+LAZARET_CAPS = ["CAP_AUDIT_WRITE", "CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FOWNER", "CAP_FSETID",
+                "CAP_KILL", "CAP_NET_BIND_SERVICE", "CAP_SETFCAP", "CAP_SETGID", "CAP_SETPCAP",
+                "CAP_SETUID", "CAP_SYS_CHROOT"]
+LAZARET_NPROC = 512  # src/oci/spec.h LZ_SPEC_NPROC
+LAZARET_MOUNTS = [
+    {"destination": "/dev/pts", "type": "devpts", "source": "devpts",
+     "options": ["nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620"]},
+    {"destination": "/dev/shm", "type": "tmpfs", "source": "shm",
+     "options": ["nosuid", "noexec", "nodev", "mode=1777", "size=65536k"]},
+    {"destination": "/run/lazaret", "type": "tmpfs", "source": "tmpfs",
+     "options": ["nosuid", "nodev", "mode=755"]},
+]
+LAZARET_MASKED = ["/proc/kcore", "/proc/keys", "/proc/latency_stats", "/proc/timer_list",
+                  "/proc/sched_debug", "/sys/firmware"]
+
+
+def write_bundle(d: Path, rootfs: Path, args, uid, gid, binds=(), lazaret_env=None):
     """A bundle of rootfs running args; binds: (host dir, guest dir) pairs
-    mounted read-write (bench/inside's workspace)."""
+    mounted read-write (bench/inside's workspace). With lazaret_env (the
+    environment a Lazaret session sees), the spec takes Lazaret's process
+    settings and extra mounts (LAZARET_*), and d/process.json is the process
+    of a Lazaret session for `runsc exec --process` (its args filled in per
+    exec): bench/inside's "+spec" variant."""
     d.mkdir()
+    process = {
+        "terminal": False, "user": {"uid": 0, "gid": 0}, "args": args,
+        "env": [f"PATH={IMAGE_PATH}"], "cwd": "/",
+        "capabilities": {"bounding": [], "effective": [], "permitted": []},
+        "noNewPrivileges": True,
+    }
+    if lazaret_env is not None:
+        process.update({
+            "env": list(lazaret_env),
+            "capabilities": {"bounding": LAZARET_CAPS, "effective": LAZARET_CAPS,
+                             "permitted": LAZARET_CAPS, "inheritable": [], "ambient": []},
+            "noNewPrivileges": False,
+            "rlimits": [{"type": "RLIMIT_NPROC", "soft": LAZARET_NPROC, "hard": LAZARET_NPROC}],
+        })
     spec = {
         "ociVersion": "1.0.2",
-        "process": {
-            "terminal": False, "user": {"uid": 0, "gid": 0}, "args": args,
-            "env": [f"PATH={IMAGE_PATH}"], "cwd": "/",
-            "capabilities": {"bounding": [], "effective": [], "permitted": []},
-            "noNewPrivileges": True,
-        },
+        "process": process,
         "root": {"path": str(rootfs), "readonly": False},
         "hostname": "bench",
         "mounts": [
@@ -860,12 +920,20 @@ def write_bundle(d: Path, rootfs: Path, args, uid, gid, binds=()):
              "options": ["nosuid", "strictatime", "mode=755", "size=65536k"]},
             {"destination": "/sys", "type": "sysfs", "source": "sysfs",
              "options": ["nosuid", "noexec", "nodev", "ro"]},
-        ] + [{"destination": guest, "type": "bind", "source": str(host),
-              "options": ["rbind", "rw"]} for host, guest in binds],
+        ] + (LAZARET_MOUNTS if lazaret_env is not None else [])
+        + [{"destination": guest, "type": "bind", "source": str(host),
+            "options": ["rbind", "rw"]} for host, guest in binds],
         "linux": {"namespaces": [{"type": t} for t in ("pid", "ipc", "uts", "mount", "network")]},
     }
+    if lazaret_env is not None:
+        spec["linux"]["maskedPaths"] = LAZARET_MASKED
+    files = [d / "config.json"]
     (d / "config.json").write_text(json.dumps(spec, indent=2) + "\n")
-    for p in (d, d / "config.json"):
+    if lazaret_env is not None:
+        # Lazaret's sessions start in /workspace (src/oci/spec.c).
+        (d / "process.json").write_text(json.dumps({**process, "cwd": "/workspace"}) + "\n")
+        files.append(d / "process.json")
+    for p in (d, *files):
         os.chown(p, uid, gid)
 
 
@@ -873,6 +941,46 @@ def mkdir_user(path: Path, mode, user_ids):
     path.mkdir(mode=mode)
     os.chown(path, *user_ids)
     os.chmod(path, mode)
+
+
+def fresh_user(prefix, runsc=None):
+    """The prologue every benchmark shares: the user BENCH_USER (created
+    with a subordinate id range if missing), which must not run any process
+    yet (a benchmark needs it to itself), and a fresh /tmp/PREFIX-XXXX
+    directory for its HOME and XDG_RUNTIME_DIR. Returns (user, root, ids);
+    the caller removes root (end_bench) and fills it with user_home."""
+    ensure_user(BENCH_USER)
+    pw = pwd.getpwnam(BENCH_USER)
+    if user_procs(pw.pw_uid):
+        die(f"{BENCH_USER} already runs processes {user_procs(pw.pw_uid)}: is another "
+            "benchmark running? (this one needs the user to itself)")
+    root = Path(tempfile.mkdtemp(prefix=f"{prefix}-", dir="/tmp"))
+    os.chmod(root, 0o755)
+    say(f"working in {root}")
+    return User(BENCH_USER, root / "home", root / "run", runsc=runsc), root, \
+        (pw.pw_uid, pw.pw_gid)
+
+
+def user_home(user, profiles, dirs=("ws", "logs")):
+    """HOME (0755) and XDG_RUNTIME_DIR (0700) of a fresh_user, its
+    ~/.config/lazaret/config.toml (0600) holding the trusted host
+    configuration's schema line and then `profiles` (TOML text), and the
+    directories `dirs` below HOME: names (0755) or (name, mode) pairs."""
+    ids = (user.uid, user.gid)
+    mkdir_user(user.home, 0o755, ids)
+    mkdir_user(user.runtime, 0o700, ids)
+    for d in (".config", (".config/lazaret", 0o700), *dirs):
+        name, mode = (d, 0o755) if isinstance(d, str) else d
+        mkdir_user(user.home / name, mode, ids)
+    cfg = user.home / ".config/lazaret/config.toml"
+    cfg.write_text('schema = "lazaret-trusted-host-config-v1"\n' + profiles)
+    os.chown(cfg, *ids)
+    os.chmod(cfg, 0o600)
+
+
+# HOME's directories of a benchmark with bench/launch's baseline (runsc's
+# state and scratch beside its bundles).
+BASELINE_DIRS = ("ws", "logs", "baseline", ("baseline/runsc", 0o700), ("baseline/tmp", 0o700))
 
 
 IGNORED_PACKAGES = 2500  # x (__pycache__/ + node_modules/) = 5,000 ignored directories
@@ -956,32 +1064,12 @@ def domain_memory(uid, coordinator):
 def bench(args):
     binary = ensure_binary()
     ensure_image()
-    ensure_user(BENCH_USER)
-    pw = pwd.getpwnam(BENCH_USER)
-    ids = (pw.pw_uid, pw.pw_gid)
-    if user_procs(pw.pw_uid):
-        die(f"{BENCH_USER} already runs processes {user_procs(pw.pw_uid)}: is another "
-            "benchmark running? (this one needs the user to itself)")
-
-    root = Path(tempfile.mkdtemp(prefix="lzbench-", dir="/tmp"))
-    os.chmod(root, 0o755)
-    say(f"working in {root}")
-    user = User(BENCH_USER, root / "home", root / "run", runsc=args.runsc)
+    user, root, ids = fresh_user("lzbench", args.runsc)
     lz = sleeper = baseline = None
     try:
-        mkdir_user(user.home, 0o755, ids)
-        mkdir_user(user.runtime, 0o700, ids)
-        for d, mode in ((".config", 0o755), (".config/lazaret", 0o700), ("ws", 0o755),
-                        ("logs", 0o755), ("baseline", 0o755), ("baseline/runsc", 0o700),
-                        ("baseline/tmp", 0o700)):
-            mkdir_user(user.home / d, mode, ids)
-        cfg = user.home / ".config/lazaret/config.toml"
-        cfg.write_text('schema = "lazaret-trusted-host-config-v1"\n'
-                       "[profiles.bench]\n"
-                       f'image = "{IMAGE_REF}"\n'
-                       'persistent_dirs = ["/usr"]\n')
-        os.chown(cfg, *ids)
-        os.chmod(cfg, 0o600)
+        user_home(user, "[profiles.bench]\n"
+                  f'image = "{IMAGE_REF}"\n'
+                  'persistent_dirs = ["/usr"]\n', BASELINE_DIRS)
         lz = Lazaret(binary, user, user.home / "ws", user.home / "logs")
         res = {}
         ws_git0, ws_ign = user.home / "ws-git0", user.home / "ws-ignored"

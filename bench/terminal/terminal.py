@@ -34,14 +34,12 @@ import fcntl
 import json
 import os
 import pty
-import pwd
 import select
 import shutil
 import signal
 import struct
 import subprocess
 import sys
-import tempfile
 import termios
 import time
 from pathlib import Path
@@ -272,31 +270,11 @@ def percentile(v, p):
 def bench(args):
     binary = L.ensure_binary()
     L.ensure_image()
-    L.ensure_user(L.BENCH_USER)
-    pw = pwd.getpwnam(L.BENCH_USER)
-    ids = (pw.pw_uid, pw.pw_gid)
-    if L.user_procs(pw.pw_uid):
-        die(f"{L.BENCH_USER} already runs processes {L.user_procs(pw.pw_uid)}: is another "
-            "benchmark running? (this one needs the user to itself)")
-    root = Path(tempfile.mkdtemp(prefix="lzbench-term-", dir="/tmp"))
-    os.chmod(root, 0o755)
-    say(f"working in {root}")
-    user = L.User(L.BENCH_USER, root / "home", root / "run", runsc=args.runsc)
+    user, root, ids = L.fresh_user("lzbench-term", args.runsc)
     lzp = baseline = None
     masters = []
     try:
-        L.mkdir_user(user.home, 0o755, ids)
-        L.mkdir_user(user.runtime, 0o700, ids)
-        for d, mode in ((".config", 0o755), (".config/lazaret", 0o700), ("ws", 0o755),
-                        ("logs", 0o755), ("baseline", 0o755), ("baseline/runsc", 0o700),
-                        ("baseline/tmp", 0o700)):
-            L.mkdir_user(user.home / d, mode, ids)
-        cfg = user.home / ".config/lazaret/config.toml"
-        cfg.write_text('schema = "lazaret-trusted-host-config-v1"\n'
-                       "[profiles.bench]\n"
-                       f'image = "{L.IMAGE_REF}"\n')
-        os.chown(cfg, *ids)
-        os.chmod(cfg, 0o600)
+        L.user_home(user, f'[profiles.bench]\nimage = "{L.IMAGE_REF}"\n', L.BASELINE_DIRS)
         lz = L.Lazaret(binary, user, user.home / "ws", user.home / "logs")
 
         say("first run (image preparation)")
@@ -410,7 +388,7 @@ def bench(args):
             baseline.close()
         for m in masters:
             os.close(m)
-        left = L.coordinators(pw.pw_uid)
+        left = L.coordinators(user.uid)
         if left and L.wait_pids_gone(left, L.TEARDOWN_TIMEOUT) is None:
             say(f"warning: lz-coordinator {left} still running")
         if args.keep:
