@@ -389,15 +389,12 @@ def main():
         try:
             L.user_home(user, f'[profiles.bench]\nimage = "{L.IMAGE_REF}"\n', L.BASELINE_DIRS)
             lz = L.Lazaret(binary, user, user.home / "ws", user.home / "logs")
-            say("first run (image preparation)")
-            _, _, _, end = lz.run("run", "bench", "--", "true")
-            lz.wait_teardown(end)
-            rootfs = sorted((user.home / ".local/share/lazaret/images/rootfs").glob("*/rootfs"))
+            _, rootfs = L.prepared_rootfs(lz, user)
             lzbin = user.home / "lzbin"
             L.mkdir_user(lzbin, 0o755, ids)
             shutil.copy(binary.parent / "lazaret-exec", lzbin / "lazaret-exec")
             base = user.home / "baseline"
-            L.write_bundle(base / "sleep", rootfs[0], ["/bin/sleep", "600"], *ids,
+            L.write_bundle(base / "sleep", rootfs, ["/bin/sleep", "600"], *ids,
                            binds=[(lzbin, "/lzbin")])
             baseline = L.Baseline(user, base, root / "baseline.log", args.runsc)
             lz.ignore_tree = baseline.proc.pid
@@ -420,7 +417,7 @@ def main():
             if left:
                 L.wait_pids_gone(left, L.TEARDOWN_TIMEOUT)
             say(f"echo: {args.keys} traced keystrokes per side")
-            res["echo"] = echo(args, binary, user, root, ids, rootfs[0], args.runsc)
+            res["echo"] = echo(args, binary, user, root, ids, rootfs, args.runsc)
         finally:
             if baseline is not None:
                 baseline.close()

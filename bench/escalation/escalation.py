@@ -211,9 +211,7 @@ def bench(args):
         compile_timer(timer, ids)
         lz = L.Lazaret(binary, user, user.home / "ws", user.home / "logs")
 
-        say("first run (image preparation)")
-        _, _, _, end = lz.run("run", "bench", "--", "true")
-        lz.wait_teardown(end)
+        L.prepared_rootfs(lz, user)
 
         say("starting the held session")
         sess = Session(binary, user, user.home / "ws", root / "session.log")

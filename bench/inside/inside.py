@@ -176,21 +176,16 @@ def bench(args):
                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, **user.creds())
         lz = L.Lazaret(binary, user, ws, user.home / "logs")
 
-        say("first run (image preparation)")
-        _, first, _, end = lz.run("run", "bench", "--", "true", timeout=600)
-        lz.wait_teardown(end)
-        rootfs = sorted((user.home / ".local/share/lazaret/images/rootfs").glob("*/rootfs"))
-        if len(rootfs) != 1:
-            die(f"expected one prepared rootfs, found {rootfs}")
+        first, rootfs = L.prepared_rootfs(lz, user, timeout=600)
         # The ELF interpreter's name in the program headers: dynamically linked.
-        with open(rootfs[0] / "usr/bin/true", "rb") as f:
+        with open(rootfs / "usr/bin/true", "rb") as f:
             if b"/ld-linux" not in f.read(4096):
-                die(f"{rootfs[0]}/usr/bin/true is not dynamically linked")
+                die(f"{rootfs}/usr/bin/true is not dynamically linked")
 
         # An image with Node.js (tests/images' agents-*) adds the node row,
         # and the npm row if it has npm or corepack.
-        has_node = (rootfs[0] / NODE[0][1:]).exists()
-        npm = next((c for c in NPM_CANDIDATES if has_node and (rootfs[0] / c[0][1:]).exists()),
+        has_node = (rootfs / NODE[0][1:]).exists()
+        npm = next((c for c in NPM_CANDIDATES if has_node and (rootfs / c[0][1:]).exists()),
                    None)
         # The environment of a Lazaret session ("+spec" gives it to the bare
         # process too).
@@ -204,8 +199,8 @@ def bench(args):
                 L.mkdir_user(base / d, mode, ids)
             if "log" in mods:
                 flags = [*flags, f"--log={base / 'runsc.log'}"]
-            L.write_bundle(base / "true", rootfs[0], [TRUE], *ids)
-            L.write_bundle(base / "sleep", rootfs[0], ["/bin/sleep", "600"], *ids,
+            L.write_bundle(base / "true", rootfs, [TRUE], *ids)
+            L.write_bundle(base / "sleep", rootfs, ["/bin/sleep", "600"], *ids,
                            binds=[(ws, "/workspace")],
                            lazaret_env=lazaret_env if "spec" in mods else None)
             b = L.Baseline(user, base, root / f"baseline{i}.log", args.runsc, flags)

@@ -961,6 +961,19 @@ def fresh_user(prefix, runsc=None):
         (pw.pw_uid, pw.pw_gid)
 
 
+def prepared_rootfs(lz, user, **run_kw):
+    """The profile `bench`'s first run, which prepares (unpacks) its image:
+    not a sample. Returns the run's duration and the one prepared rootfs,
+    which the bare baselines then use."""
+    say("first run (image preparation)")
+    _, first, _, end = lz.run("run", "bench", "--", "true", **run_kw)
+    lz.wait_teardown(end)
+    rootfs = sorted((user.home / ".local/share/lazaret/images/rootfs").glob("*/rootfs"))
+    if len(rootfs) != 1:
+        die(f"expected one prepared rootfs, found {rootfs}")
+    return first, rootfs[0]
+
+
 def user_home(user, profiles, dirs=("ws", "logs")):
     """HOME (0755) and XDG_RUNTIME_DIR (0700) of a fresh_user, its
     ~/.config/lazaret/config.toml (0600) holding the trusted host
@@ -1079,16 +1092,11 @@ def bench(args):
         git_workspace(user, ws_ign, True)
 
         # 1. First run: prepares (unpacks) the image. Not a cold start sample.
-        say("first run (image preparation)")
-        _, first, _, end = lz.run("run", "bench", "--", "true")
+        first, rootfs = prepared_rootfs(lz, user)
         res["first_run_ms"] = ms(first)
-        lz.wait_teardown(end)
-        rootfs = sorted((user.home / ".local/share/lazaret/images/rootfs").glob("*/rootfs"))
-        if len(rootfs) != 1:
-            die(f"expected one prepared rootfs, found {rootfs}")
         base = user.home / "baseline"
-        write_bundle(base / "true", rootfs[0], ["/bin/true"], *ids)
-        write_bundle(base / "sleep", rootfs[0], ["/bin/sleep", "600"], *ids)
+        write_bundle(base / "true", rootfs, ["/bin/true"], *ids)
+        write_bundle(base / "sleep", rootfs, ["/bin/sleep", "600"], *ids)
         baseline = Baseline(user, base, root / "baseline.log", args.runsc)
         lz.ignore_tree = baseline.proc.pid
 

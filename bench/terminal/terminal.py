@@ -277,14 +277,9 @@ def bench(args):
         L.user_home(user, f'[profiles.bench]\nimage = "{L.IMAGE_REF}"\n', L.BASELINE_DIRS)
         lz = L.Lazaret(binary, user, user.home / "ws", user.home / "logs")
 
-        say("first run (image preparation)")
-        _, _, _, end = lz.run("run", "bench", "--", "true")
-        lz.wait_teardown(end)
-        rootfs = sorted((user.home / ".local/share/lazaret/images/rootfs").glob("*/rootfs"))
-        if len(rootfs) != 1:
-            die(f"expected one prepared rootfs, found {rootfs}")
+        _, rootfs = L.prepared_rootfs(lz, user)
         base = user.home / "baseline"
-        L.write_bundle(base / "sleep", rootfs[0], ["/bin/sleep", "100000"], *ids)
+        L.write_bundle(base / "sleep", rootfs, ["/bin/sleep", "100000"], *ids)
         write_shell_process(base / "shell.json", *ids)
 
         # The two shells.

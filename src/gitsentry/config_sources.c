@@ -8,6 +8,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pwd.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -17,6 +18,10 @@
 #include "fs/confined.h"
 #include "fs/relpath.h"
 #include "gitsentry/internal.h"
+
+/* At most this many variables of the developer's environment that choose
+ * Git's configuration are passed on (GIT_CONFIG_COUNT pairs included). */
+#define LZ_GIT_ENV_CONFIG_MAX 128
 
 /* The host's Git run with args, the extra environment `extra` (n_extra
  * entries, NULL ones skipped) and the working directory cwd_fd. merge:
@@ -32,9 +37,9 @@ static int spawn_host_git(builder *b, char *const *extra, size_t n_extra, int cw
     while (args[n])
         n++;
     /* The host's Git must not be influenced by anything the sandbox wrote:
-     * no fsmonitor, no hooks, no system configuration, and no repository
-     * discovery: GIT_DIR and GIT_WORK_TREE name the Git directory that was
-     * validated, so a repository the sandbox made elsewhere is never used. */
+     * no fsmonitor, no hooks, and no repository discovery: GIT_DIR and
+     * GIT_WORK_TREE name the Git directory that was validated, so a
+     * repository the sandbox made elsewhere is never used. */
     char **argv = lz_xcalloc(n + 8, sizeof(char *));
     size_t k = 0;
     argv[k++] = (char *) "git";
@@ -47,14 +52,31 @@ static int spawn_host_git(builder *b, char *const *extra, size_t n_extra, int cw
     for (size_t i = 0; i < n; i++)
         argv[k++] = args[i];
     argv[k] = NULL;
-    _cleanup_free_ char *home = getenv("HOME") ? lz_xasprintf("HOME=%s", getenv("HOME")) : NULL;
-    char *env[12] = { (char *) "PATH=" LZ_SPAWN_SYSTEM_PATH, (char *) "LC_ALL=C",
-                      (char *) "GIT_CONFIG_NOSYSTEM=1", (char *) "GIT_TERMINAL_PROMPT=0",
-                      (char *) "GIT_OPTIONAL_LOCKS=0" };
-    size_t ne = 5;
-    if (home)
-        env[ne++] = home;
-    for (size_t x = 0; x < n_extra && ne + 1 < LZ_ARRAY_SIZE(env); x++)
+    /* But it must read the developer's whole configuration, as their own
+     * Git does: the system file, the global one wherever the environment
+     * puts it (XDG_CONFIG_HOME, GIT_CONFIG_GLOBAL, GIT_CONFIG_SYSTEM), and
+     * settings given in the environment (GIT_CONFIG_COUNT, _KEY_n,
+     * _VALUE_n, GIT_CONFIG_PARAMETERS). A hooks path or a program named in
+     * any of them was missed while only HOME was passed and the system
+     * file skipped (attack round a28, F1). */
+    char **env = lz_xcalloc(8 + n_extra + LZ_GIT_ENV_CONFIG_MAX, sizeof(char *));
+    size_t ne = 0;
+    env[ne++] = (char *) "PATH=" LZ_SPAWN_SYSTEM_PATH;
+    env[ne++] = (char *) "LC_ALL=C";
+    env[ne++] = (char *) "GIT_TERMINAL_PROMPT=0";
+    env[ne++] = (char *) "GIT_OPTIONAL_LOCKS=0";
+    size_t passed = 0;
+    for (char **e = environ; *e && passed < LZ_GIT_ENV_CONFIG_MAX; e++)
+        if (strncmp(*e, "HOME=", 5) == 0 || strncmp(*e, "XDG_CONFIG_HOME=", 16) == 0 ||
+            strncmp(*e, "GIT_CONFIG_GLOBAL=", 18) == 0 ||
+            strncmp(*e, "GIT_CONFIG_SYSTEM=", 18) == 0 ||
+            strncmp(*e, "GIT_CONFIG_COUNT=", 17) == 0 || strncmp(*e, "GIT_CONFIG_KEY_", 15) == 0 ||
+            strncmp(*e, "GIT_CONFIG_VALUE_", 17) == 0 ||
+            strncmp(*e, "GIT_CONFIG_PARAMETERS=", 22) == 0) {
+            env[ne++] = *e;
+            passed++;
+        }
+    for (size_t x = 0; x < n_extra; x++)
         if (extra[x])
             env[ne++] = extra[x];
     env[ne] = NULL;
@@ -67,6 +89,7 @@ static int spawn_host_git(builder *b, char *const *extra, size_t n_extra, int cw
                              .cwd_fd = cwd_fd };
     int status = lz_spawn_capture(git, argv, &opt, out, err);
     free(argv);
+    free(env);
     /* A cut answer is a wrong answer: the paths after the cut would be
      * neither isolated nor protected (attack round i12c, T2: a 4.6 MB
      * ignored list left .env shared). Fail closed. */
@@ -133,17 +156,27 @@ int lz_gs_host_git_in(builder *b, const char *gd, const char *wt, char *const *a
 }
 
 /* A path value of Git's configuration made absolute the way Git does: `~/`
- * is the developer's home, a relative one is relative to `base`. NULL for
- * `~user/` (another user's home: not ours to protect). */
+ * is the developer's home, `~user/` that user's, a relative one is
+ * relative to `base`. */
 static char *expand_git_path(const char *v, const char *base)
 {
     if (v[0] == '/')
         return lz_xstrdup(v);
     if (v[0] == '~') {
-        const char *home = getenv("HOME");
-        if (v[1] != '/' || !home || home[0] != '/')
+        const char *slash = strchr(v, '/');
+        if (!slash)
             return NULL;
-        return lz_xasprintf("%s%s", home, v + 1);
+        const char *home = getenv("HOME");
+        if (slash > v + 1) {
+            /* `~name/`: Git looks the user up; the developer's own name
+             * is as good as `~/` (attack round a28, F7). */
+            _cleanup_free_ char *name = lz_xstrndup(v + 1, (size_t) (slash - v - 1));
+            struct passwd *pw = getpwnam(name);
+            home = pw ? pw->pw_dir : NULL;
+        }
+        if (!home || home[0] != '/')
+            return NULL;
+        return lz_xasprintf("%s%s", home, slash);
     }
     return lz_xasprintf("%s/%s", base, v);
 }
@@ -235,7 +268,9 @@ static char *origin_file(const char *origin, const char *top)
 /* Does the configuration key (as `git config --list` prints it: section
  * and name lowercased, the subsection as written) name a program the
  * host's Git runs? Those whose value is a command line or a program path
- * (attack round a27b, G6). */
+ * (attack round a27b, G6; a28, F2 added what it found missing). Every
+ * value's words are protected when they name workspace files; this list
+ * only decides which refuse a symlink (protect_value_words). */
 static bool key_names_program(const char *key)
 {
     const char *first = strchr(key, '.');
@@ -247,8 +282,12 @@ static bool key_names_program(const char *key)
     bool sub = first != last;
 #define SECTION(s) (sl == sizeof(s) - 1 && strncmp(key, s, sl) == 0)
 #define NAME(n) (strcmp(name, n) == 0)
-    if (SECTION("alias") || SECTION("pager"))
+    if (SECTION("alias") || SECTION("pager") || SECTION("sendemail"))
         return true;
+    if (SECTION("interactive"))
+        return NAME("difffilter");
+    if (SECTION("instaweb"))
+        return NAME("httpd");
     if (!sub) {
         if (SECTION("core"))
             return NAME("fsmonitor") || NAME("editor") || NAME("pager") || NAME("sshcommand") ||
@@ -270,9 +309,17 @@ static bool key_names_program(const char *key)
             return NAME("cmd") || NAME("path");
         if (SECTION("remote"))
             return NAME("uploadpack") || NAME("receivepack");
+        if (SECTION("tar") || SECTION("trailer"))
+            return NAME("command") || NAME("cmd");
+        if (SECTION("submodule"))
+            return NAME("update");
+        if (SECTION("browser") || SECTION("man"))
+            return NAME("cmd") || NAME("path");
+        if (SECTION("guitool"))
+            return NAME("cmd");
     }
     if (SECTION("gpg"))
-        return NAME("program");
+        return NAME("program") || NAME("defaultkeycommand");
     if (SECTION("credential"))
         return NAME("helper");
     return false;
@@ -280,44 +327,92 @@ static bool key_names_program(const char *key)
 #undef NAME
 }
 
-/* A value that names a program: every whitespace-separated word (quotes
- * stripped, an alias's leading `!` dropped), taken relative to the work
- * tree's top `top` (where Git runs filters, drivers and `!` aliases) or
- * absolute, that is an existing regular file inside the workspace is
- * protected read-only: the sandbox could rewrite it, and the host's Git
- * would run it (attack round a27b, G6). Words are not parsed as a shell
- * would: a word that is no path names nothing and costs nothing. */
-static int protect_program_words(builder *b, const char *value, const char *top, lz_error **err)
+/* A key that names a program names a symlink of the workspace (or a path
+ * through one): refused (protect_value_words). */
+static int symlinked_program(const builder *b, const char *key, const char *rel, lz_error **err)
 {
-    _cleanup_free_ char *copy = lz_xstrdup(value);
-    for (char *save = NULL, *w = strtok_r(copy, " \t\n\r\f\v", &save); w;
-         w = strtok_r(NULL, " \t\n\r\f\v", &save)) {
-        char *o = w;
-        for (const char *c = w; *c; c++)
-            if (*c != '"' && *c != '\'')
-                *o++ = *c;
-        *o = '\0';
-        if (w[0] == '!')
-            w++;
-        if (!*w)
-            continue;
-        _cleanup_free_ char *abs = expand_git_path(w, top);
-        _cleanup_free_ char *rel = abs ? ws_rel(b, abs) : NULL;
-        struct stat st;
-        if (!rel || lz_lstat_confined(b->ws_fd, rel, &st) < 0 || !S_ISREG(st.st_mode))
-            continue;
-        if (lz_gs_protect_if_exists(b, rel, err) < 0)
-            return -1;
-    }
-    return 0;
+    lz_error_set(err, 0,
+                 "the host's Git configuration (%s) names %s/%s, which is or passes through a "
+                 "symbolic link inside the workspace, as a program: the sandbox could point it "
+                 "at a program of its own",
+                 key, b->ws, rel);
+    return lz_error_hint(err, "name the program by its real path (readlink -f shows it) in the "
+                              "configuration, or move it out of the workspace, then run again");
 }
 
-/* Configuration files that an include pulls in from inside the workspace,
- * core.hooksPath when it points inside, and the programs that
- * configuration names inside: all sandbox-writable places the host's Git
- * would obey. gd is the Git directory with the work tree wt; gd NULL: Git
- * follows wt's protected `.git` file (a linked worktree, a submodule
- * checkout), and relative values are relative to wt, where Git runs. */
+/* The workspace-relative path of one word of a value taken against base,
+ * or NULL when it does not lie inside the workspace. Through the host's
+ * symlinks too (a HOME that is a symlink, an absolute path through a
+ * symlinked directory above the workspace: attack round a28, F4). */
+static char *word_in_workspace(const builder *b, const char *word, const char *base)
+{
+    _cleanup_free_ char *abs = expand_git_path(word, base);
+    if (!abs)
+        return NULL;
+    char *rel = ws_rel(b, abs);
+    if (rel)
+        return rel;
+    _cleanup_free_ char *canon = lz_canonicalize(abs, NULL);
+    return canon ? ws_rel(b, canon) : NULL;
+}
+
+/* A configuration value (of any key, attack round a28, F2: a list of the
+ * keys that name programs always missed some) whose words name files of
+ * the workspace: each word (quotes stripped, split also at the shell's
+ * `;&|()<>` and after a `=`, an alias's leading `!` dropped) that names an
+ * existing regular file inside the workspace is protected. A relative
+ * word is taken against the work tree's top, the workspace itself and
+ * every directory an earlier word named (`!cd pkgs/app && ./tools/x.sh`,
+ * a28 F3). A word of a key that names a program (key_names_program) that
+ * is a symlink inside the workspace, or reaches the file through one,
+ * refuses the start: the sandbox could point it elsewhere, and a symlink
+ * cannot be bound read-only (docs/git.md). */
+static int protect_value_words(builder *b, const char *key, const char *value, const char *top,
+                               lz_error **err)
+{
+    bool program = key_names_program(key);
+    _cleanup_free_ char *copy = lz_xstrdup(value);
+    char *o = copy;
+    for (const char *c = value; *c; c++) /* quotes dropped, shell operators split words */
+        *o++ = *c == '"' || *c == '\'' || *c == '`' ? ' ' : strchr(";&|()<>", *c) ? ' ' : *c;
+    *o = '\0';
+    enum { MAX_BASES = 8 };
+    char *bases[MAX_BASES] = { lz_xstrdup(top), lz_xstrdup(b->ws) };
+    size_t nbases = 2;
+    int r = 0;
+    for (char *save = NULL, *w = strtok_r(copy, " \t\n\r\f\v", &save); w && r == 0;
+         w = strtok_r(NULL, " \t\n\r\f\v", &save)) {
+        if (w[0] == '!')
+            w++;
+        const char *eq = strrchr(w, '=');
+        const char *cands[2] = { w, eq && eq[1] ? eq + 1 : NULL };
+        for (size_t c = 0; c < 2 && r == 0 && cands[c] && *cands[c]; c++) {
+            for (size_t i = 0; i < nbases && r == 0; i++) {
+                _cleanup_free_ char *rel = word_in_workspace(b, cands[c], bases[i]);
+                struct stat st;
+                if (!rel || !*rel || strcmp(rel, ".") == 0)
+                    continue;
+                if (lz_lstat_confined(b->ws_fd, rel, &st) < 0) {
+                    if (errno == ELOOP && program)
+                        r = symlinked_program(b, key, rel, err);
+                    continue;
+                }
+                if (S_ISLNK(st.st_mode) && program)
+                    r = symlinked_program(b, key, rel, err);
+                else if (S_ISREG(st.st_mode))
+                    r = lz_gs_protect_if_exists(b, rel, err);
+                else if (S_ISDIR(st.st_mode) && nbases < MAX_BASES && cands[c][0] != '~') {
+                    /* a directory a later relative word may be taken in */
+                    bases[nbases++] = lz_xasprintf("%s/%s", b->ws, rel);
+                }
+            }
+        }
+    }
+    for (size_t i = 0; i < nbases; i++)
+        free(bases[i]);
+    return r;
+}
+
 /* The host's Git could not list a repository's configuration (exit
  * status `status`): the start is refused (docs/errors.md). */
 static int config_unreadable(const builder *b, const char *gd, const char *wt, int status,
@@ -336,6 +431,12 @@ static int config_unreadable(const builder *b, const char *gd, const char *wt, i
                               "the error, mend it, then run again");
 }
 
+/* Configuration files that an include pulls in from inside the workspace,
+ * core.hooksPath when it points inside, and the programs that
+ * configuration names inside: all sandbox-writable places the host's Git
+ * would obey. gd is the Git directory with the work tree wt; gd NULL: Git
+ * follows wt's protected `.git` file (a linked worktree, a submodule
+ * checkout), and relative values are relative to wt, where Git runs. */
 int lz_gs_protect_config_sources(builder *b, const char *gd, const char *wt, lz_error **err)
 {
     lz_spawn_output out = { 0 };
@@ -400,8 +501,7 @@ int lz_gs_protect_config_sources(builder *b, const char *gd, const char *wt, lz_
         const char *nl = strchr(e.kv, '\n');
         if (r == 0 && nl) {
             _cleanup_free_ char *key = lz_xstrndup(e.kv, (size_t) (nl - e.kv));
-            if (key_names_program(key))
-                r = protect_program_words(b, nl + 1, top, err);
+            r = protect_value_words(b, key, nl + 1, top, err);
         }
     }
     lz_spawn_output_free(&out);

@@ -114,6 +114,7 @@ typedef struct lz_git_plan {
      * LZ_GIT_LOCK_HOLD), relative; removed when the Domain ends. */
     char **lock_holds;
     size_t n_lock_holds;
+    bool *lock_made; /* per hold: this plan created it (a failed plan removes those) */
 
     /* Audit state (lz_git_sentry_watch onwards). */
     int ws_fd;         /* O_PATH of the workspace, -1 before the plan */

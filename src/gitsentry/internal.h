@@ -167,6 +167,9 @@ int lz_gs_protect_git_dir(builder *b, const char *gd, int depth, lz_error **err)
  * protected read-only) held while the Domain runs (git_sentry.h
  * LZ_GIT_LOCK_HOLD). */
 int lz_gs_hold_lock_name(builder *b, const char *rel, lz_error **err);
+/* A plan that failed: the lock names it made are removed again (the
+ * host's `git config` would fail on them until the next Domain's end). */
+void lz_gs_release_made_locks(const lz_git_plan *plan, int ws_fd);
 bool lz_gs_valid_git_dir(int ws_fd, const char *gd, char **ret_why);
 
 /* ---- config_sources.c ---------------------------------------------- */

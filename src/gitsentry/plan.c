@@ -307,6 +307,8 @@ int lz_git_sentry_plan(const lz_resolved_config *cfg, lz_git_plan *ret, lz_error
     p = (lz_git_plan) LZ_GIT_PLAN_INIT;
     r = 0;
 out:
+    if (r < 0) /* refused: host Git's `git config` works again at once */
+        lz_gs_release_made_locks(&p, p.ws_fd);
     for (size_t t = 0; t < b.n_gitfile_trees; t++)
         free(b.gitfile_trees[t]);
     free(b.gitfile_trees);

@@ -97,6 +97,7 @@ int lz_gs_hold_lock_name(builder *b, const char *rel, lz_error **err)
     if (pfd < 0)
         return -1;
     int fd = openat(pfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0444);
+    bool made = fd >= 0;
     if (fd >= 0) {
         bool ok = write(fd, LZ_GIT_LOCK_HOLD, sizeof(LZ_GIT_LOCK_HOLD) - 1) ==
                   (ssize_t) sizeof(LZ_GIT_LOCK_HOLD) - 1;
@@ -117,22 +118,28 @@ int lz_gs_hold_lock_name(builder *b, const char *rel, lz_error **err)
                              b->ws, b->ws, lock);
     }
     b->p->lock_holds = lz_xrealloc(b->p->lock_holds, b->p->n_lock_holds + 1, sizeof(char *));
+    b->p->lock_made = lz_xrealloc(b->p->lock_made, b->p->n_lock_holds + 1, sizeof(bool));
+    b->p->lock_made[b->p->n_lock_holds] = made;
     b->p->lock_holds[b->p->n_lock_holds++] = lz_xstrdup(lock);
     lz_gs_add_mount(b, lock, LZ_MOUNT_FROM_WORKSPACE, true, false);
     return 0;
 }
 
-int lz_git_sentry_release_locks(const lz_git_plan *plan, size_t *ret_removed, lz_error **err)
+/* The holds of `plan` in the workspace ws_fd (all, or only those the plan
+ * made) removed where they are still exactly the hold. */
+static int release_locks(const lz_git_plan *plan, int ws_fd, bool only_made, size_t *ret_removed,
+                         lz_error **err)
 {
     *ret_removed = 0;
-    if (plan->ws_fd < 0)
+    if (ws_fd < 0)
         return 0;
     int r = 0;
     for (size_t i = 0; i < plan->n_lock_holds; i++) {
+        if (only_made && !plan->lock_made[i])
+            continue; /* another Domain's, or a killed one's */
         const char *name;
         lz_error *e = NULL;
-        _cleanup_close_ int pfd =
-            lz_open_parent_confined(plan->ws_fd, plan->lock_holds[i], &name, &e);
+        _cleanup_close_ int pfd = lz_open_parent_confined(ws_fd, plan->lock_holds[i], &name, &e);
         if (pfd < 0) {
             lz_error_free(e);
             continue; /* its directory went: nothing to hold any more */
@@ -147,6 +154,19 @@ int lz_git_sentry_release_locks(const lz_git_plan *plan, size_t *ret_removed, lz
             r = lz_error_set(err, errno, "cannot remove %s", plan->lock_holds[i]);
     }
     return r;
+}
+
+int lz_git_sentry_release_locks(const lz_git_plan *plan, size_t *ret_removed, lz_error **err)
+{
+    return release_locks(plan, plan->ws_fd, false, ret_removed, err);
+}
+
+void lz_gs_release_made_locks(const lz_git_plan *plan, int ws_fd)
+{
+    size_t removed;
+    lz_error *err = NULL;
+    if (release_locks(plan, ws_fd, true, &removed, &err) < 0)
+        lz_error_free(err); /* best effort: the refusal's message is the one to show */
 }
 
 /* The places inside one Git directory `gd` (relative to the workspace; "."

@@ -144,6 +144,7 @@ void lz_git_plan_clear(lz_git_plan *plan)
     for (size_t i = 0; i < plan->n_lock_holds; i++)
         free(plan->lock_holds[i]);
     free(plan->lock_holds);
+    free(plan->lock_made);
     free(plan->failed_rel);
     free(plan->start_report);
     if (plan->ws_fd >= 0)

@@ -11,7 +11,10 @@ rewrite either. Each test has a control: the same layout and script without
 Lazaret, where the host's Git does run what was written.
 """
 
+import os
 from pathlib import Path
+
+import pytest
 
 from conftest import TEARDOWN_TIMEOUT, sh, wait_torn_down
 from test_git import git, hook, marker_for, new_repo, planted, put, put_hook, steps
@@ -315,3 +318,224 @@ def test_unreadable_configuration_of_the_workspace_refuses_the_start(rig):
     assert p.returncode == 0 and marker.exists(), p.stdout + p.stderr
     assert "REFUSED" in p.stdout and "fsmonitor" not in (ws / "team.gitconfig").read_text(), \
         p.stdout + p.stderr
+
+
+# ---- attack round a28: the developer's configuration wherever it lives (F1), every value
+# naming a workspace file (F2, F3), paths through the host's symlinks and `~user/` (F4, F7)
+
+def _hooks_repo(lz, name):
+    ws = new_repo(lz, name, files={"README": "hi\n", ".githooks/pre-commit": "#!/bin/sh\nexit 0\n"})
+    (ws / ".githooks" / "pre-commit").chmod(0o755)
+    return ws
+
+
+def _config_env(lz, where: str) -> dict:
+    """The environment of a developer whose Git configuration names the
+    relative hooks path .githooks from `where`: $XDG_CONFIG_HOME/git/config,
+    a GIT_CONFIG_GLOBAL file (a dotfiles manager's), or the system file
+    (GIT_CONFIG_SYSTEM standing in for /etc/gitconfig, shared here)."""
+    line = "[core]\n\thooksPath = .githooks\n"
+    if where == "xdg":
+        xdg = lz.mkdir("xdg")
+        lz.mkdir("xdg/git")
+        lz.write(xdg / "git" / "config", line, mode=0o644)
+        lz.mkdir("xdg/lazaret")
+        lz.write(xdg / "lazaret" / "config.toml",
+                 (lz.home / ".config" / "lazaret" / "config.toml").read_text(), mode=0o600)
+        return {"XDG_CONFIG_HOME": str(xdg)}
+    f = lz.home / f"{where}-gitconfig"
+    lz.write(f, "[user]\n\tname = Host\n\temail = host@lazaret.invalid\n" + line, mode=0o644)
+    return {"GIT_CONFIG_GLOBAL" if where == "global" else "GIT_CONFIG_SYSTEM": str(f)}
+
+
+def _commit_runs(lz, ws, marker, env) -> bool:
+    lz.run_as_user(["git", "-C", str(ws), "commit", "-q", "--allow-empty", "-m", "p"], env=env)
+    return marker.exists()
+
+
+@pytest.mark.parametrize("where", ["xdg", "global", "system"])
+def test_the_developers_configuration_is_read_wherever_it_lives(rig, where):
+    """A relative core.hooksPath in the developer's configuration outside
+    ~/.gitconfig: before the fix only HOME reached the Git Sentry's queries
+    and the system file was skipped, so the hooks were writable (a28 F1)."""
+    rig.config({"bb": {}})
+    env = _config_env(rig.lz, where)
+    ws = _hooks_repo(rig.lz, f"cfg-{where}")
+    marker = marker_for(rig.lz, f"cfg-{where}")
+    p = rig.run("bb", sh(put_hook("hook", ".githooks/pre-commit", marker)), ws=ws, env=env)
+    assert p.returncode == 0, p.stderr
+    assert steps(p.stdout) == {"hook": "FAIL"}, p.stdout + p.stderr
+    wait_torn_down(rig.lz, TEARDOWN_TIMEOUT)
+    assert not _commit_runs(rig.lz, ws, marker, env)
+
+
+@pytest.mark.parametrize("where", ["xdg", "global", "system"])
+def test_control_the_developers_configuration_names_the_hooks(lz, where):
+    """Control: the same script on the host, no Lazaret: the host's commit
+    runs the rewritten hook, so the configuration really is in force."""
+    lz.write(lz.home / ".config" / "lazaret" / "config.toml", "", mode=0o600)
+    env = _config_env(lz, where)
+    ws = _hooks_repo(lz, f"ccfg-{where}")
+    marker = marker_for(lz, f"ccfg-{where}")
+    p = lz.run_as_user(sh(put_hook("hook", ".githooks/pre-commit", marker)), cwd=ws)
+    assert steps(p.stdout) == {"hook": "OK"}, p.stdout + p.stderr
+    assert _commit_runs(lz, ws, marker, env)
+
+
+SCRIPT = "#!/bin/sh\nexit 0\n"
+VALUE_PROBES = ("filter", "cdalias", "difffilter", "tarcmd", "trailer", "subupdate", "keycmd")
+
+
+def _values_mono(lz, name):
+    """mono/ whose configuration names scripts of pkgs/app (the workspace)
+    under keys the Git Sentry's list of program keys did not have, and an
+    alias that reaches its script through a `cd`."""
+    lib = new_repo(lz, f"{name}-lib", files={"l": "1\n"})
+    git(lz, lib, "commit", "-q", "--allow-empty", "-m", "second")
+    tools = {"clean.sh": "#!/bin/sh\ncat\n", "lintcd.sh": SCRIPT,
+             "difffilter.sh": "#!/bin/sh\ncat\n", "tarcmd.sh": "#!/bin/sh\ncat\n",
+             "trailer.sh": "#!/bin/sh\necho x\n", "subup.sh": SCRIPT,
+             "keycmd.sh": "#!/bin/sh\necho 'key::ssh-ed25519 AAAA'\n"}
+    files = {f"pkgs/app/tools/{k}": v for k, v in tools.items()}
+    files.update({"README": "hi\n", "pkgs/app/notes.txt": "n\n",
+                  "pkgs/app/.gitattributes": "*.txt filter=strip\n"})
+    mono = new_repo(lz, name, files=files)
+    app = mono / "pkgs" / "app"
+    for f in (app / "tools").iterdir():
+        f.chmod(0o755)
+    git(lz, mono, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(lib), "lib")
+    git(lz, mono, "commit", "-q", "-m", "lib")
+    git(lz, mono / "lib", "checkout", "-q", "HEAD~1")  # `git submodule update` has work
+    a = str(app)
+    for k, v in {"filter.strip.clean": "./pkgs/app/tools/clean.sh",
+                 "alias.lintcd": "!cd pkgs/app && ./tools/lintcd.sh",
+                 "interactive.diffFilter": f"{a}/tools/difffilter.sh",
+                 "tar.tgzx.command": f"{a}/tools/tarcmd.sh",
+                 "trailer.sign.command": f"{a}/tools/trailer.sh",
+                 "submodule.lib.update": f"!{a}/tools/subup.sh",
+                 "gpg.ssh.defaultKeyCommand": f"{a}/tools/keycmd.sh"}.items():
+        git(lz, mono, "config", k, v)
+    return mono, app, {k: marker_for(lz, f"{name}-{k}") for k in VALUE_PROBES}
+
+
+def _values_attack(m) -> str:
+    files = {"filter": "clean.sh", "cdalias": "lintcd.sh", "difffilter": "difffilter.sh",
+             "tarcmd": "tarcmd.sh", "trailer": "trailer.sh", "subupdate": "subup.sh",
+             "keycmd": "keycmd.sh"}
+    tails = {"trailer": "echo x\n", "subupdate": "exit 0\n",
+             "keycmd": "echo 'key::ssh-ed25519 AAAA'\n"}
+    return "".join(put(k, f"tools/{f}", f"#!/bin/sh\ntouch {m[k]}\n{tails.get(k, 'cat')}\n")
+                   for k, f in files.items()) + "echo changed > notes.txt\n"
+
+
+def _values_host(lz, mono, app, m) -> dict:
+    """The developer's ordinary commands on the host that run those scripts."""
+    def run(*args, cwd=app, inp=None):
+        lz.run_as_user(["git", "-C", str(cwd), *map(str, args)], input=inp)
+    run("add", "notes.txt")
+    run("lintcd")
+    lz.write(app / "README.md", "x\n", mode=0o644)
+    run("add", "README.md")
+    lz.write(app / "README.md", "y\n", mode=0o644)
+    lz.run_as_user(["script", "-qc", f"git -C {app} add -p", "/dev/null"], input="q\n",
+                   env={"TERM": "xterm"})  # the diff filter runs for a terminal only
+    run("archive", "--format=tgzx", "-o", "/dev/null", "HEAD")
+    run("interpret-trailers", inp="subject\n\nbody\n")
+    run("submodule", "update", cwd=mono)
+    run("-c", "gpg.format=ssh", "commit", "-q", "-S", "--allow-empty", "-m", "signed")
+    return {k: v.exists() for k, v in m.items()}
+
+
+def test_every_configuration_value_naming_a_workspace_script_is_protected(rig):
+    """Keys the list of program keys missed (a28 F2) and an alias whose
+    script is named after a `cd` (F3): every script's rewrite is refused and
+    the host's commands run none of them."""
+    mono, app, m = _values_mono(rig.lz, "vmono")
+    rig.config({"bb": {}})
+    p = rig.run("bb", sh(_values_attack(m)), ws=app)
+    assert p.returncode == 0, p.stderr
+    assert steps(p.stdout) == {k: "FAIL" for k in VALUE_PROBES}, p.stdout + p.stderr
+    wait_torn_down(rig.lz, TEARDOWN_TIMEOUT)
+    assert _values_host(rig.lz, mono, app, m) == {k: False for k in VALUE_PROBES}
+
+
+def test_control_every_configuration_value_runs_without_lazaret(lz):
+    """Control: the same script on the host: every rewrite lands and each of
+    the host's commands runs its script."""
+    mono, app, m = _values_mono(lz, "cvmono")
+    p = lz.run_as_user(sh(_values_attack(m)), cwd=app)
+    assert steps(p.stdout) == {k: "OK" for k in VALUE_PROBES}, p.stdout + p.stderr
+    assert _values_host(lz, mono, app, m) == {k: True for k in VALUE_PROBES}
+
+
+def _linked_names(rig, name, how):
+    """mono/pkgs/app/tools/go.sh named by an alias of mono: through HOME
+    when HOME is a symlink (`~/`), by an absolute path through a symlinked
+    directory, or as `~user/`."""
+    import pwd
+    mono = new_repo(rig.lz, name, files={"README": "hi\n", "pkgs/app/tools/go.sh": SCRIPT})
+    app = mono / "pkgs" / "app"
+    (app / "tools" / "go.sh").chmod(0o755)
+    link = rig.lz.home.parent / f"homelink-{name}"
+    os.symlink(rig.lz.home, link)
+    env = None
+    if how == "tilde-home-link":
+        env = {"HOME": str(link)}
+        value = f"!~/{name}/pkgs/app/tools/go.sh"
+    elif how == "absolute-link":
+        value = f"!{link}/{name}/pkgs/app/tools/go.sh"
+    else:
+        pw = pwd.getpwuid(rig.lz.user.uid)
+        value = f"!~{pw.pw_name}/{os.path.relpath(app, pw.pw_dir)}/tools/go.sh"
+    git(rig.lz, mono, "config", "alias.go", value)
+    return mono, app, env
+
+
+@pytest.mark.parametrize("how", ["tilde-home-link", "absolute-link", "tilde-user"])
+def test_a_program_named_through_the_hosts_symlinks_or_by_user_is_protected(rig, how):
+    """a28 F4, F7: the path reaches the workspace only through a symlink
+    of the host (or by `~name/`); the host's Git follows it, so must the
+    plan. Control: test_control_a_program_named_through_symlinks_runs."""
+    mono, app, env = _linked_names(rig, f"l{how[:5]}", how)
+    rig.config({"bb": {}})
+    marker = marker_for(rig.lz, how)
+    p = rig.run("bb", sh(put("go", "tools/go.sh", hook(marker))), ws=app, env=env)
+    assert steps(p.stdout) == {"go": "FAIL"}, p.stdout + p.stderr
+    wait_torn_down(rig.lz, TEARDOWN_TIMEOUT)
+    rig.lz.run_as_user(["git", "-C", str(app), "go"], env=env)
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("how", ["tilde-home-link", "absolute-link", "tilde-user"])
+def test_control_a_program_named_through_symlinks_runs(rig, how):
+    """Control: the same rewrite on the host: the host's Git runs it."""
+    mono, app, env = _linked_names(rig, f"c{how[:5]}", how)
+    marker = marker_for(rig.lz, f"c{how}")
+    p = rig.lz.run_as_user(sh(put("go", "tools/go.sh", hook(marker))), cwd=app)
+    assert steps(p.stdout) == {"go": "OK"}, p.stdout + p.stderr
+    rig.lz.run_as_user(["git", "-C", str(app), "go"], env=env)
+    assert marker.exists()
+
+
+def test_a_program_that_is_a_symlink_in_the_workspace_refuses_the_start(rig):
+    """An alias names tools/sym.sh, a symlink of the workspace: the sandbox
+    could point it at its own program and a symlink cannot be bound
+    read-only, so the start is refused, saying what to do. Control: named
+    by its target, the same start runs and the target is protected."""
+    ws = new_repo(rig.lz, "symprog", files={"README": "hi\n", "tools/real.sh": SCRIPT})
+    (ws / "tools" / "real.sh").chmod(0o755)
+    os.symlink("real.sh", ws / "tools" / "sym.sh")
+    os.lchown(ws / "tools" / "sym.sh", rig.lz.user.uid, rig.lz.user.gid)
+    git(rig.lz, ws, "config", "alias.go", "!tools/sym.sh")
+    rig.config({"bb": {}})
+    marker = ws / "RAN"
+    p = rig.run("bb", ["touch", "RAN"], ws=ws)
+    assert p.returncode != 0 and not marker.exists(), p.stdout + p.stderr
+    assert "symbolic link inside the workspace" in p.stderr and "readlink -f" in p.stderr, \
+        p.stderr
+    # The refused start left no hold on .git/config.lock: the host's own
+    # `git config` works at once (it failed "File exists" before 9f358bd+).
+    git(rig.lz, ws, "config", "alias.go", "!tools/real.sh")
+    p = rig.run("bb", sh("touch RAN; " + put("real", "tools/real.sh", SCRIPT)), ws=ws)
+    assert p.returncode == 0 and marker.exists(), p.stdout + p.stderr
+    assert steps(p.stdout) == {"real": "FAIL"}, p.stdout
