@@ -115,8 +115,18 @@ static int spawn_host_git(builder *b, char *const *extra, size_t n_extra, int cw
 /* The host's Git on the Git directory gd with the work tree wt (both
  * relative to the workspace, or absolute for a repository enclosing it;
  * wt NULL: none). */
+static int host_git_in(builder *b, const char *gd, const char *wt, bool merge, char *const *args,
+                       lz_spawn_output *out, lz_error **err);
+
 int lz_gs_host_git_in(builder *b, const char *gd, const char *wt, char *const *args,
                       lz_spawn_output *out, lz_error **err)
+{
+    return host_git_in(b, gd, wt, false, args, out, err);
+}
+
+/* lz_gs_host_git_in, with standard error in the capture when merge. */
+static int host_git_in(builder *b, const char *gd, const char *wt, bool merge, char *const *args,
+                       lz_spawn_output *out, lz_error **err)
 {
     /* gd NULL: the work tree wt has a `.git` file (a linked worktree, a
      * separate Git directory) that the plan protects read-only; Git follows
@@ -151,7 +161,7 @@ int lz_gs_host_git_in(builder *b, const char *gd, const char *wt, char *const *a
         wt && *wt && wt[0] != '/'
             ? lz_open_confined(b->ws_fd, wt, O_PATH | O_DIRECTORY, 0, wt, NULL)
             : -1;
-    return spawn_host_git(b, extra, LZ_ARRAY_SIZE(extra), wt_fd >= 0 ? wt_fd : b->ws_fd, false,
+    return spawn_host_git(b, extra, LZ_ARRAY_SIZE(extra), wt_fd >= 0 ? wt_fd : b->ws_fd, merge,
                           args, out, err);
 }
 
@@ -415,9 +425,20 @@ static int protect_value_words(builder *b, const char *key, const char *value, c
 
 /* The host's Git could not list a repository's configuration (exit
  * status `status`): the start is refused (docs/errors.md). */
-static int config_unreadable(const builder *b, const char *gd, const char *wt, int status,
-                             lz_error **err)
+static int config_unreadable(builder *b, const char *gd, const char *wt, int status, lz_error **err)
 {
+    /* A repository the host's Git cannot use at all (a stale `.git` file
+     * whose Git directory is gone: round i12e, H2) has no configuration it
+     * obeys: nothing to protect, and the Domain starts. */
+    char *const ask[] = { (char *) "rev-parse", (char *) "--git-dir", NULL };
+    lz_spawn_output why = { 0 };
+    int st = host_git_in(b, gd, wt, true, ask, &why, err);
+    if (st < 0)
+        return -1;
+    bool unusable = st != 0 && why.data && strstr(why.data, "not a git repository");
+    lz_spawn_output_free(&why);
+    if (unusable)
+        return 0;
     const char *where = wt ? wt : gd ? gd : ".";
     _cleanup_free_ char *dir = where[0] == '/'                ? lz_xstrdup(where)
                                : strcmp(where, ".") && *where ? lz_xasprintf("%s/%s", b->ws, where)
