@@ -452,6 +452,106 @@ static int config_unreadable(builder *b, const char *gd, const char *wt, int sta
                               "the error, mend it, then run again");
 }
 
+/* The include keys, whatever their condition. */
+#define INCLUDE_KEYS "^(include|includeif\\..*)\\.path$"
+/* Git's own bound on nested includes (config.c MAX_INCLUDE_DEPTH): it
+ * refuses a deeper one, so nothing below it is ever obeyed. */
+#define MAX_INCLUDE_DEPTH 10
+/* Distinct included files one repository's configuration may name; more
+ * refuses the start (each costs a run of the host's Git). */
+#define MAX_INCLUDED_FILES 256
+
+/* The files an include names, followed whatever their condition. */
+typedef struct include_walk {
+    builder *b;
+    const char *gd, *wt, *top;
+    char **seen; /* absolute paths whose includes are known */
+    size_t n_seen;
+} include_walk;
+
+static bool include_seen(const include_walk *w, const char *abs)
+{
+    for (size_t s = 0; s < w->n_seen; s++)
+        if (strcmp(w->seen[s], abs) == 0)
+            return true;
+    return false;
+}
+
+static void include_mark_seen(include_walk *w, const char *abs)
+{
+    w->seen = lz_xrealloc(w->seen, w->n_seen + 1, sizeof(char *));
+    w->seen[w->n_seen++] = lz_xstrdup(abs);
+}
+
+static int protect_includes(include_walk *w, const lz_spawn_output *inc, int depth, lz_error **err);
+
+/* The includes written in the configuration file abs itself, conditions
+ * not evaluated and nested includes not followed (--no-includes), then
+ * protected in turn. Only an existing, non-empty regular file can name
+ * any. One the host's Git cannot parse is skipped: when its condition
+ * holds, Git fails on it and obeys nothing (the sandbox cannot mend it:
+ * it is protected, or outside the workspace). */
+static int protect_includes_of(include_walk *w, const char *abs, int depth, lz_error **err)
+{
+    struct stat st;
+    if (stat(abs, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size == 0)
+        return 0;
+    char *const args[] = { (char *) "config",        (char *) "--file",        (char *) abs,
+                           (char *) "--no-includes", (char *) "--show-origin", (char *) "-z",
+                           (char *) "--get-regexp",  (char *) INCLUDE_KEYS,    NULL };
+    lz_spawn_output out = { 0 };
+    int status = lz_gs_host_git_in(w->b, w->gd, w->wt, args, &out, err);
+    if (status < 0)
+        return -1;
+    int r = status == 0 ? protect_includes(w, &out, depth, err) : 0;
+    lz_spawn_output_free(&out);
+    return r;
+}
+
+/* Each include listed in inc (as `git config --show-origin -z
+ * --get-regexp` prints them), at nesting depth `depth`: the file it names
+ * created empty when missing and protected when inside the workspace,
+ * then its own includes, recursively. Every condition is taken as true:
+ * the sandbox can switch the branch (onbranch:, HEAD is shared), and
+ * gitdir: or hasconfig: may hold where the developer runs Git (attack
+ * round a28, F8: an onbranch include naming a tracked file that includes
+ * a missing one, which the sandbox created and then switched branch). */
+static int protect_includes(include_walk *w, const lz_spawn_output *inc, int depth, lz_error **err)
+{
+    config_entry e;
+    for (size_t i = 0; next_config_entry(inc, &i, &e);) {
+        const char *v = strchr(e.kv, '\n');
+        _cleanup_free_ char *file_abs = v && *++v ? origin_file(e.origin, w->top) : NULL;
+        if (!file_abs)
+            continue;
+        char *slash = strrchr(file_abs, '/');
+        if (slash)
+            *slash = '\0';
+        _cleanup_free_ char *abs = expand_git_path(v, file_abs);
+        if (!abs)
+            continue;
+        if (protect_config_file(w->b, abs, true, err) < 0)
+            return -1;
+        if (depth >= MAX_INCLUDE_DEPTH || include_seen(w, abs))
+            continue;
+        if (w->n_seen >= MAX_INCLUDED_FILES) {
+            lz_error_set(
+                err, 0,
+                "the Git configuration read for the workspace %s includes more than %d files "
+                "(the last one %s)",
+                w->b->ws, MAX_INCLUDED_FILES, abs);
+            return lz_error_hint(err, "Lazaret protects every file an include names before the "
+                                      "sandbox starts: remove the includes that are not needed "
+                                      "(git config --show-origin --get-regexp "
+                                      "'^include' lists them), then run again");
+        }
+        include_mark_seen(w, abs);
+        if (protect_includes_of(w, abs, depth + 1, err) < 0)
+            return -1;
+    }
+    return 0;
+}
+
 /* Configuration files that an include pulls in from inside the workspace,
  * core.hooksPath when it points inside, and the programs that
  * configuration names inside: all sandbox-writable places the host's Git
@@ -541,7 +641,7 @@ int lz_gs_protect_config_sources(builder *b, const char *gd, const char *wt, lz_
                                (char *) "--show-origin",
                                (char *) "-z",
                                (char *) "--get-regexp",
-                               (char *) "^(include|includeif\\..*)\\.path$",
+                               (char *) INCLUDE_KEYS,
                                NULL };
     lz_spawn_output inc = { 0 };
     status = lz_gs_host_git_in(b, gd, wt, inc_args, &inc, err);
@@ -551,19 +651,22 @@ int lz_gs_protect_config_sources(builder *b, const char *gd, const char *wt, lz_
         lz_spawn_output_free(&inc);
         return config_unreadable(b, gd, wt, status, err);
     }
-    for (size_t i = 0; r == 0 && status == 0 && next_config_entry(&inc, &i, &e);) {
-        const char *v = strchr(e.kv, '\n');
-        _cleanup_free_ char *file_abs = v && *++v ? origin_file(e.origin, top) : NULL;
-        if (!file_abs)
-            continue;
-        char *slash = strrchr(file_abs, '/');
-        if (slash)
-            *slash = '\0';
-        _cleanup_free_ char *abs = expand_git_path(v, file_abs);
-        if (abs)
-            r = protect_config_file(b, abs, true, err);
+    include_walk includes = { .b = b, .gd = gd, .wt = wt, .top = top };
+    if (status == 0) {
+        /* Every file with an entry here had all its includes listed (Git
+         * read it): not asked again. */
+        size_t i = 0;
+        while (next_config_entry(&inc, &i, &e)) {
+            _cleanup_free_ char *file = origin_file(e.origin, top);
+            if (file && !include_seen(&includes, file))
+                include_mark_seen(&includes, file);
+        }
+        r = protect_includes(&includes, &inc, 1, err);
     }
     lz_spawn_output_free(&inc);
+    for (size_t s = 0; s < includes.n_seen; s++)
+        free(includes.seen[s]);
+    free(includes.seen);
     return r;
 }
 
