@@ -485,31 +485,56 @@ static void include_mark_seen(include_walk *w, const char *abs)
 
 static int protect_includes(include_walk *w, const lz_spawn_output *inc, int depth, lz_error **err);
 
-/* The includes written in the configuration file abs itself, conditions
- * not evaluated and nested includes not followed (--no-includes), then
- * protected in turn. Only an existing, non-empty regular file can name
- * any. One the host's Git cannot parse is skipped: when its condition
- * holds, Git fails on it and obeys nothing (the sandbox cannot mend it:
- * it is protected, or outside the workspace). */
+/* Is the entry "key\nvalue" an include (include.path, includeif.*.path;
+ * section and name lowercased as Git prints them)? */
+static bool is_include_entry(const char *kv)
+{
+    const char *nl = strchr(kv, '\n');
+    size_t n = nl ? (size_t) (nl - kv) : strlen(kv);
+    if (n == 12 && strncmp(kv, "include.path", 12) == 0)
+        return true;
+    return n > 15 && strncmp(kv, "includeif.", 10) == 0 && strncmp(kv + n - 5, ".path", 5) == 0;
+}
+
+/* The configuration file abs, which the host's Git read at the start only
+ * if at all through a condition that held: its own entries, conditions not
+ * evaluated and nested includes not followed (--no-includes). Its
+ * includes are followed in turn, and every value's words naming files of
+ * the workspace protected as for the configuration read at the start
+ * (protect_value_words; top: where Git runs). Only an existing, non-empty
+ * regular file can name any. One the host's Git cannot parse is skipped:
+ * when its condition holds, Git fails on it and obeys nothing (the sandbox
+ * cannot mend it: it is protected, or outside the workspace). */
 static int protect_includes_of(include_walk *w, const char *abs, int depth, lz_error **err)
 {
     struct stat st;
     if (stat(abs, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size == 0)
         return 0;
-    char *const args[] = { (char *) "config",        (char *) "--file",        (char *) abs,
-                           (char *) "--no-includes", (char *) "--show-origin", (char *) "-z",
-                           (char *) "--get-regexp",  (char *) INCLUDE_KEYS,    NULL };
+    char *const args[] = {
+        (char *) "config",        (char *) "--file", (char *) abs,  (char *) "--no-includes",
+        (char *) "--show-origin", (char *) "--list", (char *) "-z", NULL
+    };
     lz_spawn_output out = { 0 };
     int status = lz_gs_host_git_in(w->b, w->gd, w->wt, args, &out, err);
     if (status < 0)
         return -1;
-    int r = status == 0 ? protect_includes(w, &out, depth, err) : 0;
+    int r = 0;
+    config_entry e;
+    for (size_t i = 0; r == 0 && status == 0 && next_config_entry(&out, &i, &e);) {
+        const char *nl = strchr(e.kv, '\n');
+        if (!nl || is_include_entry(e.kv))
+            continue;
+        _cleanup_free_ char *key = lz_xstrndup(e.kv, (size_t) (nl - e.kv));
+        r = protect_value_words(w->b, key, nl + 1, w->top, err);
+    }
+    if (r == 0 && status == 0)
+        r = protect_includes(w, &out, depth, err);
     lz_spawn_output_free(&out);
     return r;
 }
 
-/* Each include listed in inc (as `git config --show-origin -z
- * --get-regexp` prints them), at nesting depth `depth`: the file it names
+/* Each include listed in inc (as `git config --show-origin -z` prints
+ * them; other keys skipped), at nesting depth `depth`: the file it names
  * created empty when missing and protected when inside the workspace,
  * then its own includes, recursively. Every condition is taken as true:
  * the sandbox can switch the branch (onbranch:, HEAD is shared), and
@@ -520,6 +545,8 @@ static int protect_includes(include_walk *w, const lz_spawn_output *inc, int dep
 {
     config_entry e;
     for (size_t i = 0; next_config_entry(inc, &i, &e);) {
+        if (!is_include_entry(e.kv))
+            continue;
         const char *v = strchr(e.kv, '\n');
         _cleanup_free_ char *file_abs = v && *++v ? origin_file(e.origin, w->top) : NULL;
         if (!file_abs)

@@ -546,49 +546,60 @@ def test_a_program_that_is_a_symlink_in_the_workspace_refuses_the_start(rig):
 # .git/config includes conf/release.gitconfig on release/* branches; that
 # tracked file includes conf/team.gitconfig, which includes the missing
 # conf/local.gitconfig on release/* branches too (each relative to the
-# including file's directory, as Git resolves them). At the start on main
-# none of them is read. The sandbox writes the missing one and switches the
-# shared HEAD to release/x; the host's next `git status` reads all three.
-F8_FILES = {"README": "hi\n",
+# including file's directory, as Git resolves them) and names a project
+# script (a clean filter; an alias would not do: Git looks aliases up before
+# it knows the branch). At the start on main none of them is read. The
+# sandbox writes the missing one and the script, and switches the shared
+# HEAD to release/x; the host's next Git commands there read all three.
+F8_FILES = {"README": "hi\n", "tools/rel.sh": "#!/bin/sh\ncat\n", "notes.txt": "n\n",
+            ".gitattributes": "notes.txt filter=strip\n",
             "conf/release.gitconfig": "[include]\n\tpath = team.gitconfig\n",
-            "conf/team.gitconfig": '[includeIf "onbranch:release/**"]\n\tpath = local.gitconfig\n'}
+            "conf/team.gitconfig": '[includeIf "onbranch:release/**"]\n\tpath = local.gitconfig\n'
+                                   "[filter \"strip\"]\n\tclean = sh tools/rel.sh\n"}
 
 
 def _f8_layout(lz, name):
     ws = new_repo(lz, name, files=F8_FILES)
     git(lz, ws, "config", "includeIf.onbranch:release/*.path", "../conf/release.gitconfig")
-    return ws, marker_for(lz, name)
+    return ws, {k: marker_for(lz, f"{name}-{k}") for k in ("local", "filter")}
 
 
-def _f8_attack(marker) -> str:
-    return (put("local", "conf/local.gitconfig", f"[core]\n\tfsmonitor = {planted(marker)}\n") +
+def _f8_attack(markers) -> str:
+    return (put("local", "conf/local.gitconfig",
+                f"[core]\n\tfsmonitor = {planted(markers['local'])}\n") +
+            put("filter", "tools/rel.sh", f"#!/bin/sh\ntouch {markers['filter']}\ncat\n") +
+            "echo changed > notes.txt\n" +
             "git checkout -q -b release/x && echo OK:checkout || echo FAIL:checkout\n")
 
 
-def _f8_host_ran(lz, ws, marker) -> bool:
+def _f8_host_ran(lz, ws, markers) -> dict:
     # The developer on release/x (whether or not the sandbox's checkout
-    # got there): every include of the chain is read now.
+    # got there): every file of the chain is read now.
     git(lz, ws, "checkout", "-q", "-B", "release/x")
-    return _ran(lz, marker, ws, "status", "--short")
+    return {"local": _ran(lz, markers["local"], ws, "status", "--short"),
+            "filter": _ran(lz, markers["filter"], ws, "add", "notes.txt")}
 
 
 def test_includes_behind_a_false_condition_are_protected(rig):
     """a28 F8: every file an include names is protected whatever its
     condition, recursively through the files so named: the missing
     conf/local.gitconfig, named only inside an onbranch include not read on
-    main, is created empty and read-only at the start. The sandbox cannot
-    write it, and the host's Git on release/x runs nothing."""
-    ws, marker = _f8_layout(rig.lz, "f8inc")
+    main, is created empty and read-only at the start, and the script such
+    a file names is protected too. The sandbox can write neither, and the
+    host's Git on release/x runs nothing."""
+    ws, markers = _f8_layout(rig.lz, "f8inc")
     rig.config({"bb": {}})
-    p = rig.run("bb", sh(_f8_attack(marker)), ws=ws)
-    assert steps(p.stdout).get("local") == "FAIL", p.stdout + p.stderr
+    p = rig.run("bb", sh(_f8_attack(markers)), ws=ws)
+    got = steps(p.stdout)
+    assert got.get("local") == "FAIL" and got.get("filter") == "FAIL", p.stdout + p.stderr
     wait_torn_down(rig.lz, TEARDOWN_TIMEOUT)
     assert (ws / "conf" / "local.gitconfig").read_text() == ""
-    assert not _f8_host_ran(rig.lz, ws, marker)
+    assert _f8_host_ran(rig.lz, ws, markers) == {"local": False, "filter": False}
 
 
 def test_control_includes_behind_a_false_condition_run(lz):
-    ws, marker = _f8_layout(lz, "f8inc")
-    p = lz.run_as_user(sh(_f8_attack(marker)), cwd=ws)
-    assert steps(p.stdout) == {"local": "OK", "checkout": "OK"}, p.stdout + p.stderr
-    assert _f8_host_ran(lz, ws, marker)
+    ws, markers = _f8_layout(lz, "f8inc")
+    p = lz.run_as_user(sh(_f8_attack(markers)), cwd=ws)
+    assert steps(p.stdout) == {"local": "OK", "filter": "OK", "checkout": "OK"}, \
+        p.stdout + p.stderr
+    assert _f8_host_ran(lz, ws, markers) == {"local": True, "filter": True}
