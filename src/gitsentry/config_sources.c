@@ -483,6 +483,42 @@ static void include_mark_seen(include_walk *w, const char *abs)
     w->seen[w->n_seen++] = lz_xstrdup(abs);
 }
 
+/* A core.hooksPath value v (relative to top, where Git runs) that lies
+ * inside the workspace: made (every missing level: the sandbox must not
+ * make them) and protected. */
+static int protect_hooks_path(builder *b, const char *v, const char *top, lz_error **err)
+{
+    _cleanup_free_ char *abs = expand_git_path(v, top);
+    _cleanup_free_ char *rel = abs ? ws_rel(b, abs) : NULL;
+    if (!rel && abs) { /* through a host symlink into the workspace */
+        _cleanup_free_ char *canon = lz_canonicalize(abs, NULL);
+        if (canon)
+            rel = ws_rel(b, canon);
+    }
+    if (!rel)
+        return 0;
+    struct stat st;
+    if (lz_lstat_confined(b->ws_fd, rel, &st) < 0 && errno == ENOENT) {
+        int fd = lz_mkdirs_confined(b->ws_fd, rel, rel, err);
+        if (fd < 0)
+            return -1;
+        close(fd);
+    }
+    if (lz_gs_protect_if_exists(b, rel, err) < 0)
+        return -1;
+    /* husky v9 sets core.hooksPath = .husky/_: the stubs it generates there
+     * run the tracked .husky/<hook> one level up (attack round a27b, G3). A
+     * hooks directory named `_` is that layout (husky's name for its
+     * generated part): its parent is protected too, unless that is the
+     * workspace itself (docs/git.md "Hook managers"). */
+    const char *last = strrchr(rel, '/');
+    if (last && strcmp(last + 1, "_") == 0) {
+        _cleanup_free_ char *parent = lz_xstrndup(rel, (size_t) (last - rel));
+        return lz_gs_protect_if_exists(b, parent, err);
+    }
+    return 0;
+}
+
 static int protect_includes(include_walk *w, const lz_spawn_output *inc, int depth, lz_error **err);
 
 /* Is the entry "key\nvalue" an include (include.path, includeif.*.path;
@@ -525,7 +561,10 @@ static int protect_includes_of(include_walk *w, const char *abs, int depth, lz_e
         if (!nl || is_include_entry(e.kv))
             continue;
         _cleanup_free_ char *key = lz_xstrndup(e.kv, (size_t) (nl - e.kv));
-        r = protect_value_words(w->b, key, nl + 1, w->top, err);
+        if (strcmp(key, "core.hookspath") == 0)
+            r = protect_hooks_path(w->b, nl + 1, w->top, err);
+        if (r == 0)
+            r = protect_value_words(w->b, key, nl + 1, w->top, err);
     }
     if (r == 0 && status == 0)
         r = protect_includes(w, &out, depth, err);
@@ -612,40 +651,8 @@ int lz_gs_protect_config_sources(builder *b, const char *gd, const char *wt, lz_
         _cleanup_free_ char *file = origin_file(e.origin, top);
         if (file)
             r = protect_config_file(b, file, false, err);
-        if (r == 0 && strncmp(e.kv, "core.hookspath\n", 15) == 0) {
-            const char *v = e.kv + 15;
-            _cleanup_free_ char *abs = expand_git_path(v, top);
-            _cleanup_free_ char *rel = abs ? ws_rel(b, abs) : NULL;
-            if (!rel && abs) { /* through a host symlink into the workspace */
-                _cleanup_free_ char *canon = lz_canonicalize(abs, NULL);
-                if (canon)
-                    rel = ws_rel(b, canon);
-            }
-            if (rel) {
-                struct stat st;
-                if (lz_lstat_confined(b->ws_fd, rel, &st) < 0 && errno == ENOENT) {
-                    /* Every missing level: the sandbox must not make them. */
-                    int fd = lz_mkdirs_confined(b->ws_fd, rel, rel, err);
-                    if (fd < 0)
-                        r = -1;
-                    else
-                        close(fd);
-                }
-                if (r == 0)
-                    r = lz_gs_protect_if_exists(b, rel, err);
-                /* husky v9 sets core.hooksPath = .husky/_: the stubs it
-                 * generates there run the tracked .husky/<hook> one level
-                 * up (attack round a27b, G3). A hooks directory named `_`
-                 * is that layout (husky's name for its generated part):
-                 * its parent is protected too, unless that is the
-                 * workspace itself (docs/git.md "Hook managers"). */
-                const char *last = strrchr(rel, '/');
-                if (r == 0 && last && strcmp(last + 1, "_") == 0) {
-                    _cleanup_free_ char *parent = lz_xstrndup(rel, (size_t) (last - rel));
-                    r = lz_gs_protect_if_exists(b, parent, err);
-                }
-            }
-        }
+        if (r == 0 && strncmp(e.kv, "core.hookspath\n", 15) == 0)
+            r = protect_hooks_path(b, e.kv + 15, top, err);
         const char *nl = strchr(e.kv, '\n');
         if (r == 0 && nl) {
             _cleanup_free_ char *key = lz_xstrndup(e.kv, (size_t) (nl - e.kv));
