@@ -8,6 +8,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <glob.h>
 #include <pwd.h>
 #include <stdlib.h>
 #include <string.h>
@@ -366,56 +367,185 @@ static char *word_in_workspace(const builder *b, const char *word, const char *b
     return canon ? ws_rel(b, canon) : NULL;
 }
 
+/* Is the key (its first n bytes) one naming a directory Git runs programs
+ * from (protect_program_dir)? */
+static bool is_program_dir_key(const char *key, size_t n)
+{
+    return (n == 14 && strncmp(key, "core.hookspath", 14) == 0) ||
+           (n == 16 && strncmp(key, "init.templatedir", 16) == 0);
+}
+
+/* A directory Git runs programs from — core.hooksPath, or init.templateDir
+ * (whose hooks/ every `git init` and `git clone` on the host copies and
+ * runs: round a28b, T) — given by the value v (relative to top, where Git
+ * runs): when inside the workspace, made (every missing level: the sandbox
+ * must not make them) and protected. */
+static int protect_program_dir(builder *b, const char *key, const char *v, const char *top,
+                               lz_error **err)
+{
+    _cleanup_free_ char *abs = expand_git_path(v, top);
+    _cleanup_free_ char *rel = abs ? ws_rel(b, abs) : NULL;
+    if (!rel && abs) { /* through a host symlink into the workspace */
+        _cleanup_free_ char *canon = lz_canonicalize(abs, NULL);
+        if (canon)
+            rel = ws_rel(b, canon);
+    }
+    if (!rel)
+        return 0;
+    struct stat st;
+    if (lz_lstat_confined(b->ws_fd, rel, &st) < 0 && errno == ENOENT) {
+        int fd = lz_mkdirs_confined(b->ws_fd, rel, rel, err);
+        if (fd < 0)
+            return -1;
+        close(fd);
+    }
+    if (lz_gs_protect_if_exists(b, rel, err) < 0)
+        return -1;
+    if (strcmp(key, "core.hookspath") != 0)
+        return 0;
+    /* husky v9 sets core.hooksPath = .husky/_: the stubs it generates there
+     * run the tracked .husky/<hook> one level up (attack round a27b, G3). A
+     * hooks directory named `_` is that layout (husky's name for its
+     * generated part): its parent is protected too, unless that is the
+     * workspace itself (docs/git.md "Hook managers"). */
+    const char *last = strrchr(rel, '/');
+    if (last && strcmp(last + 1, "_") == 0) {
+        _cleanup_free_ char *parent = lz_xstrndup(rel, (size_t) (last - rel));
+        return lz_gs_protect_if_exists(b, parent, err);
+    }
+    return 0;
+}
+
+enum { MAX_BASES = 8, MAX_GLOB_MATCHES = 64 };
+
+/* One path candidate `cand` of a value's word, taken against `base` (see
+ * protect_value_words): a regular file of the workspace protected; a
+ * symlink named as a program refused; a directory added to the bases. */
+static int consider_path(builder *b, const char *key, bool program, const char *cand,
+                         const char *base, char **bases, size_t *nbases, lz_error **err)
+{
+    _cleanup_free_ char *rel = word_in_workspace(b, cand, base);
+    struct stat st;
+    if (!rel || !*rel || strcmp(rel, ".") == 0)
+        return 0;
+    /* A bare command name is looked up in PATH, not here: a symlink of that
+     * name is no program of the configuration (round a28b, D1: `ln -s
+     * /bin/sh false` refused every start through Lazaret's own
+     * core.fsmonitor=false). */
+    bool path_like = strchr(cand, '/') != NULL;
+    if (lz_lstat_confined(b->ws_fd, rel, &st) < 0)
+        return errno == ELOOP && program && path_like ? symlinked_program(b, key, rel, err) : 0;
+    if (S_ISLNK(st.st_mode) && program && path_like)
+        return symlinked_program(b, key, rel, err);
+    if (S_ISREG(st.st_mode))
+        return lz_gs_protect_if_exists(b, rel, err);
+    if (S_ISDIR(st.st_mode) && *nbases < MAX_BASES && cand[0] != '~')
+        bases[(*nbases)++] = lz_xasprintf("%s/%s", b->ws, rel); /* for later relative words */
+    return 0;
+}
+
+/* cand against every base, glob patterns (`*?[`) expanded first as the
+ * shell would (round a28b, W: `!./tools/gl?b.sh`). */
+static int consider_candidate(builder *b, const char *key, bool program, const char *cand,
+                              char **bases, size_t *nbases, lz_error **err)
+{
+    int r = 0;
+    for (size_t i = 0; i < *nbases && r == 0; i++) {
+        if (!strpbrk(cand, "*?[")) {
+            r = consider_path(b, key, program, cand, bases[i], bases, nbases, err);
+            continue;
+        }
+        _cleanup_free_ char *pattern = expand_git_path(cand, bases[i]);
+        glob_t g = { 0 };
+        if (!pattern || glob(pattern, GLOB_NOSORT, NULL, &g) != 0) {
+            globfree(&g);
+            continue;
+        }
+        for (size_t m = 0; m < g.gl_pathc && m < MAX_GLOB_MATCHES && r == 0; m++)
+            r = consider_path(b, key, program, g.gl_pathv[m], bases[i], bases, nbases, err);
+        globfree(&g);
+    }
+    return r;
+}
+
 /* A configuration value (of any key, attack round a28, F2: a list of the
  * keys that name programs always missed some) whose words name files of
- * the workspace: each word (quotes stripped, split also at the shell's
- * `;&|()<>` and after a `=`, an alias's leading `!` dropped) that names an
- * existing regular file inside the workspace is protected. A relative
- * word is taken against the work tree's top, the workspace itself and
- * every directory an earlier word named (`!cd pkgs/app && ./tools/x.sh`,
- * a28 F3). A word of a key that names a program (key_names_program) that
- * is a symlink inside the workspace, or reaches the file through one,
- * refuses the start: the sandbox could point it elsewhere, and a symlink
- * cannot be bound read-only (docs/git.md). */
+ * the workspace: each such file is protected. Words are cut as a shell
+ * would, roughly: quotes dropped, a backslash keeps the next character in
+ * the word, split at whitespace and at `;&|()<>` and backquotes. Each word
+ * (an alias's leading `!` dropped) gives path candidates: itself; what
+ * follows its last `=` (`--opt=./x.sh`); what follows a one-letter option
+ * (`-Ftools/ssh_config`); `$HOME`/`${HOME}` expanded, any other leading
+ * `$NAME`/`${...}` dropped; and a candidate starting with `/` (what
+ * followed `$(git rev-parse --show-toplevel)`) also taken as relative
+ * (round a28b, W). A relative candidate is taken against the work tree's
+ * top, the workspace itself and every directory an earlier word named
+ * (`!cd pkgs/app && ./tools/x.sh`, a28 F3). `-c core.hooksPath=DIR` (and
+ * init.templateDir) inside a value protects DIR as the key itself would.
+ * A symlink named as a program by a key that names programs
+ * (key_names_program) refuses the start: the sandbox could point it
+ * elsewhere, and a symlink cannot be bound read-only (docs/git.md). */
 static int protect_value_words(builder *b, const char *key, const char *value, const char *top,
                                lz_error **err)
 {
     bool program = key_names_program(key);
-    _cleanup_free_ char *copy = lz_xstrdup(value);
+    _cleanup_free_ char *copy = lz_xmalloc(strlen(value) + 1);
     char *o = copy;
-    for (const char *c = value; *c; c++) /* quotes dropped, shell operators split words */
-        *o++ = *c == '"' || *c == '\'' || *c == '`' ? ' ' : strchr(";&|()<>", *c) ? ' ' : *c;
+    for (const char *c = value; *c; c++) {
+        if (*c == '\\' && c[1]) /* kept in the word, even a space (restored below) */
+            *o++ = *++c == ' ' ? '\x01' : *c;
+        else if (*c == '"' || *c == '\'')
+            continue;
+        else
+            *o++ = strchr(";&|()<>`", *c) ? ' ' : *c;
+    }
     *o = '\0';
-    enum { MAX_BASES = 8 };
     char *bases[MAX_BASES] = { lz_xstrdup(top), lz_xstrdup(b->ws) };
     size_t nbases = 2;
     int r = 0;
+    const char *home = getenv("HOME");
     for (char *save = NULL, *w = strtok_r(copy, " \t\n\r\f\v", &save); w && r == 0;
          w = strtok_r(NULL, " \t\n\r\f\v", &save)) {
+        for (char *x = w; *x; x++)
+            if (*x == '\x01')
+                *x = ' ';
         if (w[0] == '!')
             w++;
-        const char *eq = strrchr(w, '=');
-        const char *cands[2] = { w, eq && eq[1] ? eq + 1 : NULL };
-        for (size_t c = 0; c < 2 && r == 0 && cands[c] && *cands[c]; c++) {
-            for (size_t i = 0; i < nbases && r == 0; i++) {
-                _cleanup_free_ char *rel = word_in_workspace(b, cands[c], bases[i]);
-                struct stat st;
-                if (!rel || !*rel || strcmp(rel, ".") == 0)
-                    continue;
-                if (lz_lstat_confined(b->ws_fd, rel, &st) < 0) {
-                    if (errno == ELOOP && program)
-                        r = symlinked_program(b, key, rel, err);
-                    continue;
-                }
-                if (S_ISLNK(st.st_mode) && program)
-                    r = symlinked_program(b, key, rel, err);
-                else if (S_ISREG(st.st_mode))
-                    r = lz_gs_protect_if_exists(b, rel, err);
-                else if (S_ISDIR(st.st_mode) && nbases < MAX_BASES && cands[c][0] != '~') {
-                    /* a directory a later relative word may be taken in */
-                    bases[nbases++] = lz_xasprintf("%s/%s", b->ws, rel);
-                }
-            }
+        _cleanup_free_ char *word = NULL;
+        if (home && home[0] == '/' && strncmp(w, "$HOME/", 6) == 0)
+            word = lz_xasprintf("%s%s", home, w + 5);
+        else if (home && home[0] == '/' && strncmp(w, "${HOME}/", 8) == 0)
+            word = lz_xasprintf("%s%s", home, w + 7);
+        else
+            word = lz_xstrdup(w);
+        const char *eq = strrchr(word, '=');
+        if (eq && eq > word) { /* -c core.hooksPath=DIR inside an alias */
+            _cleanup_free_ char *k = lz_xstrndup(word, (size_t) (eq - word));
+            for (char *x = k; *x; x++)
+                *x = (char) (*x >= 'A' && *x <= 'Z' ? *x - 'A' + 'a' : *x);
+            if (eq[1] && is_program_dir_key(k, strlen(k)))
+                r = protect_program_dir(b, k, eq + 1, top, err);
+        }
+        const char *cands[4] = { word, eq && eq[1] ? eq + 1 : NULL, NULL, NULL };
+        size_t nc = 2;
+        if (word[0] == '-' && word[1] && word[1] != '-' && word[2])
+            cands[nc++] = word + 2;
+        if (word[0] == '$') { /* $NAME or ${...}: what follows it */
+            const char *rest = word[1] == '{' ? strchr(word, '}') : word + 1;
+            if (rest && word[1] != '{')
+                while (*rest == '_' || (*rest >= 'A' && *rest <= 'Z') ||
+                       (*rest >= 'a' && *rest <= 'z') || (*rest >= '0' && *rest <= '9'))
+                    rest++;
+            else if (rest)
+                rest++;
+            cands[nc++] = rest && *rest ? rest : NULL;
+        }
+        for (size_t c = 0; c < nc && r == 0; c++) {
+            if (!cands[c] || !*cands[c])
+                continue;
+            r = consider_candidate(b, key, program, cands[c], bases, &nbases, err);
+            if (r == 0 && cands[c][0] == '/' && cands[c][1])
+                r = consider_candidate(b, key, program, cands[c] + 1, bases, &nbases, err);
         }
     }
     for (size_t i = 0; i < nbases; i++)
@@ -483,40 +613,16 @@ static void include_mark_seen(include_walk *w, const char *abs)
     w->seen[w->n_seen++] = lz_xstrdup(abs);
 }
 
-/* A core.hooksPath value v (relative to top, where Git runs) that lies
- * inside the workspace: made (every missing level: the sandbox must not
- * make them) and protected. */
-static int protect_hooks_path(builder *b, const char *v, const char *top, lz_error **err)
+/* Is the entry "key\nvalue" one of the settings spawn_host_git gives the
+ * host's Git on its command line? */
+static bool is_own_setting(const char *kv)
 {
-    _cleanup_free_ char *abs = expand_git_path(v, top);
-    _cleanup_free_ char *rel = abs ? ws_rel(b, abs) : NULL;
-    if (!rel && abs) { /* through a host symlink into the workspace */
-        _cleanup_free_ char *canon = lz_canonicalize(abs, NULL);
-        if (canon)
-            rel = ws_rel(b, canon);
-    }
-    if (!rel)
-        return 0;
-    struct stat st;
-    if (lz_lstat_confined(b->ws_fd, rel, &st) < 0 && errno == ENOENT) {
-        int fd = lz_mkdirs_confined(b->ws_fd, rel, rel, err);
-        if (fd < 0)
-            return -1;
-        close(fd);
-    }
-    if (lz_gs_protect_if_exists(b, rel, err) < 0)
-        return -1;
-    /* husky v9 sets core.hooksPath = .husky/_: the stubs it generates there
-     * run the tracked .husky/<hook> one level up (attack round a27b, G3). A
-     * hooks directory named `_` is that layout (husky's name for its
-     * generated part): its parent is protected too, unless that is the
-     * workspace itself (docs/git.md "Hook managers"). */
-    const char *last = strrchr(rel, '/');
-    if (last && strcmp(last + 1, "_") == 0) {
-        _cleanup_free_ char *parent = lz_xstrndup(rel, (size_t) (last - rel));
-        return lz_gs_protect_if_exists(b, parent, err);
-    }
-    return 0;
+    static const char *const own[] = { "core.fsmonitor\nfalse", "core.hookspath\n/dev/null",
+                                       "core.untrackedcache\nfalse" };
+    for (size_t i = 0; i < LZ_ARRAY_SIZE(own); i++)
+        if (strcmp(kv, own[i]) == 0)
+            return true;
+    return false;
 }
 
 static int protect_includes(include_walk *w, const lz_spawn_output *inc, int depth, lz_error **err);
@@ -561,8 +667,8 @@ static int protect_includes_of(include_walk *w, const char *abs, int depth, lz_e
         if (!nl || is_include_entry(e.kv))
             continue;
         _cleanup_free_ char *key = lz_xstrndup(e.kv, (size_t) (nl - e.kv));
-        if (strcmp(key, "core.hookspath") == 0)
-            r = protect_hooks_path(w->b, nl + 1, w->top, err);
+        if (is_program_dir_key(key, strlen(key)))
+            r = protect_program_dir(w->b, key, nl + 1, w->top, err);
         if (r == 0)
             r = protect_value_words(w->b, key, nl + 1, w->top, err);
     }
@@ -651,8 +757,13 @@ int lz_gs_protect_config_sources(builder *b, const char *gd, const char *wt, lz_
         _cleanup_free_ char *file = origin_file(e.origin, top);
         if (file)
             r = protect_config_file(b, file, false, err);
-        if (r == 0 && strncmp(e.kv, "core.hookspath\n", 15) == 0)
-            r = protect_hooks_path(b, e.kv + 15, top, err);
+        if (strncmp(e.origin, "command line:", 13) == 0 && is_own_setting(e.kv))
+            continue; /* Lazaret's own -c (spawn_host_git), not the developer's */
+        const char *nl0 = strchr(e.kv, '\n');
+        if (r == 0 && nl0 && is_program_dir_key(e.kv, (size_t) (nl0 - e.kv))) {
+            _cleanup_free_ char *k = lz_xstrndup(e.kv, (size_t) (nl0 - e.kv));
+            r = protect_program_dir(b, k, nl0 + 1, top, err);
+        }
         const char *nl = strchr(e.kv, '\n');
         if (r == 0 && nl) {
             _cleanup_free_ char *key = lz_xstrndup(e.kv, (size_t) (nl - e.kv));

@@ -14,9 +14,106 @@
 #include <unistd.h>
 
 #include "common/util.h"
+#include "fs/atomic.h"
 #include "fs/confined.h"
 #include "fs/relpath.h"
 #include "gitsentry/internal.h"
+
+/* Limits of the hard-link check below: entries looked at under one
+ * protected directory, and the size of a file it copies. */
+#define LINK_CHECK_MAX_ENTRIES 20000
+#define LINK_CHECK_MAX_COPY (64u << 20)
+
+/* A protected file with more than one name: the sandbox may have made the
+ * other name while the file was not protected yet (`ln tools/fmt.sh
+ * .cache`, before the developer named tools/fmt.sh in an alias), and would
+ * write the same inode through it past the read-only bind (attack round
+ * a28b, H). The protected name gets a copy of its own (same content and
+ * mode, renamed over it); the other names keep the old inode, which the
+ * host's Git no longer reads. pfd/name: the file, through its parent. */
+static int give_own_inode(builder *b, int pfd, const char *name, const char *rel,
+                          const struct stat *st, lz_error **err)
+{
+    if ((size_t) st->st_size > LINK_CHECK_MAX_COPY) {
+        lz_error_set(err, 0,
+                     "Git Sentry: %s/%s has other names (hard links) and is too large "
+                     "to copy",
+                     b->ws, rel);
+        return lz_error_hint(err, "the sandbox could write it through another name: replace it "
+                                  "by a copy (cp -p FILE FILE.new && mv FILE.new FILE), then "
+                                  "run again");
+    }
+    _cleanup_close_ int fd = openat(pfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    struct stat now;
+    if (fd < 0 || fstat(fd, &now) < 0)
+        return lz_error_set(err, errno, "Git Sentry: cannot open %s/%s", b->ws, rel);
+    if (now.st_ino != st->st_ino || now.st_dev != st->st_dev || !S_ISREG(now.st_mode))
+        return lz_error_set(err, 0, "Git Sentry: %s/%s changed while it was looked at", b->ws, rel);
+    size_t len = (size_t) now.st_size, got = 0;
+    _cleanup_free_ char *data = lz_xmalloc(len ? len : 1);
+    while (got < len) {
+        ssize_t n = pread(fd, data + got, len - got, (off_t) got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return lz_error_set(err, n < 0 ? errno : EIO, "Git Sentry: cannot read %s/%s", b->ws,
+                                rel);
+        got += (size_t) n;
+    }
+    return lz_write_atomic(pfd, name, data, len, now.st_mode & 07777, 0, rel, err);
+}
+
+/* rel (a regular file or a directory, st its lstat) and, for a directory,
+ * every regular file below it: one name each (give_own_inode). */
+static int own_inodes(builder *b, const char *rel, const struct stat *st, size_t *budget,
+                      lz_error **err)
+{
+    if (S_ISREG(st->st_mode)) {
+        if (st->st_nlink <= 1)
+            return 0;
+        const char *name;
+        _cleanup_close_ int pfd = lz_open_parent_confined(b->ws_fd, rel, &name, err);
+        return pfd < 0 ? -1 : give_own_inode(b, pfd, name, rel, st, err);
+    }
+    if (!S_ISDIR(st->st_mode))
+        return 0;
+    _cleanup_close_ int dfd = lz_open_confined(b->ws_fd, rel, O_RDONLY | O_DIRECTORY, 0, rel, err);
+    if (dfd < 0)
+        return -1;
+    DIR *d = fdopendir(dfd);
+    if (!d)
+        return lz_error_set(err, errno, "Git Sentry: cannot read %s/%s", b->ws, rel);
+    dfd = -1; /* the DIR owns it */
+    int r = 0;
+    for (struct dirent *e; r == 0 && (e = readdir(d));) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+            continue;
+        if (*budget == 0) {
+            lz_error_set(err, 0, "Git Sentry: %s/%s holds more than %d entries", b->ws, rel,
+                         LINK_CHECK_MAX_ENTRIES);
+            r = lz_error_hint(err, "the host's Git reads it and Lazaret checks each file in it "
+                                   "before protecting it: keep it small, then run again");
+            break;
+        }
+        (*budget)--;
+        struct stat cst;
+        if (fstatat(dirfd(d), e->d_name, &cst, AT_SYMLINK_NOFOLLOW) < 0)
+            continue; /* gone meanwhile */
+        if (!S_ISREG(cst.st_mode) && !S_ISDIR(cst.st_mode))
+            continue;
+        /* A Git directory's object store, refs and reflogs are data Git
+         * neither runs nor takes configuration from (and a local clone's
+         * objects are hard links by design): not looked into. */
+        if (S_ISDIR(cst.st_mode) &&
+            (strcmp(e->d_name, "objects") == 0 || strcmp(e->d_name, "refs") == 0 ||
+             strcmp(e->d_name, "logs") == 0))
+            continue;
+        _cleanup_free_ char *child = lz_rel_join(rel, e->d_name);
+        r = own_inodes(b, child, &cst, budget, err);
+    }
+    closedir(d);
+    return r;
+}
 
 /* Protect an existing path read-only. gVisor lets the sandbox rename a
  * directory that has bind mounts inside it, which would let it move a
@@ -55,6 +152,9 @@ int lz_gs_protect_if_exists(builder *b, const char *rel, lz_error **err)
         lz_error_set(err, 0, "Git Sentry: %s/%s is a special file", b->ws, rel);
         return lz_error_hint(err, "remove it; Git reads configuration only from regular files");
     }
+    size_t budget = LINK_CHECK_MAX_ENTRIES;
+    if (own_inodes(b, rel, &st, &budget, err) < 0)
+        return -1;
     _cleanup_free_ char *copy = lz_xstrdup(rel);
     for (char *p = copy; (p = strchr(p, '/')); p++) {
         *p = '\0';

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from conftest import TEARDOWN_TIMEOUT, sh, wait_torn_down
-from test_git import git, hook, marker_for, new_repo, planted, put, put_hook, steps
+from test_git import git, hook, marker_for, new_repo, planted, put, put_hook, step, steps
 
 HUSKY = {".husky/pre-commit": "#!/bin/sh\nexit 0\n"}
 SCRIPTS = {"tools/clean.sh": "#!/bin/sh\ncat\n", "tools/go.sh": "#!/bin/sh\nexit 0\n",
@@ -603,3 +603,153 @@ def test_control_includes_behind_a_false_condition_run(lz):
     assert steps(p.stdout) == {"local": "OK", "filter": "OK", "checkout": "OK"}, \
         p.stdout + p.stderr
     assert _f8_host_ran(lz, ws, markers) == {"local": True, "filter": True}
+
+
+# ---- attack round a28b: a bare name is no path (D1), hard links planted early (H),
+# init.templateDir (T), how values are cut into words (W)
+
+def test_a_symlink_named_like_a_bare_command_does_not_refuse_the_start(rig):
+    """`ln -s /bin/sh false` in the workspace: Lazaret's own
+    `-c core.fsmonitor=false` (and any bare command name of a filter) is
+    looked up in PATH, not in the workspace, so the next start goes ahead.
+    Before the fix every later start was refused (a28b D1). The refusal
+    that remains for a path-like symlink is tested above
+    (test_a_program_that_is_a_symlink_in_the_workspace_refuses_the_start)."""
+    ws = new_repo(rig.lz, "dosf", files={"README": "hi\n"})
+    git(rig.lz, ws, "config", "filter.lfs.clean", "git-lfs clean -- %f")
+    rig.config({"bb": {}})
+    p = rig.run("bb", sh(step("false", "ln -s /bin/sh false") + step("clean", "ln -s /bin/sh clean")),
+                ws=ws)
+    assert steps(p.stdout) == {"false": "OK", "clean": "OK"}, p.stdout + p.stderr
+    wait_torn_down(rig.lz, TEARDOWN_TIMEOUT)
+    p = rig.run("bb", sh("echo started"), ws=ws)
+    assert p.returncode == 0 and "started" in p.stdout, p.stdout + p.stderr
+
+
+def _linked_early(rig, name):
+    """Session 1: tools/fmt.sh is named by nothing; the sandbox gives it a
+    second name (a hard link). Then the developer names it in an alias."""
+    ws = new_repo(rig.lz, name, files={"README": "hi\n", "tools/fmt.sh": SCRIPT})
+    (ws / "tools" / "fmt.sh").chmod(0o755)
+    rig.config({"bb": {}})
+    p = rig.run("bb", sh(step("link", "ln tools/fmt.sh .fmt-cache")), ws=ws)
+    assert steps(p.stdout) == {"link": "OK"}, p.stdout + p.stderr
+    wait_torn_down(rig.lz, TEARDOWN_TIMEOUT)
+    assert (ws / "tools" / "fmt.sh").stat().st_nlink == 2
+    return ws
+
+
+def test_a_hard_link_planted_before_protection_reaches_nothing(rig):
+    """a28b H: once named, tools/fmt.sh gets an inode of its own before it is
+    bound read-only: writing the sandbox's other name no longer changes
+    the file the host's Git runs. Control:
+    test_control_a_hard_link_planted_early_writes_the_file."""
+    ws = _linked_early(rig, "hl")
+    git(rig.lz, ws, "config", "alias.fmt", "!./tools/fmt.sh")
+    marker = marker_for(rig.lz, "hl")
+    p = rig.run("bb", sh(put("via-link", ".fmt-cache", hook(marker))), ws=ws)
+    assert p.returncode == 0, p.stderr
+    wait_torn_down(rig.lz, TEARDOWN_TIMEOUT)
+    assert (ws / "tools" / "fmt.sh").read_text() == SCRIPT
+    assert (ws / "tools" / "fmt.sh").stat().st_mode & 0o777 == 0o755
+    rig.lz.run_as_user(["git", "-C", str(ws), "fmt"])
+    assert not marker.exists()
+
+
+def test_control_a_hard_link_planted_early_writes_the_file(rig):
+    """Control: while tools/fmt.sh is named by nothing, a write through the
+    sandbox's other name changes it on the host (one inode)."""
+    ws = _linked_early(rig, "chl")
+    marker = marker_for(rig.lz, "chl")
+    p = rig.run("bb", sh(put("via-link", ".fmt-cache", hook(marker))), ws=ws)
+    assert steps(p.stdout) == {"via-link": "OK"}, p.stdout + p.stderr
+    wait_torn_down(rig.lz, TEARDOWN_TIMEOUT)
+    assert str(marker) in (ws / "tools" / "fmt.sh").read_text()
+
+
+def _templates(lz, name, exists):
+    files = {"README": "hi\n"}
+    if exists:
+        files[".git-templates/hooks/post-checkout"] = SCRIPT
+    ws = new_repo(lz, name, files=files)
+    src = new_repo(lz, f"{name}-other", files={"x": "1\n"})
+    git(lz, ws, "config", "--global", "init.templateDir", f"~/{name}/.git-templates")
+    return ws, src, marker_for(lz, name)
+
+
+def _templates_attack(marker):
+    return (step("mk", "mkdir -p .git-templates/hooks") +
+            put("hook", ".git-templates/hooks/post-checkout", hook(marker)) +
+            step("x", "chmod +x .git-templates/hooks/post-checkout"))
+
+
+@pytest.mark.parametrize("exists", [True, False], ids=["existing", "missing"])
+def test_init_template_dir_in_the_workspace_is_protected(rig, exists):
+    """a28b T: init.templateDir names a workspace directory, whose hooks/
+    every `git clone` on the host copies and runs: made if missing and
+    bound read-only. Control: test_control_init_template_dir_runs."""
+    ws, src, marker = _templates(rig.lz, f"tpl{int(exists)}", exists)
+    rig.config({"bb": {}})
+    p = rig.run("bb", sh(_templates_attack(marker)), ws=ws)
+    assert steps(p.stdout)["hook"] == "FAIL", p.stdout + p.stderr
+    wait_torn_down(rig.lz, TEARDOWN_TIMEOUT)
+    rig.lz.run_as_user(["git", "clone", "-q", str(src), str(rig.lz.home / f"clone{int(exists)}")])
+    assert not marker.exists()
+
+
+def test_control_init_template_dir_runs(lz):
+    """Control: the same script on the host: `git clone` runs the hook."""
+    ws, src, marker = _templates(lz, "ctpl", False)
+    p = lz.run_as_user(sh(_templates_attack(marker)), cwd=ws)
+    assert steps(p.stdout)["hook"] == "OK", p.stdout + p.stderr
+    lz.run_as_user(["git", "clone", "-q", str(src), str(lz.home / "cclone")])
+    assert marker.exists()
+
+
+WORD_ALIASES = {  # name: (alias value, the file it runs)
+    "top": ('!"$(git rev-parse --show-toplevel)/tools/top.sh"', "tools/top.sh"),
+    "home": ("!$HOME/{ws}/tools/home.sh", "tools/home.sh"),
+    "esc": ("!./tools/my\\ esc.sh", "tools/my esc.sh"),
+    "glob": ("!./tools/gl?b.sh", "tools/glob.sh"),
+    "inq": ('!./tools/in"q".sh', "tools/inq.sh"),
+    "brace": ("!${{GIT_DIR:+}}./tools/brace.sh", "tools/brace.sh"),
+    "ci": ("!git -c core.hooksPath=.githooks commit -q --allow-empty -m x",
+           ".githooks/pre-commit"),
+}
+
+
+def _words_repo(lz, name):
+    files = {"README": "hi\n", **{f: SCRIPT for _, f in WORD_ALIASES.values()}}
+    ws = new_repo(lz, name, files=files)
+    for _, f in WORD_ALIASES.values():
+        (ws / f).chmod(0o755)
+    for k, (v, _) in WORD_ALIASES.items():
+        git(lz, ws, "config", f"alias.{k}", v.format(ws=name))
+    marker = marker_for(lz, name)
+    script = "".join(put(k, f.replace(" ", "\\ "), hook(Path(f"{marker}-{k}")))
+                     for k, (_, f) in WORD_ALIASES.items())
+    return ws, marker, script
+
+
+def _words_ran(lz, ws, marker) -> dict:
+    for k in WORD_ALIASES:
+        lz.run_as_user(["git", "-C", str(ws), k])
+    return {k: Path(f"{marker}-{k}").exists() for k in WORD_ALIASES}
+
+
+def test_value_words_cut_as_a_shell_would_are_protected(rig):
+    """a28b W: alias forms whose script the word splitter missed. Control:
+    test_control_value_words_run_without_lazaret."""
+    ws, marker, script = _words_repo(rig.lz, "words")
+    rig.config({"bb": {}})
+    p = rig.run("bb", sh(script), ws=ws)
+    assert steps(p.stdout) == {k: "FAIL" for k in WORD_ALIASES}, p.stdout + p.stderr
+    wait_torn_down(rig.lz, TEARDOWN_TIMEOUT)
+    assert _words_ran(rig.lz, ws, marker) == {k: False for k in WORD_ALIASES}
+
+
+def test_control_value_words_run_without_lazaret(lz):
+    ws, marker, script = _words_repo(lz, "cwords")
+    p = lz.run_as_user(sh(script), cwd=ws)
+    assert steps(p.stdout) == {k: "OK" for k in WORD_ALIASES}, p.stdout + p.stderr
+    assert _words_ran(lz, ws, marker) == {k: True for k in WORD_ALIASES}
