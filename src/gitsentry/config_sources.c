@@ -8,8 +8,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <glob.h>
-#include <pwd.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -166,45 +164,6 @@ static int host_git_in(builder *b, const char *gd, const char *wt, bool merge, c
                           args, out, err);
 }
 
-/* A path value of Git's configuration made absolute the way Git does: `~/`
- * is the developer's home, `~user/` that user's, a relative one is
- * relative to `base`. */
-static char *expand_git_path(const char *v, const char *base)
-{
-    if (v[0] == '/')
-        return lz_xstrdup(v);
-    if (v[0] == '~') {
-        const char *slash = strchr(v, '/');
-        if (!slash)
-            return NULL;
-        const char *home = getenv("HOME");
-        if (slash > v + 1) {
-            /* `~name/`: Git looks the user up; the developer's own name
-             * is as good as `~/` (attack round a28, F7). */
-            _cleanup_free_ char *name = lz_xstrndup(v + 1, (size_t) (slash - v - 1));
-            struct passwd *pw = getpwnam(name);
-            home = pw ? pw->pw_dir : NULL;
-        }
-        if (!home || home[0] != '/')
-            return NULL;
-        return lz_xasprintf("%s%s", home, slash);
-    }
-    return lz_xasprintf("%s/%s", base, v);
-}
-
-/* The absolute path abs relative to the workspace, NULL when outside it:
- * "." and ".." taken lexically first, since a value relative to the top
- * of an enclosing work tree ("./app/tools/x" from mono/, the workspace
- * mono/app) only reaches the workspace once normalised. */
-static char *ws_rel(const builder *b, const char *abs)
-{
-    _cleanup_free_ char *norm = lz_lexical_rel("", abs);
-    if (!norm)
-        return NULL;
-    _cleanup_free_ char *full = lz_xasprintf("/%s", norm);
-    return lz_lexical_rel(b->ws, full);
-}
-
 /* A configuration file Git reads from `abs` (absolute, from Git's own
  * output): protect it when it lies inside the workspace. Lexically inside
  * means it must be reachable without a symlink (refused otherwise);
@@ -213,11 +172,11 @@ static char *ws_rel(const builder *b, const char *abs)
  * first (an empty configuration file is valid). */
 static int protect_config_file(builder *b, const char *abs, bool create, lz_error **err)
 {
-    _cleanup_free_ char *rel = ws_rel(b, abs);
+    _cleanup_free_ char *rel = lz_gs_ws_rel(b, abs);
     if (!rel) {
         _cleanup_free_ char *canon = lz_canonicalize(abs, NULL);
         if (canon)
-            rel = ws_rel(b, canon);
+            rel = lz_gs_ws_rel(b, canon);
     }
     if (!rel || strcmp(rel, ".git") == 0)
         return 0;
@@ -274,283 +233,6 @@ static char *origin_file(const char *origin, const char *top)
         return NULL;
     const char *path = origin + 5;
     return path[0] == '/' ? lz_xstrdup(path) : lz_xasprintf("%s/%s", top, path);
-}
-
-/* Does the configuration key (as `git config --list` prints it: section
- * and name lowercased, the subsection as written) name a program the
- * host's Git runs? Those whose value is a command line or a program path
- * (attack round a27b, G6; a28, F2 added what it found missing). Every
- * value's words are protected when they name workspace files; this list
- * only decides which refuse a symlink (protect_value_words). */
-static bool key_names_program(const char *key)
-{
-    const char *first = strchr(key, '.');
-    const char *last = strrchr(key, '.');
-    if (!first)
-        return false;
-    size_t sl = (size_t) (first - key);
-    const char *name = last + 1;
-    bool sub = first != last;
-#define SECTION(s) (sl == sizeof(s) - 1 && strncmp(key, s, sl) == 0)
-#define NAME(n) (strcmp(name, n) == 0)
-    if (SECTION("alias") || SECTION("pager") || SECTION("sendemail"))
-        return true;
-    if (SECTION("interactive"))
-        return NAME("difffilter");
-    if (SECTION("instaweb"))
-        return NAME("httpd");
-    if (!sub) {
-        if (SECTION("core"))
-            return NAME("fsmonitor") || NAME("editor") || NAME("pager") || NAME("sshcommand") ||
-                   NAME("askpass") || NAME("gitproxy") || NAME("alternaterefscommand");
-        if (SECTION("sequence"))
-            return NAME("editor");
-        if (SECTION("uploadpack"))
-            return NAME("packobjectshook");
-        if (SECTION("diff"))
-            return NAME("external");
-    } else {
-        if (SECTION("filter"))
-            return NAME("clean") || NAME("smudge") || NAME("process");
-        if (SECTION("diff"))
-            return NAME("textconv") || NAME("command");
-        if (SECTION("merge"))
-            return NAME("driver");
-        if (SECTION("difftool") || SECTION("mergetool"))
-            return NAME("cmd") || NAME("path");
-        if (SECTION("remote"))
-            return NAME("uploadpack") || NAME("receivepack");
-        if (SECTION("tar") || SECTION("trailer"))
-            return NAME("command") || NAME("cmd");
-        if (SECTION("submodule"))
-            return NAME("update");
-        if (SECTION("browser") || SECTION("man"))
-            return NAME("cmd") || NAME("path");
-        if (SECTION("guitool"))
-            return NAME("cmd");
-    }
-    if (SECTION("gpg"))
-        return NAME("program") || NAME("defaultkeycommand");
-    if (SECTION("credential"))
-        return NAME("helper");
-    return false;
-#undef SECTION
-#undef NAME
-}
-
-/* A key that names a program names a symlink of the workspace (or a path
- * through one): refused (protect_value_words). */
-static int symlinked_program(const builder *b, const char *key, const char *rel, lz_error **err)
-{
-    lz_error_set(err, 0,
-                 "the host's Git configuration (%s) names %s/%s, which is or passes through a "
-                 "symbolic link inside the workspace, as a program: the sandbox could point it "
-                 "at a program of its own",
-                 key, b->ws, rel);
-    return lz_error_hint(err, "name the program by its real path (readlink -f shows it) in the "
-                              "configuration, or move it out of the workspace, then run again");
-}
-
-/* The workspace-relative path of one word of a value taken against base,
- * or NULL when it does not lie inside the workspace. Through the host's
- * symlinks too (a HOME that is a symlink, an absolute path through a
- * symlinked directory above the workspace: attack round a28, F4). */
-static char *word_in_workspace(const builder *b, const char *word, const char *base)
-{
-    _cleanup_free_ char *abs = expand_git_path(word, base);
-    if (!abs)
-        return NULL;
-    char *rel = ws_rel(b, abs);
-    if (rel)
-        return rel;
-    _cleanup_free_ char *canon = lz_canonicalize(abs, NULL);
-    return canon ? ws_rel(b, canon) : NULL;
-}
-
-/* Is the key (its first n bytes) one naming a directory Git runs programs
- * from (protect_program_dir)? */
-static bool is_program_dir_key(const char *key, size_t n)
-{
-    return (n == 14 && strncmp(key, "core.hookspath", 14) == 0) ||
-           (n == 16 && strncmp(key, "init.templatedir", 16) == 0);
-}
-
-/* A directory Git runs programs from — core.hooksPath, or init.templateDir
- * (whose hooks/ every `git init` and `git clone` on the host copies and
- * runs: round a28b, T) — given by the value v (relative to top, where Git
- * runs): when inside the workspace, made (every missing level: the sandbox
- * must not make them) and protected. */
-static int protect_program_dir(builder *b, const char *key, const char *v, const char *top,
-                               lz_error **err)
-{
-    _cleanup_free_ char *abs = expand_git_path(v, top);
-    _cleanup_free_ char *rel = abs ? ws_rel(b, abs) : NULL;
-    if (!rel && abs) { /* through a host symlink into the workspace */
-        _cleanup_free_ char *canon = lz_canonicalize(abs, NULL);
-        if (canon)
-            rel = ws_rel(b, canon);
-    }
-    if (!rel)
-        return 0;
-    struct stat st;
-    if (lz_lstat_confined(b->ws_fd, rel, &st) < 0 && errno == ENOENT) {
-        int fd = lz_mkdirs_confined(b->ws_fd, rel, rel, err);
-        if (fd < 0)
-            return -1;
-        close(fd);
-    }
-    if (lz_gs_protect_if_exists(b, rel, err) < 0)
-        return -1;
-    if (strcmp(key, "core.hookspath") != 0)
-        return 0;
-    /* husky v9 sets core.hooksPath = .husky/_: the stubs it generates there
-     * run the tracked .husky/<hook> one level up (attack round a27b, G3). A
-     * hooks directory named `_` is that layout (husky's name for its
-     * generated part): its parent is protected too, unless that is the
-     * workspace itself (docs/git.md "Hook managers"). */
-    const char *last = strrchr(rel, '/');
-    if (last && strcmp(last + 1, "_") == 0) {
-        _cleanup_free_ char *parent = lz_xstrndup(rel, (size_t) (last - rel));
-        return lz_gs_protect_if_exists(b, parent, err);
-    }
-    return 0;
-}
-
-enum { MAX_BASES = 8, MAX_GLOB_MATCHES = 64 };
-
-/* One path candidate `cand` of a value's word, taken against `base` (see
- * protect_value_words): a regular file of the workspace protected; a
- * symlink named as a program refused; a directory added to the bases. */
-static int consider_path(builder *b, const char *key, bool program, const char *cand,
-                         const char *base, char **bases, size_t *nbases, lz_error **err)
-{
-    _cleanup_free_ char *rel = word_in_workspace(b, cand, base);
-    struct stat st;
-    if (!rel || !*rel || strcmp(rel, ".") == 0)
-        return 0;
-    /* A bare command name is looked up in PATH, not here: a symlink of that
-     * name is no program of the configuration (round a28b, D1: `ln -s
-     * /bin/sh false` refused every start through Lazaret's own
-     * core.fsmonitor=false). */
-    bool path_like = strchr(cand, '/') != NULL;
-    if (lz_lstat_confined(b->ws_fd, rel, &st) < 0)
-        return errno == ELOOP && program && path_like ? symlinked_program(b, key, rel, err) : 0;
-    if (S_ISLNK(st.st_mode) && program && path_like)
-        return symlinked_program(b, key, rel, err);
-    if (S_ISREG(st.st_mode))
-        return lz_gs_protect_if_exists(b, rel, err);
-    if (S_ISDIR(st.st_mode) && *nbases < MAX_BASES && cand[0] != '~')
-        bases[(*nbases)++] = lz_xasprintf("%s/%s", b->ws, rel); /* for later relative words */
-    return 0;
-}
-
-/* cand against every base, glob patterns (`*?[`) expanded first as the
- * shell would (round a28b, W: `!./tools/gl?b.sh`). */
-static int consider_candidate(builder *b, const char *key, bool program, const char *cand,
-                              char **bases, size_t *nbases, lz_error **err)
-{
-    int r = 0;
-    for (size_t i = 0; i < *nbases && r == 0; i++) {
-        if (!strpbrk(cand, "*?[")) {
-            r = consider_path(b, key, program, cand, bases[i], bases, nbases, err);
-            continue;
-        }
-        _cleanup_free_ char *pattern = expand_git_path(cand, bases[i]);
-        glob_t g = { 0 };
-        if (!pattern || glob(pattern, GLOB_NOSORT, NULL, &g) != 0) {
-            globfree(&g);
-            continue;
-        }
-        for (size_t m = 0; m < g.gl_pathc && m < MAX_GLOB_MATCHES && r == 0; m++)
-            r = consider_path(b, key, program, g.gl_pathv[m], bases[i], bases, nbases, err);
-        globfree(&g);
-    }
-    return r;
-}
-
-/* A configuration value (of any key, attack round a28, F2: a list of the
- * keys that name programs always missed some) whose words name files of
- * the workspace: each such file is protected. Words are cut as a shell
- * would, roughly: quotes dropped, a backslash keeps the next character in
- * the word, split at whitespace and at `;&|()<>` and backquotes. Each word
- * (an alias's leading `!` dropped) gives path candidates: itself; what
- * follows its last `=` (`--opt=./x.sh`); what follows a one-letter option
- * (`-Ftools/ssh_config`); `$HOME`/`${HOME}` expanded, any other leading
- * `$NAME`/`${...}` dropped; and a candidate starting with `/` (what
- * followed `$(git rev-parse --show-toplevel)`) also taken as relative
- * (round a28b, W). A relative candidate is taken against the work tree's
- * top, the workspace itself and every directory an earlier word named
- * (`!cd pkgs/app && ./tools/x.sh`, a28 F3). `-c core.hooksPath=DIR` (and
- * init.templateDir) inside a value protects DIR as the key itself would.
- * A symlink named as a program by a key that names programs
- * (key_names_program) refuses the start: the sandbox could point it
- * elsewhere, and a symlink cannot be bound read-only (docs/git.md). */
-static int protect_value_words(builder *b, const char *key, const char *value, const char *top,
-                               lz_error **err)
-{
-    bool program = key_names_program(key);
-    _cleanup_free_ char *copy = lz_xmalloc(strlen(value) + 1);
-    char *o = copy;
-    for (const char *c = value; *c; c++) {
-        if (*c == '\\' && c[1]) /* kept in the word, even a space (restored below) */
-            *o++ = *++c == ' ' ? '\x01' : *c;
-        else if (*c == '"' || *c == '\'')
-            continue;
-        else
-            *o++ = strchr(";&|()<>`", *c) ? ' ' : *c;
-    }
-    *o = '\0';
-    char *bases[MAX_BASES] = { lz_xstrdup(top), lz_xstrdup(b->ws) };
-    size_t nbases = 2;
-    int r = 0;
-    const char *home = getenv("HOME");
-    for (char *save = NULL, *w = strtok_r(copy, " \t\n\r\f\v", &save); w && r == 0;
-         w = strtok_r(NULL, " \t\n\r\f\v", &save)) {
-        for (char *x = w; *x; x++)
-            if (*x == '\x01')
-                *x = ' ';
-        if (w[0] == '!')
-            w++;
-        _cleanup_free_ char *word = NULL;
-        if (home && home[0] == '/' && strncmp(w, "$HOME/", 6) == 0)
-            word = lz_xasprintf("%s%s", home, w + 5);
-        else if (home && home[0] == '/' && strncmp(w, "${HOME}/", 8) == 0)
-            word = lz_xasprintf("%s%s", home, w + 7);
-        else
-            word = lz_xstrdup(w);
-        const char *eq = strrchr(word, '=');
-        if (eq && eq > word) { /* -c core.hooksPath=DIR inside an alias */
-            _cleanup_free_ char *k = lz_xstrndup(word, (size_t) (eq - word));
-            for (char *x = k; *x; x++)
-                *x = (char) (*x >= 'A' && *x <= 'Z' ? *x - 'A' + 'a' : *x);
-            if (eq[1] && is_program_dir_key(k, strlen(k)))
-                r = protect_program_dir(b, k, eq + 1, top, err);
-        }
-        const char *cands[4] = { word, eq && eq[1] ? eq + 1 : NULL, NULL, NULL };
-        size_t nc = 2;
-        if (word[0] == '-' && word[1] && word[1] != '-' && word[2])
-            cands[nc++] = word + 2;
-        if (word[0] == '$') { /* $NAME or ${...}: what follows it */
-            const char *rest = word[1] == '{' ? strchr(word, '}') : word + 1;
-            if (rest && word[1] != '{')
-                while (*rest == '_' || (*rest >= 'A' && *rest <= 'Z') ||
-                       (*rest >= 'a' && *rest <= 'z') || (*rest >= '0' && *rest <= '9'))
-                    rest++;
-            else if (rest)
-                rest++;
-            cands[nc++] = rest && *rest ? rest : NULL;
-        }
-        for (size_t c = 0; c < nc && r == 0; c++) {
-            if (!cands[c] || !*cands[c])
-                continue;
-            r = consider_candidate(b, key, program, cands[c], bases, &nbases, err);
-            if (r == 0 && cands[c][0] == '/' && cands[c][1])
-                r = consider_candidate(b, key, program, cands[c] + 1, bases, &nbases, err);
-        }
-    }
-    for (size_t i = 0; i < nbases; i++)
-        free(bases[i]);
-    return r;
 }
 
 /* The host's Git could not list a repository's configuration (exit
@@ -667,10 +349,10 @@ static int protect_includes_of(include_walk *w, const char *abs, int depth, lz_e
         if (!nl || is_include_entry(e.kv))
             continue;
         _cleanup_free_ char *key = lz_xstrndup(e.kv, (size_t) (nl - e.kv));
-        if (is_program_dir_key(key, strlen(key)))
-            r = protect_program_dir(w->b, key, nl + 1, w->top, err);
+        if (lz_gs_is_program_dir_key(key, strlen(key)))
+            r = lz_gs_protect_program_dir(w->b, key, nl + 1, w->top, err);
         if (r == 0)
-            r = protect_value_words(w->b, key, nl + 1, w->top, err);
+            r = lz_gs_protect_value_words(w->b, key, nl + 1, w->top, err);
     }
     if (r == 0 && status == 0)
         r = protect_includes(w, &out, depth, err);
@@ -693,13 +375,20 @@ static int protect_includes(include_walk *w, const lz_spawn_output *inc, int dep
         if (!is_include_entry(e.kv))
             continue;
         const char *v = strchr(e.kv, '\n');
-        _cleanup_free_ char *file_abs = v && *++v ? origin_file(e.origin, w->top) : NULL;
-        if (!file_abs)
+        if (!v || !*++v)
             continue;
-        char *slash = strrchr(file_abs, '/');
-        if (slash)
-            *slash = '\0';
-        _cleanup_free_ char *abs = expand_git_path(v, file_abs);
+        _cleanup_free_ char *file_abs = origin_file(e.origin, w->top);
+        _cleanup_free_ char *abs = NULL;
+        if (file_abs) {
+            char *slash = strrchr(file_abs, '/');
+            if (slash)
+                *slash = '\0';
+            abs = lz_gs_expand_git_path(v, file_abs);
+        } else if (strncmp(e.origin, "command line:", 13) == 0 && (v[0] == '/' || v[0] == '~')) {
+            /* From the environment (GIT_CONFIG_COUNT/KEY/VALUE) or -c: Git
+             * takes only absolute and `~` paths there (round a28c, E). */
+            abs = lz_gs_expand_git_path(v, "/");
+        }
         if (!abs)
             continue;
         if (protect_config_file(w->b, abs, true, err) < 0)
@@ -760,14 +449,14 @@ int lz_gs_protect_config_sources(builder *b, const char *gd, const char *wt, lz_
         if (strncmp(e.origin, "command line:", 13) == 0 && is_own_setting(e.kv))
             continue; /* Lazaret's own -c (spawn_host_git), not the developer's */
         const char *nl0 = strchr(e.kv, '\n');
-        if (r == 0 && nl0 && is_program_dir_key(e.kv, (size_t) (nl0 - e.kv))) {
+        if (r == 0 && nl0 && lz_gs_is_program_dir_key(e.kv, (size_t) (nl0 - e.kv))) {
             _cleanup_free_ char *k = lz_xstrndup(e.kv, (size_t) (nl0 - e.kv));
-            r = protect_program_dir(b, k, nl0 + 1, top, err);
+            r = lz_gs_protect_program_dir(b, k, nl0 + 1, top, err);
         }
         const char *nl = strchr(e.kv, '\n');
         if (r == 0 && nl) {
             _cleanup_free_ char *key = lz_xstrndup(e.kv, (size_t) (nl - e.kv));
-            r = protect_value_words(b, key, nl + 1, top, err);
+            r = lz_gs_protect_value_words(b, key, nl + 1, top, err);
         }
     }
     lz_spawn_output_free(&out);
@@ -924,7 +613,7 @@ int lz_gs_protect_enclosing(builder *b, lz_error **err)
          * pointing into it): protected as the workspace's own would be. */
         const char *dirs[] = { gitdir, common };
         for (size_t d = 0; d < LZ_ARRAY_SIZE(dirs); d++) {
-            _cleanup_free_ char *rel = ws_rel(b, dirs[d]);
+            _cleanup_free_ char *rel = lz_gs_ws_rel(b, dirs[d]);
             if (rel && lz_gs_protect_git_dir(b, rel, 0, err) < 0)
                 return -1;
         }

@@ -167,6 +167,25 @@ int lz_gs_protect_git_dir(builder *b, const char *gd, int depth, lz_error **err)
  * protected read-only) held while the Domain runs (git_sentry.h
  * LZ_GIT_LOCK_HOLD). */
 int lz_gs_hold_lock_name(builder *b, const char *rel, lz_error **err);
+
+/* config_words.c: the words of configuration values. */
+/* A path value made absolute the way Git does (`~/`, `~user/`, relative to
+ * base); NULL when it cannot be. */
+char *lz_gs_expand_git_path(const char *v, const char *base);
+/* abs relative to the workspace (lexically normalised), NULL outside it. */
+char *lz_gs_ws_rel(const builder *b, const char *abs);
+/* Does the key (its first n bytes) name a directory Git runs programs from
+ * (core.hooksPath, init.templateDir)? */
+bool lz_gs_is_program_dir_key(const char *key, size_t n);
+/* Such a directory given by the value v (relative to top): made when
+ * missing (unless computed by the shell) and protected. */
+int lz_gs_protect_program_dir(builder *b, const char *key, const char *v, const char *top,
+                              lz_error **err);
+/* Every word of the value of key that names a file of the workspace
+ * protected (a symlink named as a program refuses the start). */
+int lz_gs_protect_value_words(builder *b, const char *key, const char *value, const char *top,
+                              lz_error **err);
+
 /* A plan that failed: the lock names it made are removed again (the
  * host's `git config` would fail on them until the next Domain's end). */
 void lz_gs_release_made_locks(const lz_git_plan *plan, int ws_fd);

@@ -715,6 +715,16 @@ WORD_ALIASES = {  # name: (alias value, the file it runs)
     "brace": ("!${{GIT_DIR:+}}./tools/brace.sh", "tools/brace.sh"),
     "ci": ("!git -c core.hooksPath=.githooks commit -q --allow-empty -m x",
            ".githooks/pre-commit"),
+    # round a28c
+    "hk1": ('!git -c core.hooksPath="$(git rev-parse --show-toplevel)/.hk1" commit -q '
+            '--allow-empty -m x', ".hk1/pre-commit"),
+    "hk2": ("!git -c core.hooksPath=$HOME/{ws}/.hk2 commit -q --allow-empty -m x",
+            ".hk2/pre-commit"),
+    "hk5": ("!git -c core.hooksPath=$PWD/.hk5 commit -q --allow-empty -m x", ".hk5/pre-commit"),
+    "pathdir": ("!PATH=./tools/bin:$PATH mylint", "tools/bin/mylint"),
+    "gdir": ('!"$(git rev-parse --git-dir)/../tools/gdir.sh"', "tools/gdir.sh"),
+    "q3": ("!sh ${{HOME:?}}/{ws}/tools/q3.sh", "tools/q3.sh"),
+    "spc": ('!"./tools/my spc.sh"', "tools/my spc.sh"),
 }
 
 
@@ -753,3 +763,33 @@ def test_control_value_words_run_without_lazaret(lz):
     p = lz.run_as_user(sh(script), cwd=ws)
     assert steps(p.stdout) == {k: "OK" for k in WORD_ALIASES}, p.stdout + p.stderr
     assert _words_ran(lz, ws, marker) == {k: True for k in WORD_ALIASES}
+
+
+def _env_include(lz, name):
+    ws = new_repo(lz, name, files={"README": "hi\n"})
+    env = {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "include.path",
+           "GIT_CONFIG_VALUE_0": str(ws / ".local.cfg")}
+    marker = marker_for(lz, name)
+    return ws, env, marker, put("cfg", ".local.cfg", f"[core]\n\tfsmonitor = {planted(marker)}\n")
+
+
+def test_an_include_given_in_the_environment_is_made_and_protected(rig):
+    """a28c E: the developer's shell exports GIT_CONFIG_COUNT/KEY/VALUE with
+    an include of a workspace file missing at start: made empty and bound
+    read-only, so the sandbox cannot write the fsmonitor the host's
+    `git status` would run. Control: test_control_an_include_given_in_the_environment_runs."""
+    ws, env, marker, script = _env_include(rig.lz, "envinc")
+    rig.config({"bb": {}})
+    p = rig.run("bb", sh(script), ws=ws, env=env)
+    assert steps(p.stdout) == {"cfg": "FAIL"}, p.stdout + p.stderr
+    wait_torn_down(rig.lz, TEARDOWN_TIMEOUT)
+    rig.lz.run_as_user(["git", "-C", str(ws), "status"], env=env)
+    assert not marker.exists()
+
+
+def test_control_an_include_given_in_the_environment_runs(lz):
+    ws, env, marker, script = _env_include(lz, "cenvinc")
+    p = lz.run_as_user(sh(script), cwd=ws)
+    assert steps(p.stdout) == {"cfg": "OK"}, p.stdout + p.stderr
+    lz.run_as_user(["git", "-C", str(ws), "status"], env=env)
+    assert marker.exists()
