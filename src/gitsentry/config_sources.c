@@ -22,6 +22,18 @@
  * Git's configuration are passed on (GIT_CONFIG_COUNT pairs included). */
 #define LZ_GIT_ENV_CONFIG_MAX 128
 
+/* What the host's Git is given on its command line by spawn_host_git (no
+ * fsmonitor, no hooks, no untracked cache), and each as `git config
+ * --list -z` prints it back (key lowercased, then a newline), so that
+ * is_own_setting can tell it from the developer's configuration. */
+static const struct {
+    const char *arg, *listed;
+} own_settings[] = {
+    { "core.fsmonitor=false", "core.fsmonitor\nfalse" },
+    { "core.hooksPath=/dev/null", "core.hookspath\n/dev/null" },
+    { "core.untrackedCache=false", "core.untrackedcache\nfalse" },
+};
+
 /* The host's Git run with args, the extra environment `extra` (n_extra
  * entries, NULL ones skipped) and the working directory cwd_fd. merge:
  * its standard error into the capture too (to tell why it failed). */
@@ -39,15 +51,13 @@ static int spawn_host_git(builder *b, char *const *extra, size_t n_extra, int cw
      * no fsmonitor, no hooks, and no repository discovery: GIT_DIR and
      * GIT_WORK_TREE name the Git directory that was validated, so a
      * repository the sandbox made elsewhere is never used. */
-    char **argv = lz_xcalloc(n + 8, sizeof(char *));
+    char **argv = lz_xcalloc(n + 2 + 2 * LZ_ARRAY_SIZE(own_settings), sizeof(char *));
     size_t k = 0;
     argv[k++] = (char *) "git";
-    argv[k++] = (char *) "-c";
-    argv[k++] = (char *) "core.fsmonitor=false";
-    argv[k++] = (char *) "-c";
-    argv[k++] = (char *) "core.hooksPath=/dev/null";
-    argv[k++] = (char *) "-c";
-    argv[k++] = (char *) "core.untrackedCache=false";
+    for (size_t i = 0; i < LZ_ARRAY_SIZE(own_settings); i++) {
+        argv[k++] = (char *) "-c";
+        argv[k++] = (char *) own_settings[i].arg;
+    }
     for (size_t i = 0; i < n; i++)
         argv[k++] = args[i];
     argv[k] = NULL;
@@ -299,10 +309,8 @@ static void include_mark_seen(include_walk *w, const char *abs)
  * host's Git on its command line? */
 static bool is_own_setting(const char *kv)
 {
-    static const char *const own[] = { "core.fsmonitor\nfalse", "core.hookspath\n/dev/null",
-                                       "core.untrackedcache\nfalse" };
-    for (size_t i = 0; i < LZ_ARRAY_SIZE(own); i++)
-        if (strcmp(kv, own[i]) == 0)
+    for (size_t i = 0; i < LZ_ARRAY_SIZE(own_settings); i++)
+        if (strcmp(kv, own_settings[i].listed) == 0)
             return true;
     return false;
 }
